@@ -1,0 +1,106 @@
+"""Rotations and frame conversions: the one place for them (spec section 9).
+
+QRSim's conventions, kept inside the core:
+- world frame NED (x north, y east, z down), body frame FRD (x forward, y right, z down);
+- attitude as ZYX Euler angles (phi roll, theta pitch, psi yaw) [rad];
+- ``dcm_ned_to_body(phi, theta, psi) = R_x(phi) R_y(theta) R_z(psi)`` maps NED vectors to body.
+
+ROS uses ENU (REP-103) for ``map`` and FLU for ``base_link``; the ``*_enu``/``*_flu`` helpers convert
+at the node boundary. Every function is vectorised over a leading axis of vehicles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Array = NDArray[np.float64]
+
+
+def dcm_ned_to_body(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
+    """Direction cosine matrices NED -> body FRD for ZYX Euler angles [rad].
+
+    Returns shape ``broadcast(phi, theta, psi).shape + (3, 3)``.
+    """
+    phi, theta, psi = np.broadcast_arrays(
+        np.asarray(phi, float), np.asarray(theta, float), np.asarray(psi, float)
+    )
+    sph, cph = np.sin(phi), np.cos(phi)
+    sth, cth = np.sin(theta), np.cos(theta)
+    sps, cps = np.sin(psi), np.cos(psi)
+    d = np.empty(phi.shape + (3, 3))
+    d[..., 0, 0] = cth * cps
+    d[..., 0, 1] = cth * sps
+    d[..., 0, 2] = -sth
+    d[..., 1, 0] = -cph * sps + sph * sth * cps
+    d[..., 1, 1] = cph * cps + sph * sth * sps
+    d[..., 1, 2] = sph * cth
+    d[..., 2, 0] = sph * sps + cph * sth * cps
+    d[..., 2, 1] = -sph * cps + cph * sth * sps
+    d[..., 2, 2] = cph * cth
+    return d
+
+
+def dcm_from_state(x: ArrayLike) -> Array:
+    """NED -> body DCMs for states of shape (N, >=6) (Euler angles in columns 3:6)."""
+    x = np.asarray(x, float)
+    return dcm_ned_to_body(x[..., 3], x[..., 4], x[..., 5])
+
+
+def ned_to_body(dcm: Array, v_ned: ArrayLike) -> Array:
+    """Rotate NED vectors (N, 3) into body frames given NED->body DCMs (N, 3, 3)."""
+    return np.einsum("...ij,...j->...i", dcm, np.asarray(v_ned, float))
+
+
+def body_to_ned(dcm: Array, v_body: ArrayLike) -> Array:
+    """Rotate body vectors (N, 3) into NED given NED->body DCMs (N, 3, 3) (uses the transpose)."""
+    return np.einsum("...ji,...j->...i", dcm, np.asarray(v_body, float))
+
+
+def wrap_angle(angle: ArrayLike) -> Array:
+    """Wrap angles [rad] to (-pi, pi]."""
+    a = np.asarray(angle, float)
+    wrapped = np.mod(a + np.pi, 2.0 * np.pi) - np.pi
+    return np.where(wrapped == -np.pi, np.pi, wrapped)
+
+
+# --- ROS boundary: ENU / FLU (REP-103) ----------------------------------------------------------
+
+def ned_to_enu(v_ned: ArrayLike) -> Array:
+    """NED vectors (..., 3) -> ENU vectors (..., 3). The map is its own inverse."""
+    v = np.asarray(v_ned, float)
+    return np.stack([v[..., 1], v[..., 0], -v[..., 2]], axis=-1)
+
+
+enu_to_ned = ned_to_enu
+
+
+def frd_to_flu(v_frd: ArrayLike) -> Array:
+    """Body FRD vectors (..., 3) -> body FLU vectors (..., 3). The map is its own inverse."""
+    v = np.asarray(v_frd, float)
+    return np.stack([v[..., 0], -v[..., 1], -v[..., 2]], axis=-1)
+
+
+flu_to_frd = frd_to_flu
+
+
+def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
+    """Attitude of FLU body in ENU world as quaternions (x, y, z, w), from QRSim ZYX Euler angles.
+
+    R_enu_flu = T_enu_ned @ R_ned_frd @ T_frd_flu, with R_ned_frd = dcm_ned_to_body(...).T.
+    """
+    r_ned_frd = np.swapaxes(dcm_ned_to_body(phi, theta, psi), -1, -2)
+    t = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # NED<->ENU
+    s = np.diag([1.0, -1.0, -1.0])  # FRD<->FLU
+    r = t @ r_ned_frd @ s
+    return rotation_matrix_to_quaternion(r)
+
+
+def rotation_matrix_to_quaternion(r: ArrayLike) -> Array:
+    """Rotation matrices (..., 3, 3) -> unit quaternions (..., 4) ordered (x, y, z, w), w >= 0."""
+    from scipy.spatial.transform import Rotation
+
+    r = np.asarray(r, float)
+    q = Rotation.from_matrix(r.reshape(-1, 3, 3)).as_quat()
+    q = np.where(q[:, 3:4] < 0, -q, q)
+    return q.reshape(r.shape[:-2] + (4,))

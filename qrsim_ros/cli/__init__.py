@@ -1,0 +1,1 @@
+"""Command-line tools of qrsim_ros (pure Python; no rclpy)."""

@@ -1,0 +1,583 @@
+"""QRSim's discrete PID flight controllers, vectorised over vehicles (spec section 6).
+
+Every controller holds per-vehicle PID state (arrays with a leading vehicle axis), is advanced once
+per control step of ``dt_s`` (default ``pelican.DT_S`` = 0.02 s) by ``compute(...)`` and returns SI
+controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` (see ``pelican``) with the battery
+forced to 12 V so the model's voltage cap never limits the thrust.
+
+Inputs are given explicitly per vehicle: ``position_ned`` (N, 3) [m], ``euler`` (N, 3) ZYX angles
+``[phi theta psi]`` [rad] and ``velocity_body`` (N, 3) FRD [m/s]. ``state_view(X)`` builds them from
+true states (N, 13), ``estimated_state_view(eX)`` from estimated states (N, 20) (spec 2.1); each
+controller also has ``compute_from_state`` / ``compute_from_estimated_state`` shortcuts.
+
+Deliberate differences from the MATLAB original (all documented where they occur):
+
+1. The heading error ``psi_des - psi`` is wrapped to (-pi, pi] (``frames.wrap_angle``) so the vehicle
+   turns the short way; the original uses the raw difference (spec 9).
+2. ``estimated_state_view`` rotates the estimated NED velocity into the body frame with the
+   *estimated* attitude ``eX[3:6]``. This is what the original controllers do with eX
+   (``dcm(eX)``); QRSim's ``getEXasX`` differs and uses the true attitude.
+3. ``AnglesHeightPID`` is broken in the original (undefined ``seros`` and ``z``); this is a working
+   version: pitch/roll pass-through, the altitude PID of ``VelocityHeightPID``, the common yaw loop.
+4. The returned controls are clamped to ``pelican.CONTROL_LIMITS`` so they are always valid model
+   inputs. A vehicle whose inputs are not finite (an invalid platform has ``eX = NaN``) gets the
+   neutral control ``[0, 0, HOVER_THROTTLE, 0, 12]`` and its PID state is left untouched, so NaNs
+   never enter an integrator.
+5. One controller object holds independent state per vehicle (the original TCP server shared a
+   single PID object between all UAVs, spec 10 item 12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from qrsim_ros.core.frames import Array, dcm_ned_to_body, ned_to_body, wrap_angle
+from qrsim_ros.core.pelican import CONTROL_LIMITS, DT_S, HOVER_THROTTLE, STATE_SIZE
+
+# --- original constants (spec 6) -----------------------------------------------------------------
+BATTERY_V = 12.0  # battery voltage sent with every control: high enough to never cap the thrust
+TH_HOVER = 0.59  # nominal hover throttle offset of every vertical loop (the exact value is 0.59004)
+MAX_TILT_RAD = 0.34  # pitch/roll command clamp of the velocity/waypoint loops
+K_YAW_PER_S = 6.0  # yaw-rate command per heading error [1/s]
+MAX_YAW_RATE_RADS = 4.4  # yaw-rate command clamp [rad/s]
+MAX_SPEED_MS = 3.0  # clamp of each body component of a desired velocity [m/s]
+WAYPOINT_MAX_SPEED_MS = 5.0  # clamp of each body component of the waypoint loop's desired velocity
+
+#: Neutral control for vehicles with non-finite inputs (see module doc, difference 4).
+NEUTRAL_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, BATTERY_V])
+
+ESTIMATED_STATE_SIZE = 20
+
+
+@dataclass(frozen=True)
+class VelocityGains:
+    """Velocity PID gains (``VelocityPID.m``, also the xy loop of ``VelocityHeightPID.m``).
+
+    The integral term is a plain sum of errors (not multiplied by dt), so ``kvi``/``kwi`` are per
+    control step. xy: error in body [m/s] -> attitude command [rad]; z: error in body w [m/s] ->
+    throttle [0..1] (negative gains: a too-slow descent needs less throttle).
+    """
+
+    kvp: float = 0.25  # [rad/(m/s)]
+    kvi: float = 0.003  # [rad/(m/s)] per step
+    kvd: float = 0.05  # [rad/(m/s^2)]
+    kwp: float = -0.2  # [1/(m/s)]
+    kwi: float = -0.002  # [1/(m/s)] per step
+    kwd: float = -0.0  # [s/m]
+    th_hover: float = TH_HOVER
+    max_tilt_rad: float = MAX_TILT_RAD
+    max_speed_ms: float = MAX_SPEED_MS
+
+
+@dataclass(frozen=True)
+class AltitudeGains:
+    """Altitude PID gains (``VelocityHeightPID``, ``WaypointPID``, ``AnglesHeightPID``).
+
+    Error ``ez = z - z_des`` [m] (NED, positive when below the target), integral ``iz`` in [m s].
+    ``anti_windup`` is the factor of the back-calculation ``iz -= anti_windup * (th_des - th)``.
+    """
+
+    kpz: float = 0.03  # [1/m]
+    kiz: float = 0.0008  # [1/(m s)]
+    kdz: float = 0.04  # [s/m]
+    th_hover: float = TH_HOVER
+    anti_windup: float = 2.0
+
+
+@dataclass(frozen=True)
+class WaypointGains:
+    """Horizontal waypoint loop gains (``WaypointPID.m``): position P -> velocity P -> attitude."""
+
+    kxy: float = 0.9  # desired body speed per body-frame distance [1/s]
+    kv: float = 0.09  # attitude command per speed error [rad/(m/s)]
+    max_speed_ms: float = WAYPOINT_MAX_SPEED_MS
+    max_tilt_rad: float = MAX_TILT_RAD
+
+
+@dataclass(frozen=True)
+class YawGains:
+    """Heading P loop common to all controllers: ``ya = clamp(k * wrap(psi_des - psi), +/-max)``."""
+
+    k_per_s: float = K_YAW_PER_S
+    max_rate_rads: float = MAX_YAW_RATE_RADS
+
+
+class ControllerView(NamedTuple):
+    """What the controllers read of a vehicle: NED position [m], ZYX Euler angles [rad], FRD body
+    velocity [m/s], each (N, 3)."""
+
+    position_ned: Array
+    euler: Array
+    velocity_body: Array
+
+
+def state_view(x: ArrayLike) -> ControllerView:
+    """Controller inputs from true states X (N, 13) (spec 2.1): X[0:3], X[3:6], X[6:9]."""
+    x = np.atleast_2d(np.asarray(x, float))
+    if x.shape[1] != STATE_SIZE:
+        raise ValueError(f"true states must have shape (N, {STATE_SIZE}), got {x.shape}")
+    return ControllerView(x[:, 0:3].copy(), x[:, 3:6].copy(), x[:, 6:9].copy())
+
+
+def estimated_state_view(ex: ArrayLike) -> ControllerView:
+    """Controller inputs from estimated states eX (N, 20) (spec 2.1, as the original PIDs read eX).
+
+    position_ned = [eX1, eX2, -eX17] (GPS north/east, altimeter height turned into NED z);
+    euler = eX4..6; velocity_body = dcm(eX4..6) · [eX18, eX19, -eX20] (GPS NED velocity, altimeter
+    rate turned into NED down). 1-based indices as in the spec. The rotation uses the *estimated*
+    attitude, as the original controllers do; QRSim's ``getEXasX`` uses the true attitude instead.
+    """
+    ex = np.atleast_2d(np.asarray(ex, float))
+    if ex.shape[1] != ESTIMATED_STATE_SIZE:
+        raise ValueError(f"estimated states must have shape (N, {ESTIMATED_STATE_SIZE}), got {ex.shape}")
+    position_ned = np.column_stack([ex[:, 0], ex[:, 1], -ex[:, 16]])
+    euler = ex[:, 3:6].copy()
+    velocity_ned = np.column_stack([ex[:, 17], ex[:, 18], -ex[:, 19]])
+    velocity_body = ned_to_body(dcm_ned_to_body(euler[:, 0], euler[:, 1], euler[:, 2]), velocity_ned)
+    return ControllerView(position_ned, euler, velocity_body)
+
+
+def estimated_ground_speed(ex: ArrayLike) -> Array:
+    """Horizontal ground speed ‖[eX18, eX19]‖ (N,) [m/s] from estimated states (N, 20)."""
+    ex = np.atleast_2d(np.asarray(ex, float))
+    return np.hypot(ex[:, 17], ex[:, 18])
+
+
+# --- building blocks -----------------------------------------------------------------------------
+
+
+def _yaw_rate_command(psi_des: Array, psi: Array, gains: YawGains) -> Array:
+    """Yaw-rate command [rad/s]; the heading error is wrapped to (-pi, pi] (deliberate difference)."""
+    return np.clip(gains.k_per_s * wrap_angle(psi_des - psi), -gains.max_rate_rads, gains.max_rate_rads)
+
+
+def _finalise(pitch: Array, roll: Array, throttle: Array, yaw_rate: Array, ok: Array) -> Array:
+    """Stack into (N, 5) SI controls, clamp to the model's limits, neutral control where not ok."""
+    u = np.column_stack([pitch, roll, throttle, yaw_rate, np.full(pitch.shape, BATTERY_V)])
+    u = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])
+    u[~ok] = NEUTRAL_CONTROL
+    return u
+
+
+class _Controller:
+    """Shared plumbing: vehicle count, dt, argument shaping, finite-input mask."""
+
+    def __init__(self, num_vehicles: int, dt_s: float) -> None:
+        if num_vehicles < 1:
+            raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
+        if not dt_s > 0:
+            raise ValueError(f"dt_s must be > 0, got {dt_s}")
+        self.num_vehicles = int(num_vehicles)
+        self.dt_s = float(dt_s)
+
+    def _rows(self, vehicles: ArrayLike | None) -> Array:
+        return np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles)
+
+    def _per_vehicle(self, value: ArrayLike, width: int | None, name: str, check_finite: bool) -> Array:
+        """Broadcast an input to (N,) or (N, width) floats; set points must be finite."""
+        shape = (self.num_vehicles,) if width is None else (self.num_vehicles, width)
+        try:
+            out = np.broadcast_to(np.asarray(value, float), shape).copy()
+        except ValueError as exc:
+            raise ValueError(f"{name} must broadcast to {shape}, got {np.shape(value)}") from exc
+        if check_finite and not np.all(np.isfinite(out)):
+            raise ValueError(f"{name} must be finite")
+        return out
+
+    def _vehicle_inputs(
+        self, position_ned: ArrayLike, euler: ArrayLike, velocity_body: ArrayLike | None
+    ) -> tuple[Array, Array, Array, Array]:
+        """(position_ned, euler, velocity_body, ok) with ok = all inputs of the vehicle finite."""
+        pos = self._per_vehicle(position_ned, 3, "position_ned", False)
+        eul = self._per_vehicle(euler, 3, "euler", False)
+        vel = (
+            np.zeros((self.num_vehicles, 3))
+            if velocity_body is None
+            else self._per_vehicle(velocity_body, 3, "velocity_body", False)
+        )
+        ok = np.all(np.isfinite(np.hstack([pos, eul, vel])), axis=1)
+        return pos, eul, vel, ok
+
+
+class _AltitudePID:
+    """Altitude PID of spec 6 (VelocityHeightPID/WaypointPID), per vehicle.
+
+    ``ez = -(z_des - z)``; ``iz += ez*dt``; ``dez = 0`` on a set-point change else ``(ez - ez_prev)/dt``;
+    ``th_des = th_hover + kpz ez + kiz iz + kdz dez``; ``th = clamp(th_des, 0, 1)``;
+    anti-windup ``iz -= 2 (th_des - th)``. Note the integral is updated *before* it is used.
+    """
+
+    def __init__(self, num_vehicles: int, gains: AltitudeGains) -> None:
+        self.gains = gains
+        self.iz_ms = np.zeros(num_vehicles)
+        self.ez_prev_m = np.zeros(num_vehicles)
+
+    def reset(self, rows: Array) -> None:
+        self.iz_ms[rows] = 0.0
+        self.ez_prev_m[rows] = 0.0
+
+    def step(self, z_ned: Array, z_des_ned: Array, sp_change: Array, ok: Array, dt_s: float) -> Array:
+        g = self.gains
+        ez = -(z_des_ned - z_ned)
+        iz = self.iz_ms + ez * dt_s
+        dez = np.where(sp_change, 0.0, (ez - self.ez_prev_m) / dt_s)
+        th_des = g.th_hover + g.kpz * ez + g.kiz * iz + g.kdz * dez
+        th = np.clip(th_des, 0.0, 1.0)
+        iz = iz - g.anti_windup * (th_des - th)
+        self.iz_ms = np.where(ok, iz, self.iz_ms)
+        self.ez_prev_m = np.where(ok, ez, self.ez_prev_m)
+        return th
+
+
+def _set_point_change(previous: Array, new: Array) -> Array:
+    """Per-vehicle 'set point changed' flags (exact comparison, as the original)."""
+    return np.any(previous != new, axis=1)
+
+
+# --- controllers -----------------------------------------------------------------------------------
+
+
+class VelocityPID(_Controller):
+    """Velocity controller (``VelocityPID.m``, spec 6): desired NED velocity and heading -> controls.
+
+    Per vehicle: ``vt = Cbn · v_des_ned`` (Cbn = NED->body DCM of the given attitude), each body
+    component clamped to ±3 m/s; PID per axis on the body-velocity error with a plain-sum integral
+    and the derivative reset to 0 on the step where the set point changes:
+    ``theta = clamp(PID(-(vt_x - u)), ±0.34)``, ``phi = clamp(PID(vt_y - v), ±0.34)``,
+    ``th = clamp(0.59 + PID_w(vt_z - w), 0, 1)``; yaw ``clamp(6·wrap(psi_des - psi), ±4.4)``
+    (the original does not wrap). Initial set point and past errors are zero (as the original).
+    """
+
+    def __init__(
+        self,
+        num_vehicles: int = 1,
+        dt_s: float = DT_S,
+        gains: VelocityGains | None = None,
+        yaw_gains: YawGains | None = None,
+    ) -> None:
+        super().__init__(num_vehicles, dt_s)
+        self.gains = gains or VelocityGains()
+        self.yaw_gains = yaw_gains or YawGains()
+        self.reset()
+
+    def reset(self, vehicles: ArrayLike | None = None) -> None:
+        """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
+        if not hasattr(self, "_ei"):
+            n = self.num_vehicles
+            self._ei = np.zeros((n, 3))
+            self._e_prev = np.zeros((n, 3))
+            self._sp = np.zeros((n, 3))
+        rows = self._rows(vehicles)
+        self._ei[rows] = 0.0
+        self._e_prev[rows] = 0.0
+        self._sp[rows] = 0.0
+
+    def compute(
+        self,
+        position_ned: ArrayLike,
+        euler: ArrayLike,
+        velocity_body: ArrayLike,
+        velocity_des_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """One control step. velocity_des_ned (N, 3) [m/s] NED; psi_des (N,) heading [rad].
+
+        ``position_ned`` is unused (kept for a uniform interface). Returns SI controls (N, 5).
+        """
+        g = self.gains
+        _, eul, vel, ok = self._vehicle_inputs(position_ned, euler, velocity_body)
+        v_des = self._per_vehicle(velocity_des_ned, 3, "velocity_des_ned", True)
+        psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
+
+        sp_change = _set_point_change(self._sp, v_des)
+        vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des)
+        vt = np.clip(vt, -g.max_speed_ms, g.max_speed_ms)
+        # pitch error is negated: nose up (positive pitch) accelerates backwards (towards -x body)
+        e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1], vt[:, 2] - vel[:, 2]])
+        de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
+        kp = np.array([g.kvp, g.kvp, g.kwp])
+        ki = np.array([g.kvi, g.kvi, g.kwi])
+        kd = np.array([g.kvd, g.kvd, g.kwd])
+        out = kp * e + ki * self._ei + kd * de  # integral used before it is updated (as original)
+
+        self._sp = np.where(ok[:, None], v_des, self._sp)
+        self._ei = np.where(ok[:, None], self._ei + e, self._ei)
+        self._e_prev = np.where(ok[:, None], e, self._e_prev)
+
+        pitch = np.clip(out[:, 0], -g.max_tilt_rad, g.max_tilt_rad)
+        roll = np.clip(out[:, 1], -g.max_tilt_rad, g.max_tilt_rad)
+        throttle = np.clip(g.th_hover + out[:, 2], 0.0, 1.0)
+        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
+        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+
+    def compute_from_state(self, x: ArrayLike, velocity_des_ned: ArrayLike, psi_des: ArrayLike) -> Array:
+        """``compute`` on true states X (N, 13)."""
+        return self.compute(*state_view(x), velocity_des_ned, psi_des)
+
+    def compute_from_estimated_state(
+        self, ex: ArrayLike, velocity_des_ned: ArrayLike, psi_des: ArrayLike
+    ) -> Array:
+        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
+        return self.compute(*estimated_state_view(ex), velocity_des_ned, psi_des)
+
+
+class VelocityHeightPID(_Controller):
+    """Horizontal velocity + altitude controller (``VelocityHeightPID.m``, spec 6).
+
+    xy: the ``VelocityPID`` loop on ``vt = Cbn · [vx_des, vy_des, 0]`` (±3 m/s, ±0.34 rad);
+    altitude: the PID of ``_AltitudePID`` on NED z [m]; yaw as ``VelocityPID`` (wrapped error).
+    The set-point-change flag (derivative reset for both loops) compares ``[vx_des, vy_des, z_des]``.
+    """
+
+    def __init__(
+        self,
+        num_vehicles: int = 1,
+        dt_s: float = DT_S,
+        gains: VelocityGains | None = None,
+        altitude_gains: AltitudeGains | None = None,
+        yaw_gains: YawGains | None = None,
+    ) -> None:
+        super().__init__(num_vehicles, dt_s)
+        self.gains = gains or VelocityGains()
+        self.yaw_gains = yaw_gains or YawGains()
+        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
+        self.reset()
+
+    def reset(self, vehicles: ArrayLike | None = None) -> None:
+        """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
+        if not hasattr(self, "_ei"):
+            n = self.num_vehicles
+            self._ei = np.zeros((n, 2))
+            self._e_prev = np.zeros((n, 2))
+            self._sp = np.zeros((n, 3))
+        rows = self._rows(vehicles)
+        self._ei[rows] = 0.0
+        self._e_prev[rows] = 0.0
+        self._sp[rows] = 0.0
+        self._altitude.reset(rows)
+
+    def compute(
+        self,
+        position_ned: ArrayLike,
+        euler: ArrayLike,
+        velocity_body: ArrayLike,
+        velocity_des_ne: ArrayLike,
+        z_des_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """One control step. velocity_des_ne (N, 2) [m/s] north/east; z_des_ned (N,) [m] (negative
+        is up); psi_des (N,) [rad]. Returns SI controls (N, 5)."""
+        g = self.gains
+        pos, eul, vel, ok = self._vehicle_inputs(position_ned, euler, velocity_body)
+        v_des = self._per_vehicle(velocity_des_ne, 2, "velocity_des_ne", True)
+        z_des = self._per_vehicle(z_des_ned, None, "z_des_ned", True)
+        psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
+
+        sp = np.column_stack([v_des, z_des])
+        sp_change = _set_point_change(self._sp, sp)
+        v_des3 = np.column_stack([v_des, np.zeros(self.num_vehicles)])
+        vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des3)[:, 0:2]
+        vt = np.clip(vt, -g.max_speed_ms, g.max_speed_ms)
+        e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1]])
+        de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
+        out = g.kvp * e + g.kvi * self._ei + g.kvd * de
+
+        self._sp = np.where(ok[:, None], sp, self._sp)
+        self._ei = np.where(ok[:, None], self._ei + e, self._ei)
+        self._e_prev = np.where(ok[:, None], e, self._e_prev)
+
+        pitch = np.clip(out[:, 0], -g.max_tilt_rad, g.max_tilt_rad)
+        roll = np.clip(out[:, 1], -g.max_tilt_rad, g.max_tilt_rad)
+        throttle = self._altitude.step(pos[:, 2], z_des, sp_change, ok, self.dt_s)
+        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
+        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+
+    def compute_from_state(
+        self, x: ArrayLike, velocity_des_ne: ArrayLike, z_des_ned: ArrayLike, psi_des: ArrayLike
+    ) -> Array:
+        """``compute`` on true states X (N, 13)."""
+        return self.compute(*state_view(x), velocity_des_ne, z_des_ned, psi_des)
+
+    def compute_from_estimated_state(
+        self, ex: ArrayLike, velocity_des_ne: ArrayLike, z_des_ned: ArrayLike, psi_des: ArrayLike
+    ) -> Array:
+        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
+        return self.compute(*estimated_state_view(ex), velocity_des_ne, z_des_ned, psi_des)
+
+
+class WaypointPID(_Controller):
+    """Waypoint controller (``WaypointPID.m``, spec 6): NED waypoint and heading -> controls.
+
+    Horizontal: the waypoint in the heading frame ``b = d·[cos a, sin a]`` with ``d`` the horizontal
+    distance and ``a = atan2(dy, dx) - psi``; desired body speed ``clamp(0.9 b, ±5)`` m/s;
+    ``theta = clamp(0.09·(-(u_des - u)), ±0.34)``, ``phi = clamp(0.09·(v_des - v), ±0.34)`` (P only).
+    With true states ``[u, v]`` is the body velocity; with estimated states the original uses
+    ``vel = ‖eX18:19‖, u = vel cos a, v = vel sin a`` (the ground speed projected on the bearing
+    to the waypoint) -- reproduced in ``compute_from_estimated_state``. Altitude: ``_AltitudePID``
+    with ``z_des = waypoint z`` and the derivative reset when the waypoint changes. Yaw: wrapped P.
+    """
+
+    def __init__(
+        self,
+        num_vehicles: int = 1,
+        dt_s: float = DT_S,
+        gains: WaypointGains | None = None,
+        altitude_gains: AltitudeGains | None = None,
+        yaw_gains: YawGains | None = None,
+    ) -> None:
+        super().__init__(num_vehicles, dt_s)
+        self.gains = gains or WaypointGains()
+        self.yaw_gains = yaw_gains or YawGains()
+        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
+        self.reset()
+
+    def reset(self, vehicles: ArrayLike | None = None) -> None:
+        """Clear the altitude integrator, past error and stored waypoint of ``vehicles``."""
+        if not hasattr(self, "_wp"):
+            self._wp = np.zeros((self.num_vehicles, 3))
+        rows = self._rows(vehicles)
+        self._wp[rows] = 0.0
+        self._altitude.reset(rows)
+
+    def compute(
+        self,
+        position_ned: ArrayLike,
+        euler: ArrayLike,
+        velocity_body: ArrayLike,
+        waypoint_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """One control step. waypoint_ned (N, 3) [m]; psi_des (N,) [rad]. Returns controls (N, 5).
+
+        Uses ``velocity_body[:, 0:2]`` as ``[u, v]`` (the original's true-state branch).
+        """
+        return self._compute(position_ned, euler, velocity_body, None, waypoint_ned, psi_des)
+
+    def compute_from_state(self, x: ArrayLike, waypoint_ned: ArrayLike, psi_des: ArrayLike) -> Array:
+        """``compute`` on true states X (N, 13)."""
+        return self.compute(*state_view(x), waypoint_ned, psi_des)
+
+    def compute_from_estimated_state(
+        self, ex: ArrayLike, waypoint_ned: ArrayLike, psi_des: ArrayLike
+    ) -> Array:
+        """The original's eX branch: position [eX1, eX2, -eX17], heading eX6 and
+        ``[u, v] = ‖eX18:19‖·[cos a, sin a]`` (see class doc)."""
+        view = estimated_state_view(ex)
+        return self._compute(
+            view.position_ned, view.euler, None, estimated_ground_speed(ex), waypoint_ned, psi_des
+        )
+
+    def _compute(
+        self,
+        position_ned: ArrayLike,
+        euler: ArrayLike,
+        velocity_body: ArrayLike | None,
+        ground_speed_ms: Array | None,
+        waypoint_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        g = self.gains
+        pos, eul, vel, ok = self._vehicle_inputs(position_ned, euler, velocity_body)
+        wp = self._per_vehicle(waypoint_ned, 3, "waypoint_ned", True)
+        psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
+
+        wp_change = _set_point_change(self._wp, wp)
+        dx, dy = wp[:, 0] - pos[:, 0], wp[:, 1] - pos[:, 1]
+        d = np.hypot(dx, dy)
+        a = np.arctan2(dy, dx) - eul[:, 2]  # bearing to the waypoint relative to the heading
+        bx, by = d * np.cos(a), d * np.sin(a)
+        if ground_speed_ms is None:
+            u, v = vel[:, 0], vel[:, 1]
+        else:
+            speed = np.asarray(ground_speed_ms, float)
+            ok &= np.isfinite(speed)
+            u, v = speed * np.cos(a), speed * np.sin(a)
+
+        u_des = np.clip(g.kxy * bx, -g.max_speed_ms, g.max_speed_ms)
+        v_des = np.clip(g.kxy * by, -g.max_speed_ms, g.max_speed_ms)
+        pitch = np.clip(g.kv * (-(u_des - u)), -g.max_tilt_rad, g.max_tilt_rad)
+        roll = np.clip(g.kv * (v_des - v), -g.max_tilt_rad, g.max_tilt_rad)
+        throttle = self._altitude.step(pos[:, 2], wp[:, 2], wp_change, ok, self.dt_s)
+        self._wp = np.where(ok[:, None], wp, self._wp)
+        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
+        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+
+
+class AnglesHeightPID(_Controller):
+    """Attitude pass-through + altitude controller: a working ``AnglesHeightPID.m`` (spec 6, 10.11).
+
+    The desired pitch and roll [rad] are passed through (clamped to the model's ±0.9 rad control
+    limits); throttle from the altitude PID of ``VelocityHeightPID`` (derivative reset when z_des
+    changes); yaw from the common wrapped P loop. The original is unusable (undefined ``seros`` in
+    the constructor, undefined ``z`` in ``computeU``).
+    """
+
+    def __init__(
+        self,
+        num_vehicles: int = 1,
+        dt_s: float = DT_S,
+        altitude_gains: AltitudeGains | None = None,
+        yaw_gains: YawGains | None = None,
+    ) -> None:
+        super().__init__(num_vehicles, dt_s)
+        self.yaw_gains = yaw_gains or YawGains()
+        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
+        self.reset()
+
+    def reset(self, vehicles: ArrayLike | None = None) -> None:
+        """Clear the altitude integrator, past error and stored z set point of ``vehicles``."""
+        if not hasattr(self, "_z_sp"):
+            self._z_sp = np.zeros(self.num_vehicles)
+        rows = self._rows(vehicles)
+        self._z_sp[rows] = 0.0
+        self._altitude.reset(rows)
+
+    def compute(
+        self,
+        position_ned: ArrayLike,
+        euler: ArrayLike,
+        velocity_body: ArrayLike | None,
+        pitch_des: ArrayLike,
+        roll_des: ArrayLike,
+        z_des_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """One control step. pitch_des, roll_des (N,) [rad] (positive pitch = nose up);
+        z_des_ned (N,) [m]; psi_des (N,) [rad]. ``velocity_body`` is unused (may be None)."""
+        pos, eul, _, ok = self._vehicle_inputs(position_ned, euler, None)
+        pitch = self._per_vehicle(pitch_des, None, "pitch_des", True)
+        roll = self._per_vehicle(roll_des, None, "roll_des", True)
+        z_des = self._per_vehicle(z_des_ned, None, "z_des_ned", True)
+        psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
+
+        z_change = self._z_sp != z_des
+        throttle = self._altitude.step(pos[:, 2], z_des, z_change, ok, self.dt_s)
+        self._z_sp = np.where(ok, z_des, self._z_sp)
+        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
+        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+
+    def compute_from_state(
+        self,
+        x: ArrayLike,
+        pitch_des: ArrayLike,
+        roll_des: ArrayLike,
+        z_des_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """``compute`` on true states X (N, 13)."""
+        return self.compute(*state_view(x), pitch_des, roll_des, z_des_ned, psi_des)
+
+    def compute_from_estimated_state(
+        self,
+        ex: ArrayLike,
+        pitch_des: ArrayLike,
+        roll_des: ArrayLike,
+        z_des_ned: ArrayLike,
+        psi_des: ArrayLike,
+    ) -> Array:
+        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
+        return self.compute(*estimated_state_view(ex), pitch_des, roll_des, z_des_ned, psi_des)

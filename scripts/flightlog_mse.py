@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Replay QRSim's three recorded AscTec Pelican flight logs through the model and print the MSEs.
+
+Implements spec section 8.3 items 1-3 (the port of ``tests/testDynamics.m``): DT = 0.02 s, Heun RK2,
+no dynamic noise, no wind or turbulence. The logged commands are in firmware units and are converted
+with ``pelican.FIRMWARE_TO_SI``; the model is stepped with ``PelicanFleet`` (one vehicle).
+
+Usage: ``python3 scripts/flightlog_mse.py [DATA_DIR]`` (default ``../shared/data/qrsim`` relative to
+the repository root). The test ``test/test_flightlogs.py`` imports the replay functions from here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state  # noqa: E402
+from qrsim_ros.core.pelican import (  # noqa: E402
+    FIRMWARE_TO_SI,
+    PelicanFleet,
+    PelicanParams,
+    default_state_limits,
+)
+
+DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "qrsim"
+THRUST_LOG = "flightlog_thrust_50Hz.csv"
+ROTATION_LOG = "flightlog_rotation_50Hz.csv"
+TRANSLATION_LOG = "flightlog_translation_50Hz.csv"
+
+#: Values measured by the clean-room port (spec 8.3) and the original pass criteria.
+THRUST_MSE_REFERENCE = 0.98175
+THRUST_MSE_CRITERION = 1.0
+ROTATION_MSE_REFERENCE = np.array([0.000656, 0.000835, 0.01755, 0.02478, 0.01872, 0.02867])
+ROTATION_MSE_CRITERION = np.array([0.001, 0.001, 0.02, 0.03, 0.02, 0.03])
+TRANSLATION_MSE_REFERENCE = np.array([3.736, 2.389, 1.547, 5.606, 3.193, 12.631])
+TRANSLATION_MSE_CRITERION = 15.0
+
+TRANSLATION_SHIFT_STEPS = 25  # 0.5 s latency between logged commands and logged response
+TRANSLATION_NUM_STEPS = 8000
+TRANSLATION_THROTTLE_OFFSET_RAW = 592.0  # the log's throttle was recorded with a -592 offset
+G_MS2 = 9.81
+
+
+def _load(data_dir: Path, name: str) -> Array:
+    return np.loadtxt(Path(data_dir) / name, delimiter=",", ndmin=2)
+
+
+def _fleet(area_limits_ned: list[float]) -> PelicanFleet:
+    """A noiseless single-vehicle fleet; rate limits as in pelican_config (+/-3 rad/s)."""
+    return PelicanFleet(1, PelicanParams(state_limits=default_state_limits(area_limits_ned)))
+
+
+def _mse(a: Array, b: Array) -> Array:
+    return np.mean((np.asarray(a) - np.asarray(b)) ** 2, axis=0)
+
+
+def thrust_replay(data_dir: Path) -> tuple[float, Array, Array]:
+    """Spec 8.3 item 1. Returns (MSE [N^2], simulated thrust (K,) [N], logged thrust (K,) [N]).
+
+    Log columns (1-based): 2 throttle raw, 3 measured thrust [N], 4 battery [V].
+    """
+    log = _load(data_dir, THRUST_LOG)
+    fleet = _fleet([-1000, 1000, -1000, 1000, -100, 0])
+    x0 = np.zeros(13)
+    x0[2] = -80.0
+    x0[12] = 15.402  # first logged thrust
+    fleet.set_state(x0)
+    thrust_n = np.empty(len(log))
+    for i, row in enumerate(log):
+        fleet.step([[0.0, 0.0, row[1] * FIRMWARE_TO_SI[2], 0.0, row[3]]])
+        thrust_n[i] = fleet.state[0, 12]
+    assert fleet.valid[0], fleet.invalid_reason[0]
+    return float(_mse(thrust_n, log[:, 2])), thrust_n, log[:, 2]
+
+
+def rotation_replay(data_dir: Path) -> tuple[Array, Array, Array]:
+    """Spec 8.3 item 2. Returns (MSE (6,) of [phi theta psi p q r], simulated (K, 6), logged (K, 6)).
+
+    Log columns (1-based): 2 theta, 3 phi, 4 psi [rad]; 5 q, 6 p, 7 r [rad/s]; 8 pitch, 9 roll,
+    11 yaw-rate commands (raw). The logged throttle (col 10) is not used: throttle is 0.615, 11 V.
+    """
+    log = _load(data_dir, ROTATION_LOG)
+    fleet = _fleet([-1000, 1000, -1000, 1000, -50, 0])
+    # 12 elements => thrust m*g (spec 8.3 item 2)
+    fleet.set_state([0, 0, -10, -0.021293, 0.021991, 1.92700, 0, 0, 0, 0.02419, -0.0089594, 0.0031358])
+    sim = np.empty((len(log), 6))
+    for i, row in enumerate(log):
+        u = [row[7] * FIRMWARE_TO_SI[0], row[8] * FIRMWARE_TO_SI[1], 0.615, row[10] * FIRMWARE_TO_SI[3], 11.0]
+        fleet.step([u])
+        sim[i] = fleet.state[0, 3:12][[0, 1, 2, 6, 7, 8]]
+    assert fleet.valid[0], fleet.invalid_reason[0]
+    logged = log[:, [2, 1, 3, 5, 4, 6]]  # cols [3 2 4 6 5 7] (1-based)
+    return _mse(sim, logged), sim, logged
+
+
+def translation_replay(data_dir: Path) -> tuple[Array, Array, Array]:
+    """Spec 8.3 item 3. Returns (MSE (6,), simulated (K, 6), logged (K, 6)).
+
+    Output per step: [NED velocity (3) [m/s]; NED acceleration x, y, z [m/s^2]] where the
+    acceleration is Dᵀ·a + (0, 0, g) from the RK2-averaged model ``a``. Compared against log rows
+    ``i + 25`` (0.5 s latency): cols 7-9 velocity, 16-17 and -18 acceleration (col 18 is up-positive).
+    Commands: cols 19-22 raw pitch, roll, throttle (+592 offset), yaw rate; battery 11 V.
+    """
+    log = _load(data_dir, TRANSLATION_LOG)
+    shift, n = TRANSLATION_SHIFT_STEPS, TRANSLATION_NUM_STEPS
+    fleet = _fleet([-300, 300, -300, 300, -200, 0])
+    x0 = np.zeros(12)
+    x0[2] = -25.0
+    x0[3:6] = log[0, 3:6]
+    x0[9:12] = log[0, 9:12]
+    fleet.set_state(x0)
+    raw = log[:n, 18:22].copy()
+    raw[:, 2] += TRANSLATION_THROTTLE_OFFSET_RAW
+    u_si = np.column_stack([raw * FIRMWARE_TO_SI[:4], np.full(n, 11.0)])
+    sim = np.empty((n, 6))
+    for i in range(n):
+        fleet.step(u_si[i : i + 1])
+        x = fleet.state
+        dcm = dcm_from_state(x)
+        sim[i, 0:3] = body_to_ned(dcm, x[:, 6:9])[0]
+        sim[i, 3:6] = body_to_ned(dcm, fleet.accel_body)[0] + [0.0, 0.0, G_MS2]
+    assert fleet.valid[0], fleet.invalid_reason[0]
+    rows = log[shift : shift + n]
+    logged = np.column_stack([rows[:, 6:9], rows[:, 15:17], -rows[:, 17]])
+    return _mse(sim, logged), sim, logged
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the MSEs of the three replays next to the reference values and criteria."""
+    args = sys.argv[1:] if argv is None else argv
+    data_dir = Path(args[0]) if args else DEFAULT_DATA_DIR
+    if not data_dir.is_dir():
+        print(f"data directory not found: {data_dir}", file=sys.stderr)
+        return 2
+    np.set_printoptions(precision=6, suppress=True)
+    thrust_mse, _, _ = thrust_replay(data_dir)
+    print(f"thrust MSE [N^2]: {thrust_mse:.6f}  (reference {THRUST_MSE_REFERENCE}, criterion < 1)")
+    rot_mse, _, _ = rotation_replay(data_dir)
+    print(f"rotation MSE [phi theta psi p q r]: {rot_mse}")
+    print(f"   reference {ROTATION_MSE_REFERENCE}, criterion < {ROTATION_MSE_CRITERION}")
+    tr_mse, _, _ = translation_replay(data_dir)
+    print(f"translation MSE [vx vy vz ax ay az]: {tr_mse}")
+    print(f"   reference {TRANSLATION_MSE_REFERENCE}, criterion < {TRANSLATION_MSE_CRITERION}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Helpers for tests that run real ROS 2 processes (rclpy over Fast DDS)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def require_ros() -> None:
+    """Skip unless rclpy and the generated qrsim_ros messages import (i.e. under ./qrsim test)."""
+    try:
+        import rclpy  # noqa: F401
+
+        import qrsim_ros.msg  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on how pytest was started
+        pytest.skip(f"needs the colcon build and the ROS 2 wheels (run ./qrsim test): {exc}")
+
+
+def ros_env(tmp_path: Path, domain_id: int | None = None) -> dict[str, str]:
+    """Environment for child ROS processes: own DDS domain, localhost discovery, logs in tmp_path."""
+    env = dict(os.environ)
+    # A venv Python re-executes itself with its library path set; let the child do that itself.
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 100 + os.getpid() % 100)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_LOG_DIR"] = str(tmp_path / "ros_log")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def python() -> str:
+    """The interpreter running the tests (the project venv's under ./qrsim test)."""
+    return sys.executable

@@ -14,9 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def require_ros() -> None:
     """Skip unless rclpy and the generated qrsim_ros messages import (i.e. under ./qrsim test)."""
     try:
-        import rclpy  # noqa: F401
-
         import qrsim_ros.msg  # noqa: F401
+        import rclpy  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on how pytest was started
         pytest.skip(f"needs the colcon build and the ROS 2 wheels (run ./qrsim test): {exc}")
 

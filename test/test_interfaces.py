@@ -38,7 +38,7 @@ def test_attitude_command_crosses_processes(tmp_path) -> None:
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         sub_out, sub_err = sub.communicate(timeout=60)
-        pub_out, pub_err = pub.communicate(timeout=60)
+        _, pub_err = pub.communicate(timeout=60)
     finally:
         for p in (sub, pub):
             if p.poll() is None:

@@ -52,6 +52,7 @@ from qrsim_ros.core.pelican import (
     PelicanInputError,
     PelicanParams,
     default_state_limits,
+    expand_state,
 )
 
 PROG = "qrsim replay"
@@ -203,7 +204,12 @@ def make_fleet(state0: Array, dt_s: float = DT_S, area_ned: Array | None = None)
     # the dynamic noise is zero; a fixed generator keeps the run independent of OS entropy anyway
     fleet = PelicanFleet(1, params, noise_rngs=[np.random.default_rng(0)])
     try:
-        fleet.set_state(np.asarray(state0, float).reshape(1, -1))
+        x0 = expand_state(np.asarray(state0, float).reshape(1, -1), params.mass_kg)[0]
+        # checked here too only for a plain message; set_state below is the authority on limits
+        for name, value, (lo, hi) in zip(STATE_NAMES, x0, params.state_limits, strict=False):
+            if not lo <= value <= hi:
+                raise ReplayInputError(f"--state0: {name}={float(value)!r} outside [{float(lo)!r}, {float(hi)!r}]")
+        fleet.set_state(x0[None, :])
     except PelicanInputError as exc:
         raise ReplayInputError(f"--state0: {str(exc).removeprefix('vehicle 0: ')}") from None
     return fleet

@@ -28,7 +28,7 @@ def dcm_ned_to_body(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
     sph, cph = np.sin(phi), np.cos(phi)
     sth, cth = np.sin(theta), np.cos(theta)
     sps, cps = np.sin(psi), np.cos(psi)
-    d = np.empty(phi.shape + (3, 3))
+    d = np.empty((*phi.shape, 3, 3))
     d[..., 0, 0] = cth * cps
     d[..., 0, 1] = cth * sps
     d[..., 0, 2] = -sth
@@ -103,4 +103,4 @@ def rotation_matrix_to_quaternion(r: ArrayLike) -> Array:
     r = np.asarray(r, float)
     q = Rotation.from_matrix(r.reshape(-1, 3, 3)).as_quat()
     q = np.where(q[:, 3:4] < 0, -q, q)
-    return q.reshape(r.shape[:-2] + (4,))
+    return q.reshape((*r.shape[:-2], 4))

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.spatial import cKDTree
 
-from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.frames import Array, dcm_from_state
 
 # --- constants of the identified model (spec 2.2, 2.4) ------------------------------------------
 DT_S = 0.02
@@ -314,23 +315,37 @@ class PelicanFleet:
         self._a[live] = a
         self._update_validity(live)
 
+    def _in_collision(self, pos_ned: Array) -> NDArray[np.bool_]:
+        """Per vehicle: another vehicle (valid or not) is closer than the collision distance."""
+        d_m = self.params.collision_distance_m
+        near = np.zeros(len(pos_ned), bool)
+        if not np.all(np.isfinite(pos_ned)):
+            pos_ned = np.where(np.isfinite(pos_ned), pos_ned, np.inf)
+        if len(pos_ned) <= 64:  # dense distances are cheaper than a tree for small fleets
+            diff = pos_ned[:, None, :] - pos_ned[None, :, :]
+            with np.errstate(invalid="ignore"):
+                dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+            np.fill_diagonal(dist, np.inf)
+            return np.any(dist < d_m, axis=1)
+        finite = np.all(np.isfinite(pos_ned), axis=1)
+        idx = np.flatnonzero(finite)
+        pairs = cKDTree(pos_ned[idx]).query_pairs(np.nextafter(d_m, 0.0), output_type="ndarray")
+        near[idx[pairs.ravel()]] = True
+        return near
+
     def _update_validity(self, moved: NDArray[np.bool_]) -> None:
         x = self._x
+        lo, hi = self._limits[:, 0], self._limits[:, 1]
         with np.errstate(invalid="ignore"):
             finite = np.all(np.isfinite(x), axis=1)
-            out_of_limits = np.any((x[:, :12] < self._limits[:, 0]) | (x[:, :12] > self._limits[:, 1]), axis=1)
-            near = np.zeros(self.num_vehicles, bool)
-            if self.num_vehicles > 1:
-                diff = x[:, None, 0:3] - x[None, :, 0:3]
-                dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-                np.fill_diagonal(dist, np.inf)
-                near = np.any(dist < self.params.collision_distance_m, axis=1)
+            outside = (x[:, :12] < lo) | (x[:, :12] > hi)
+            near = self._in_collision(x[:, 0:3]) if self.num_vehicles > 1 else np.zeros(1, bool)
         for i in np.flatnonzero(moved):
             if not finite[i]:
                 reason = "non-finite state"
-            elif out_of_limits[i]:
-                j = int(np.argmax((x[i, :12] < self._limits[:, 0]) | (x[i, :12] > self._limits[:, 1])))
-                reason = f"{STATE_NAMES[j]}={x[i, j]:.6g} outside [{self._limits[j, 0]:.6g}, {self._limits[j, 1]:.6g}]"
+            elif outside[i].any():
+                j = int(np.argmax(outside[i]))
+                reason = f"{STATE_NAMES[j]}={x[i, j]:.6g} outside [{lo[j]:.6g}, {hi[j]:.6g}]"
             elif near[i]:
                 reason = f"collision (closer than {self.params.collision_distance_m} m to another vehicle)"
             else:

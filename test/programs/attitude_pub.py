@@ -3,17 +3,18 @@
 import sys
 
 import rclpy
+from qrsim_ros.msg import AttitudeCommand
 from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
-from qrsim_ros.msg import AttitudeCommand
 
 
 def main() -> int:
     rclpy.init()
     node = rclpy.create_node("attitude_pub", namespace="/uav1")
-    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    qos = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
     matched = []
     pub = node.create_publisher(
         AttitudeCommand, "cmd/attitude", qos,

@@ -4,16 +4,17 @@ import json
 import sys
 
 import rclpy
+from qrsim_ros.msg import AttitudeCommand
 from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
-from qrsim_ros.msg import AttitudeCommand
 
 
 def main() -> int:
     rclpy.init()
     node = rclpy.create_node("attitude_sub", namespace="/uav1")
-    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    qos = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
     got: list[AttitudeCommand] = []
     node.create_subscription(AttitudeCommand, "cmd/attitude", got.append, qos)
     deadline = node.get_clock().now() + Duration(seconds=30)

@@ -5,13 +5,15 @@ For users without ROS: ``pip install .`` gives ``qrsim_ros.core`` (numpy/scipy/p
 with colcon from package.xml/CMakeLists.txt; see README.md.
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 setup(
     name="qrsim_ros",
     version="0.1.0",
     description="QRSim quadrotor simulator models (identified AscTec Pelican, sensors, tasks) for ROS 2",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
     python_requires=">=3.10",

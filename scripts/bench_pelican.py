@@ -38,7 +38,9 @@ def time_steps(fleets: list[PelicanFleet], steps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--noise", action="store_true", help="with dynamic noise (one stream per vehicle)")
     args = parser.parse_args()
@@ -46,7 +48,8 @@ def main() -> None:
           f"{'RTF fleet':>10} {'us/vehicle':>11}")
     for n in (1, 10, 100, 1000):
         vec = time_steps([fleet_of(n, args.noise)], args.steps)
-        single = time_steps([fleet_of(1, args.noise) for _ in range(n)], max(1, args.steps // max(1, n // 10)))
+        single_steps = max(1, args.steps // max(1, n // 10))
+        single = time_steps([fleet_of(1, args.noise) for _ in range(n)], single_steps)
         print(f"{n:5d} {vec * 1e6:21.1f} {single * 1e6:24.1f} {single / vec:9.1f} "
               f"{DT_S / vec:10.0f} {vec * 1e6 / n:11.2f}")
 

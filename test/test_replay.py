@@ -203,10 +203,14 @@ def test_subcommand_registration() -> None:
     assert (args.dt, args.state0, args.wind) == ("0.02", "0,0,-10,0,0,0", "0,0,0")
 
 
+def test_help_documents_row_numbering(capsys) -> None:
+    rc, out, _ = run_inprocess(capsys, "--help")
+    assert rc == 0 and "1-based data row" in out and "--wind=-2,0,0" in out
+
+
 def test_parse_controls_csv_is_usable_on_its_own() -> None:
-    lines = [
-        "throttle,pitch,roll,yaw_rate,battery\n", "0.5,0.1,0.2,0.3,11\n", "0.6,-0.1,-0.2,-0.3,12\n", "\n", "\n"
-    ]
+    lines = ["throttle,pitch,roll,yaw_rate,battery\n", "0.5,0.1,0.2,0.3,11\n", "0.6,-0.1,-0.2,-0.3,12\n"]
+    lines += ["\n", "\n"]  # trailing blank lines are fine
     u = replay.parse_controls_csv(lines, "mem.csv")
     np.testing.assert_array_equal(u, [[0.1, 0.2, 0.5, 0.3, 11.0], [-0.1, -0.2, 0.6, -0.3, 12.0]])
     with pytest.raises(replay.ReplayInputError, match=r"^mem\.csv: row 2: expected 5 cells, got 0$"):
@@ -232,7 +236,7 @@ GOOD = [HOVER_ROW] * 5
 def _bad_rows(row: int, column: str, value: str):
     rows = [[repr(float(c)) for c in r] for r in GOOD]
     rows[row - 1][CONTROLS.index(column)] = value
-    return rows
+    return CONTROLS, rows
 
 
 # (case id, IN.csv content: (header, rows), raw text or None = no file, extra args, message fragments)
@@ -246,15 +250,15 @@ BAD_CASES = [
      ["IN.csv", "duplicate column 'roll'"]),
     ("unknown_column", ((*CONTROLS, "altitude"), [(*r, 1.0) for r in GOOD]), [],
      ["IN.csv", "unknown column 'altitude'"]),
-    ("non_numeric", (CONTROLS, _bad_rows(3, "roll", "abc")), [], ["IN.csv", "row 3, column roll", "'abc'"]),
-    ("empty_cell", (CONTROLS, _bad_rows(2, "yaw_rate", "")), [], ["IN.csv", "row 2, column yaw_rate", "empty"]),
-    ("nan", (CONTROLS, _bad_rows(4, "pitch", "nan")), [], ["IN.csv", "row 4, column pitch", "not finite"]),
-    ("inf", (CONTROLS, _bad_rows(5, "battery", "-inf")), [], ["IN.csv", "row 5, column battery", "not finite"]),
-    ("throttle_high", (CONTROLS, _bad_rows(1, "throttle", "1.5")), [],
+    ("non_numeric", _bad_rows(3, "roll", "abc"), [], ["IN.csv", "row 3, column roll", "'abc'"]),
+    ("empty_cell", _bad_rows(2, "yaw_rate", ""), [], ["IN.csv", "row 2, column yaw_rate", "empty"]),
+    ("nan", _bad_rows(4, "pitch", "nan"), [], ["IN.csv", "row 4, column pitch", "not finite"]),
+    ("inf", _bad_rows(5, "battery", "-inf"), [], ["IN.csv", "row 5, column battery", "not finite"]),
+    ("throttle_high", _bad_rows(1, "throttle", "1.5"), [],
      ["IN.csv: row 1, column throttle: value 1.5 outside [0.0, 1.0]"]),
-    ("battery_low", (CONTROLS, _bad_rows(5, "battery", "8.9")), [],
+    ("battery_low", _bad_rows(5, "battery", "8.9"), [],
      ["IN.csv: row 5, column battery", "outside [9.0, 12.0]"]),
-    ("pitch_high", (CONTROLS, _bad_rows(2, "pitch", "0.95")), [],
+    ("pitch_high", _bad_rows(2, "pitch", "0.95"), [],
      ["IN.csv: row 2, column pitch", "outside [-0.9, 0.9]"]),
     ("short_row", (CONTROLS, [*GOOD[:2], GOOD[2][:4], *GOOD[3:]]), [], ["IN.csv: row 3", "expected 5 cells"]),
     ("state0_length", BASE, ["--state0=0,0,-10,0,0"], ["--state0", "6 or 12 or 13"]),
@@ -286,9 +290,10 @@ def _prepare(tmp_path: Path, content) -> Path:
 @pytest.mark.parametrize(
     ("content", "extra", "fragments"), [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES]
 )
-def test_bad_input(tmp_path: Path, capsys, mode: str, content, extra: list[str], fragments: list[str]) -> None:
+def test_bad_input(tmp_path: Path, capsys, mode: str, content, extra: list[str], fragments: list[str]):
     inp = _prepare(tmp_path, content)
-    for preexisting in (False, True):
+    # in-process: without and with an existing OUT; subprocess (slower to start): with one only
+    for preexisting in (False, True) if mode == "inprocess" else (True,):
         out = tmp_path / "OUT.csv"
         if preexisting:
             out.write_text("precious\n")

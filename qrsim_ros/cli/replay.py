@@ -206,9 +206,11 @@ def make_fleet(state0: Array, dt_s: float = DT_S, area_ned: Array | None = None)
     try:
         x0 = expand_state(np.asarray(state0, float).reshape(1, -1), params.mass_kg)[0]
         # checked here too only for a plain message; set_state below is the authority on limits
+        # (zip stops at the 12 limit rows: thrust is never checked, spec 2.7)
         for name, value, (lo, hi) in zip(STATE_NAMES, x0, params.state_limits, strict=False):
             if not lo <= value <= hi:
-                raise ReplayInputError(f"--state0: {name}={float(value)!r} outside [{float(lo)!r}, {float(hi)!r}]")
+                bounds = f"[{float(lo)!r}, {float(hi)!r}]"
+                raise ReplayInputError(f"--state0: {name}={float(value)!r} outside {bounds}")
         fleet.set_state(x0[None, :])
     except PelicanInputError as exc:
         raise ReplayInputError(f"--state0: {str(exc).removeprefix('vehicle 0: ')}") from None
@@ -266,6 +268,15 @@ def write_output_csv(path: str, result: ReplayResult) -> None:
         if tmp_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_path)
+
+
+def check_output_path(path: str) -> None:
+    """Fail before integrating if OUT.csv obviously cannot be written (missing directory, a directory)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ReplayInputError(f"{path}: cannot write: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise ReplayInputError(f"{path}: cannot write: it is a directory")
 
 
 def _new_file_mode(path: str) -> int:
@@ -349,6 +360,7 @@ def run(args: argparse.Namespace) -> int:
         area = parse_area(args.area)
         state0 = parse_number_list(args.state0, "--state0", (6, 12, 13))
         fleet = make_fleet(state0, dt_s, area)
+        check_output_path(args.out)
         controls = read_controls_csv(args.inputs)  # every row validated before any integration
         try:
             result = replay(fleet, controls, wind_ned)

@@ -262,15 +262,13 @@ class VelocityPID(_Controller):
         super().__init__(num_vehicles, dt_s)
         self.gains = gains or VelocityGains()
         self.yaw_gains = yaw_gains or YawGains()
-        self.reset()
+        n = self.num_vehicles
+        self._ei = np.zeros((n, 3))  # plain sums of the body-velocity errors [m/s]
+        self._e_prev = np.zeros((n, 3))
+        self._sp = np.zeros((n, 3))  # last set point (the original starts from zero too)
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
-        if not hasattr(self, "_ei"):
-            n = self.num_vehicles
-            self._ei = np.zeros((n, 3))
-            self._e_prev = np.zeros((n, 3))
-            self._sp = np.zeros((n, 3))
         rows = self._rows(vehicles)
         self._ei[rows] = 0.0
         self._e_prev[rows] = 0.0
@@ -345,15 +343,13 @@ class VelocityHeightPID(_Controller):
         self.gains = gains or VelocityGains()
         self.yaw_gains = yaw_gains or YawGains()
         self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
-        self.reset()
+        n = self.num_vehicles
+        self._ei = np.zeros((n, 2))
+        self._e_prev = np.zeros((n, 2))
+        self._sp = np.zeros((n, 3))  # [vx_des, vy_des, z_des]
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
-        if not hasattr(self, "_ei"):
-            n = self.num_vehicles
-            self._ei = np.zeros((n, 2))
-            self._e_prev = np.zeros((n, 2))
-            self._sp = np.zeros((n, 3))
         rows = self._rows(vehicles)
         self._ei[rows] = 0.0
         self._e_prev[rows] = 0.0
@@ -433,12 +429,10 @@ class WaypointPID(_Controller):
         self.gains = gains or WaypointGains()
         self.yaw_gains = yaw_gains or YawGains()
         self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
-        self.reset()
+        self._wp = np.zeros((self.num_vehicles, 3))
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear the altitude integrator, past error and stored waypoint of ``vehicles``."""
-        if not hasattr(self, "_wp"):
-            self._wp = np.zeros((self.num_vehicles, 3))
         rows = self._rows(vehicles)
         self._wp[rows] = 0.0
         self._altitude.reset(rows)
@@ -526,12 +520,10 @@ class AnglesHeightPID(_Controller):
         super().__init__(num_vehicles, dt_s)
         self.yaw_gains = yaw_gains or YawGains()
         self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
-        self.reset()
+        self._z_sp = np.zeros(self.num_vehicles)
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear the altitude integrator, past error and stored z set point of ``vehicles``."""
-        if not hasattr(self, "_z_sp"):
-            self._z_sp = np.zeros(self.num_vehicles)
         rows = self._rows(vehicles)
         self._z_sp[rows] = 0.0
         self._altitude.reset(rows)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial import cKDTree
 
 from qrsim_ros.core.frames import Array, dcm_from_state
 
@@ -115,7 +114,7 @@ def check_controls(u: ArrayLike) -> Array:
         i, j = np.argwhere(bad)[0]
         lo, hi = CONTROL_LIMITS[j]
         raise PelicanInputError(
-            f"vehicle {i}: control {CONTROL_NAMES[j]}={u[i, j]!r} outside [{lo}, {hi}]"
+            f"vehicle {i}: control {CONTROL_NAMES[j]}={float(u[i, j])!r} outside [{lo}, {hi}]"
         )
     return u
 
@@ -278,7 +277,7 @@ class PelicanFleet:
             i, j = np.argwhere(bad)[0]
             lo, hi = self._limits[j]
             raise PelicanInputError(
-                f"vehicle {idx[i]}: initial {STATE_NAMES[j]}={full[i, j]!r} outside [{lo}, {hi}]"
+                f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} outside [{lo}, {hi}]"
             )
         if not np.all(np.isfinite(full[:, 12])):
             raise PelicanInputError("initial thrust must be finite")
@@ -295,14 +294,22 @@ class PelicanFleet:
         controls: (N, 5) SI controls (see module doc); wind_body: (N, 3) air velocity in body FRD
         [m/s] (mean wind + turbulence), default still air.
         """
-        u = check_controls(controls)
         n = self.num_vehicles
+        u = np.atleast_2d(np.asarray(controls, float))
+        if u.ndim != 2 or u.shape[1] != CONTROL_SIZE:
+            raise PelicanInputError(f"controls must have shape (N, 5) {CONTROL_NAMES}, got {u.shape}")
         if u.shape[0] != n:
             raise PelicanInputError(f"controls for {u.shape[0]} vehicles, fleet has {n}")
         wind = np.zeros((n, 3)) if wind_body is None else np.asarray(wind_body, float).reshape(n, 3)
         live = self._valid.copy()
         if not live.any():
             return
+        # Invalid vehicles are frozen and ignore their controls, as in QRSim (no check either).
+        try:
+            check_controls(u[live])
+        except PelicanInputError as exc:
+            vehicle = np.flatnonzero(live)[int(str(exc).split()[1].rstrip(":"))]
+            raise PelicanInputError(f"vehicle {vehicle}:" + str(exc).split(":", 1)[1]) from None
         noise = np.zeros((n, 6))
         if np.any(self._dyn_noise):
             for i in np.flatnonzero(live):
@@ -327,6 +334,8 @@ class PelicanFleet:
                 dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
             np.fill_diagonal(dist, np.inf)
             return np.any(dist < d_m, axis=1)
+        from scipy.spatial import cKDTree  # only large fleets need it; keeps CLI start-up light
+
         finite = np.all(np.isfinite(pos_ned), axis=1)
         idx = np.flatnonzero(finite)
         pairs = cKDTree(pos_ned[idx]).query_pairs(np.nextafter(d_m, 0.0), output_type="ndarray")

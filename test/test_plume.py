@@ -482,7 +482,7 @@ def test_bad_query_points() -> None:
     with pytest.raises(ValueError, match="points_ned"):
         plume.concentration(np.zeros((4, 2)))
     with pytest.raises(TypeError, match="Generator"):
-        plume.reference_locations(5, 42)  # type: ignore[arg-type]
+        plume.reference_locations(5, "42")  # type: ignore[arg-type]
 
 
 def test_models_sample_from_an_integer_seed() -> None:

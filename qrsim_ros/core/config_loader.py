@@ -1,0 +1,125 @@
+"""Build the models' parameter dataclasses from plain mappings (YAML), with one clear error per mistake.
+
+Every model validates its own values in its dataclass (``__post_init__``); this module checks what a
+mapping can get wrong before that: unknown keys (with the allowed ones listed), wrong types (a string
+where a number belongs, a scalar where a list belongs, a float where an integer belongs, ``yes`` for a
+bool), and nested sections. Errors name the file and the dotted key path:
+
+    config/search_rescue_2a.yaml: vehicle.gps_receiver.r_sigma_m: expected a number, got 'small'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+
+from qrsim_ros.core.validation import ConfigError
+
+T = TypeVar("T")
+
+
+class ScenarioError(ConfigError):
+    """A scenario file or override is wrong; the message names the file and the key path."""
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    """Convert a YAML value to the annotated type ``tp`` or raise ScenarioError naming ``where``."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None:
+            if type(None) in options:
+                return None
+            raise ScenarioError(f"{where}: may not be null")
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, where)
+            except ScenarioError as exc:
+                errors.append(str(exc).split(": ", 1)[-1])
+        raise ScenarioError(f"{where}: {' or '.join(dict.fromkeys(errors))}")
+    if value is None:
+        raise ScenarioError(f"{where}: may not be null (expected {_type_name(tp)})")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        return build(tp, value, where)
+    if tp is bool:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise ScenarioError(f"{where}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+        raise ScenarioError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+            return float(value)
+        raise ScenarioError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ScenarioError(f"{where}: expected a string, got {value!r}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"{where}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ScenarioError(f"{where}: expected a list of {len(args)} values, got {len(value)}")
+        pairs = enumerate(zip(value, args, strict=True))
+        return tuple(_convert(v, a, f"{where}[{i}]") for i, (v, a) in pairs)
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    return value
+
+
+def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
+    """Instantiate dataclass ``cls`` from ``data`` (missing keys take the dataclass defaults).
+
+    ``where`` is the prefix of every error message (file name and key path).
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{where}: expected a mapping of {cls.__name__} settings, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ScenarioError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(fields))})"
+                            if where else f"{unknown[0]}: unknown key (allowed: {', '.join(sorted(fields))})")
+    kwargs = {k: _convert(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ScenarioError(f"{where}: {exc}" if where else str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Deep-merge ``overrides`` into ``base`` (mappings merge key by key; anything else replaces)."""
+    out = dict(base)
+    for key, value in (overrides or {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,361 @@
+"""Scenarios as data: one YAML file per task variant (config/*.yaml), validated on load.
+
+A scenario file maps onto these dataclasses; sections that hold a model's parameters use that model's
+own parameter dataclass (``vehicle.ahars`` is ``AharsParams``, ``gps`` is ``GpsSpaceSegmentParams``,
+...), so there is one set of names and one validation for each parameter, shared by the in-process
+simulator, the ROS nodes and the launch files. Missing keys take QRSim's defaults (the noisy
+``pelican_config``); unknown keys, wrong types and out-of-range values are errors naming the file
+and the key path. ``load_scenario(name_or_path, overrides)`` is the entry point; ``overrides`` is a
+nested mapping with the same keys as the YAML (e.g. ``{"seed": 3, "wind": {"w6_mps": 1.0}}``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qrsim_ros.core.ahars import AharsParams
+from qrsim_ros.core.area import PersonsAreaParams
+from qrsim_ros.core.camera import CameraParams
+from qrsim_ros.core.config_loader import ScenarioError, build, merge
+from qrsim_ros.core.geodesy import QRSIM_ORIGIN, GeodeticOrigin
+from qrsim_ros.core.gps import GpsReceiverParams, GpsSpaceSegmentParams
+from qrsim_ros.core.plume_sensor import PlumeSensorParams
+from qrsim_ros.core.turbulence import TurbulenceParams
+from qrsim_ros.core.validation import (
+    ConfigError,
+    area_limits,
+    finite,
+    in_range,
+    non_negative,
+    ticks_per_update,
+)
+from qrsim_ros.core.wind import MeanWindParams
+
+TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
+              "search_rescue", "plume")
+AREA_TYPES = ("box", "box_with_persons")
+PLUME_TYPES = ("gaussian", "gaussian_dispersion", "gaussian_puff")
+#: How an agent's action drives a vehicle (QRSim's three inputs, spec 6/7), with the action columns.
+CONTROL_MODES: dict[str, tuple[str, ...]] = {
+    "attitude": ("pitch_rad", "roll_rad", "throttle", "yaw_rate_rads", "battery_v"),
+    "velocity": ("vn_mps", "ve_mps", "vd_mps"),
+    "velocity_height": ("vn_mps", "ve_mps"),
+    "waypoint": ("north_m", "east_m", "down_m", "heading_rad"),
+}
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """What the agent must do and how it is rewarded (spec section 5).
+
+    type: one of TASK_TYPES. dt_s: task step [s] (a multiple of 0.02); the agent's action is held for
+    it while the per-vehicle controllers run at 50 Hz. duration_steps: episode length in task steps.
+    start_z_ned_m: initial NED z of the vehicles where the task places them (-45 = 45 m up).
+    waypoint_ned / waypoint_heading_rad: goto_waypoint's target. target_velocity_ned: keep_velocity's.
+    control_cost: include QRSim's running control cost in the generic tasks' reward.
+    num_cats, cat_mouse_distance_range_m, min_inter_cat_distance_m, mouse_speed_factor, flight_z_ned_m:
+    cats and mouse (spec 5.5; the effective cat-mouse distance range is QRSim's [14, 20]).
+    num_reference_locations, samples_per_location: plume mapping (M and K, spec 5.4).
+    stop_on_invalid / stop_when_all_found: end the episode when a vehicle becomes invalid / when every
+    person has been found (QRSim has no termination logic; `done` reports it).
+    """
+
+    type: str = "keep_spot"
+    dt_s: float = 0.02
+    duration_steps: int = 500
+    start_z_ned_m: float = -10.0
+    waypoint_ned: tuple[float, float, float] = (-50.0, -50.0, -10.0)
+    waypoint_heading_rad: float = 0.0
+    target_velocity_ned: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    control_cost: bool = True
+    num_cats: int = 3
+    cat_mouse_distance_range_m: tuple[float, float] = (14.0, 20.0)
+    min_inter_cat_distance_m: float = 22.0
+    mouse_speed_factor: float = 1.0
+    flight_z_ned_m: float = -10.0
+    num_reference_locations: int = 100
+    samples_per_location: int = 1
+    stop_on_invalid: bool = True
+    stop_when_all_found: bool = True
+
+    def __post_init__(self) -> None:
+        if self.type not in TASK_TYPES:
+            raise ConfigError(f"task.type={self.type!r} must be one of {', '.join(TASK_TYPES)}")
+        ticks_per_update("task.dt_s", self.dt_s)
+        if self.duration_steps < 1:
+            raise ConfigError(f"task.duration_steps={self.duration_steps!r} must be >= 1")
+        lo, hi = self.cat_mouse_distance_range_m
+        if not 0 < lo <= hi:
+            raise ConfigError(f"task.cat_mouse_distance_range_m={[lo, hi]} must satisfy 0 < min <= max")
+        if self.num_cats < 1:
+            raise ConfigError(f"task.num_cats={self.num_cats!r} must be >= 1")
+        non_negative("task.min_inter_cat_distance_m", self.min_inter_cat_distance_m)
+        in_range("task.mouse_speed_factor", self.mouse_speed_factor, 0.0, 10.0)
+        if self.num_reference_locations < 1 or self.samples_per_location < 1:
+            raise ConfigError("task.num_reference_locations and task.samples_per_location must be >= 1")
+
+
+@dataclass(frozen=True)
+class AreaParams:
+    """The flight area: ``box`` (limits only) or ``box_with_persons`` (persons and terrain).
+
+    limits_ned: [xmin xmax ymin ymax zmin zmax] (NED, m); None = the task's default (search and rescue:
+    D = sqrt(200*25*3*N) for N vehicles, spec 5.3). persons: the persons/terrain settings
+    (``PersonsAreaParams`` without its limits and origin, which come from here and the scenario).
+    persons_ned: place exactly these persons (list of [n, e, d]) instead of sampling them.
+    """
+
+    type: str = "box"
+    limits_ned: tuple[float, float, float, float, float, float] | None = None
+    dt_s: float = 1.0
+    num_persons_range: tuple[int, int] = (5, 10)
+    person_size_m: float = 0.5
+    found_distance_m: float = 5.0
+    found_speed_mps: float = 0.1
+    terrain_type: str = "PourTerrain"
+    class_percentages: tuple[float, ...] = (0.2, 0.05)
+    person_in_class_prob: tuple[float, ...] = (0.0, 0.0)
+    persons_ned: tuple[tuple[float, float, float], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in AREA_TYPES:
+            raise ConfigError(f"area.type={self.type!r} must be one of {', '.join(AREA_TYPES)}")
+        if self.limits_ned is not None:
+            area_limits("area.limits_ned", self.limits_ned)
+
+
+@dataclass(frozen=True)
+class PlumeParams:
+    """The plume of the plume-mapping tasks (spec 4.4): model type and its sampling ranges.
+
+    sources_ned / emission_rates: fix the sources instead of sampling them (S x 3, S values).
+    """
+
+    type: str = "gaussian_dispersion"
+    sigma_range_m: tuple[float, float] = (3.0, 20.0)
+    num_sources_range: tuple[int, int] = (1, 1)
+    q_range: tuple[float, float] = (0.1, 2.5)
+    a: float = 0.33
+    b: float = 0.86
+    mu_s: float = 5.0
+    area_dt_s: float = 1.0
+    sources_ned: tuple[tuple[float, float, float], ...] | None = None
+    emission_rates: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in PLUME_TYPES:
+            raise ConfigError(f"plume.type={self.type!r} must be one of {', '.join(PLUME_TYPES)}")
+        if (self.emission_rates is not None) != (self.sources_ned is not None) and self.type != "gaussian":
+            raise ConfigError("plume.sources_ned and plume.emission_rates must be given together")
+        if self.sources_ned is not None and self.emission_rates is not None \
+                and len(self.sources_ned) != len(self.emission_rates):
+            raise ConfigError(f"plume.emission_rates has {len(self.emission_rates)} values for "
+                              f"{len(self.sources_ned)} sources")
+        ticks_per_update("plume.area_dt_s", self.area_dt_s)
+
+
+@dataclass(frozen=True)
+class VehicleParams:
+    """Every vehicle's configuration (QRSim's platform config; defaults = the noisy pelican_config).
+
+    control: how the agent's action drives the vehicles: one of CONTROL_MODES, or one per vehicle;
+    None = the task's native input. initial_states: per-vehicle states of 6, 12 or 13 values
+    overriding the task's placement. The sensor/turbulence sections are the models' own parameters.
+    """
+
+    control: str | tuple[str, ...] | None = None
+    dyn_noise: tuple[float, float, float, float, float, float] = (0.2,) * 6
+    mass_kg: float = 1.68
+    collision_distance_m: float = 2.0
+    rate_limit_rads: float = 3.0
+    velocity_limit_mps: float = 15.0
+    initial_states: tuple[tuple[float, ...], ...] | None = None
+    ahars: AharsParams = field(default_factory=AharsParams)
+    gps_receiver: GpsReceiverParams = field(default_factory=GpsReceiverParams)
+    turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
+    camera: CameraParams = field(default_factory=lambda: CameraParams(on=False))
+    plume_sensor: PlumeSensorParams = field(default_factory=PlumeSensorParams)
+
+    def __post_init__(self) -> None:
+        modes = (self.control,) if isinstance(self.control, str) else (self.control or ())
+        for m in modes:
+            if m not in CONTROL_MODES:
+                raise ConfigError(f"vehicle.control={m!r} must be one of {', '.join(CONTROL_MODES)}")
+        non_negative("vehicle.dyn_noise", self.dyn_noise)
+        in_range("vehicle.mass_kg", self.mass_kg, 0.1, 100.0)
+        non_negative("vehicle.collision_distance_m", self.collision_distance_m)
+        in_range("vehicle.rate_limit_rads", self.rate_limit_rads, 0.1, 100.0)
+        in_range("vehicle.velocity_limit_mps", self.velocity_limit_mps, 0.1, 1000.0)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete, validated scenario (one YAML file plus overrides)."""
+
+    name: str = "scenario"
+    description: str = ""
+    seed: int = 0
+    num_vehicles: int = 1
+    origin: GeodeticOrigin = QRSIM_ORIGIN
+    task: TaskParams = field(default_factory=TaskParams)
+    area: AreaParams = field(default_factory=AreaParams)
+    plume: PlumeParams | None = None
+    wind: MeanWindParams = field(default_factory=lambda: MeanWindParams(on=False))
+    gps: GpsSpaceSegmentParams = field(default_factory=GpsSpaceSegmentParams)
+    vehicle: VehicleParams = field(default_factory=VehicleParams)
+    source: str = "<defaults>"
+
+    def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise ConfigError(f"seed={self.seed!r} must be >= 0 (0 = from the clock)")
+        if not 1 <= self.num_vehicles <= 10000:
+            raise ConfigError(f"num_vehicles={self.num_vehicles!r} must be in [1, 10000]")
+        if self.task.type == "plume" and self.plume is None:
+            raise ConfigError("a plume task needs a 'plume' section")
+        if self.task.type == "search_rescue" and self.area.type != "box_with_persons":
+            raise ConfigError("search_rescue needs area.type: box_with_persons")
+        if isinstance(self.vehicle.control, tuple) and len(self.vehicle.control) != self.num_vehicles:
+            raise ConfigError(f"vehicle.control lists {len(self.vehicle.control)} modes for "
+                              f"{self.num_vehicles} vehicles")
+        states = self.vehicle.initial_states
+        if states is not None and len(states) != self.num_vehicles:
+            raise ConfigError(
+                f"vehicle.initial_states has {len(states)} rows for {self.num_vehicles} vehicles")
+        finite("origin.alt_m", self.origin.alt_m)
+
+    # --- derived ------------------------------------------------------------------------------
+    @property
+    def area_limits_ned(self) -> tuple[float, ...]:
+        """The area limits, with the task's default when the file gives none."""
+        if self.area.limits_ned is not None:
+            return tuple(self.area.limits_ned)
+        if self.task.type == "search_rescue":
+            d = math.sqrt(200 * 25 * 3 * self.num_vehicles)
+            return (-d, d, -d, d, -80.0, 0.0)
+        if self.task.type == "plume":
+            return (-140.0, 140.0, -140.0, 140.0, -80.0, 0.0)
+        if self.task.type == "cats_mouse":
+            return (-140.0, 140.0, -140.0, 140.0, -40.0, 0.0)
+        if self.task.type == "keep_spot_x10":
+            return (-120.0, 120.0, -10.0, 10.0, -40.0, 0.0)
+        if self.task.type == "goto_waypoint":
+            return (-70.0, 70.0, -70.0, 70.0, -50.0, 0.0)
+        return (-10.0, 20.0, -10.0, 10.0, -20.0, 0.0)
+
+    @property
+    def ground_z_ned_m(self) -> float:
+        return float(self.area_limits_ned[5])
+
+    def persons_area_params(self) -> PersonsAreaParams:
+        """The persons area's parameters (search and rescue)."""
+        a = self.area
+        return PersonsAreaParams(
+            limits_ned=self.area_limits_ned, origin=self.origin, dt_s=a.dt_s,
+            num_persons_range=a.num_persons_range, person_size_m=a.person_size_m,
+            found_distance_m=a.found_distance_m, found_speed_mps=a.found_speed_mps,
+            terrain_type=a.terrain_type, class_percentages=a.class_percentages,
+            person_in_class_prob=a.person_in_class_prob,
+        )
+
+    def control_modes(self) -> tuple[str, ...]:
+        """The control mode of every vehicle."""
+        c = self.vehicle.control
+        if c is None:
+            c = {"search_rescue": "velocity", "plume": "velocity", "cats_mouse": "velocity_height"}.get(
+                self.task.type, "attitude")
+        return (c,) * self.num_vehicles if isinstance(c, str) else tuple(c)
+
+
+def config_dirs() -> list[Path]:
+    """Where scenario files are looked up by name, in order."""
+    dirs = []
+    if os.environ.get("QRSIM_CONFIG_DIR"):
+        dirs.append(Path(os.environ["QRSIM_CONFIG_DIR"]))
+    here = Path(__file__).resolve()
+    dirs.append(here.parents[2] / "config")  # source tree (also through colcon's symlinks)
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            dirs.append(Path(prefix) / "share" / "qrsim_ros" / "config")
+    dirs.append(Path(sys.prefix) / "share" / "qrsim_ros" / "config")  # pip install
+    return dirs
+
+
+def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """Resolve a scenario name (``search_rescue_2a``) or path to its YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise ScenarioError(f"{p}: scenario file not found")
+        return p
+    for d in config_dirs():
+        candidate = d / f"{p.name}.yaml"
+        if candidate.is_file():
+            return candidate
+    available = ", ".join(available_scenarios())
+    raise ScenarioError(f"unknown scenario {str(name_or_path)!r}; available: {available}")
+
+
+def available_scenarios() -> list[str]:
+    """Names of the scenario files found in config_dirs()."""
+    names: set[str] = set()
+    for d in config_dirs():
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml") if _is_scenario_file(p))
+    return sorted(names)
+
+
+def _is_scenario_file(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, Mapping) and "task" in data
+
+
+def load_scenario(
+    name_or_path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None
+) -> Scenario:
+    """Load, merge ``overrides`` into, and validate a scenario; errors name the file and key path."""
+    path = scenario_path(name_or_path)
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ScenarioError(f"{path}:{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{path}: a scenario file must be a mapping of sections")
+    data = merge(data, overrides)
+    data.setdefault("name", path.stem)
+    return scenario_from_mapping(data, str(path))
+
+
+def scenario_from_mapping(data: Mapping[str, Any], source: str = "<mapping>") -> Scenario:
+    """Validate a scenario given as a nested mapping (the YAML's content)."""
+    data = dict(data)
+    data["source"] = source
+    scenario = build(Scenario, data, source)
+    # The ground plane is the area's zmax: wind shear, turbulence and the altimeter measure from it.
+    ground = scenario.ground_z_ned_m
+    v = scenario.vehicle
+    return replace(
+        scenario,
+        wind=replace(scenario.wind, z_origin_m=ground),
+        vehicle=replace(
+            v,
+            turbulence=replace(v.turbulence, z_origin_m=ground),
+            ahars=replace(v.ahars, altimeter=replace(v.ahars.altimeter, ground_z_ned_m=ground)),
+        ),
+    )

@@ -11,16 +11,44 @@ bool), and nested sections. Errors name the file and the dotted key path:
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
+import yaml
 
 from qrsim_ros.core.validation import ConfigError
 
 T = TypeVar("T")
+
+
+class Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: only true/false. YAML 1.1 also reads on/off/yes/no as
+    booleans, which would turn every ``on:`` key into ``True:``; ROS 2's parser (yaml-cpp) is 1.2."""
+
+
+Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def load_yaml(stream: Any) -> Any:
+    """Parse YAML text or a stream with YAML 1.2 booleans."""
+    return yaml.load(stream, Loader=Yaml12Loader)
+
+
+def _join(where: str, key: str) -> str:
+    """Key path for messages: ``file: a.b.c``."""
+    if not where:
+        return key
+    return f"{where} {key}" if where.endswith(":") else f"{where}.{key}"
 
 
 class ScenarioError(ConfigError):
@@ -103,15 +131,14 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
     hints = typing.get_type_hints(cls)
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ScenarioError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(fields))})"
-                            if where else f"{unknown[0]}: unknown key (allowed: {', '.join(sorted(fields))})")
-    kwargs = {k: _convert(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+        allowed = ", ".join(sorted(fields))
+        raise ScenarioError(f"{_join(where, str(unknown[0]))}: unknown key (allowed: {allowed})")
+    kwargs = {k: _convert(v, hints[k], _join(where, k)) for k, v in data.items()}
     try:
         return cls(**kwargs)
-    except ConfigError as exc:
-        raise ScenarioError(f"{where}: {exc}" if where else str(exc)) from None
-    except (TypeError, ValueError) as exc:
-        raise ScenarioError(f"{where}: {exc}" if where else str(exc)) from None
+    except (ConfigError, TypeError, ValueError) as exc:
+        prefix = where.rstrip(":")
+        raise ScenarioError(f"{prefix}: {exc}" if prefix else str(exc)) from None
 
 
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:

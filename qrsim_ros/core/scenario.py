@@ -24,7 +24,7 @@ import yaml
 from qrsim_ros.core.ahars import AharsParams
 from qrsim_ros.core.area import PersonsAreaParams
 from qrsim_ros.core.camera import CameraParams
-from qrsim_ros.core.config_loader import ScenarioError, build, merge
+from qrsim_ros.core.config_loader import ScenarioError, build, load_yaml, merge
 from qrsim_ros.core.geodesy import QRSIM_ORIGIN, GeodeticOrigin
 from qrsim_ros.core.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.plume_sensor import PlumeSensorParams
@@ -315,7 +315,7 @@ def available_scenarios() -> list[str]:
 def _is_scenario_file(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
     except (OSError, yaml.YAMLError):
         return False
     return isinstance(data, Mapping) and "task" in data
@@ -328,7 +328,7 @@ def load_scenario(
     path = scenario_path(name_or_path)
     try:
         with path.open(encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -346,7 +346,7 @@ def scenario_from_mapping(data: Mapping[str, Any], source: str = "<mapping>") ->
     """Validate a scenario given as a nested mapping (the YAML's content)."""
     data = dict(data)
     data["source"] = source
-    scenario = build(Scenario, data, source)
+    scenario = build(Scenario, data, f"{source}:")
     # The ground plane is the area's zmax: wind shear, turbulence and the altimeter measure from it.
     ground = scenario.ground_z_ned_m
     v = scenario.vehicle

@@ -1,0 +1,283 @@
+"""Task rules: initial placement, the agent's action space, rewards and termination (spec section 5).
+
+A task object is owned by the ``Simulator``; it reads the simulator's state (true and estimated
+states, the area, the plume) and never steps anything itself. Rewards are per task step, so the sum
+over an episode equals QRSim's ``reward()`` at the end of it (the generic tasks' running control cost
+is accumulated per 20 ms tick and their terminal distance term is added on the last step).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from qrsim_ros.core.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.kl import plume_kl_reward, plume_mse_reward
+
+if TYPE_CHECKING:
+    from qrsim_ros.core.simulator import Simulator
+
+Array = NDArray[np.float64]
+
+PENALTY = 1000.0  #: reward -PENALTY whenever any vehicle is invalid (spec 5.1)
+CONTROL_COST_WEIGHTS = np.array([2 / np.pi, 2 / np.pi, 0.5, 1.0])  #: R of the generic tasks (spec 5.2)
+NEUTRAL_CONTROLS = np.array([0.0, 0.0, 0.59, 0.0])  #: u offset of the control cost (spec 5.2)
+MAX_MOUSE_SPEED_MPS = 3.0  #: VelocityHeightPID's maxv; the mouse flies at mouse_speed_factor x this
+
+DONE_TIME_LIMIT = "time_limit"
+DONE_INVALID_VEHICLE = "invalid_vehicle"
+DONE_ALL_PERSONS_FOUND = "all_persons_found"
+
+
+class Task:
+    """Base task: no reward, the scenario's initial states, time-limit termination."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.params = sim.scenario.task
+        self.num_vehicles = sim.num_vehicles
+
+    # --- placement ------------------------------------------------------------------------------
+    def initial_states(self, rng: np.random.Generator) -> Array:
+        """Initial states (N, 6|12|13) of every vehicle at reset (QRSim ``task.reset``)."""
+        x = np.zeros((self.num_vehicles, 6))
+        x[:, 2] = self.params.start_z_ned_m
+        return x
+
+    def initial_headings(self) -> Array:
+        """Heading each vehicle's velocity controller holds [rad]."""
+        return np.zeros(self.num_vehicles)
+
+    # --- actions --------------------------------------------------------------------------------
+    @property
+    def agent_vehicles(self) -> NDArray[np.int_]:
+        """Indices of the vehicles the agent commands (one action row each)."""
+        return np.arange(self.num_vehicles)
+
+    def environment_actions(self, ex: Array) -> dict[int, Array]:
+        """Actions of vehicles the task itself flies (the mouse), by vehicle index."""
+        return {}
+
+    # --- reward ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Per-episode state, after the vehicles were placed and the environment reset."""
+
+    def on_tick(self, controls: Array) -> None:
+        """Called every 20 ms with the controls applied (for running costs)."""
+
+    def step_reward(self, last_step: bool) -> float:
+        """Reward of the task step just completed."""
+        return -PENALTY if not self.sim.valid.all() else 0.0
+
+    def done_reason(self) -> str:
+        """Why the episode is over after this step, or '' if it goes on."""
+        if self.params.stop_on_invalid and not self.sim.valid.all():
+            return DONE_INVALID_VEHICLE
+        if self.sim.step_count >= self.params.duration_steps:
+            return DONE_TIME_LIMIT
+        return ""
+
+
+class GenericTask(Task):
+    """keep_spot, keep_spot_x10, goto_waypoint, keep_velocity (spec 5.2).
+
+    Reward: QRSim's running control cost ``-sum((R (U[:4] - u0))^2) DT`` per 20 ms tick (when
+    ``control_cost``), keep_velocity's ``-|v_ned - v_target|^2 DT`` per tick, and on the last step the
+    terminal ``-|p - target|^2`` (goto_waypoint: the waypoint; keep_spot(_x10): each vehicle's start;
+    summed over vehicles: QRSim's keep_spot_x10 column-minus-row bug is fixed).
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__(sim)
+        self._accumulated = 0.0
+        self._start_positions = np.zeros((self.num_vehicles, 3))
+
+    def initial_states(self, rng: np.random.Generator) -> Array:
+        x = super().initial_states(rng)
+        if self.params.type == "keep_spot_x10":
+            x[:, 0] = -100.0 + 20.0 * np.arange(1, self.num_vehicles + 1)
+        return x
+
+    def reset(self) -> None:
+        self._accumulated = 0.0
+        self._start_positions = self.sim.true_state()[:, 0:3].copy()
+
+    def on_tick(self, controls: Array) -> None:
+        dt = self.sim.dt_s
+        valid = self.sim.valid
+        if self.params.control_cost:
+            u = (controls[valid, 0:4] - NEUTRAL_CONTROLS) * CONTROL_COST_WEIGHTS
+            self._accumulated -= float(np.sum(u * u)) * dt
+        if self.params.type == "keep_velocity":
+            x = self.sim.true_state()[valid]
+            e = body_to_ned(dcm_from_state(x), x[:, 6:9]) - np.asarray(self.params.target_velocity_ned)
+            self._accumulated -= float(np.sum(e * e)) * dt
+
+    def step_reward(self, last_step: bool) -> float:
+        if not self.sim.valid.all():
+            self._accumulated = 0.0
+            return -PENALTY
+        r, self._accumulated = self._accumulated, 0.0
+        if last_step and self.params.type != "keep_velocity":
+            p = self.sim.true_state()[:, 0:3]
+            target = (np.asarray(self.params.waypoint_ned)[None, :] if self.params.type == "goto_waypoint"
+                      else self._start_positions)
+            r -= float(np.sum((p - target) ** 2))
+        return r
+
+
+class CatsMouseTask(Task):
+    """Cats and mouse (spec 5.5): the last vehicle is the mouse, flown by the task's escape rule.
+
+    Reward per step: ``-sum_i d_2D(cat_i, mouse)^2`` over all cats, as QRSim's documentation states
+    (the original sums only cat 1 and uses a clipped 3-D distance: spec 10.1).
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__(sim)
+        if self.num_vehicles < 2:
+            raise ValueError("cats_mouse needs at least one cat and the mouse (num_vehicles >= 2)")
+
+    @property
+    def mouse(self) -> int:
+        return self.num_vehicles - 1
+
+    @property
+    def agent_vehicles(self) -> NDArray[np.int_]:
+        return np.arange(self.num_vehicles - 1)
+
+    def initial_states(self, rng: np.random.Generator) -> Array:
+        p = self.params
+        x = np.zeros((self.num_vehicles, 6))
+        z = p.flight_z_ned_m
+        x[self.mouse, 2] = z
+        lo, hi = p.cat_mouse_distance_range_m
+        placed: list[Array] = []
+        for i in range(self.num_vehicles - 1):
+            for _ in range(100):
+                angle = 2 * math.pi * rng.random()
+                d = lo + rng.random() * (hi - lo)
+                pos = np.array([d * math.cos(angle), d * math.sin(angle), z])
+                if all(np.linalg.norm(pos - q) >= p.min_inter_cat_distance_m for q in placed):
+                    break
+            else:
+                raise ValueError(f"could not place cat {i + 1} at least {p.min_inter_cat_distance_m} m from "
+                                 "the others in 100 tries (task.min_inter_cat_distance_m too large)")
+            placed.append(pos)
+            x[i, 0:3] = pos
+        return x
+
+    def environment_actions(self, ex: Array) -> dict[int, Array]:
+        """The mouse flees: v = sum_i (m - c_i)/|m - c_i|^2 over cats with a finite estimate."""
+        m = ex[self.mouse, 0:2]
+        cats = ex[: self.mouse, 0:2]
+        cats = cats[np.all(np.isfinite(cats), axis=1)]
+        v = np.zeros(2)
+        if np.all(np.isfinite(m)) and len(cats):
+            diff = m - cats
+            d2 = np.maximum(np.sum(diff * diff, axis=1), 1e-9)
+            v = np.sum(diff / d2[:, None], axis=0)
+        norm = float(np.linalg.norm(v))
+        speed = self.params.mouse_speed_factor * MAX_MOUSE_SPEED_MPS
+        return {self.mouse: v / norm * speed if norm > 0 else np.zeros(2)}
+
+    def step_reward(self, last_step: bool) -> float:
+        if not self.sim.valid.all():
+            return -PENALTY
+        x = self.sim.true_state()
+        d = x[: self.mouse, 0:2] - x[self.mouse, 0:2]
+        return -float(np.sum(d * d))
+
+
+class SearchRescueTask(Task):
+    """Search and rescue (spec 5.3): find the persons; one action row (NED velocity) per vehicle.
+
+    Reward per step: -1000 if any vehicle is invalid, else the number of persons found during the
+    step, or -1/duration_steps if none. Initial positions and headings are seeded (QRSim used the
+    unseeded global generator: spec 10.3).
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__(sim)
+        self._headings = np.zeros(self.num_vehicles)
+
+    def initial_states(self, rng: np.random.Generator) -> Array:
+        lim = np.asarray(self.sim.scenario.area_limits_ned)
+        self._headings = math.pi * rng.random(self.num_vehicles)
+        x = np.zeros((self.num_vehicles, 6))
+        for axis in (0, 1):
+            lo, hi = lim[2 * axis], lim[2 * axis + 1]
+            x[:, axis] = 0.5 * (lo + hi) + (rng.random(self.num_vehicles) - 0.5) * 0.9 * (hi - lo)
+        x[:, 2] = self.params.start_z_ned_m
+        x[:, 5] = self._headings
+        return x
+
+    def initial_headings(self) -> Array:
+        return self._headings.copy()
+
+    def step_reward(self, last_step: bool) -> float:
+        found = self.sim.area.persons_just_found()
+        if not self.sim.valid.all():
+            return -PENALTY
+        n = int(found.any(axis=0).sum())
+        return float(n) if n > 0 else -1.0 / self.params.duration_steps
+
+    def done_reason(self) -> str:
+        reason = super().done_reason()
+        if reason == DONE_INVALID_VEHICLE:
+            return reason
+        area = self.sim.area
+        if self.params.stop_when_all_found and area.num_persons > 0 and bool(area.found.all()):
+            return DONE_ALL_PERSONS_FOUND
+        return reason
+
+
+class PlumeTask(Task):
+    """Plume mapping (spec 5.4): fly, then submit concentration estimates at the reference locations.
+
+    Step reward: -1000 while any vehicle is invalid, else 0. ``evaluate(estimates)`` gives the task
+    reward of a K x M estimate: -sum of squared errors (static plumes) or -KL(reference || estimate)
+    (puff plumes); a perfect estimate of a static plume scores 0.
+    """
+
+    def initial_states(self, rng: np.random.Generator) -> Array:
+        lim = np.asarray(self.sim.scenario.area_limits_ned)
+        x = np.zeros((self.num_vehicles, 6))
+        for axis in (0, 1):
+            lo, hi = lim[2 * axis], lim[2 * axis + 1]
+            x[:, axis] = 0.5 * (lo + hi) + (rng.random(self.num_vehicles) - 0.5) * 0.9 * (hi - lo)
+        x[:, 2] = self.params.start_z_ned_m
+        return x
+
+    def evaluate(self, estimates: Array) -> float:
+        """Task reward of estimates (K, M) at the reference locations."""
+        ref = self.sim.plume_reference_samples
+        est = np.asarray(estimates, float)
+        if est.shape != ref.shape:
+            raise ValueError(f"plume estimates must have shape {ref.shape} (K samples x M locations), "
+                             f"got {est.shape}")
+        if not self.sim.valid.all():
+            return -PENALTY
+        if self.sim.scenario.plume.type == "gaussian_puff":
+            if not np.all(np.isfinite(est)):
+                return -PENALTY
+            return plume_kl_reward(ref, est)
+        return plume_mse_reward(ref, est)
+
+
+def make_task(sim: Simulator) -> Task:
+    """The task object for the scenario's task type."""
+    kind = sim.scenario.task.type
+    if kind in ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity"):
+        return GenericTask(sim)
+    if kind == "cats_mouse":
+        return CatsMouseTask(sim)
+    if kind == "search_rescue":
+        return SearchRescueTask(sim)
+    if kind == "plume":
+        return PlumeTask(sim)
+    raise ValueError(f"unknown task type {kind!r}")
+

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Benchmark: real-time factor (simulated s per wall s) of the in-process Simulator.
+
+Cases (issue targets on a 2-core machine): keep spot with one fully noisy vehicle (>= 200x);
+10 and 100 noisy vehicles (100: >= 5x); search and rescue 2A with its camera at 1 Hz (>= 50x);
+plume 3B. Each case is built, reset, warmed up for one task step (JIT compilation, caches), then
+timed over whole task steps with hover/zero actions.
+
+Usage: ./qrsim exec -- python scripts/bench_simulator.py [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from qrsim_ros.core.pelican import HOVER_THROTTLE
+from qrsim_ros.core.simulator import Simulator
+
+
+def hover_actions(sim: Simulator) -> np.ndarray:
+    spec = sim.action_spec
+    a = np.zeros((len(spec["vehicles"]), spec["width"]))
+    for r, mode in enumerate(spec["modes"]):
+        if mode == "attitude":
+            a[r, :5] = [0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0]
+    return a
+
+
+def spread_vehicles(n: int) -> dict:
+    """Keep-spot vehicles on a grid 5 m apart inside a large area (no collisions)."""
+    side = int(np.ceil(np.sqrt(n)))
+    states = [[5.0 * (i % side), 5.0 * (i // side), -20.0, 0.0, 0.0, 0.0] for i in range(n)]
+    half = 5.0 * side + 50.0
+    return {"num_vehicles": n, "area": {"limits_ned": [-half, half, -half, half, -80.0, 0.0]},
+            "vehicle": {"initial_states": states}}
+
+
+def rtf(name: str, overrides: dict, seconds: float) -> tuple[float, float]:
+    sim = Simulator.from_scenario(name, {"seed": 1, **overrides})
+    a = hover_actions(sim)
+    sim.step(a)  # warm-up
+    steps = max(1, round(seconds / sim.scenario.task.dt_s))
+    t0 = time.perf_counter()
+    t_sim0 = sim.time
+    for _ in range(steps):
+        if sim.done:
+            sim.reset()
+        sim.step(a)
+    wall = time.perf_counter() - t0
+    return (sim.time - t_sim0) / wall, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per case")
+    args = parser.parse_args()
+    long = {"task": {"duration_steps": 10**6}}
+    cases = [
+        ("keep spot, 1 noisy vehicle", "keep_spot", long),
+        ("keep spot, 10 noisy vehicles", "keep_spot", {**long, **spread_vehicles(10)}),
+        ("keep spot, 100 noisy vehicles", "keep_spot", {**long, **spread_vehicles(100)}),
+        ("search and rescue 2A", "search_rescue_2a", {}),
+        ("plume 3B", "plume_3b", {}),
+    ]
+    print(f"{'case':<32} {'real-time factor':>17} {'wall [s]':>9}")
+    for label, name, overrides in cases:
+        factor, wall = rtf(name, overrides, args.seconds)
+        print(f"{label:<32} {factor:17.1f} {wall:9.2f}")
+
+
+if __name__ == "__main__":
+    main()

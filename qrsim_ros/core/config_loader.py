@@ -77,7 +77,9 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
             try:
                 return _convert(value, option, where)
             except ScenarioError as exc:
-                errors.append(str(exc).split(": ", 1)[-1])
+                # Drop the key path (re-added below); ``where`` itself contains ": " after the file name.
+                msg, prefix = str(exc), f"{where}: "
+                errors.append(msg[len(prefix):] if msg.startswith(prefix) else msg.split(": ", 1)[-1])
         raise ScenarioError(f"{where}: {' or '.join(dict.fromkeys(errors))}")
     if value is None:
         raise ScenarioError(f"{where}: may not be null (expected {_type_name(tp)})")

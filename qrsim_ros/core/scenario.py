@@ -35,6 +35,7 @@ from qrsim_ros.core.validation import (
     finite,
     in_range,
     non_negative,
+    positive,
     ticks_per_update,
 )
 from qrsim_ros.core.wind import MeanWindParams
@@ -108,8 +109,8 @@ class AreaParams:
     """The flight area: ``box`` (limits only) or ``box_with_persons`` (persons and terrain).
 
     limits_ned: [xmin xmax ymin ymax zmin zmax] (NED, m); None = the task's default (search and rescue:
-    D = sqrt(200*25*3*N) for N vehicles, spec 5.3). persons: the persons/terrain settings
-    (``PersonsAreaParams`` without its limits and origin, which come from here and the scenario).
+    D = sqrt(200*25*3*N) for N vehicles, spec 5.3). The other fields are the persons/terrain settings of
+    ``PersonsAreaParams`` (``persons_area_params`` adds the limits and origin, and validates them).
     persons_ned: place exactly these persons (list of [n, e, d]) instead of sampling them.
     """
 
@@ -130,6 +131,26 @@ class AreaParams:
             raise ConfigError(f"area.type={self.type!r} must be one of {', '.join(AREA_TYPES)}")
         if self.limits_ned is not None:
             area_limits("area.limits_ned", self.limits_ned)
+        if self.persons_ned is not None:
+            if self.type != "box_with_persons":
+                raise ConfigError("area.persons_ned needs area.type: box_with_persons")
+            for i, row in enumerate(self.persons_ned):
+                finite(f"area.persons_ned[{i}] north", row[0])
+                finite(f"area.persons_ned[{i}] east", row[1])
+        if self.type == "box_with_persons":
+            self.persons_area_params(self.limits_ned or PersonsAreaParams().limits_ned)
+
+    def persons_area_params(
+        self, limits_ned: tuple[float, ...], origin: GeodeticOrigin = QRSIM_ORIGIN
+    ) -> PersonsAreaParams:
+        """The persons area's parameters for the given limits (validates the persons/terrain settings)."""
+        return PersonsAreaParams(
+            limits_ned=tuple(limits_ned), origin=origin, dt_s=self.dt_s,
+            num_persons_range=self.num_persons_range, person_size_m=self.person_size_m,
+            found_distance_m=self.found_distance_m, found_speed_mps=self.found_speed_mps,
+            terrain_type=self.terrain_type, class_percentages=self.class_percentages,
+            person_in_class_prob=self.person_in_class_prob,
+        )
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,9 @@ class PlumeParams:
     """The plume of the plume-mapping tasks (spec 4.4): model type and its sampling ranges.
 
     sources_ned / emission_rates: fix the sources instead of sampling them (S x 3, S values).
+    ``gaussian``: one source; its emission rate, if given, is the peak concentration Q0 (default 1) and
+    the spreads and orientation are still drawn. ``gaussian_dispersion``: both together.
+    ``gaussian_puff``: sources only (the puff masses come from ``q_range`` and ``mu_s``).
     """
 
     type: str = "gaussian_dispersion"
@@ -153,12 +177,37 @@ class PlumeParams:
     def __post_init__(self) -> None:
         if self.type not in PLUME_TYPES:
             raise ConfigError(f"plume.type={self.type!r} must be one of {', '.join(PLUME_TYPES)}")
-        if (self.emission_rates is not None) != (self.sources_ned is not None) and self.type != "gaussian":
+        if self.emission_rates is not None and self.sources_ned is None:
+            raise ConfigError("plume.emission_rates needs plume.sources_ned")
+        fixed = self.sources_ned is not None
+        if self.type == "gaussian_dispersion" and fixed and self.emission_rates is None:
             raise ConfigError("plume.sources_ned and plume.emission_rates must be given together")
-        if self.sources_ned is not None and self.emission_rates is not None \
-                and len(self.sources_ned) != len(self.emission_rates):
-            raise ConfigError(f"plume.emission_rates has {len(self.emission_rates)} values for "
-                              f"{len(self.sources_ned)} sources")
+        if self.type == "gaussian_puff" and self.emission_rates is not None:
+            raise ConfigError("plume.emission_rates does not apply to gaussian_puff (puff masses are drawn "
+                              "from plume.q_range every plume.mu_s seconds on average)")
+        if self.type == "gaussian" and self.sources_ned is not None and len(self.sources_ned) != 1:
+            raise ConfigError(f"plume.sources_ned: a gaussian plume has one source, "
+                              f"got {len(self.sources_ned)}")
+        if self.sources_ned is not None:
+            if len(self.sources_ned) < 1:
+                raise ConfigError("plume.sources_ned must list at least one source")
+            for i, src in enumerate(self.sources_ned):
+                for j, v in enumerate(src):
+                    finite(f"plume.sources_ned[{i}][{j}]", v)
+        if self.emission_rates is not None:
+            if self.sources_ned is not None and len(self.sources_ned) != len(self.emission_rates):
+                raise ConfigError(f"plume.emission_rates has {len(self.emission_rates)} values for "
+                                  f"{len(self.sources_ned)} sources")
+            positive("plume.emission_rates", self.emission_rates)
+        for name, (lo, hi) in (("sigma_range_m", self.sigma_range_m), ("q_range", self.q_range)):
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+                raise ConfigError(f"plume.{name}={[lo, hi]} must satisfy 0 < min <= max")
+        lo_s, hi_s = self.num_sources_range
+        if not 1 <= lo_s <= hi_s:
+            raise ConfigError(f"plume.num_sources_range={[lo_s, hi_s]} must satisfy 1 <= min <= max")
+        positive("plume.a", self.a)
+        positive("plume.b", self.b)
+        positive("plume.mu_s", self.mu_s)
         ticks_per_update("plume.area_dt_s", self.area_dt_s)
 
 
@@ -194,6 +243,10 @@ class VehicleParams:
         non_negative("vehicle.collision_distance_m", self.collision_distance_m)
         in_range("vehicle.rate_limit_rads", self.rate_limit_rads, 0.1, 100.0)
         in_range("vehicle.velocity_limit_mps", self.velocity_limit_mps, 0.1, 1000.0)
+        for i, row in enumerate(self.initial_states or ()):
+            if len(row) not in (6, 12, 13):
+                raise ConfigError(f"vehicle.initial_states[{i}] has {len(row)} values; a state has 6 "
+                                  "(position, Euler angles), 12 (+ body velocity and rates) or 13 (+ thrust)")
 
 
 @dataclass(frozen=True)
@@ -222,6 +275,16 @@ class Scenario:
             raise ConfigError("a plume task needs a 'plume' section")
         if self.task.type == "search_rescue" and self.area.type != "box_with_persons":
             raise ConfigError("search_rescue needs area.type: box_with_persons")
+        if self.task.type == "cats_mouse" and self.num_vehicles != self.task.num_cats + 1:
+            raise ConfigError(f"num_vehicles={self.num_vehicles} must be task.num_cats + 1 = "
+                              f"{self.task.num_cats + 1} for cats_mouse (the cats and the mouse)")
+        if self.task.type == "cats_mouse" and self.control_modes()[-1] != "velocity_height":
+            raise ConfigError(f"vehicle.control: the mouse (vehicle {self.num_vehicles - 1}) is flown by the "
+                              "task with north/east velocities: its mode must be velocity_height")
+        if (self.task.type == "plume" and self.plume is not None and self.plume.type != "gaussian"
+                and not (self.wind.on and self.wind.w6_mps > 0)):
+            raise ConfigError(f"plume.type={self.plume.type!r} is carried by the mean wind: it needs "
+                              "wind.on: true and wind.w6_mps > 0")
         if isinstance(self.vehicle.control, tuple) and len(self.vehicle.control) != self.num_vehicles:
             raise ConfigError(f"vehicle.control lists {len(self.vehicle.control)} modes for "
                               f"{self.num_vehicles} vehicles")
@@ -256,14 +319,7 @@ class Scenario:
 
     def persons_area_params(self) -> PersonsAreaParams:
         """The persons area's parameters (search and rescue)."""
-        a = self.area
-        return PersonsAreaParams(
-            limits_ned=self.area_limits_ned, origin=self.origin, dt_s=a.dt_s,
-            num_persons_range=a.num_persons_range, person_size_m=a.person_size_m,
-            found_distance_m=a.found_distance_m, found_speed_mps=a.found_speed_mps,
-            terrain_type=a.terrain_type, class_percentages=a.class_percentages,
-            person_in_class_prob=a.person_in_class_prob,
-        )
+        return self.area.persons_area_params(self.area_limits_ned, self.origin)
 
     def control_modes(self) -> tuple[str, ...]:
         """The control mode of every vehicle."""

@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.ahars import Ahars
 from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.camera import CameraObservation, CameraWithClassifier
+from qrsim_ros.core.config_loader import ScenarioError
 from qrsim_ros.core.controllers import VelocityHeightPID, VelocityPID, WaypointPID
 from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
 from qrsim_ros.core.pelican import (
@@ -59,6 +60,26 @@ PLUME_WIND_HEIGHT_M = 6.0
 
 class ActionError(ValueError):
     """The actions given to ``Simulator.step`` are malformed or out of range."""
+
+
+class _ContinuingStreams(RandomStreams):
+    """The scenario's named streams, each created once and then continued.
+
+    The plume models take a RandomStreams and ask it for their named streams at every plume reset;
+    a plain RandomStreams would hand out a fresh generator each time, so every ``reset()`` would
+    redraw the same plume. This keeps each stream's generator, so episodes differ (the first one is
+    the same as with a plain RandomStreams of the same seed).
+    """
+
+    def __init__(self, streams: RandomStreams) -> None:
+        super().__init__(streams.entropy)
+        self._generators: dict[tuple[str, int], np.random.Generator] = {}
+
+    def get(self, name: str, vehicle: int = 0) -> np.random.Generator:
+        key = (name, int(vehicle))
+        if key not in self._generators:
+            self._generators[key] = super().get(name, vehicle)
+        return self._generators[key]
 
 
 class Simulator:
@@ -125,7 +146,7 @@ class Simulator:
             "waypoint": WaypointPID(max(1, len(self._mode_rows["waypoint"]))),
         }
         self._task_rng = streams.get("task.placement")
-        self._plume_rng = streams
+        self._plume_rng = _ContinuingStreams(streams)
         self._ex = np.full((n, ESTIMATED_STATE_SIZE), np.nan)
 
     # --- episode control --------------------------------------------------------------------------
@@ -157,7 +178,8 @@ class Simulator:
         try:
             self.fleet.set_state(x0)
         except PelicanInputError as exc:
-            raise ValueError(f"{sc.source}: initial state: {exc}") from None
+            where = "vehicle.initial_states" if sc.vehicle.initial_states is not None else "initial state"
+            raise ScenarioError(f"{sc.source}: {where}: {exc}") from None
         x = self.fleet.state
         self._headings = self.task.initial_headings() if sc.vehicle.initial_states is None else x[:, 5].copy()
         self.turbulence.reset(x)
@@ -179,8 +201,9 @@ class Simulator:
         rng = self._plume_rng
         if p.type == "gaussian":
             plume = GaussianPlume.sample(rng, limits, sigma_range_m=p.sigma_range_m)
-            if p.sources_ned is not None:
-                plume = GaussianPlume(p.sources_ned[0], np.sqrt(np.diag(plume.covariance_m2)), 0.0,
+            if p.sources_ned is not None:  # fixed source (and peak): the spreads and yaw stay drawn
+                q0 = p.emission_rates[0] if p.emission_rates is not None else plume.q0
+                plume = GaussianPlume(p.sources_ned[0], plume.sigmas_m, plume.yaw_rad, q0,
                                       area_limits_ned=limits)
         elif p.sources_ned is not None:
             kind = GaussianDispersionPlume if p.type == "gaussian_dispersion" else GaussianPuffPlume
@@ -247,8 +270,7 @@ class Simulator:
             a = np.atleast_2d(np.asarray(actions, dtype=float))
         except (TypeError, ValueError):
             raise ActionError(f"actions must be numeric with {len(rows)} rows") from None
-        if a.ndim != 2 or a.shape[0] != len(rows) or a.shape[1] < min(
-                len(CONTROL_MODES[self.control_modes[i]]) for i in rows):
+        if a.ndim != 2 or a.shape[0] != len(rows) or a.shape[1] < spec_width:
             raise ActionError(f"actions must have shape ({len(rows)}, {spec_width}) "
                               f"(one row per agent-controlled vehicle), got {a.shape}")
         full = np.full((self.num_vehicles, 5), np.nan)
@@ -316,7 +338,7 @@ class Simulator:
                 u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], self._headings[rows])
             elif mode == "velocity_height":
                 z = np.full(rows.size, self.scenario.task.flight_z_ned_m)
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:2], z, np.zeros(rows.size))
+                u[rows] = c.compute_from_estimated_state(e, t[:, 0:2], z, self._headings[rows])
             else:
                 u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
         return u

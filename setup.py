@@ -18,7 +18,7 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.10",
     packages=find_packages(include=["qrsim_ros", "qrsim_ros.*"]),
-    install_requires=["numpy>=1.24", "scipy>=1.10", "pyproj>=3.4", "PyYAML>=6"],
+    install_requires=["numpy>=1.24", "numba>=0.60", "scipy>=1.10", "pyproj>=3.4", "PyYAML>=6"],
     extras_require={"plots": ["matplotlib>=3.6"], "bags": ["rosbags>=0.10"]},
     entry_points={"console_scripts": ["qrsim=qrsim_ros.cli.main:main"]},
 )

@@ -87,7 +87,7 @@ _qrsim_fix_wheel_cmake_paths() {
     local inc npinc
     inc="$("$QRSIM_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("include"))')"
     npinc="$("$QRSIM_VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
-    grep -rlF --include='*.cmake' '/opt/python/cp311-cp311' "$QRSIM_VENV/share" 2>/dev/null |
+    { grep -rlF --include='*.cmake' '/opt/python/cp311-cp311' "$QRSIM_VENV/share" 2>/dev/null || true; } |
         xargs -r sed -i \
             -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#${npinc}#g" \
             -e "s#/opt/python/cp311-cp311/include/python3.11#${inc}#g"

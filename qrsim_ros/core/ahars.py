@@ -261,6 +261,9 @@ def _reset_rows(x: ArrayLike, vehicles: ArrayLike | None, num_vehicles: int, min
 
 
 def _fleet_array(name: str, value: ArrayLike, num_vehicles: int, min_cols: int) -> Array:
+    if (type(value) is np.ndarray and value.dtype == np.float64 and value.ndim == 2
+            and value.shape[0] == num_vehicles and value.shape[1] >= min_cols):
+        return value  # the simulator's per-tick case, without conversions
     arr = np.asarray(value, float)
     if arr.ndim == 1 and num_vehicles == 1:
         arr = arr[None, :]
@@ -289,7 +292,8 @@ class _Sensor:
 
     def due(self, k: int) -> bool:
         """Whether tick ``k`` (>= 1) is an update tick of this sensor."""
-        _check_tick(k)
+        if k < 1:
+            _check_tick(k)
         return k % self.ticks_per_update == 0
 
 
@@ -339,7 +343,10 @@ class _WhiteNoiseVectorSensor(_Sensor):
             return
         if self._bias_normals is not None:
             self._bias.step(self._bias_normals.next())
-        self._meas = truth + self._bias.state + self._sigma * self._normals.next()
+        if self._bias_rw == 0.0 and self._bias_init == 0.0:  # no bias model: the bias is always zero
+            self._meas = truth + self._sigma * self._normals.next()
+        else:
+            self._meas = truth + self._bias.state + self._sigma * self._normals.next()
 
     def _reset(self, idx: NDArray[np.intp], truth: Array) -> None:
         if not self.on:

@@ -55,6 +55,7 @@ from qrsim_ros.core.gps_orbits import (
     elevation_deg,
     local_up_ecef,
 )
+from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.noise import GaussMarkov, PerVehicleNormals
 from qrsim_ros.core.rng import RandomStreams
 from qrsim_ros.core.validation import BASE_DT_S, ConfigError, finite, non_negative, positive, ticks_per_update
@@ -306,15 +307,143 @@ def _velocity_ned(x: Array) -> Array:
     return body_to_ned(dcm_from_state(x), x[:, 6:9])
 
 
-def _north_east_down_ecef(lat_deg: Array, lon_deg: Array) -> Array:
-    """Rows north, east, down of the local geodetic frame in ECEF, shape (N, 3, 3)."""
-    lat, lon = np.deg2rad(lat_deg), np.deg2rad(lon_deg)
-    sl, cl, so, co = np.sin(lat), np.cos(lat), np.sin(lon), np.cos(lon)
-    z = np.zeros_like(lat)
-    north = np.stack([-sl * co, -sl * so, cl], axis=-1)
-    east = np.stack([-so, co, z], axis=-1)
-    down = -np.stack([cl * co, cl * so, sl], axis=-1)
-    return np.stack([north, east, down], axis=-2)
+# --- kernels (spec 3.3): Gauss-Newton fix and its covariance, explicit loops over vehicles ---------
+# Compiled by numba when available (qrsim_ros.core.jit), plain Python otherwise.
+
+@njit("void(float64[:, ::1], int64[::1])")
+def _lu_factor4(a, piv):
+    """In-place LU factorisation with partial pivoting of a 4 x 4 matrix (LAPACK getrf's algorithm)."""
+    for k in range(4):
+        p = k
+        for i in range(k + 1, 4):
+            if abs(a[i, k]) > abs(a[p, k]):
+                p = i
+        piv[k] = p
+        if p != k:
+            for j in range(4):
+                a[k, j], a[p, j] = a[p, j], a[k, j]
+        for i in range(k + 1, 4):
+            a[i, k] /= a[k, k]
+            for j in range(k + 1, 4):
+                a[i, j] -= a[i, k] * a[k, j]
+
+
+@njit("void(float64[:, ::1], int64[::1], float64[::1])")
+def _lu_solve4(lu, piv, b):
+    """Solve ``A x = b`` in place with the factors of ``_lu_factor4``."""
+    for k in range(4):
+        p = piv[k]
+        if p != k:
+            b[k], b[p] = b[p], b[k]
+    for i in range(1, 4):
+        for j in range(i):
+            b[i] -= lu[i, j] * b[j]
+    for i in range(3, -1, -1):
+        for j in range(i + 1, 4):
+            b[i] -= lu[i, j] * b[j]
+        b[i] /= lu[i, i]
+
+
+@njit(f"void({F8_2D_IN}, {F8_1D_IN}, int64[:, ::1], boolean[:, ::1], int64[::1], {F8_2D_IN}, {F8_2D_IN}, "
+      f"{F8_2D_IN}, int64, float64[:, ::1], float64[:, :, ::1])")
+def _gauss_newton_rows(sats_ecef, pr_errors_m, sel, active, rows, true_ecef, noise_m, guess_ecef, iterations,
+                       p_out, q_out):
+    """Position + clock fix of vehicles ``rows`` (their satellites ``sel``/``active``) (spec 3.3).
+
+    Row i of true_ecef, noise_m, guess_ecef, p_out (ECEF [m]) and q_out ((A^T A)^-1 of the last
+    iteration, 4 x 4) belongs to vehicle rows[i]; without a fix (< 4 satellites) both are NaN.
+    """
+    width = sel.shape[1]
+    rho = np.empty(width)
+    ata, atb, jac = np.empty((4, 4)), np.empty(4), np.empty(4)
+    piv = np.empty(4, np.int64)
+    for i in range(rows.shape[0]):
+        v = rows[i]
+        count = 0
+        for k in range(width):
+            if active[v, k]:
+                count += 1
+        if count < MIN_SATELLITES_FOR_FIX:
+            p_out[i, :] = np.nan
+            q_out[i, :, :] = np.nan
+            continue
+        for k in range(width):  # pseudoranges: true range + space-segment error + receiver noise
+            if active[v, k]:
+                s = sel[v, k]
+                d0 = sats_ecef[s, 0] - true_ecef[i, 0]
+                d1 = sats_ecef[s, 1] - true_ecef[i, 1]
+                d2 = sats_ecef[s, 2] - true_ecef[i, 2]
+                rho[k] = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2) + pr_errors_m[s] + noise_m[i, k]
+        p0, p1, p2, p3 = guess_ecef[i, 0], guess_ecef[i, 1], guess_ecef[i, 2], 0.0
+        for _ in range(iterations):
+            ata[:, :] = 0.0
+            atb[:] = 0.0
+            for k in range(width):
+                if not active[v, k]:
+                    continue
+                s = sel[v, k]
+                l0, l1, l2 = sats_ecef[s, 0] - p0, sats_ecef[s, 1] - p1, sats_ecef[s, 2] - p2
+                rng = math.sqrt(l0 * l0 + l1 * l1 + l2 * l2)
+                jac[0], jac[1], jac[2], jac[3] = -l0 / rng, -l1 / rng, -l2 / rng, 1.0  # [-unit LOS, 1]
+                residual = rho[k] - rng - p3
+                for r in range(4):
+                    atb[r] += jac[r] * residual
+                    for c in range(4):
+                        ata[r, c] += jac[r] * jac[c]
+            _lu_factor4(ata, piv)
+            _lu_solve4(ata, piv, atb)
+            p0, p1, p2, p3 = p0 + atb[0], p1 + atb[1], p2 + atb[2], p3 + atb[3]
+        p_out[i, 0], p_out[i, 1], p_out[i, 2] = p0, p1, p2
+        for c in range(4):  # (A^T A)^-1 column by column from the last factorisation
+            jac[:] = 0.0
+            jac[c] = 1.0
+            _lu_solve4(ata, piv, jac)
+            for r in range(4):
+                q_out[i, r, c] = jac[r]
+
+
+@njit(f"void({F8_3D_IN}, {F8_2D_IN}, float64, float64[:, ::1])")
+def _ned_variance_rows(q, lla_deg, uere_variance_m2, out):
+    """``UERE^2 diag(R Q R^T)``: R = rows north, east, down of the local geodetic frame at lla_deg."""
+    r = np.empty((3, 3))
+    for i in range(q.shape[0]):
+        lat, lon = lla_deg[i, 0] * (math.pi / 180.0), lla_deg[i, 1] * (math.pi / 180.0)
+        sl, cl, so, co = math.sin(lat), math.cos(lat), math.sin(lon), math.cos(lon)
+        r[0, 0], r[0, 1], r[0, 2] = -sl * co, -sl * so, cl
+        r[1, 0], r[1, 1], r[1, 2] = -so, co, 0.0
+        r[2, 0], r[2, 1], r[2, 2] = -(cl * co), -(cl * so), -sl
+        for a in range(3):
+            total = 0.0
+            for k in range(3):
+                rq = 0.0
+                for j in range(3):
+                    rq += r[a, j] * q[i, j, k]
+                total += rq * r[a, k]
+            out[i, a] = uere_variance_m2 * total
+
+
+@njit("int64(int64[:, ::1], boolean[:, ::1], int64[::1], boolean[:, ::1], int64[::1], boolean[::1])")
+def _drop_set_satellites(sel, active, target, visible, rows, need_more):
+    """Deactivate tracked satellites no longer visible; need_more[i]: vehicle rows[i] tracks fewer
+    than its target and more satellites are visible. Returns how many vehicles need more."""
+    needing = 0
+    for i in range(rows.shape[0]):
+        v = rows[i]
+        count = 0
+        for k in range(sel.shape[1]):
+            if active[v, k] and not visible[i, sel[v, k]]:
+                active[v, k] = False
+            if active[v, k]:
+                count += 1
+        n_visible = 0
+        for s in range(visible.shape[1]):
+            if visible[i, s]:
+                n_visible += 1
+        # tracked satellites are visible, so more visible than tracked means candidates exist
+        need_more[i] = count < target[v] and n_visible > count
+        if need_more[i]:
+            needing += 1
+    return needing
 
 
 class GpsReceiver:
@@ -368,11 +497,12 @@ class GpsReceiver:
         self._reset_rngs = streams.per_vehicle("gps_receiver.reset", n, first_vehicle)
         self._select_rngs = streams.per_vehicle("gps_receiver.select", n, first_vehicle)
         w = self.width
-        self._sel = np.zeros((n, w), dtype=int)  # indices into space.prns
+        self._sel = np.zeros((n, w), dtype=np.int64)  # indices into space.prns
         self._active = np.zeros((n, w), dtype=bool)
-        self._target = np.zeros(n, dtype=int)
+        self._target = np.zeros(n, dtype=np.int64)
         self._delay_line = np.zeros((n, params.delay_samples, 3))
         self._ecef = np.full((n, 3), np.nan)
+        self._all_rows = np.arange(n)
         self.position_ned: Array = np.full((n, 3), np.nan)
         self.velocity_ned: Array = np.full((n, 3), np.nan)
         self.lla: Array = np.full((n, 3), np.nan)
@@ -494,15 +624,22 @@ class GpsReceiver:
             raise RuntimeError(f"GpsReceiver.step({k}): step the GPS space segment at this tick first "
                                f"(its last update was at tick {space.last_update_tick})")
         noise = self._noise.next() * self.params.r_sigma_m  # drawn for every vehicle: streams stay aligned
-        idx = np.flatnonzero(ok)
+        all_ok = bool(ok.all())
+        idx = self._all_rows if all_ok else np.flatnonzero(ok)
         previous_fix = self.has_fix.copy()
-        self.has_fix[~ok] = False
+        if not all_ok:
+            self.has_fix[~ok] = False
         if idx.size == 0:
             return True
         # delay line: push the current true position, pop the oldest
         if self.params.delay_samples:
-            true_pos = self._delay_line[idx, 0].copy()
-            self._delay_line[idx] = np.concatenate([self._delay_line[idx, 1:], x[idx, None, :3]], axis=1)
+            if all_ok:
+                true_pos = self._delay_line[:, 0].copy()
+                self._delay_line[:, :-1] = self._delay_line[:, 1:]
+                self._delay_line[:, -1] = x[:, :3]
+            else:
+                true_pos = self._delay_line[idx, 0].copy()
+                self._delay_line[idx] = np.concatenate([self._delay_line[idx, 1:], x[idx, None, :3]], axis=1)
         else:
             true_pos = x[idx, :3]
         lla_true = ned_to_lla(true_pos, self.origin)
@@ -510,13 +647,17 @@ class GpsReceiver:
         self._update_selection(idx, self._visible(ecef_true, lla_true, space))
         fix = self._active[idx].sum(axis=1) >= MIN_SATELLITES_FOR_FIX
         self.has_fix[idx] = fix
-        solved = idx[fix]
-        if solved.size == 0:
-            return True
-        held = np.all(np.isfinite(self._ecef[solved]), axis=1)
-        guess = np.where(held[:, None], self._ecef[solved], ecef_true[fix])  # only affects convergence
+        if fix.all():
+            solved = idx
+        else:
+            solved = idx[fix]
+            if solved.size == 0:
+                return True
+            ecef_true = ecef_true[fix]
+        held = np.isfinite(self._ecef[solved]).all(axis=1)
+        guess = np.where(held[:, None], self._ecef[solved], ecef_true)  # only affects convergence
         had_fix = previous_fix[solved] & held  # velocity only between consecutive fixes (else 0)
-        now, q = self._solve(solved, ecef_true[fix], noise[solved], guess)
+        now, q = self._solve(solved, ecef_true, noise[solved], guess)
         lla_est = ecef_to_lla(now)
         ned = lla_to_ned(lla_est, self.origin)
         old = self.position_ned[solved]
@@ -558,15 +699,12 @@ class GpsReceiver:
 
     def _update_selection(self, idx: Array, visible: NDArray[np.bool_]) -> None:
         """Drop satellites that set below the mask; top the subsets up to their target with visible ones."""
-        sel, active = self._sel[idx], self._active[idx]
-        active &= np.take_along_axis(visible, sel, axis=1)
-        count = active.sum(axis=1)
-        # selected satellites are visible, so more visible than selected means candidates exist
-        need = (count < self._target[idx]) & (visible.sum(axis=1) > count)
-        self._active[idx] = active
+        need = np.empty(idx.size, dtype=bool)
+        if not _drop_set_satellites(self._sel, self._active, self._target, visible, idx, need):
+            return
         for j in np.flatnonzero(need):  # rare: a satellite set or rose
             v = idx[j]
-            kept = sel[j, active[j]]
+            kept = self._sel[v, self._active[v]]
             candidates = np.setdiff1d(np.flatnonzero(visible[j]), kept)
             extra = self._select_rngs[v].permutation(candidates)[: self._target[v] - kept.size]
             self._set_selection(v, np.concatenate([kept, extra]))
@@ -574,34 +712,21 @@ class GpsReceiver:
     def _solve(self, idx: Array, true_ecef: Array, noise: Array, guess: Array) -> tuple[Array, Array]:
         """Gauss-Newton position + clock fix for vehicles idx (spec 3.3); rows without a fix give NaN.
 
-        Pseudorange_i = |r_true - s_i| + e_i (space segment) + noise_i; unknowns [x y z c dt] start at
-        ``guess`` and 0; padded satellite slots have zero weight. Returns ECEF (M, 3) and the final
-        (A^T A)^-1 (M, 4, 4).
+        Pseudorange_i = |r_true - s_i| + e_i (space segment) + noise_i over the satellites each vehicle
+        tracks; unknowns [x y z c dt] start at ``guess`` and 0. Jacobian rows are [-unit line of sight,
+        1]. Returns ECEF (M, 3) and the final (A^T A)^-1 (M, 4, 4).
         """
         space = self.space
         assert space is not None
-        sats = space.positions_ecef[self._sel[idx]]  # (M, W, 3)
-        weight = self._active[idx].astype(float)
-        rho = (np.sqrt(np.sum((sats - true_ecef[:, None, :]) ** 2, axis=-1))
-               + space.pseudorange_errors_m[self._sel[idx]] + noise)
-        fix = weight.sum(axis=1) >= MIN_SATELLITES_FOR_FIX
-        p = np.concatenate([guess, np.zeros((guess.shape[0], 1))], axis=1)
-        ata = np.tile(np.eye(4), (idx.size, 1, 1))
-        a = np.ones((*sats.shape[:2], 4))  # Jacobian rows [-unit line of sight, 1]
-        for _ in range(self.params.gauss_newton_iterations):
-            los = sats - p[:, None, :3]
-            rng = np.sqrt(np.sum(los * los, axis=-1))
-            a[..., :3] = -los / rng[..., None]
-            aw_t = np.swapaxes(a * weight[..., None], 1, 2)  # (M, 4, W), padded slots zero
-            ata = aw_t @ a
-            atb = aw_t @ (rho - rng - p[:, 3:4])[..., None]
-            ata[~fix] = np.eye(4)  # keep the batch solvable; these rows are discarded
-            p = p + np.linalg.solve(ata, atb)[..., 0]
-        p[~fix] = np.nan
-        q = np.linalg.inv(ata)
-        q[~fix] = np.nan
-        return p[:, :3], q
+        m = len(idx)
+        p, q = np.empty((m, 3)), np.empty((m, 4, 4))
+        _gauss_newton_rows(space.positions_ecef, space.pseudorange_errors_m, self._sel, self._active,
+                           np.ascontiguousarray(idx, dtype=np.int64), true_ecef, noise, guess,
+                           self.params.gauss_newton_iterations, p, q)
+        return p, q
 
     def _variance(self, q: Array, lla_est: Array) -> Array:
-        r = _north_east_down_ecef(lla_est[:, 0], lla_est[:, 1])
-        return self.uere_variance_m2 * np.sum((r @ q[:, :3, :3]) * r, axis=-1)  # diag(R Q R^T)
+        """Position variances (M, 3) [m^2] along north, east, down: UERE^2 diag(R Q R^T)."""
+        out = np.empty((q.shape[0], 3))
+        _ned_variance_rows(q, lla_est, self.uere_variance_m2, out)
+        return out

@@ -9,16 +9,23 @@ down), throttle [0..1], yaw-rate command [rad/s] (positive = clockwise seen from
 The rotational part is the identified closed loop of vehicle + on-board attitude controller, the
 translational part a point mass with linear drag; there is no inertia tensor or rotor model.
 Fleet arrays have a leading vehicle axis: ``X`` is (N, 13), ``U`` is (N, 5).
+
+The model is written once, per vehicle, in the kernels below (explicit loops over vehicles, compiled
+by numba through ``qrsim_ros.core.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``).
+``pelican_derivative``, ``heun_step`` and ``PelicanFleet.step`` all run on them; a fleet step (checks,
+noise, Heun integration, validity and collisions) is a single kernel call.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array, dcm_from_state
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, njit
 
 # --- constants of the identified model (spec 2.2, 2.4) ------------------------------------------
 DT_S = 0.02
@@ -109,14 +116,18 @@ def check_controls(u: ArrayLike) -> Array:
     u = np.atleast_2d(np.asarray(u, float))
     if u.ndim != 2 or u.shape[1] != CONTROL_SIZE:
         raise PelicanInputError(f"controls must have shape (N, 5) {CONTROL_NAMES}, got {u.shape}")
-    bad = ~np.isfinite(u) | (u < CONTROL_LIMITS[:, 0]) | (u > CONTROL_LIMITS[:, 1])
-    if bad.any():
-        i, j = np.argwhere(bad)[0]
-        lo, hi = CONTROL_LIMITS[j]
-        raise PelicanInputError(
-            f"vehicle {i}: control {CONTROL_NAMES[j]}={float(u[i, j])!r} outside [{lo}, {hi}]"
-        )
+    bad = _first_bad_control(u, np.ones(u.shape[0], np.bool_), CONTROL_LIMITS)
+    if bad >= 0:
+        raise _control_error(u, bad)
     return u
+
+
+def _control_error(u: Array, flat_index: int) -> PelicanInputError:
+    i, j = divmod(int(flat_index), CONTROL_SIZE)
+    lo, hi = CONTROL_LIMITS[j]
+    return PelicanInputError(
+        f"vehicle {i}: control {CONTROL_NAMES[j]}={float(u[i, j])!r} outside [{lo}, {hi}]"
+    )
 
 
 def expand_state(x: ArrayLike, mass_kg: float = MASS_KG) -> Array:
@@ -135,6 +146,252 @@ def expand_state(x: ArrayLike, mass_kg: float = MASS_KG) -> Array:
     return full
 
 
+# --- kernels (spec 2.3, 2.5, 2.7): the model's one formula, explicit loops over vehicles -----------
+# Compiled by numba when available (qrsim_ros.core.jit); plain Python otherwise. Rows are 1-D float64
+# views of the fleet arrays; "_into" kernels write their results into the arrays they are given.
+
+_IN = F8_1D_IN  # a row the kernel reads
+_OUT = "float64[:]"  # a row the kernel writes
+
+
+@njit("UniTuple(float64, 9)(float64, float64, float64, float64, float64, float64)")
+def _dcm_from_sines(sph: float, cph: float, sth: float, cth: float, sps: float, cps: float
+                    ) -> tuple[float, ...]:
+    return (
+        cth * cps, cth * sps, -sth,
+        -cph * sps + sph * sth * cps, cph * cps + sph * sth * sps, sph * cth,
+        sph * sps + cph * sth * cps, -sph * cps + cph * sth * sps, cph * cth,
+    )
+
+
+@njit("UniTuple(float64, 9)(float64, float64, float64)")
+def dcm_ned_to_body_entries(phi: float, theta: float, psi: float) -> tuple[float, ...]:
+    """``frames.dcm_ned_to_body`` for one vehicle as 9 scalars (row-major d00 d01 ... d22), for kernels."""
+    return _dcm_from_sines(math.sin(phi), math.cos(phi), math.sin(theta), math.cos(theta),
+                           math.sin(psi), math.cos(psi))
+
+
+@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, {_OUT}, {_OUT})")
+def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
+    """Right-hand side of one vehicle (spec 2.3): xdot (13) and ``a`` (3); see ``pelican_derivative``."""
+    phi, theta = x[3], x[4]
+    u, v, w = x[6], x[7], x[8]
+    p, q, r = x[9], x[10], x[11]
+    fth = x[12]
+    pt, rl, th, ya, vb = u_fw[0], u_fw[1], u_fw[2], u_fw[3], u_fw[4]
+
+    sph, cph = math.sin(phi), math.cos(phi)
+    sth, cth, tth = math.sin(theta), math.cos(theta), math.tan(theta)
+    d00, d01, d02, d10, d11, d12, d20, d21, d22 = _dcm_from_sines(sph, cph, sth, cth, math.sin(x[5]),
+                                                                  math.cos(x[5]))
+
+    xdot[0] = d00 * u + d10 * v + d20 * w  # NED velocity = D^T [u v w]
+    xdot[1] = d01 * u + d11 * v + d21 * w
+    xdot[2] = d02 * u + d12 * v + d22 * w
+    xdot[3] = p + q * sph * tth + r * cph * tth
+    xdot[4] = q * cph - r * sph
+    xdot[5] = q * sph / cth + r * cph / cth
+
+    # attitude loop; the rate clamp only stops a rate that is already too large from growing
+    pdot = PQ1 * (PQ0 * rl - phi) + PQ2 * p
+    if (p > MAX_ANGVEL_RADS and pdot > 0.0) or (p < -MAX_ANGVEL_RADS and pdot < 0.0):
+        pdot = 0.0
+    qdot = PQ1 * (PQ0 * pt - theta) + PQ2 * q
+    if (q > MAX_ANGVEL_RADS and qdot > 0.0) or (q < -MAX_ANGVEL_RADS and qdot < 0.0):
+        qdot = 0.0
+    rdot = R0 * ya + R1 * r
+
+    # thrust: low-throttle first order, else slew-limited towards the polynomial, capped by battery
+    df = (CTH0 + CTH1 * th + CTH2 * th * th) - fth
+    if abs(df) < TAU1 * dt_s:
+        tau = df / dt_s
+    elif df > 0.0:
+        tau = TAU1
+    elif df < 0.0:
+        tau = -TAU1
+    else:
+        tau = df * TAU1  # NaN stays NaN (sign(NaN) * TAU1)
+    if th < LOW_THROTTLE_LIMIT_RAW:
+        fdot = TAU0 * df
+    else:
+        f_max = CVB0 + CVB1 * vb
+        fdot = (f_max - fth) / dt_s if fth + tau * dt_s > f_max else tau
+
+    g0, g1, g2 = G_MS2 * d02, G_MS2 * d12, G_MS2 * d22  # gravity in body axes
+    acc0 = -q * w + r * v + g0 + KUV * (u - wind[0])
+    acc1 = -r * u + p * w + g1 + KUV * (v - wind[1])
+    acc2 = -p * v + q * u + (g2 - (fth + fdot * dt_s) / mass_kg) + KW * (w - wind[2])
+    a[0] = acc0 - g0  # QRSim's accelerometer input: before the noise, without omega x v
+    a[1] = acc1 - g1
+    a[2] = acc2 - g2
+
+    xdot[6] = acc0 + noise[0]
+    xdot[7] = acc1 + noise[1]
+    xdot[8] = acc2 + noise[2]
+    xdot[9] = pdot + noise[3]
+    xdot[10] = qdot + noise[4]
+    xdot[11] = rdot + noise[5]
+    xdot[12] = fdot
+
+
+@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, {_OUT}, {_OUT}, "
+      f"{_OUT}, {_OUT}, {_OUT}, {_OUT}, {_OUT})")
+def _heun_into(x, u_fw, wind, noise, mass_kg, dt_s, x_next, a, k1, k2, x1, a1, a2):
+    """One Heun step of one vehicle (spec 2.5); k1, k2, x1 (13), a1, a2 (3) are scratch.
+
+    ``x_next`` may be ``x`` itself (the fleet integrates in place).
+    """
+    _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, k1, a1)
+    for j in range(STATE_SIZE):
+        x1[j] = x[j] + k1[j] * dt_s
+    _derivative_into(x1, u_fw, wind, noise, mass_kg, dt_s, k2, a2)
+    half_dt = 0.5 * dt_s
+    for j in range(STATE_SIZE):
+        x_next[j] = x[j] + (k1[j] + k2[j]) * half_dt
+    for j in range(3):
+        a[j] = 0.5 * (a1[j] + a2[j])
+
+
+_MAT_IN = F8_2D_IN
+_MAT_OUT = "float64[:, ::1]"
+
+
+@njit(f"void({_MAT_IN}, {_MAT_IN}, {_MAT_IN}, {_MAT_IN}, float64, float64, {_MAT_OUT}, {_MAT_OUT})")
+def _derivative_rows(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
+    for i in range(x.shape[0]):
+        _derivative_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, xdot[i], a[i])
+
+
+@njit(f"void({_MAT_IN}, {_MAT_IN}, {_MAT_IN}, {_MAT_IN}, float64, float64, {_MAT_OUT}, {_MAT_OUT})")
+def _heun_rows(x, u_fw, wind, noise, mass_kg, dt_s, x_next, a):
+    k1, k2, x1 = np.empty(STATE_SIZE), np.empty(STATE_SIZE), np.empty(STATE_SIZE)
+    a1, a2 = np.empty(3), np.empty(3)
+    for i in range(x.shape[0]):
+        _heun_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, x_next[i], a[i], k1, k2, x1, a1, a2)
+
+
+@njit(f"int64({_MAT_IN}, boolean[::1], {_MAT_IN})")
+def _first_bad_control(u, live, limits):
+    """Flat index i * 5 + j of the first control (row-major) of a live vehicle that is non-finite or
+    outside ``limits`` (5, 2) [lo, hi], or -1."""
+    for i in range(u.shape[0]):
+        if live[i]:
+            for j in range(CONTROL_SIZE):
+                value = u[i, j]
+                if not (limits[j, 0] <= value <= limits[j, 1]):
+                    return i * CONTROL_SIZE + j
+    return -1
+
+
+@njit(f"void({_MAT_IN}, float64, boolean[::1])")
+def _collisions_into(x, distance_m, near):
+    """near[i] = another vehicle's position (x[:, 0:3], NED) is closer than ``distance_m``.
+
+    Vehicles with a non-finite position are never near. Sort-and-sweep along north: only pairs whose
+    north separation is below the distance are examined (O(N log N) for spread-out fleets).
+    """
+    n = x.shape[0]
+    rows = np.empty(n, np.int64)
+    north = np.empty(n)
+    m = 0
+    for i in range(n):
+        near[i] = False
+        if math.isfinite(x[i, 0]) and math.isfinite(x[i, 1]) and math.isfinite(x[i, 2]):
+            rows[m] = i
+            north[m] = x[i, 0]
+            m += 1
+    order = np.argsort(north[:m])
+    for s in range(m):
+        i = rows[order[s]]
+        for t in range(s + 1, m):
+            j = rows[order[t]]
+            dx = x[j, 0] - x[i, 0]
+            if dx >= distance_m:  # sorted: every later vehicle is at least as far north
+                break
+            dy = x[j, 1] - x[i, 1]
+            dz = x[j, 2] - x[i, 2]
+            if math.sqrt(dx * dx + dy * dy + dz * dz) < distance_m:
+                near[i] = True
+                near[j] = True
+
+
+#: Reason codes written by ``_fleet_step`` (2 + j: state element j outside its limits).
+_REASON_NON_FINITE = 1
+_REASON_OUTSIDE = 2
+_REASON_COLLISION = 2 + STATE_SIZE
+
+
+@njit("UniTuple(int64, 3)(float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], boolean[::1], "
+      f"{_MAT_IN}, {_MAT_IN}, {_IN}, {_MAT_IN}, {_MAT_IN}, {_IN}, "
+      "float64[:, :, ::1], int64[::1], float64, float64, float64)")
+def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_limits, state_limits,
+                dyn_noise, normals, normals_used, mass_kg, dt_s, collision_distance_m):
+    """``PelicanFleet.step`` for all vehicles (spec 2.7), in place on x, accel, valid, reason.
+
+    Returns (first bad control i * 5 + j or -1, vehicles that became invalid, noise buffers that
+    ran empty). Nothing changes if a control is bad. ``normals`` (N, B, 6) are buffered standard
+    normals, row ``normals_used[i]`` is vehicle i's next; B == 0 means no dynamic noise.
+    """
+    bad = _first_bad_control(u_si, valid, control_limits)
+    if bad >= 0:
+        return bad, 0, 0
+    n = x.shape[0]
+    block = normals.shape[1]
+    u_fw, noise = np.empty(CONTROL_SIZE), np.zeros(6)
+    k1, k2, x1 = np.empty(STATE_SIZE), np.empty(STATE_SIZE), np.empty(STATE_SIZE)
+    a1, a2 = np.empty(3), np.empty(3)
+    moved = 0
+    emptied = 0
+    for i in range(n):
+        reason[i] = 0
+        if not valid[i]:
+            continue  # frozen: ignores its controls, as in QRSim
+        moved += 1
+        for j in range(CONTROL_SIZE):
+            u_fw[j] = u_si[i, j] * si_to_fw[j]
+        if block > 0:
+            row = normals_used[i]
+            for j in range(6):
+                noise[j] = dyn_noise[j] * normals[i, row, j]
+            normals_used[i] = row + 1
+            if row + 1 >= block:
+                emptied += 1
+        _heun_into(x[i], u_fw, wind[i], noise, mass_kg, dt_s, x[i], accel[i], k1, k2, x1, a1, a2)
+    if moved == 0:
+        return -1, 0, emptied
+    if n > 1:
+        _collisions_into(x, collision_distance_m, near)
+    invalid = 0
+    for i in range(n):
+        if not valid[i]:
+            continue
+        code = 0
+        for j in range(STATE_SIZE):
+            if not math.isfinite(x[i, j]):
+                code = _REASON_NON_FINITE
+                break
+        if code == 0:
+            for j in range(STATE_SIZE - 1):  # thrust is never checked
+                if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
+                    code = _REASON_OUTSIDE + j
+                    break
+        if code == 0 and n > 1 and near[i]:
+            code = _REASON_COLLISION
+        if code != 0:
+            valid[i] = False
+            reason[i] = code
+            invalid += 1
+    return -1, invalid, emptied
+
+
+# --- numpy-facing API -----------------------------------------------------------------------------
+
+def _rows(value: ArrayLike, n: int, width: int) -> Array:
+    """``value`` as float64 (n, width), broadcast if needed (numpy's rules, as the vectorised model)."""
+    arr = np.asarray(value, dtype=np.float64)
+    return arr if arr.shape == (n, width) else np.broadcast_to(arr, (n, width))
+
+
 def pelican_derivative(
     x: Array, u_fw: Array, wind_body: Array, noise: Array, mass_kg: float, dt_s: float
 ) -> tuple[Array, Array]:
@@ -145,50 +402,12 @@ def pelican_derivative(
     [du dv dw dp dq dr]. Returns (xdot (N, 13), a (N, 3)); ``a`` is body acceleration minus gravity,
     computed before the noise (QRSim's accelerometer input; it omits the omega x v term).
     """
-    phi, theta = x[:, 3], x[:, 4]
-    u, v, w = x[:, 6], x[:, 7], x[:, 8]
-    p, q, r = x[:, 9], x[:, 10], x[:, 11]
-    fth = x[:, 12]
-    pt, rl, th, ya, vb = u_fw.T
-
-    sph, cph = np.sin(phi), np.cos(phi)
-    tth, cth = np.tan(theta), np.cos(theta)
-    d = dcm_from_state(x)
-
-    xdot = np.empty_like(x)
-    xdot[:, 0:3] = np.einsum("nji,nj->ni", d, x[:, 6:9])
-    xdot[:, 3] = p + q * sph * tth + r * cph * tth
-    xdot[:, 4] = q * cph - r * sph
-    xdot[:, 5] = q * sph / cth + r * cph / cth
-
-    pdot = PQ1 * (PQ0 * rl - phi) + PQ2 * p
-    pdot = np.where(((p > MAX_ANGVEL_RADS) & (pdot > 0)) | ((p < -MAX_ANGVEL_RADS) & (pdot < 0)), 0.0, pdot)
-    qdot = PQ1 * (PQ0 * pt - theta) + PQ2 * q
-    qdot = np.where(((q > MAX_ANGVEL_RADS) & (qdot > 0)) | ((q < -MAX_ANGVEL_RADS) & (qdot < 0)), 0.0, qdot)
-    rdot = R0 * ya + R1 * r
-
-    # thrust: low-throttle first order, else slew-limited towards the polynomial, capped by battery
-    df = (CTH0 + CTH1 * th + CTH2 * th * th) - fth
-    tau = np.where(np.abs(df) < TAU1 * dt_s, df / dt_s, np.sign(df) * TAU1)
-    f_max = CVB0 + CVB1 * vb
-    fdot_high = np.where(fth + tau * dt_s > f_max, (f_max - fth) / dt_s, tau)
-    fdot = np.where(th < LOW_THROTTLE_LIMIT_RAW, TAU0 * df, fdot_high)
-
-    g_body = G_MS2 * d[:, :, 2]
-    ra = g_body.copy()
-    ra[:, 2] -= (fth + fdot * dt_s) / mass_kg
-
-    acc = np.empty((x.shape[0], 3))
-    acc[:, 0] = -q * w + r * v + ra[:, 0] + KUV * (u - wind_body[:, 0])
-    acc[:, 1] = -r * u + p * w + ra[:, 1] + KUV * (v - wind_body[:, 1])
-    acc[:, 2] = -p * v + q * u + ra[:, 2] + KW * (w - wind_body[:, 2])
-    a = acc - g_body
-
-    xdot[:, 6:9] = acc + noise[:, 0:3]
-    xdot[:, 9] = pdot + noise[:, 3]
-    xdot[:, 10] = qdot + noise[:, 4]
-    xdot[:, 11] = rdot + noise[:, 5]
-    xdot[:, 12] = fdot
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    n = x.shape[0]
+    xdot, a = np.empty((n, STATE_SIZE)), np.empty((n, 3))
+    _derivative_rows(_rows(x, n, STATE_SIZE), _rows(u_fw, n, CONTROL_SIZE),
+                     _rows(wind_body, n, 3), _rows(noise, n, 6),
+                     float(mass_kg), float(dt_s), xdot, a)
     return xdot, a
 
 
@@ -199,9 +418,13 @@ def heun_step(
 
     Returns (x_next (N, 13), a (N, 3)) where ``a`` is the mean of the two stages' ``a``.
     """
-    k1, a1 = pelican_derivative(x, u_fw, wind_body, noise, mass_kg, dt_s)
-    k2, a2 = pelican_derivative(x + k1 * dt_s, u_fw, wind_body, noise, mass_kg, dt_s)
-    return x + (k1 + k2) * (0.5 * dt_s), 0.5 * (a1 + a2)
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    n = x.shape[0]
+    x_next, a = np.empty((n, STATE_SIZE)), np.empty((n, 3))
+    _heun_rows(_rows(x, n, STATE_SIZE), _rows(u_fw, n, CONTROL_SIZE),
+               _rows(wind_body, n, 3), _rows(noise, n, 6),
+               float(mass_kg), float(dt_s), x_next, a)
+    return x_next, a
 
 
 class PelicanFleet:
@@ -213,6 +436,10 @@ class PelicanFleet:
     any other vehicle becomes invalid and stays frozen at that state until ``set_state``.
     """
 
+    #: Dynamic-noise normals drawn per generator call (one block of 6-vectors per vehicle). numpy's
+    #: Generator yields the same values in blocks as one 6-vector at a time, so this only saves calls.
+    NOISE_BLOCK_STEPS = 64
+
     def __init__(
         self,
         num_vehicles: int,
@@ -222,11 +449,11 @@ class PelicanFleet:
         if num_vehicles < 1:
             raise PelicanInputError(f"num_vehicles must be >= 1, got {num_vehicles}")
         self.params = params or PelicanParams()
-        self.num_vehicles = int(num_vehicles)
+        self.num_vehicles = n = int(num_vehicles)
         limits = np.asarray(self.params.state_limits, float)
         if limits.shape != (12, 2):
             raise PelicanInputError(f"state_limits must have shape (12, 2), got {limits.shape}")
-        self._limits = limits
+        self._limits = np.ascontiguousarray(limits)
         self._dyn_noise = np.broadcast_to(np.asarray(self.params.dyn_noise, float), (6,)).copy()
         if noise_rngs is None:
             noise_rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(num_vehicles)]
@@ -237,6 +464,24 @@ class PelicanFleet:
         self._a = np.zeros((num_vehicles, 3))
         self._valid = np.zeros(num_vehicles, bool)
         self._invalid_reason = [""] * num_vehicles
+        # Buffered dynamic noise: vehicle i's next normals are _normals[i, _normals_used[i]]. A vehicle
+        # draws (a block) only when it moves with an empty buffer, like QRSim's per-step draw; with a
+        # generator shared by several vehicles the block is one step, which keeps QRSim's draw order.
+        if np.any(self._dyn_noise):
+            shared = len({id(r) for r in noise_rngs}) < n
+            block = 1 if shared else self.NOISE_BLOCK_STEPS
+        else:
+            block = 0  # no dynamic noise: no draws at all
+        self._normals = np.zeros((n, block, 6))
+        self._normals_used = np.full(n, block, dtype=np.int64)
+        self._noise_buffers_empty = block > 0
+        # scratch of the step kernel
+        self._reason_code = np.zeros(n, dtype=np.int64)
+        self._near = np.zeros(n, dtype=bool)
+        self._still_air = np.zeros((n, 3))
+        self._mass_kg = float(self.params.mass_kg)
+        self._dt_s = float(self.params.dt_s)
+        self._collision_distance_m = float(self.params.collision_distance_m)
 
     # --- accessors --------------------------------------------------------------------------
     @property
@@ -295,69 +540,50 @@ class PelicanFleet:
         [m/s] (mean wind + turbulence), default still air.
         """
         n = self.num_vehicles
-        u = np.atleast_2d(np.asarray(controls, float))
+        u = controls
+        if type(u) is not np.ndarray or u.dtype != np.float64 or u.ndim != 2:
+            u = np.atleast_2d(np.asarray(controls, float))
         if u.ndim != 2 or u.shape[1] != CONTROL_SIZE:
             raise PelicanInputError(f"controls must have shape (N, 5) {CONTROL_NAMES}, got {u.shape}")
         if u.shape[0] != n:
             raise PelicanInputError(f"controls for {u.shape[0]} vehicles, fleet has {n}")
-        wind = np.zeros((n, 3)) if wind_body is None else np.asarray(wind_body, float).reshape(n, 3)
-        live = self._valid.copy()
-        if not live.any():
-            return
+        if wind_body is None:
+            wind = self._still_air
+        else:
+            wind = wind_body
+            if type(wind) is not np.ndarray or wind.dtype != np.float64 or wind.shape != (n, 3):
+                wind = np.asarray(wind_body, float).reshape(n, 3)
+        if self._noise_buffers_empty:
+            self._refill_noise()
         # Invalid vehicles are frozen and ignore their controls, as in QRSim (no check either).
-        try:
-            check_controls(u[live])
-        except PelicanInputError as exc:
-            vehicle = np.flatnonzero(live)[int(str(exc).split()[1].rstrip(":"))]
-            raise PelicanInputError(f"vehicle {vehicle}:" + str(exc).split(":", 1)[1]) from None
-        noise = np.zeros((n, 6))
-        if np.any(self._dyn_noise):
-            for i in np.flatnonzero(live):
-                noise[i] = self._dyn_noise * self._noise_rngs[i].standard_normal(6)
-        x_next, a = heun_step(
-            self._x[live], u[live] * SI_TO_FIRMWARE, wind[live], noise[live],
-            self.params.mass_kg, self.params.dt_s,
+        bad, invalid, emptied = _fleet_step(
+            self._x, self._a, self._valid, self._reason_code, self._near, u, wind, SI_TO_FIRMWARE,
+            CONTROL_LIMITS, self._limits, self._dyn_noise, self._normals, self._normals_used,
+            self._mass_kg, self._dt_s, self._collision_distance_m,
         )
-        self._x[live] = x_next
-        self._a[live] = a
-        self._update_validity(live)
+        if bad >= 0:
+            raise _control_error(u, bad)
+        if emptied:
+            self._noise_buffers_empty = True
+        if invalid:
+            for i in np.flatnonzero(self._reason_code):
+                self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
 
-    def _in_collision(self, pos_ned: Array) -> NDArray[np.bool_]:
-        """Per vehicle: another vehicle (valid or not) is closer than the collision distance."""
-        d_m = self.params.collision_distance_m
-        near = np.zeros(len(pos_ned), bool)
-        if not np.all(np.isfinite(pos_ned)):
-            pos_ned = np.where(np.isfinite(pos_ned), pos_ned, np.inf)
-        if len(pos_ned) <= 64:  # dense distances are cheaper than a tree for small fleets
-            diff = pos_ned[:, None, :] - pos_ned[None, :, :]
-            with np.errstate(invalid="ignore"):
-                dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-            np.fill_diagonal(dist, np.inf)
-            return np.any(dist < d_m, axis=1)
-        from scipy.spatial import cKDTree  # only large fleets need it; keeps CLI start-up light
+    def _refill_noise(self) -> None:
+        """Draw a new block of normals for every valid vehicle whose buffer is used up."""
+        block = self._normals.shape[1]
+        empty = self._normals_used >= block
+        for i in np.flatnonzero(empty & self._valid):
+            self._normals[i] = self._noise_rngs[i].standard_normal((block, 6))
+            self._normals_used[i] = 0
+        # invalid vehicles draw when they move again (after set_state)
+        self._noise_buffers_empty = bool(np.any(empty & ~self._valid))
 
-        finite = np.all(np.isfinite(pos_ned), axis=1)
-        idx = np.flatnonzero(finite)
-        pairs = cKDTree(pos_ned[idx]).query_pairs(np.nextafter(d_m, 0.0), output_type="ndarray")
-        near[idx[pairs.ravel()]] = True
-        return near
-
-    def _update_validity(self, moved: NDArray[np.bool_]) -> None:
-        x = self._x
-        lo, hi = self._limits[:, 0], self._limits[:, 1]
-        with np.errstate(invalid="ignore"):
-            finite = np.all(np.isfinite(x), axis=1)
-            outside = (x[:, :12] < lo) | (x[:, :12] > hi)
-            near = self._in_collision(x[:, 0:3]) if self.num_vehicles > 1 else np.zeros(1, bool)
-        for i in np.flatnonzero(moved):
-            if not finite[i]:
-                reason = "non-finite state"
-            elif outside[i].any():
-                j = int(np.argmax(outside[i]))
-                reason = f"{STATE_NAMES[j]}={x[i, j]:.6g} outside [{lo[j]:.6g}, {hi[j]:.6g}]"
-            elif near[i]:
-                reason = f"collision (closer than {self.params.collision_distance_m} m to another vehicle)"
-            else:
-                continue
-            self._valid[i] = False
-            self._invalid_reason[i] = reason
+    def _reason_text(self, i: int, code: int) -> str:
+        if code == _REASON_NON_FINITE:
+            return "non-finite state"
+        if code == _REASON_COLLISION:
+            return f"collision (closer than {self.params.collision_distance_m} m to another vehicle)"
+        j = code - _REASON_OUTSIDE
+        lo, hi = self._limits[j]
+        return f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"

@@ -33,6 +33,9 @@ wind blows FROM, clockwise from north, as ``wind.MeanWind``): -R_z(d) [1, 0, 0] 
 so a positive longitudinal gust strengthens the mean wind; a positive vertical gust is upwards.
 (QRSim's ``Cte`` is R_z(d) transposed, which mirrors the axis about north.)
 
+The recursion is written once, per vehicle, in the kernels of this module (compiled by numba through
+``qrsim_ros.core.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``); ``step`` is one kernel call.
+
 Streams: noise from ``streams.per_vehicle(name, N)`` (three normals per vehicle per update); the
 random direction and the 1001-iteration spin-up at reset from ``streams.per_vehicle(name + ".reset")``.
 """
@@ -45,8 +48,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.noise import PerVehicleNormals
+from qrsim_ros.core.pelican import dcm_ned_to_body_entries
 from qrsim_ros.core.rng import RandomStreams
 from qrsim_ros.core.validation import (
     BASE_DT_S,
@@ -111,6 +116,134 @@ class TurbulenceParams:
             raise ConfigError(f"turbulence.on={self.on!r} must be a bool")
 
 
+# --- kernels (spec 4.2): the recursion's one formula, explicit loops over vehicles ----------------
+# Compiled by numba when available (qrsim_ros.core.jit), plain Python otherwise.
+
+_ROW_IN, _MAT_IN = F8_1D_IN, F8_2D_IN
+_PARAMS = "float64, float64, float64, float64"  # dt_s, min_height_ft, max_height_ft, max_step_fraction
+
+
+@njit("UniTuple(float64, 4)(float64, float64)")
+def _sigma_and_length(height_ft: float, w20_fts: float) -> tuple[float, float, float, float]:
+    """(sigma_uv, sigma_w [ft/s], L_uv, L_w [ft]) of the low-altitude model, no clamping."""
+    base = 0.177 + 0.000823 * height_ft
+    sigma_w = 0.1 * w20_fts
+    return sigma_w / base**0.4, sigma_w, height_ft / base**1.2, height_ft
+
+
+@njit(f"UniTuple(float64, 4)(float64, float64, float64, {_PARAMS})")
+def _coefficients(v_fts, h_ft, w20_fts, dt_s, min_h_ft, max_h_ft, max_fraction):
+    """(a_uv, a_w, b_uv, b_w) of ``g <- a g + b eta`` with the height clamp and the step-fraction cap
+    (module doc); NaN in gives NaN out (as np.clip / np.minimum)."""
+    h = h_ft
+    if h < min_h_ft:
+        h = min_h_ft
+    elif h > max_h_ft:
+        h = max_h_ft
+    sigma_uv, sigma_w, l_uv, l_w = _sigma_and_length(h, w20_fts)
+    frac_uv = v_fts * dt_s / l_uv
+    if frac_uv > max_fraction:
+        frac_uv = max_fraction
+    frac_w = v_fts * dt_s / l_w
+    if frac_w > max_fraction:
+        frac_w = max_fraction
+    return 1.0 - frac_uv, 1.0 - frac_w, math.sqrt(2.0 * frac_uv) * sigma_uv, math.sqrt(2.0 * frac_w) * sigma_w
+
+
+@njit(f"boolean(float64, float64, float64, {_PARAMS}, {_ROW_IN}, float64[:])")
+def _advance_into(v_fts, h_ft, w20_fts, dt_s, min_h_ft, max_h_ft, max_fraction, eta, g):
+    """One recursion step of one vehicle's gusts g (3) [ft/s], in place; a non-finite V or h, or
+    V < 0, holds g. Returns whether it stepped."""
+    if not (math.isfinite(v_fts) and math.isfinite(h_ft) and v_fts >= 0.0):
+        return False
+    a_uv, a_w, b_uv, b_w = _coefficients(v_fts, h_ft, w20_fts, dt_s, min_h_ft, max_h_ft, max_fraction)
+    g[0] = a_uv * g[0] + b_uv * eta[0]
+    g[1] = a_uv * g[1] + b_uv * eta[1]
+    g[2] = a_w * g[2] + b_w * eta[2]
+    return True
+
+
+@njit(f"UniTuple(float64, 2)({_ROW_IN}, float64, float64)")
+def _airspeed_and_height(x, velocity_offset_mps, z_origin_m):
+    """(V [ft/s], h [ft]) of one state (module doc), before clamping."""
+    speed = math.sqrt(x[6] * x[6] + x[7] * x[7] + x[8] * x[8])
+    return (velocity_offset_mps + speed) / FT_M, (z_origin_m - x[2]) / FT_M
+
+
+@njit(f"void({_MAT_IN}, float64, float64, float64[::1], float64[::1])")
+def _airspeed_and_height_rows(x, velocity_offset_mps, z_origin_m, v_fts, h_ft):
+    for i in range(x.shape[0]):
+        v_fts[i], h_ft[i] = _airspeed_and_height(x[i], velocity_offset_mps, z_origin_m)
+
+
+@njit(f"void({_ROW_IN}, float64, {_ROW_IN}, float64[:])")
+def _to_body_into(g_fts, direction_rad, x, v_body):
+    """Gusts (3) [ft/s] along the turbulence axes of ``direction_rad`` -> body FRD of state x [m/s]."""
+    c, s = math.cos(direction_rad), math.sin(direction_rad)
+    n0 = -FT_M * (c * g_fts[0] - s * g_fts[1])
+    n1 = -FT_M * (s * g_fts[0] + c * g_fts[1])
+    n2 = -FT_M * g_fts[2]
+    d00, d01, d02, d10, d11, d12, d20, d21, d22 = dcm_ned_to_body_entries(x[3], x[4], x[5])
+    v_body[0] = d00 * n0 + d01 * n1 + d02 * n2
+    v_body[1] = d10 * n0 + d11 * n1 + d12 * n2
+    v_body[2] = d20 * n0 + d21 * n1 + d22 * n2
+
+
+@njit(f"void({_MAT_IN}, boolean[::1], {_MAT_IN}, {_ROW_IN}, {_ROW_IN}, float64, float64, {_PARAMS}, "
+      "float64[:, ::1], float64[:, ::1])")
+def _step_rows(x, active, eta, w20_fts, direction_rad, velocity_offset_mps, z_origin_m, dt_s, min_h_ft,
+               max_h_ft, max_fraction, g, v_body):
+    """``DrydenTurbulence.step`` on every active vehicle with a finite state (others hold)."""
+    for i in range(x.shape[0]):
+        if not active[i]:
+            continue
+        finite = True
+        for j in range(9):
+            if not math.isfinite(x[i, j]):
+                finite = False
+        if not finite:
+            continue
+        v_fts, h_ft = _airspeed_and_height(x[i], velocity_offset_mps, z_origin_m)
+        _advance_into(v_fts, h_ft, w20_fts[i], dt_s, min_h_ft, max_h_ft, max_fraction, eta[i], g[i])
+        _to_body_into(g[i], direction_rad[i], x[i], v_body[i])
+
+
+@njit(f"void({_ROW_IN}, {_ROW_IN}, boolean[::1], {_ROW_IN}, {_PARAMS}, {_MAT_IN}, float64[:, ::1])")
+def _advance_rows(v_fts, h_ft, active, w20_fts, dt_s, min_h_ft, max_h_ft, max_fraction, eta, g):
+    for i in range(g.shape[0]):
+        if active[i]:
+            _advance_into(v_fts[i], h_ft[i], w20_fts[i], dt_s, min_h_ft, max_h_ft, max_fraction, eta[i], g[i])
+
+
+@njit(f"void({_ROW_IN}, {_ROW_IN}, {_ROW_IN}, {_PARAMS}, float64[:, ::1], float64[:, ::1])")
+def _coefficient_rows(v_fts, h_ft, w20_fts, dt_s, min_h_ft, max_h_ft, max_fraction, a, b):
+    for i in range(a.shape[0]):
+        a_uv, a_w, b_uv, b_w = _coefficients(v_fts[i], h_ft[i], w20_fts[i], dt_s, min_h_ft, max_h_ft,
+                                             max_fraction)
+        a[i, 0], a[i, 1], a[i, 2] = a_uv, a_uv, a_w
+        b[i, 0], b[i, 1], b[i, 2] = b_uv, b_uv, b_w
+
+
+@njit(f"void({_MAT_IN}, {_MAT_IN}, {F8_3D_IN}, float64[:, ::1])")
+def _spin_up_rows(a, b, eta, g):
+    """g (M, 3) <- iterate ``g <- a g + b eta[:, k]`` from zero over k (eta (M, steps, 3))."""
+    for i in range(g.shape[0]):
+        g0 = g1 = g2 = 0.0
+        for k in range(eta.shape[1]):
+            g0 = a[i, 0] * g0 + b[i, 0] * eta[i, k, 0]
+            g1 = a[i, 1] * g1 + b[i, 1] * eta[i, k, 1]
+            g2 = a[i, 2] * g2 + b[i, 2] * eta[i, k, 2]
+        g[i, 0], g[i, 1], g[i, 2] = g0, g1, g2
+
+
+@njit(f"void({_ROW_IN}, {_ROW_IN}, float64[:, ::1], float64[:, ::1])")
+def _sigma_and_length_rows(h_ft, w20_fts, sigma, length):
+    for i in range(h_ft.shape[0]):
+        sigma_uv, sigma_w, l_uv, l_w = _sigma_and_length(h_ft[i], w20_fts[i])
+        sigma[i, 0], sigma[i, 1], sigma[i, 2] = sigma_uv, sigma_uv, sigma_w
+        length[i, 0], length[i, 1], length[i, 2] = l_uv, l_uv, l_w
+
+
 def dryden_sigma_and_length(height_ft: ArrayLike, w20_fts: ArrayLike) -> tuple[Array, Array]:
     """MIL-F-8785C low-altitude intensities and scale lengths (spec 4.2), no clamping.
 
@@ -118,11 +251,9 @@ def dryden_sigma_and_length(height_ft: ArrayLike, w20_fts: ArrayLike) -> tuple[A
     """
     h = np.asarray(height_ft, float)
     w20 = np.broadcast_to(np.asarray(w20_fts, float), h.shape)
-    base = 0.177 + 0.000823 * h
-    sigma_w = 0.1 * w20
-    sigma_uv = sigma_w / base**0.4
-    l_uv = h / base**1.2
-    return np.stack([sigma_uv, sigma_uv, sigma_w], axis=-1), np.stack([l_uv, l_uv, h], axis=-1)
+    sigma, length = np.empty((h.size, 3)), np.empty((h.size, 3))
+    _sigma_and_length_rows(h.reshape(-1), w20.reshape(-1), sigma, length)
+    return sigma.reshape((*h.shape, 3)), length.reshape((*h.shape, 3))
 
 
 class DrydenTurbulence:
@@ -153,6 +284,12 @@ class DrydenTurbulence:
         self._direction = np.zeros(n) if self._fixed_direction is None else self._fixed_direction.copy()
         self._g_fts = np.zeros((n, 3))
         self._v_body = np.zeros((n, 3))
+        # kernel arguments, converted once
+        p = self.params
+        self._clamps = (float(p.min_height_ft), float(p.max_height_ft), float(p.max_step_fraction))
+        self._vof_mps = float(p.velocity_offset_mps)
+        self._z_origin_m = float(p.z_origin_m)
+        self._all_active = np.ones(n, dtype=bool)
         self.reseed(streams or RandomStreams(0))
 
     def _per_vehicle(self, label: str, value: ArrayLike) -> Array:
@@ -216,9 +353,8 @@ class DrydenTurbulence:
         h = (z_origin - pz) / 0.3048.
         """
         x = np.atleast_2d(np.asarray(x, float))
-        speed = np.sqrt(np.einsum("ij,ij->i", x[:, 6:9], x[:, 6:9]))
-        v_fts = (self.params.velocity_offset_mps + speed) / FT_M
-        h_ft = (self.params.z_origin_m - x[:, 2]) / FT_M
+        v_fts, h_ft = np.empty(x.shape[0]), np.empty(x.shape[0])
+        _airspeed_and_height_rows(x, self._vof_mps, self._z_origin_m, v_fts, h_ft)
         return v_fts, h_ft
 
     def coefficients(self, airspeed_fts: ArrayLike, height_ft: ArrayLike, dt_s: float,
@@ -227,13 +363,12 @@ class DrydenTurbulence:
 
         ``rows`` selects the vehicles whose W20 applies (default all, M = N).
         """
-        p = self.params
-        h = np.clip(np.asarray(height_ft, float), p.min_height_ft, p.max_height_ft)
         w20 = self._w20_fts if rows is None else self._w20_fts[np.asarray(rows)]
-        sigma, length = dryden_sigma_and_length(h, w20)
-        v = np.asarray(airspeed_fts, float)
-        frac = np.minimum(v[:, None] * dt_s / length, p.max_step_fraction)
-        return 1.0 - frac, np.sqrt(2.0 * frac) * sigma
+        v = np.broadcast_to(np.asarray(airspeed_fts, float), w20.shape)
+        h = np.broadcast_to(np.asarray(height_ft, float), w20.shape)
+        a, b = np.empty((w20.size, 3)), np.empty((w20.size, 3))
+        _coefficient_rows(v, h, w20, float(dt_s), *self._clamps, a, b)
+        return a, b
 
     def advance(self, airspeed_fts: ArrayLike, height_ft: ArrayLike, dt_s: float | None = None,
                 active: ArrayLike | None = None) -> Array:
@@ -250,12 +385,8 @@ class DrydenTurbulence:
         n = self.num_vehicles
         v = np.broadcast_to(np.asarray(airspeed_fts, float), (n,))
         h = np.broadcast_to(np.asarray(height_ft, float), (n,))
-        live = np.isfinite(v) & np.isfinite(h) & (v >= 0)
-        if active is not None:
-            live &= np.broadcast_to(np.asarray(active, bool), (n,))
-        eta = self._normals.next()
-        a, b = self.coefficients(np.where(live, v, 0.0), np.where(live, h, 1.0), dt)
-        self._g_fts = np.where(live[:, None], a * self._g_fts + b * eta, self._g_fts)
+        live = self._all_active if active is None else np.broadcast_to(np.asarray(active, bool), (n,)).copy()
+        _advance_rows(v, h, live, self._w20_fts, dt, *self._clamps, self._normals.next(), self._g_fts)
         return self._g_fts.copy()
 
     def spin_up(self, airspeed_fts: ArrayLike, height_ft: ArrayLike, vehicles: ArrayLike | None = None,
@@ -269,10 +400,9 @@ class DrydenTurbulence:
         ok = np.isfinite(v) & np.isfinite(h) & (v >= 0)
         a, b = self.coefficients(np.where(ok, v, 0.0), np.where(ok, h, 1.0), dt, rows=idx)
         steps = int(self.params.spin_up_steps)
-        eta = np.stack([self._reset_rngs[i].standard_normal((steps, 3)) for i in idx], axis=1)
-        g = np.zeros((idx.size, 3))
-        for e in eta:  # (steps, M, 3): one vectorised update per iteration
-            g = a * g + b * e
+        eta = np.stack([self._reset_rngs[i].standard_normal((steps, 3)) for i in idx])  # (M, steps, 3)
+        g = np.empty((idx.size, 3))
+        _spin_up_rows(a, b, eta, g)
         self._g_fts[idx] = g
 
     # --- simulator interface ------------------------------------------------------------------
@@ -296,7 +426,8 @@ class DrydenTurbulence:
             self._direction[idx] = self._fixed_direction[idx]
         v, h = self.airspeed_and_height(x)
         self.spin_up(v, h, idx)
-        self._v_body[idx] = self._to_body(self._g_fts[idx], self._direction[idx], x)
+        for row, i in enumerate(idx):
+            _to_body_into(self._g_fts[i], self._direction[i], x[row], self._v_body[i])
 
     def step(self, k: int, x: ArrayLike, active: ArrayLike | None = None) -> bool:
         """Update on ticks ``k % ticks == 0`` from the true states x (N, 13); returns whether it did.
@@ -308,21 +439,17 @@ class DrydenTurbulence:
             return False
         if not self.params.on:
             return True
-        x = np.atleast_2d(np.asarray(x, float))
+        if type(x) is not np.ndarray or x.dtype != np.float64 or x.ndim != 2:
+            x = np.atleast_2d(np.asarray(x, float))
         if x.shape != (self.num_vehicles, x.shape[1]) or x.shape[1] < 9:
             raise ValueError(f"step needs states of shape ({self.num_vehicles}, 13), got {x.shape}")
-        live = np.all(np.isfinite(x[:, :9]), axis=1)
-        if active is not None:
-            live &= np.broadcast_to(np.asarray(active, bool), (self.num_vehicles,))
-        v, h = self.airspeed_and_height(np.where(live[:, None], x, 0.0))
-        g = self.advance(v, h, active=live)
-        self._v_body[live] = self._to_body(g[live], self._direction[live], x[live])
+        if active is None:
+            live = self._all_active
+        elif type(active) is np.ndarray and active.dtype == np.bool_ and active.shape == (self.num_vehicles,):
+            live = active
+        else:
+            live = np.broadcast_to(np.asarray(active, bool), (self.num_vehicles,)).copy()
+        p = self.params
+        _step_rows(x, live, self._normals.next(), self._w20_fts, self._direction, self._vof_mps,
+                   self._z_origin_m, float(p.dt_s), *self._clamps, self._g_fts, self._v_body)
         return True
-
-    @staticmethod
-    def _to_body(g_fts: Array, direction_rad: Array, x: Array) -> Array:
-        """Gusts (M, 3) [ft/s] along the turbulence axes -> body FRD [m/s] (module doc)."""
-        c, s = np.cos(direction_rad), np.sin(direction_rad)
-        v_ned = -FT_M * np.stack([c * g_fts[:, 0] - s * g_fts[:, 1], s * g_fts[:, 0] + c * g_fts[:, 1],
-                                  g_fts[:, 2]], axis=-1)
-        return ned_to_body(dcm_from_state(x), v_ned)

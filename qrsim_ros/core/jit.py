@@ -1,0 +1,142 @@
+"""Optional numba compilation of the core's hot kernels: the project's one ``njit`` decorator.
+
+numpy's per-call overhead (about 1 us per operation) dominates models evaluated on arrays of a few
+elements per vehicle, so the per-tick formulas (Pelican dynamics, Dryden recursion, GPS fix) are
+written once, as explicit loops over vehicles in plain Python syntax, and compiled with numba when it
+is available::
+
+    @njit("float64(float64[:], float64)")
+    def kernel(x, dt_s): ...
+
+- With numba: ``numba.njit(signature, cache=True, fastmath=False, error_model="numpy", nogil=True)``.
+  fastmath is off (no re-association: results equal the Python evaluation up to libm rounding) and
+  the numpy error model gives IEEE results (inf/nan) for divisions by zero instead of exceptions.
+  Explicit signatures compile when the module is imported (never in the middle of a simulation);
+  the machine code is cached on disk, see below.
+- Without numba, or with the environment variable ``QRSIM_DISABLE_JIT=1`` (for debugging with pdb
+  or coverage inside kernels), the decorator returns the Python function unchanged: same formulas,
+  same results up to rounding, only much slower.
+
+On-disk cache: numba's cache files go to the ``__pycache__`` directory next to the *real* source file,
+so the colcon install's symlinked modules share the source tree's cache. numba checks only the
+kernel's own file for changes, which would keep stale machine code after an edit of a kernel of
+another module that it calls; so each kernel's cache is also stamped with the contents of the modules
+in ``SHARED_KERNEL_MODULES`` (those whose kernels other modules call).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Environment variable that turns compilation off (any value but "", "0", "false", "no").
+DISABLE_ENV_VAR = "QRSIM_DISABLE_JIT"
+
+#: Modules of this package whose kernels other modules' kernels call (turbulence uses pelican's
+#: rotation helper); a change to one of them invalidates every cached kernel of the package.
+SHARED_KERNEL_MODULES = ("jit.py", "pelican.py")
+
+_CORE_DIR = Path(__file__).resolve().parent
+
+
+def _disabled_by_env() -> bool:
+    return os.environ.get(DISABLE_ENV_VAR, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _import_numba() -> Any:
+    if _disabled_by_env():
+        return None
+    try:
+        import numba
+    except ImportError:  # the core still runs, slowly
+        return None
+    return numba
+
+
+_numba = _import_numba()
+
+#: True when kernels are compiled by numba.
+JIT_ENABLED: bool = _numba is not None
+
+#: Signature fragments for arrays a kernel only reads: float64, any layout, writeable or not (numba
+#: accepts C/F-contiguous, strided and read-only arrays for them without copies or recompilation).
+F8_1D_IN = "Array(float64, 1, 'A', readonly=True)"
+F8_2D_IN = "Array(float64, 2, 'A', readonly=True)"
+F8_3D_IN = "Array(float64, 3, 'A', readonly=True)"
+
+#: Options of every compiled kernel (see module doc).
+NJIT_OPTIONS: dict[str, Any] = {"cache": True, "fastmath": False, "error_model": "numpy", "nogil": True}
+
+
+@functools.cache
+def _kernel_package_stamp() -> tuple[str, ...]:
+    """Content hashes of the shared kernel modules (missing ones hash as empty), once per process."""
+    stamp = []
+    for name in SHARED_KERNEL_MODULES:
+        path = _CORE_DIR / name
+        data = path.read_bytes() if path.exists() else b""
+        stamp.append(hashlib.sha256(data).hexdigest())
+    return tuple(stamp)
+
+
+def _install_cache_locator(numba: Any) -> None:
+    """Register a numba cache locator for this package (real-path ``__pycache__`` or ``NUMBA_CACHE_DIR``,
+    package stamp).
+
+    Uses numba's ``CacheImpl._locator_classes`` hook; if its internals differ (other numba version),
+    or the source tree is read-only, numba's default locators stay in charge: caching still works,
+    per import path and per file.
+    """
+    try:
+        from numba.core.caching import CacheImpl, InTreeCacheLocator
+    except ImportError:
+        return
+
+    class _CorePackageLocator(InTreeCacheLocator):  # type: ignore[misc, valid-type]
+        def __init__(self, py_func: Any, py_file: str) -> None:
+            real_file = os.path.realpath(py_file)
+            super().__init__(py_func, real_file)
+            if numba.config.CACHE_DIR:  # NUMBA_CACHE_DIR set by the user: honour it
+                self._cache_path = os.path.join(numba.config.CACHE_DIR,
+                                                self.get_suitable_cache_subpath(real_file))
+
+        def get_source_stamp(self) -> Any:
+            return (super().get_source_stamp(), _kernel_package_stamp())
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if Path(os.path.realpath(py_file)).parent != _CORE_DIR:
+                return None  # someone else's kernel: numba's own locators
+            return super().from_function(py_func, py_file)
+
+    classes = getattr(CacheImpl, "_locator_classes", None)
+    if isinstance(classes, list) and not any(c.__name__ == "_CorePackageLocator" for c in classes):
+        classes.insert(0, _CorePackageLocator)
+
+
+if _numba is not None:
+    _install_cache_locator(_numba)
+
+
+def njit(*signatures: str) -> Callable[[F], F]:
+    """Compile the decorated function with numba (eagerly, for the given signatures) if available.
+
+    Use with at least one explicit signature, e.g. ``@njit("void(float64[:, :], float64)")``: the
+    kernels compile (or load from the cache) at import, and calls with other argument types fail
+    loudly instead of compiling again. Without numba the function is returned unchanged.
+    """
+    if not signatures:
+        raise TypeError("njit needs at least one explicit signature string")
+
+    def decorate(func: F) -> F:
+        if _numba is None:
+            return func
+        return _numba.njit(list(signatures), **NJIT_OPTIONS)(func)  # type: ignore[no-any-return]
+
+    return decorate

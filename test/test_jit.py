@@ -1,0 +1,184 @@
+"""The compiled kernels (qrsim_ros.core.jit): same numbers as plain Python, buffered noise, collisions,
+and the on-disk cache shared with colcon's symlinked install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qrsim_ros.core import pelican
+from qrsim_ros.core.frames import dcm_ned_to_body
+from qrsim_ros.core.jit import DISABLE_ENV_VAR, JIT_ENABLED
+from qrsim_ros.core.pelican import (
+    HOVER_THROTTLE,
+    SI_TO_FIRMWARE,
+    PelicanFleet,
+    PelicanParams,
+    default_state_limits,
+    heun_step,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DYN_NOISE = np.array([0.3, 0.2, 0.1, 0.05, 0.04, 0.03])
+needs_jit = pytest.mark.skipif(not JIT_ENABLED, reason="numba is not available or QRSIM_DISABLE_JIT is set")
+
+
+def test_kernel_dcm_is_frames_dcm() -> None:
+    rng = np.random.default_rng(0)
+    angles = rng.uniform(-4.0, 4.0, (200, 3))
+    expected = dcm_ned_to_body(angles[:, 0], angles[:, 1], angles[:, 2]).reshape(-1, 9)
+    got = np.array([pelican.dcm_ned_to_body_entries(*a) for a in angles])
+    # the same products of sines and cosines; only libm vs numpy rounding of sin/cos (1 ulp) may differ
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+
+
+def _noisy_fleet(rngs: list[np.random.Generator], area: list[float]) -> PelicanFleet:
+    params = PelicanParams(state_limits=default_state_limits(area), dyn_noise=DYN_NOISE)
+    return PelicanFleet(len(rngs), params, rngs)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_buffered_dynamic_noise_equals_one_draw_per_step(shared: bool) -> None:
+    """The fleet draws its noise in blocks; the values must be those of one 6-vector draw per valid
+    vehicle and step (QRSim's order) across block boundaries, for a vehicle that is not set yet
+    (invalid, empty buffer), becomes valid, leaves the area and is set again. The reference integrates
+    each vehicle with the public heun_step and draws per step from twin generators."""
+    n, steps = 3, 300  # 4 blocks of 64 steps and more
+    if shared:  # one generator for all vehicles: QRSim's draw order is vehicle by vehicle, each step
+        rngs = [np.random.default_rng(11)] * n
+        ref_rngs = [np.random.default_rng(11)] * n
+    else:
+        rngs = [np.random.default_rng(s) for s in (11, 12, 13)]
+        ref_rngs = [np.random.default_rng(s) for s in (11, 12, 13)]
+    fleet = _noisy_fleet(rngs, [-40, 40, -40, 40, -60, 0])
+    fleet.set_state([[0.0, 0, -20, 0, 0, 0], [10.0, 0, -20, 0, 0, 0]], vehicles=[0, 1])  # 2 is not set
+    x_ref = fleet.state
+    u = np.tile([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0], (n, 1))
+    u[2, 1] = 0.9  # vehicle 2 rolls and drifts east until it leaves the area
+    left_at = None
+    for k in range(steps):
+        if k in (100, 230):
+            fleet.set_state([20.0, 36.0, -20.0, 0.0, 0.0, 0.0], vehicles=[2])
+            x_ref[2] = fleet.state[2]
+        live = fleet.valid
+        for i in range(n):
+            if live[i]:
+                noise = DYN_NOISE * ref_rngs[i].standard_normal(6)
+                x_ref[i] = heun_step(x_ref[i : i + 1], u[i : i + 1] * SI_TO_FIRMWARE, np.zeros((1, 3)),
+                                     noise[None, :], fleet.params.mass_kg, fleet.params.dt_s)[0][0]
+        fleet.step(u)
+        np.testing.assert_array_equal(fleet.state, x_ref)
+        if left_at is None and k > 100 and not fleet.valid[2]:
+            left_at = k
+    assert left_at is not None and left_at < 220, left_at  # vehicle 2 was invalid between its set_states
+    assert fleet.valid[:2].all()
+
+
+def _brute_force_near(pos: np.ndarray, d: float) -> np.ndarray:
+    finite = np.all(np.isfinite(pos), axis=1)
+    near = np.zeros(len(pos), bool)
+    for i in range(len(pos)):
+        for j in range(len(pos)):
+            if i != j and finite[i] and finite[j] and np.sqrt(np.sum((pos[i] - pos[j]) ** 2)) < d:
+                near[i] = True
+    return near
+
+
+def test_collision_sweep_equals_all_pairs() -> None:
+    rng = np.random.default_rng(5)
+    d = 2.0
+    for trial in range(30):
+        n = int(rng.integers(2, 60))
+        pos = rng.uniform(-8.0, 8.0, (n, 3))
+        pos[rng.random(n) < 0.2, 0] = 1.0  # many vehicles on the same north coordinate
+        if trial % 3 == 0:
+            pos[0] = pos[1] + [d, 0.0, 0.0]  # exactly the distance: not a collision
+            pos[2] = pos[3] + [0.0, np.nextafter(d, 0.0), 0.0]  # just inside
+        if trial % 4 == 0:
+            pos[-1, rng.integers(3)] = rng.choice([np.nan, np.inf, -np.inf])
+        x = np.zeros((n, 13))
+        x[:, :3] = pos
+        near = np.zeros(n, bool)
+        pelican._collisions_into(x, d, near)
+        np.testing.assert_array_equal(near, _brute_force_near(pos, d), err_msg=f"trial {trial}")
+
+
+_SCENARIO = r"""
+import numpy as np
+from qrsim_ros.core.pelican import PelicanFleet, PelicanParams, default_state_limits, HOVER_THROTTLE
+from qrsim_ros.core.turbulence import DrydenTurbulence
+from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.rng import RandomStreams
+
+def scenario():
+    n = 3
+    streams = RandomStreams(2)
+    params = PelicanParams(state_limits=default_state_limits([-500, 500, -500, 500, -200, 0]),
+                           dyn_noise=np.full(6, 0.1))
+    fleet = PelicanFleet(n, params, streams.per_vehicle("pelican", n))
+    fleet.set_state([[0, 0, -20, 0, 0, 0], [10, 0, -20, 0, 0, 1], [20, 0, -30, 0, 0, -1]])
+    turb = DrydenTurbulence(n, streams=streams)
+    turb.reset(fleet.state)
+    space = GpsSpaceSegment(streams=streams)
+    gps = GpsReceiver(n, space, streams=streams)
+    space.reset()
+    gps.reset(fleet.state)
+    u = np.tile([0.05, -0.05, HOVER_THROTTLE + 0.02, 0.3, 11.5], (n, 1))
+    out = []
+    for k in range(1, 61):
+        space.step(k)
+        turb.step(k, fleet.state)
+        fleet.step(u, turb.velocity_body)
+        gps.step(k, fleet.state)
+        out.append(np.concatenate([fleet.state.ravel(), fleet.accel_body.ravel(), turb.velocity_body.ravel(),
+                                   gps.position_ned.ravel(), gps.position_variance_ned.ravel()]))
+    return np.array(out)
+"""
+
+
+@needs_jit
+def test_plain_python_kernels_give_the_same_numbers(tmp_path: Path) -> None:
+    """QRSIM_DISABLE_JIT=1 runs the same kernels as Python: equal up to libm rounding."""
+    namespace: dict[str, object] = {}
+    exec(_SCENARIO, namespace)  # the same code runs in the subprocess
+    compiled = namespace["scenario"]()  # type: ignore[operator]
+    out = tmp_path / "plain.npy"
+    code = _SCENARIO + f"\nnp.save({str(out)!r}, scenario())\n"
+    env = {**os.environ, DISABLE_ENV_VAR: "1", "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    plain = np.load(out)
+    assert np.all(np.isfinite(compiled))
+    # 60 ticks of a chaotic closed loop: rounding differences (1e-16 relative) grow a little
+    np.testing.assert_allclose(plain, compiled, rtol=1e-9, atol=1e-9)
+
+
+@needs_jit
+def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
+    """colcon's --symlink-install links each module file; the kernels must load from the source tree's
+    __pycache__ (compiled by this test process's import), not compile again next to the links."""
+    src = REPO_ROOT / "qrsim_ros"
+    for path in src.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        link = tmp_path / "qrsim_ros" / path.relative_to(src)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(path)
+    code = (
+        "import qrsim_ros.core.pelican as p\n"
+        "assert p.__file__.startswith(" + repr(str(tmp_path)) + "), p.__file__\n"
+        "k = p._fleet_step\n"
+        "print(k._cache.cache_path, sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop(DISABLE_ENV_VAR, None)
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True, timeout=120,
+                            capture_output=True, text=True)
+    cache_path, hits, misses = result.stdout.split()
+    assert Path(cache_path) == src / "core" / "__pycache__"
+    assert (int(hits), int(misses)) == (1, 0)
+    assert not list((tmp_path / "qrsim_ros" / "core").glob("__pycache__/*.nb*"))

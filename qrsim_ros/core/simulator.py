@@ -140,6 +140,13 @@ class Simulator:
         self._mode_rows = {
             m: np.array([i for i, mm in enumerate(modes) if mm == m], int) for m in CONTROL_MODES
         }
+        agent_rows = self.task.agent_vehicles
+        agent_modes = [modes[i] for i in agent_rows]
+        self._action_width = max(len(CONTROL_MODES[m]) for m in agent_modes)
+        self._action_rows_by_mode = {
+            m: np.array([r for r, mm in enumerate(agent_modes) if mm == m], int)
+            for m in dict.fromkeys(agent_modes)
+        }
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self._mode_rows["velocity"]))),
             "velocity_height": VelocityHeightPID(max(1, len(self._mode_rows["velocity_height"]))),
@@ -265,7 +272,7 @@ class Simulator:
 
     def _parse_actions(self, actions: ArrayLike) -> Array:
         rows = self.task.agent_vehicles
-        spec_width = max(len(CONTROL_MODES[self.control_modes[i]]) for i in rows)
+        spec_width = self._action_width
         try:
             a = np.atleast_2d(np.asarray(actions, dtype=float))
         except (TypeError, ValueError):
@@ -274,20 +281,25 @@ class Simulator:
             raise ActionError(f"actions must have shape ({len(rows)}, {spec_width}) "
                               f"(one row per agent-controlled vehicle), got {a.shape}")
         full = np.full((self.num_vehicles, 5), np.nan)
-        valid = self.fleet.valid
-        for r, i in enumerate(rows):
-            width = len(CONTROL_MODES[self.control_modes[i]])
-            row = a[r, :width]
-            if valid[i] and not np.all(np.isfinite(row)):
-                raise ActionError(f"action row {r} (vehicle {i}) is not finite: {row.tolist()}")
-            if self.control_modes[i] == "attitude" and valid[i]:
+        live = self.fleet.valid[rows]
+        for mode, action_rows in self._action_rows_by_mode.items():
+            width = len(CONTROL_MODES[mode])
+            block = a[action_rows, :width]
+            check = live[action_rows]
+            bad_rows = check & ~np.all(np.isfinite(block), axis=1)
+            if bad_rows.any():
+                r = int(action_rows[np.argmax(bad_rows)])
+                raise ActionError(
+                    f"action row {r} (vehicle {rows[r]}) is not finite: {a[r, :width].tolist()}")
+            if mode == "attitude":
                 lo, hi = CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1]
-                bad = (row < lo) | (row > hi)
-                if bad.any():
-                    j = int(np.argmax(bad))
-                    raise ActionError(f"action row {r} (vehicle {i}): {CONTROL_MODES['attitude'][j]}="
-                                      f"{row[j]!r} outside [{lo[j]}, {hi[j]}]")
-            full[i, :width] = row
+                out = check[:, None] & ((block < lo) | (block > hi))
+                if out.any():
+                    rr, j = np.argwhere(out)[0]
+                    r = int(action_rows[rr])
+                    raise ActionError(f"action row {r} (vehicle {rows[r]}): {CONTROL_MODES['attitude'][j]}="
+                                      f"{float(block[rr, j])!r} outside [{lo[j]}, {hi[j]}]")
+            full[rows[action_rows], :width] = block
         return full
 
     def _tick(self, targets: Array) -> None:

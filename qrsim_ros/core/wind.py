@@ -167,6 +167,8 @@ class MeanWind:
         x = np.atleast_2d(np.asarray(x, float))
         if x.ndim != 2 or x.shape[1] < 6:
             raise ValueError(f"states must have shape (N, >=6), got {x.shape}")
+        if not self.params.on:  # no rotation to do (and the tick loop calls this every 20 ms)
+            return np.zeros((x.shape[0], 3))
         return ned_to_body(dcm_from_state(x), self.velocity_ned(self.heights_m(x)))
 
     def rotational_body(self, x: ArrayLike) -> Array:

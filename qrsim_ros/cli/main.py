@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from qrsim_ros import __version__
-from qrsim_ros.cli import demo, replay
+from qrsim_ros.cli import batch, demo, replay, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo.build_parser(sub)
     replay.build_parser(sub)
+    run.build_parser(sub)
+    batch.build_parser(sub)
     return parser
 
 

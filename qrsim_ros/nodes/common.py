@@ -83,7 +83,9 @@ def declare(node: Node, name: str, default: Any, description: str, *,
         elif isinstance(default, int):
             desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
         elif isinstance(default, float):
-            desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
+            desc.floating_point_range = [
+                FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)
+            ]
     if choices:
         desc.additional_constraints = "one of: " + ", ".join(choices)
     try:

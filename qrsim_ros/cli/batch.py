@@ -1,0 +1,268 @@
+"""``qrsim batch``: many seeded episodes of a scenario in parallel processes, with outcome statistics.
+
+    qrsim batch search_rescue_2a --runs 100 --workers 4 --out results.csv
+
+Episode i (0-based) gets seed BASE + i (--seed BASE, default 1, must be >= 1, so no episode is ever
+clock-seeded); every episode builds its own Simulator from that seed (all streams, the policy's included,
+derive from it), so an episode's result depends on its seed only: the results, and results.csv, are
+identical for any --workers W. W processes (multiprocessing, forkserver where available, else spawn) each
+run whole episodes; W = 1 runs in this process. Results are collected by episode index.
+
+Printed: the probability of every outcome (time_limit, invalid_vehicle, all_persons_found) with its
+Wilson 95 % confidence interval, and the distribution (mean, std, min, quartiles, max) of the episode
+reward, the duration in steps and in simulated seconds, and of the persons found (search and rescue).
+--out FILE.csv: one row per episode: episode, seed, reward, outcome, steps, sim_time_s, persons_found,
+persons_total (empty outside search and rescue); floats in full precision, replaced atomically.
+--policy, --steps and --set are as for ``qrsim run``. Bad input exits with status 2 and one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MethodType
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from qrsim_ros.cli.run import (
+    CliError,
+    ProgressBar,
+    add_common_arguments,
+    check_output_path,
+    check_scenario,
+    fmt_float,
+    one_line_error,
+    scenario_overrides,
+    write_csv_atomic,
+)
+from qrsim_ros.core.scenario import available_scenarios
+from qrsim_ros.core.simulator import Simulator
+from qrsim_ros.core.tasks import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
+from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.policies import PolicyError
+from qrsim_ros.policies.episode import EpisodeResult, run_episode
+
+PROG = "qrsim batch"
+OUTCOMES = (DONE_TIME_LIMIT, DONE_INVALID_VEHICLE, DONE_ALL_PERSONS_FOUND)
+RESULTS_HEADER = ("episode", "seed", "reward", "outcome", "steps", "sim_time_s", "persons_found",
+                  "persons_total")
+
+
+# --- statistics ------------------------------------------------------------------------------------------
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (the one place it is computed).
+
+    ``(p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)`` with ``z`` the two-sided normal quantile
+    of ``confidence``; (0, 1) for n = 0.
+    """
+    if trials <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes={successes} must be in [0, trials={trials}]")
+    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    n, p = float(trials), successes / trials
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
+    # the ends are exact (0 successes: lower 0; all successes: upper 1) whatever the rounding
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == trials else min(1.0, centre + half)
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary of a sample: mean, std (ddof 1; 0 for one value), min, quartiles (linear), max."""
+
+    mean: float
+    std: float
+    min: float
+    q1: float
+    median: float
+    q3: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution:
+        v = np.asarray(values, float)
+        if v.size == 0:
+            return cls(*([math.nan] * 7))
+        q1, med, q3 = np.percentile(v, [25, 50, 75])
+        std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+        return cls(float(v.mean()), std, float(v.min()), float(q1), float(med), float(q3), float(v.max()))
+
+
+def episode_seeds(base_seed: int, runs: int) -> list[int]:
+    """Seed of episode i: base_seed + i (base_seed >= 1: never 0, which would mean the clock)."""
+    if base_seed < 1:
+        raise CliError(f"--seed must be >= 1 (episode i gets BASE + i; 0 would mean the clock), "
+                       f"got {base_seed}")
+    return [base_seed + i for i in range(runs)]
+
+
+# --- running -----------------------------------------------------------------------------------------------
+
+def _run_one(job: tuple[int, int, str, Mapping[str, Any], str]) -> tuple[int, EpisodeResult]:
+    """One episode from scratch (picklable for worker processes): a fresh Simulator seeded ``seed``."""
+    index, seed, scenario, overrides, policy = job
+    sim = Simulator.from_scenario(scenario, {**overrides, "seed": seed})
+    return index, run_episode(sim, policy, seed=seed)
+
+
+def _context() -> mp.context.BaseContext:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def run_batch(scenario: str, overrides: Mapping[str, Any], policy: str, seeds: Sequence[int], workers: int,
+              progress: ProgressBar | None = None) -> list[EpisodeResult]:
+    """Run one episode per seed on ``workers`` processes (1 = in process); results in seed order."""
+    jobs = [(i, s, scenario, dict(overrides), policy) for i, s in enumerate(seeds)]
+    results: list[EpisodeResult | None] = [None] * len(jobs)
+    done = 0
+    if workers <= 1:
+        outputs = map(_run_one, jobs)
+        for index, result in outputs:
+            results[index] = result
+            done += 1
+            if progress is not None:
+                progress.update(done)
+    else:
+        with _context().Pool(processes=workers) as pool:
+            for index, result in pool.imap_unordered(_run_one, jobs, chunksize=1):
+                results[index] = result
+                done += 1
+                if progress is not None:
+                    progress.update(done)
+    return [r for r in results if r is not None]
+
+
+def results_rows(results: Sequence[EpisodeResult]) -> list[list[str]]:
+    """results.csv rows (no wall times: the file depends on the seeds only)."""
+    rows = []
+    for i, r in enumerate(results):
+        rows.append([str(i), str(r.seed), fmt_float(r.total_reward), r.outcome, str(r.steps),
+                     fmt_float(r.sim_time_s), "" if r.persons_found is None else str(r.persons_found),
+                     "" if r.persons_total is None else str(r.persons_total)])
+    return rows
+
+
+def report_lines(results: Sequence[EpisodeResult]) -> list[str]:
+    """Outcome probabilities with Wilson 95 % intervals and the reward / duration distributions."""
+    n = len(results)
+    counts = Counter(r.outcome for r in results)
+    names = list(OUTCOMES) + sorted(set(counts) - set(OUTCOMES))
+    lines = [f"{'outcome':<20} {'count':>6} {'p':>7}   95% CI (Wilson)"]
+    for name in names:
+        k = counts.get(name, 0)
+        lo, hi = wilson_interval(k, n)
+        lines.append(f"{name:<20} {k:>6} {k / n:>7.3f}   [{lo:.3f}, {hi:.3f}]")
+    lines.append("")
+    cols = ("mean", "std", "min", "q1", "median", "q3", "max")
+    lines.append(f"{'':<20}" + "".join(f"{c:>12}" for c in cols))
+    series: list[tuple[str, list[float]]] = [
+        ("reward", [r.total_reward for r in results]),
+        ("duration [steps]", [float(r.steps) for r in results]),
+        ("duration [s]", [r.sim_time_s for r in results]),
+    ]
+    if all(r.persons_found is not None for r in results):
+        series.append(("persons found", [float(r.persons_found or 0) for r in results]))
+    for label, values in series:
+        d = Distribution.of(values)
+        lines.append(f"{label:<20}" + "".join(f"{getattr(d, c):>12.6g}" for c in cols))
+    return lines
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_common_arguments(p)
+    p.add_argument("--runs", type=int, default=None, metavar="R", help="number of episodes (required)")
+    p.add_argument("--workers", type=int, default=None, metavar="W",
+                   help="worker processes (default: the CPU count, at most R; 1 = in process)")
+    p.add_argument("--seed", type=int, default=1, metavar="BASE",
+                   help="episode i gets seed BASE + i (BASE >= 1, default 1)")
+    p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per episode")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    p.error = MethodType(one_line_error(PROG), p)  # type: ignore[method-assign]
+    return p
+
+
+def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``batch`` subcommand on a ``qrsim`` subparsers object."""
+    p = subparsers.add_parser("batch", help="many seeded episodes in parallel, with outcome statistics",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _add_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, run the episodes, print the statistics, write --out. 0 ok, 2 bad input, 1 failure."""
+    if args.list:
+        print("\n".join(available_scenarios()))
+        return 0
+    try:
+        if args.scenario is None:
+            raise CliError("the SCENARIO argument is required (qrsim batch --list shows them)")
+        if args.runs is None or args.runs < 1:
+            raise CliError(f"--runs R is required and must be >= 1, got {args.runs}")
+        workers = min(args.runs, os.cpu_count() or 1) if args.workers is None else args.workers
+        if workers < 1:
+            raise CliError(f"--workers must be >= 1, got {workers}")
+        seeds = episode_seeds(args.seed, args.runs)
+        overrides = scenario_overrides(args.sets, args.steps)
+        check_scenario(args.scenario, overrides, args.policy)
+        if args.out is not None:
+            check_output_path(args.out)
+    except (CliError, ConfigError) as exc:
+        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress)
+    wall0 = time.perf_counter()
+    try:
+        results = run_batch(args.scenario, overrides, args.policy, seeds, workers, bar)
+    except PolicyError as exc:
+        bar.close()
+        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 1
+    bar.close()
+    wall_s = time.perf_counter() - wall0
+    if args.out is not None:
+        try:
+            write_csv_atomic(args.out, RESULTS_HEADER, results_rows(results))
+        except CliError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 1
+    sim_s = sum(r.sim_time_s for r in results)
+    print(f"{args.scenario}, policy {args.policy}: {len(results)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
+          f"on {workers} worker(s) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time overall)")
+    for line in report_lines(results):
+        print(line)
+    if args.out is not None:
+        print(f"results: {len(results)} rows -> {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m qrsim_ros.cli.batch SCENARIO --runs R ...``."""
+    parser = _add_arguments(argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

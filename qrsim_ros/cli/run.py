@@ -1,0 +1,325 @@
+"""``qrsim run``: fly one episode of a scenario in process with a policy; print the reward and outcome.
+
+    qrsim run search_rescue_2a --seed 3 --policy search-pattern --out episode.csv
+    qrsim run keep_spot --steps 100 --policy hover --set wind.on=true --set wind.w6_mps=2
+
+SCENARIO is a name from config/ (``qrsim run --list``) or a YAML path. --seed S rebuilds every random
+stream from S (0 = from the clock, as QRSim; default: the scenario file's seed); the seed used is printed
+so a clock-seeded run can be repeated. --steps N ends the episode after N task steps (it sets
+task.duration_steps, so terminal rewards are computed as at the end of a full episode).
+--set KEY=VALUE overrides one scenario key (dotted path, YAML value; repeatable).
+
+--policy: hover | random | search-pattern | pursuit | random-search | auto (the task's baseline:
+search-pattern, pursuit, random-search for plume, else hover; the default) | MODULE:FUNC | file.py:FUNC
+(FUNC(view) returning the policy, or a policy function of the view; see qrsim_ros/policies/base.py).
+
+Output: a progress bar on stderr (redrawn in place on a terminal, a line per 10 % otherwise), then the
+total reward, the outcome (time_limit, invalid_vehicle or all_persons_found), persons found (search and
+rescue), simulated and wall time and the real-time factor on stdout. --out FILE.csv writes one row per
+task step: step, t [s], reward, cumulative reward, then per vehicle i: px_i, py_i, pz_i (true NED
+position, m), valid_i (0/1); floats in full precision; the file is replaced atomically.
+Bad scenario names, overrides or policy names exit with status 2 and one line on stderr; a policy that
+fails during the episode exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import MethodType
+from typing import Any, TextIO
+
+import yaml
+
+from qrsim_ros.core.config_loader import load_yaml
+from qrsim_ros.core.scenario import available_scenarios, load_scenario
+from qrsim_ros.core.simulator import Simulator
+from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.policies import PolicyError, make_factory, policy_names
+from qrsim_ros.policies.episode import EpisodeResult, run_episode
+
+PROG = "qrsim run"
+
+
+class CliError(ValueError):
+    """Bad command-line input; the message is printed as one line and the exit status is 2."""
+
+
+# --- shared with ``qrsim batch`` --------------------------------------------------------------------
+
+def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
+    """``["a.b=1", "c=[1, 2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}`` (YAML 1.2 values)."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise CliError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. wind.on=true")
+        try:
+            value = load_yaml(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise CliError(f"--set {item!r}: the value is not valid YAML: {getattr(exc, 'problem', exc)}") \
+                from None
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise CliError(f"--set {item!r}: {part!r} was already given a value")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def merge_overrides(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge of two override mappings (``extra`` wins)."""
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge_overrides(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def scenario_overrides(sets: Sequence[str] | None, steps: int | None) -> dict[str, Any]:
+    """Overrides from --set and --steps (which sets task.duration_steps)."""
+    overrides = parse_overrides(sets)
+    if steps is not None:
+        if steps < 1:
+            raise CliError(f"--steps must be >= 1, got {steps}")
+        overrides = merge_overrides(overrides, {"task": {"duration_steps": int(steps)}})
+    return overrides
+
+
+def check_scenario(scenario: str, overrides: Mapping[str, Any], policy: str) -> str:
+    """Validate scenario, overrides and policy name before anything runs; returns the task type."""
+    try:
+        sc = load_scenario(scenario, overrides)
+    except ConfigError as exc:
+        raise CliError(" ".join(str(exc).splitlines())) from None
+    try:
+        make_factory(policy, sc.task.type)
+    except PolicyError as exc:
+        raise CliError(str(exc)) from None
+    return sc.task.type
+
+
+def check_output_path(path: str) -> None:
+    """Fail before running if FILE cannot be written (missing directory, a directory)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"{path}: cannot write: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: cannot write: it is a directory")
+
+
+def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Write a CSV to a temporary file in the same directory, then ``os.replace`` it onto ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp_path = None
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
+                                         suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
+            tmp_path = f.name
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows(rows)
+        os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
+        os.replace(tmp_path, path)
+        tmp_path = None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_path)
+
+
+def _new_file_mode(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def fmt_float(x: float) -> str:
+    """Shortest exact representation of a float (parses back bit for bit)."""
+    return repr(float(x))
+
+
+class ProgressBar:
+    """A dependency-free progress indicator on ``stream``: redrawn with ``\\r`` on a terminal, otherwise
+    one line per ``line_fraction`` of the total."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, enabled: bool = True,
+                 line_fraction: float = 0.1, width: int = 30) -> None:
+        self.total = max(1, int(total))
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.width = width
+        self.every = max(1, round(self.total * line_fraction))
+        self._last_draw = 0.0
+        self._drawn = False
+
+    def update(self, done: int, note: str = "") -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            now = time.monotonic()
+            if done < self.total and now - self._last_draw < 0.1:
+                return
+            self._last_draw = now
+            filled = round(self.width * done / self.total)
+            bar = "#" * filled + "." * (self.width - filled)
+            self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} {note}\x1b[K")
+            self._drawn = True
+        elif done % self.every == 0 or done == self.total:
+            self.stream.write(f"{self.label}: {done}/{self.total} ({100 * done // self.total}%) {note}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by run and batch: SCENARIO, --policy, --steps, --set, --list."""
+    p.add_argument("scenario", nargs="?", metavar="SCENARIO", help="scenario name (config/NAME.yaml) or path")
+    p.add_argument("--policy", default="auto", metavar="POLICY",
+                   help=f"{' | '.join(policy_names())} | MODULE:FUNC | file.py:FUNC (default auto)")
+    p.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="episode length in task steps (sets task.duration_steps)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                   help="override a scenario key, e.g. --set wind.on=true (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the available scenarios and exit")
+
+
+def one_line_error(prog: str) -> Any:
+    """An ``ArgumentParser.error`` replacement printing one line and exiting with status 2."""
+    def error(parser: argparse.ArgumentParser, message: str) -> None:
+        parser.exit(2, f"{prog}: {message} (see '{prog} --help')\n")
+    return error
+
+
+# --- run ---------------------------------------------------------------------------------------------
+
+def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_common_arguments(p)
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="reseed every random stream (0 = from the clock; default: the scenario's seed)")
+    p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per task step")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    p.error = MethodType(one_line_error(PROG), p)  # type: ignore[method-assign]
+    return p
+
+
+def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``run`` subcommand on a ``qrsim`` subparsers object."""
+    p = subparsers.add_parser("run", help="fly one episode of a scenario with a policy (in process)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _add_arguments(p)
+
+
+def episode_header(num_vehicles: int) -> list[str]:
+    cols = ["step", "t", "reward", "cumulative_reward"]
+    for i in range(num_vehicles):
+        cols += [f"px_{i}", f"py_{i}", f"pz_{i}", f"valid_{i}"]
+    return cols
+
+
+def summary_lines(scenario: str, policy: str, result: EpisodeResult) -> list[str]:
+    lines = [
+        f"scenario {scenario}, policy {policy}, seed {result.seed}",
+        f"outcome: {result.outcome} after {result.steps} steps",
+        f"reward: {result.total_reward:.6g}",
+    ]
+    if result.persons_total is not None:
+        lines.append(f"persons found: {result.persons_found}/{result.persons_total}")
+    rtf = result.sim_time_s / result.wall_s if result.wall_s > 0 else float("inf")
+    lines.append(f"time: {result.sim_time_s:.2f} s simulated in {result.wall_s:.2f} s wall "
+                 f"(real-time factor {rtf:.1f}x)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, fly the episode, print the summary, write --out. 0 on success, 2 bad input, 1 failure."""
+    if args.list:
+        print("\n".join(available_scenarios()))
+        return 0
+    try:
+        if args.scenario is None:
+            raise CliError("the SCENARIO argument is required (qrsim run --list shows them)")
+        if args.seed is not None and args.seed < 0:
+            raise CliError(f"--seed must be >= 0 (0 = from the clock), got {args.seed}")
+        overrides = scenario_overrides(args.sets, args.steps)
+        check_scenario(args.scenario, overrides, args.policy)
+        if args.out is not None:
+            check_output_path(args.out)
+        sim = Simulator.from_scenario(args.scenario, overrides)
+    except (CliError, ConfigError) as exc:
+        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+
+    n = sim.num_vehicles
+    rows: list[list[str]] = []
+    cumulative = [0.0]
+    bar = ProgressBar(sim.scenario.task.duration_steps, PROG, enabled=not args.no_progress)
+
+    def on_step(s: Simulator, reward: float) -> None:
+        cumulative[0] += reward
+        if args.out is not None:
+            x, valid = s.true_state(), s.valid
+            row = [str(s.step_count), fmt_float(s.time), fmt_float(reward), fmt_float(cumulative[0])]
+            for i in range(n):
+                row += [fmt_float(x[i, 0]), fmt_float(x[i, 1]), fmt_float(x[i, 2]), "1" if valid[i] else "0"]
+            rows.append(row)
+        bar.update(s.step_count, f"reward {cumulative[0]:.4g}")
+
+    # without --seed: rebuild from the scenario's seed as used, so the printed seed repeats the run
+    seed = args.seed if args.seed is not None else sim.seed_entropy
+    try:
+        result = run_episode(sim, args.policy, seed=seed, on_step=on_step)
+    except PolicyError as exc:
+        bar.close()
+        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 1
+    bar.close()
+    if args.out is not None:
+        try:
+            write_csv_atomic(args.out, episode_header(n), rows)
+        except CliError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 1
+    for line in summary_lines(sim.scenario.name, args.policy, result):
+        print(line)
+    if args.out is not None:
+        print(f"episode: {len(rows)} rows -> {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m qrsim_ros.cli.run SCENARIO ...``."""
+    parser = _add_arguments(argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

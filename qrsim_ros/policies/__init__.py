@@ -1,0 +1,87 @@
+"""Baseline policies for the scenarios, and how policies are named and built (see ``base``).
+
+A policy is ``policy(view) -> actions``, built per episode by ``factory(view)``, where ``view`` is an
+``AutopilotView`` (estimated states, camera observations, plume readings; no true states).
+
+Built-in names (``qrsim run --policy NAME``):
+
+- ``hover``: hold position (``simple.Hover``).
+- ``random``: uniform actions within the action space, from the policy's own seeded stream.
+- ``search-pattern``: lawn-mower search with descend-and-hover confirmation (search and rescue).
+- ``pursuit``: the cats' rule of QRSim's cats-and-mouse example.
+- ``random-search``: the random search of QRSim's search-and-rescue / plume examples.
+- ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover).
+
+Anything else of the form ``MODULE:FUNC`` or ``path/to/file.py:FUNC`` is loaded (``base.resolve_factory``).
+"""
+
+from __future__ import annotations
+
+from qrsim_ros.policies.base import (
+    AutopilotView,
+    Policy,
+    PolicyError,
+    PolicyFactory,
+    action_bounds,
+    instantiate,
+    mode_bounds,
+    resolve_factory,
+)
+from qrsim_ros.policies.pursuit import Pursuit, pursuit
+from qrsim_ros.policies.random_search import RandomSearch, random_search
+from qrsim_ros.policies.search_pattern import SearchPattern, SearchPatternParams, search_pattern
+from qrsim_ros.policies.simple import Hover, RandomActions, hover, random_actions
+
+BUILTIN_POLICIES: dict[str, PolicyFactory] = {
+    "hover": hover,
+    "random": random_actions,
+    "search-pattern": search_pattern,
+    "pursuit": pursuit,
+    "random-search": random_search,
+}
+
+#: The baseline ``auto`` picks per task type.
+TASK_BASELINES = {"search_rescue": "search-pattern", "cats_mouse": "pursuit", "plume": "random-search"}
+
+
+def policy_names() -> list[str]:
+    """Names accepted by ``make_factory`` besides MODULE:FUNC."""
+    return [*BUILTIN_POLICIES, "auto"]
+
+
+def make_factory(spec: str, task_type: str | None = None) -> PolicyFactory:
+    """The factory named by ``spec`` (``auto`` resolves with ``task_type``); PolicyError if unknown."""
+    if spec.strip() == "auto":
+        spec = TASK_BASELINES.get(task_type or "", "hover")
+    return resolve_factory(spec, BUILTIN_POLICIES, ("auto",))
+
+
+def make_policy(spec: str, view: AutopilotView) -> Policy:
+    """Build the policy named by ``spec`` for the episode ``view`` shows."""
+    return instantiate(make_factory(spec, view.task.type), view)
+
+
+__all__ = [
+    "BUILTIN_POLICIES",
+    "TASK_BASELINES",
+    "AutopilotView",
+    "Hover",
+    "Policy",
+    "PolicyError",
+    "PolicyFactory",
+    "Pursuit",
+    "RandomActions",
+    "RandomSearch",
+    "SearchPattern",
+    "SearchPatternParams",
+    "action_bounds",
+    "hover",
+    "make_factory",
+    "make_policy",
+    "mode_bounds",
+    "policy_names",
+    "pursuit",
+    "random_actions",
+    "random_search",
+    "search_pattern",
+]

@@ -1,0 +1,286 @@
+"""What a policy is, what it may see, and how policies are named and loaded.
+
+Design: a policy is a callable ``policy(view) -> actions`` called once per task step, where ``view`` is
+an ``AutopilotView`` of the running ``Simulator`` and ``actions`` is an array with one row per
+agent-controlled vehicle (``view.action_spec``; the columns of each vehicle's control mode, see
+``qrsim_ros.core.scenario.CONTROL_MODES``). A policy is built per episode by a *factory*
+``factory(view) -> policy``, called after ``Simulator.reset``; a factory keeps per-episode state
+(lanes, maps, PIDs) in the policy it returns.
+
+The view exposes only what the vehicles' autopilots could know: the estimated states eX (never the true
+states), the camera observations with their ground-truth fields blanked, the plume readings, the task's
+public parameters, the area limits (the map) and the action specification. Randomised policies draw from
+``view.policy_rng(name)``: a stream derived from the episode seed like every other stream
+(``rng.RandomStreams``), so a seeded episode, policy included, is reproducible in any process.
+
+Policies are named on the command line as a built-in name (``hover``, ``random``, ``search-pattern``,
+``pursuit``, ``random-search``) or as ``MODULE:FUNC`` / ``path/to/file.py:FUNC``. ``FUNC`` is called
+once with the view: if it returns a callable, that is the policy (FUNC is a factory, like the built-ins);
+otherwise FUNC itself is the policy (a plain function of the view; that first call's result is dropped,
+so it should not have side effects that matter).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import os
+import sys
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from qrsim_ros.core.controllers import MAX_SPEED_MS
+from qrsim_ros.core.pelican import CONTROL_LIMITS
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.scenario import CONTROL_MODES
+
+if TYPE_CHECKING:
+    from qrsim_ros.core.camera import CameraObservation, CameraParams
+    from qrsim_ros.core.scenario import TaskParams
+    from qrsim_ros.core.simulator import Simulator
+
+Array = NDArray[np.float64]
+
+
+class PolicyError(ValueError):
+    """A policy name or ``MODULE:FUNC`` cannot be resolved, or the policy misbehaves; one clear line."""
+
+
+class AutopilotView:
+    """Read-only view of a ``Simulator`` restricted to what the vehicles' autopilots may observe.
+
+    Estimated states (N, 20) (spec 2.1; NaN rows for invalid vehicles), camera observations (ground
+    truth blanked: ``person_index`` -1, ``person_distance_px``/``person_area_px2`` NaN), plume readings
+    (N,), the plume task's reference locations, task parameters, area limits, time and action spec.
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+        self._camera_cache: dict[int, tuple[CameraObservation, CameraObservation]] = {}
+
+    # --- static facts (configuration, the map) --------------------------------------------------
+    @property
+    def scenario_name(self) -> str:
+        return self._sim.scenario.name
+
+    @property
+    def task(self) -> TaskParams:
+        """The task's public parameters (type, dt_s, duration_steps, flight heights, targets)."""
+        return self._sim.scenario.task
+
+    @property
+    def camera_params(self) -> CameraParams:
+        """The vehicles' camera model (f, c, mounting, frame period)."""
+        return self._sim.scenario.vehicle.camera
+
+    @property
+    def area_limits_ned(self) -> tuple[float, ...]:
+        """Flight area [xmin xmax ymin ymax zmin zmax] (NED, m); the ground is at zmax."""
+        return tuple(self._sim.scenario.area_limits_ned)
+
+    @property
+    def num_vehicles(self) -> int:
+        return self._sim.num_vehicles
+
+    @property
+    def control_modes(self) -> tuple[str, ...]:
+        """Control mode of every vehicle (agent-controlled or not)."""
+        return tuple(self._sim.control_modes)
+
+    @property
+    def action_spec(self) -> dict[str, Any]:
+        """``Simulator.action_spec``: rows (vehicle indices), modes, width, columns."""
+        return self._sim.action_spec
+
+    @property
+    def seed_entropy(self) -> int:
+        """The episode's seed as used (the clock's entropy when the scenario seed is 0)."""
+        return int(self._sim.seed_entropy)
+
+    def policy_rng(self, name: str) -> np.random.Generator:
+        """A Generator for the policy component ``name``, derived from the episode seed."""
+        return RandomStreams(self.seed_entropy).get(f"policy.{name}")
+
+    # --- time -----------------------------------------------------------------------------------
+    @property
+    def time_s(self) -> float:
+        """Simulated time since reset [s]."""
+        return float(self._sim.time)
+
+    @property
+    def step_count(self) -> int:
+        """Task steps taken since reset."""
+        return int(self._sim.step_count)
+
+    # --- observations -----------------------------------------------------------------------------
+    def estimated_state(self) -> Array:
+        """Estimated states eX (N, 20): GPS position | attitude | 0 | gyro | 0 | accel | height above
+        ground | GPS velocity n, e | vertical speed (spec 2.1). NaN rows for invalid vehicles."""
+        return self._sim.estimated_state()
+
+    def camera_observations(self) -> list[CameraObservation | None]:
+        """Latest camera frame per vehicle (None before the first), ground-truth fields blanked."""
+        out: list[CameraObservation | None] = []
+        cache: dict[int, tuple[CameraObservation, CameraObservation]] = {}
+        for obs in self._sim.camera_observations():
+            if obs is None:
+                out.append(None)
+                continue
+            hit = self._camera_cache.get(id(obs))
+            if hit is None or hit[0] is not obs:
+                hit = (obs, _blank_ground_truth(obs))
+            cache[id(obs)] = hit
+            out.append(hit[1])
+        self._camera_cache = cache
+        return out
+
+    def plume_readings(self) -> Array:
+        """Latest plume-sensor reading per vehicle (N,); NaN without a plume sensor."""
+        return self._sim.plume_readings()
+
+    @property
+    def plume_locations(self) -> Array:
+        """Plume task: the M reference locations (M, 3) (NED, m) where estimates are asked for."""
+        return np.array(self._sim.plume_locations, float)
+
+
+def _blank_ground_truth(obs: CameraObservation) -> CameraObservation:
+    nan = np.full(obs.person_distance_px.shape, np.nan)
+    return replace(obs, person_index=np.full(obs.person_index.shape, -1, dtype=np.int64),
+                   person_distance_px=nan, person_area_px2=nan.copy())
+
+
+class Policy(Protocol):
+    """``policy(view) -> actions`` (rows: agent-controlled vehicles; columns: their mode's inputs)."""
+
+    def __call__(self, view: AutopilotView) -> ArrayLike: ...
+
+
+PolicyFactory = Callable[[AutopilotView], Policy]
+
+
+# --- action space ------------------------------------------------------------------------------------
+
+def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, Array]:
+    """Physical limits (low, high) of one control mode's action columns.
+
+    attitude: the Pelican's input limits (pitch/roll ±0.9 rad, throttle 0..1, yaw rate ±4.5 rad/s,
+    battery 9..12 V); velocity / velocity_height: north and east ±3 sqrt(2) m/s, down ±3 m/s. The velocity
+    loops clamp each *body* component at 3 m/s (controllers.MAX_SPEED_MS), so the velocities they follow
+    form a square of side 6 m/s turned by the heading; its NED bounding box is ±3 sqrt(2) (reached along
+    a body diagonal); commands outside the square are clamped per body component by the loop.
+    waypoint: the flight area (NED, m) and a heading in [-pi, pi] rad.
+    """
+    if mode == "attitude":
+        return CONTROL_LIMITS[:, 0].copy(), CONTROL_LIMITS[:, 1].copy()
+    if mode in ("velocity", "velocity_height"):
+        high = np.array([math.sqrt(2.0) * MAX_SPEED_MS] * 2 + [MAX_SPEED_MS])[: len(CONTROL_MODES[mode])]
+        return -high, high
+    if mode == "waypoint":
+        lim = np.asarray(area_limits_ned, float)
+        return (np.array([lim[0], lim[2], lim[4], -math.pi]), np.array([lim[1], lim[3], lim[5], math.pi]))
+    raise ValueError(f"unknown control mode {mode!r}")
+
+
+def action_bounds(action_spec: Mapping[str, Any], area_limits_ned: tuple[float, ...]) -> tuple[Array, Array]:
+    """(low, high), each (rows, width): every agent-controlled vehicle's mode limits; padding columns of
+    narrower modes (ignored by the simulator) are pinned to 0."""
+    rows, width = len(action_spec["vehicles"]), int(action_spec["width"])
+    low, high = np.zeros((rows, width)), np.zeros((rows, width))
+    for r, mode in enumerate(action_spec["modes"]):
+        lo, hi = mode_bounds(mode, area_limits_ned)
+        low[r, : lo.size], high[r, : hi.size] = lo, hi
+    return low, high
+
+
+# --- naming and loading ------------------------------------------------------------------------------
+
+def resolve_factory(
+    spec: str, builtins: Mapping[str, PolicyFactory], other_names: tuple[str, ...] = ()
+) -> PolicyFactory:
+    """The factory named by ``spec``: a built-in name or ``MODULE:FUNC`` / ``file.py:FUNC``
+    (``other_names`` are listed in the error message too)."""
+    spec = spec.strip()
+    if spec in builtins:
+        return builtins[spec]
+    if ":" not in spec:
+        names = ", ".join([*builtins, *other_names])
+        raise PolicyError(f"unknown policy {spec!r}; use one of {names} or MODULE:FUNC")
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise PolicyError(f"policy {spec!r}: expected MODULE:FUNC (e.g. mypkg.policies:make_policy)")
+    module = _import(module_name, spec)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PolicyError(f"policy {spec!r}: {module_name} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise PolicyError(f"policy {spec!r}: {attr} is not callable")
+    return obj
+
+
+def _import(module_name: str, spec: str) -> Any:
+    if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
+        path = Path(module_name).expanduser().resolve()
+        if not path.is_file():
+            raise PolicyError(f"policy {spec!r}: file {path} not found")
+        name = f"qrsim_user_policy_{zlib.crc32(str(path).encode())}"
+        if name in sys.modules:
+            return sys.modules[name]
+        file_spec = importlib.util.spec_from_file_location(name, path)
+        if file_spec is None or file_spec.loader is None:
+            raise PolicyError(f"policy {spec!r}: cannot load {path}")
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[name] = module
+        try:
+            file_spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[name]
+            why = f"{type(exc).__name__}: {exc}"
+            raise PolicyError(f"policy {spec!r}: importing {path} failed: {why}") from None
+        return module
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:  # modules next to the user, as `python -m` would find them
+        sys.path.append(cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise PolicyError(f"policy {spec!r}: no module named {module_name!r}") from None
+        raise PolicyError(f"policy {spec!r}: importing {module_name} failed: {exc}") from None
+    except Exception as exc:
+        raise PolicyError(f"policy {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") \
+            from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def instantiate(factory: Callable[..., Any], view: AutopilotView) -> Policy:
+    """Build the episode's policy: ``factory(view)`` if that returns a callable, else ``factory`` itself
+    (a plain policy function)."""
+    result = factory(view)
+    return result if callable(result) else factory
+
+
+def check_actions(actions: ArrayLike, view: AutopilotView, name: str = "policy") -> Array:
+    """Actions as a float array (rows, >= columns of each mode); a clear PolicyError otherwise."""
+    spec = view.action_spec
+    try:
+        a = np.atleast_2d(np.asarray(actions, dtype=float))
+    except (TypeError, ValueError):
+        raise PolicyError(f"{name} returned non-numeric actions: {actions!r}") from None
+    rows = len(spec["vehicles"])
+    if a.ndim != 2 or a.shape[0] != rows:
+        raise PolicyError(f"{name} returned actions of shape {a.shape}; expected ({rows}, {spec['width']})")
+    return a

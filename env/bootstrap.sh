@@ -98,11 +98,21 @@ _qrsim_fix_wheel_cmake_paths() {
         "$QRSIM_VENV/share/rosidl_generator_py/cmake/rosidl_generator_py_generate_interfaces.cmake"
 }
 
+_qrsim_local_pkgs() {
+    # ROS packages built from env/ros_pkgs/ because the venv's wheels lack them (tf2_msgs is no wheel).
+    [ -d "$QRSIM_VENV/share/tf2_msgs" ] || echo "env/ros_pkgs/tf2_msgs"
+}
+
 _qrsim_build_stamp() {
     # Contents of what generates code, names of what is symlinked (edits to those are live).
     (
         cd "$QRSIM_ROOT" || exit 1
         cat CMakeLists.txt package.xml msg/*.msg srv/*.srv
+        local p
+        for p in $(_qrsim_local_pkgs); do
+            echo "$p"
+            find "$p" -type f | LC_ALL=C sort | xargs cat
+        done
         find qrsim_ros scripts/bin launch config urdf rviz -type f \
             ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null | LC_ALL=C sort
         cat "$QRSIM_VENV/.qrsim-venv-stamp"
@@ -115,12 +125,14 @@ _qrsim_ensure_build() {
     if [ -f "$QRSIM_ROOT/install/setup.bash" ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$want" ]; then
         return 0
     fi
-    local t0=$SECONDS
+    local t0=$SECONDS pkgs=()
+    mapfile -t pkgs < <(_qrsim_local_pkgs)
     _qrsim_say "building the qrsim_ros package with colcon (messages, install tree)"
     (
         cd "$QRSIM_ROOT" &&
             _qrsim_env_vars &&
             colcon --log-base log build --symlink-install --event-handlers console_direct- \
+                --base-paths . "${pkgs[@]}" \
                 --cmake-args -DPython3_EXECUTABLE="$QRSIM_VENV/bin/python" -DBUILD_TESTING=OFF \
                 >"$QRSIM_ROOT/log/qrsim-build.log" 2>&1
     ) || {

@@ -25,7 +25,7 @@ def ros_env(tmp_path: Path, domain_id: int | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # A venv Python re-executes itself with its library path set; let the child do that itself.
     env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 100 + os.getpid() % 100)
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 191 + os.getpid() % 40)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env["ROS_LOG_DIR"] = str(tmp_path / "ros_log")
     env["PYTHONUNBUFFERED"] = "1"

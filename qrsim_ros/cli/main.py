@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from qrsim_ros import __version__
-from qrsim_ros.cli import batch, demo, replay, run
+from qrsim_ros.cli import batch, demo, launch, replay, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.build_parser(sub)
     run.build_parser(sub)
     batch.build_parser(sub)
+    launch.build_parser(sub)
     return parser
 
 

@@ -33,19 +33,20 @@ from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.camera import CameraObservation, CameraWithClassifier
 from qrsim_ros.core.config_loader import ScenarioError
 from qrsim_ros.core.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.fleet import build_fleet
 from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.pelican import (
-    CONTROL_LIMITS,
-    PelicanFleet,
-    PelicanInputError,
-    PelicanParams,
-    default_state_limits,
-)
+from qrsim_ros.core.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
 from qrsim_ros.core.plume_sensor import PlumeSensor
 from qrsim_ros.core.rng import RandomStreams
 from qrsim_ros.core.scenario import CONTROL_MODES, Scenario, load_scenario
-from qrsim_ros.core.tasks import PlumeTask, Task, make_task
+from qrsim_ros.core.scenario_world import (  # noqa: F401 (PLUME_WIND_HEIGHT_M: re-exported)
+    PLUME_WIND_HEIGHT_M,
+    ContinuingStreams,
+    build_scenario_plume,
+    plume_wind,
+)
+from qrsim_ros.core.tasks import PLACEMENT_STREAM, PlumeTask, Task, initial_placement, make_task
 from qrsim_ros.core.turbulence import DrydenTurbulence
 from qrsim_ros.core.validation import BASE_DT_S, ticks_per_update
 from qrsim_ros.core.wind import MeanWind
@@ -54,32 +55,10 @@ Array = NDArray[np.float64]
 
 #: Width of the estimated state eX (spec 2.1).
 ESTIMATED_STATE_SIZE = 20
-#: Height at which QRSim evaluates the mean wind for the plume models [m] (spec 4.4).
-PLUME_WIND_HEIGHT_M = 6.0
 
 
 class ActionError(ValueError):
     """The actions given to ``Simulator.step`` are malformed or out of range."""
-
-
-class _ContinuingStreams(RandomStreams):
-    """The scenario's named streams, each created once and then continued.
-
-    The plume models take a RandomStreams and ask it for their named streams at every plume reset;
-    a plain RandomStreams would hand out a fresh generator each time, so every ``reset()`` would
-    redraw the same plume. This keeps each stream's generator, so episodes differ (the first one is
-    the same as with a plain RandomStreams of the same seed).
-    """
-
-    def __init__(self, streams: RandomStreams) -> None:
-        super().__init__(streams.entropy)
-        self._generators: dict[tuple[str, int], np.random.Generator] = {}
-
-    def get(self, name: str, vehicle: int = 0) -> np.random.Generator:
-        key = (name, int(vehicle))
-        if key not in self._generators:
-            self._generators[key] = super().get(name, vehicle)
-        return self._generators[key]
 
 
 class Simulator:
@@ -119,13 +98,7 @@ class Simulator:
         self.plume_locations = np.zeros((0, 3))
         self.plume_reference_samples = np.zeros((0, 0))
         # vehicles
-        pelican = PelicanParams(
-            mass_kg=v.mass_kg,
-            state_limits=_state_limits(limits, v.rate_limit_rads, v.velocity_limit_mps),
-            collision_distance_m=v.collision_distance_m,
-            dyn_noise=np.asarray(v.dyn_noise, float),
-        )
-        self.fleet = PelicanFleet(n, pelican, streams.per_vehicle("pelican.dynamics", n))
+        self.fleet = build_fleet(sc, streams)
         self.turbulence = DrydenTurbulence(n, v.turbulence, streams)
         self.ahars = Ahars(n, v.ahars, streams)
         self.gps = GpsReceiver(n, self.gps_space, v.gps_receiver, streams, origin=sc.origin)
@@ -152,8 +125,8 @@ class Simulator:
             "velocity_height": VelocityHeightPID(max(1, len(self._mode_rows["velocity_height"]))),
             "waypoint": WaypointPID(max(1, len(self._mode_rows["waypoint"]))),
         }
-        self._task_rng = streams.get("task.placement")
-        self._plume_rng = _ContinuingStreams(streams)
+        self._task_rng = streams.get(PLACEMENT_STREAM)
+        self._plume_rng = ContinuingStreams(streams)
         self._ex = np.full((n, ESTIMATED_STATE_SIZE), np.nan)
 
     # --- episode control --------------------------------------------------------------------------
@@ -178,17 +151,14 @@ class Simulator:
             self.area.set_persons(np.asarray(sc.area.persons_ned, float))
         if sc.task.type == "plume":
             self._reset_plume()
-        # vehicles
-        x0 = self.task.initial_states(self._task_rng)
-        if sc.vehicle.initial_states is not None:
-            x0 = [list(row) for row in sc.vehicle.initial_states]
+        # vehicles (the task's placement, shared with the vehicle_dynamics node)
+        x0, self._headings = initial_placement(self.task, self._task_rng)
         try:
             self.fleet.set_state(x0)
         except PelicanInputError as exc:
             where = "vehicle.initial_states" if sc.vehicle.initial_states is not None else "initial state"
             raise ScenarioError(f"{sc.source}: {where}: {exc}") from None
         x = self.fleet.state
-        self._headings = self.task.initial_headings() if sc.vehicle.initial_states is None else x[:, 5].copy()
         self.turbulence.reset(x)
         self.ahars.reset(x)
         self.gps.reset(x)
@@ -202,40 +172,11 @@ class Simulator:
         self.task.reset()
 
     def _reset_plume(self) -> None:
-        sc, p = self.scenario, self.scenario.plume
-        limits = sc.area_limits_ned
-        speed, direction = self.wind.speed_and_direction_at(PLUME_WIND_HEIGHT_M)
-        rng = self._plume_rng
-        if p.type == "gaussian":
-            plume = GaussianPlume.sample(rng, limits, sigma_range_m=p.sigma_range_m)
-            if p.sources_ned is not None:  # fixed source (and peak): the spreads and yaw stay drawn
-                q0 = p.emission_rates[0] if p.emission_rates is not None else plume.q0
-                plume = GaussianPlume(p.sources_ned[0], plume.sigmas_m, plume.yaw_rad, q0,
-                                      area_limits_ned=limits)
-        elif p.sources_ned is not None:
-            kind = GaussianDispersionPlume if p.type == "gaussian_dispersion" else GaussianPuffPlume
-            if kind is GaussianDispersionPlume:
-                plume = GaussianDispersionPlume(np.asarray(p.sources_ned), np.asarray(p.emission_rates),
-                                                speed, direction, p.a, p.b, area_limits_ned=limits)
-            else:
-                plume = GaussianPuffPlume(np.asarray(p.sources_ned), speed, direction, p.a, p.b, p.mu_s,
-                                          p.q_range, area_limits_ned=limits, rng=rng, area_dt_s=p.area_dt_s)
-        elif p.type == "gaussian_dispersion":
-            plume = GaussianDispersionPlume.sample(
-                rng, limits, wind_speed_mps=speed, wind_direction_rad=direction,
-                num_sources_range=p.num_sources_range, q_range=p.q_range, a=p.a, b=p.b)
-        else:
-            plume = GaussianPuffPlume.sample(
-                rng, limits, wind_speed_mps=speed, wind_direction_rad=direction,
-                num_sources_range=p.num_sources_range, q_range=p.q_range, a=p.a, b=p.b, mu_s=p.mu_s,
-                area_dt_s=p.area_dt_s)
-        self.plume = plume
-        m, k = sc.task.num_reference_locations, sc.task.samples_per_location
-        self.plume_locations = plume.reference_locations(m, rng)
-        if isinstance(plume, GaussianPuffPlume):
-            self.plume_reference_samples = plume.reference_samples(self.plume_locations, k, rng)
-        else:
-            self.plume_reference_samples = plume.reference_samples(self.plume_locations)
+        # one builder shared with the plume_field node (and the referee): same streams, same plume
+        world = build_scenario_plume(self.scenario, *plume_wind(self.wind), self._plume_rng)
+        self.plume = world.plume
+        self.plume_locations = world.locations_ned
+        self.plume_reference_samples = world.reference_samples
 
     # --- stepping ---------------------------------------------------------------------------------
     @property
@@ -409,11 +350,3 @@ class Simulator:
             raise RuntimeError("only plume tasks take concentration estimates")
         self.plume_reward = self.task.evaluate(np.asarray(estimates, float))
         return self.plume_reward
-
-
-def _state_limits(
-    area_limits_ned: tuple[float, ...], rate_limit_rads: float, velocity_limit_mps: float
-) -> Array:
-    limits = default_state_limits(area_limits_ned, rate_limit_rads)
-    limits[6:9] = [-velocity_limit_mps, velocity_limit_mps]
-    return limits

@@ -16,8 +16,11 @@ from numpy.typing import NDArray
 
 from qrsim_ros.core.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.kl import plume_kl_reward, plume_mse_reward
+from qrsim_ros.core.validation import BASE_DT_S
 
 if TYPE_CHECKING:
+    from qrsim_ros.core.area import BoxArea
+    from qrsim_ros.core.scenario import Scenario
     from qrsim_ros.core.simulator import Simulator
 
 Array = NDArray[np.float64]
@@ -30,6 +33,8 @@ MAX_MOUSE_SPEED_MPS = 3.0  #: VelocityHeightPID's maxv; the mouse flies at mouse
 DONE_TIME_LIMIT = "time_limit"
 DONE_INVALID_VEHICLE = "invalid_vehicle"
 DONE_ALL_PERSONS_FOUND = "all_persons_found"
+#: Name of the random stream the task placement draws from (one stream, continued across episodes).
+PLACEMENT_STREAM = "task.placement"
 
 
 class Task:
@@ -280,4 +285,57 @@ def make_task(sim: Simulator) -> Task:
     if kind == "plume":
         return PlumeTask(sim)
     raise ValueError(f"unknown task type {kind!r}")
+
+
+
+# --- running the rules without a Simulator (the ROS referee and flight controller) -------------------
+
+class TaskContext:
+    """The part of a ``Simulator`` a ``Task`` reads, so the task rules run without one (ROS nodes).
+
+    Tasks read ``scenario``, ``num_vehicles``, ``dt_s``, ``valid``, ``true_state()``, ``area``,
+    ``step_count`` and ``plume_reference_samples``. The owner keeps ``x_true`` (N, 13) true states
+    (NED, ZYX Euler angles, FRD body velocity and rates, thrust), ``valid_flags`` (N,) and
+    ``step_count`` up to date as its ground truth arrives and calls the task in the Simulator's order:
+    ``initial_placement`` and ``reset()`` at an episode start, ``on_tick(controls)`` after every 20 ms
+    tick, ``step_reward`` / ``done_reason`` after every task step.
+
+        ctx = TaskContext(scenario, area)
+        task = make_task(ctx)   # type: ignore[arg-type]  (duck-typed Simulator)
+    """
+
+    dt_s = BASE_DT_S
+
+    def __init__(self, scenario: Scenario, area: BoxArea | None = None) -> None:
+        self.scenario = scenario
+        self.num_vehicles = scenario.num_vehicles
+        self.area = area
+        self.step_count = 0
+        self.x_true = np.full((self.num_vehicles, 13), np.nan)
+        self.valid_flags = np.ones(self.num_vehicles, bool)
+        self.plume_reference_samples = np.zeros((0, 0))
+
+    @property
+    def valid(self) -> NDArray[np.bool_]:
+        """Per-vehicle validity (N,) (a copy, as ``Simulator.valid``)."""
+        return self.valid_flags.copy()
+
+    def true_state(self) -> Array:
+        """True states X (N, 13)."""
+        return self.x_true
+
+
+def initial_placement(task: Task, rng: np.random.Generator) -> tuple[Array | list[list[float]], Array]:
+    """An episode's initial states and held headings exactly as ``Simulator.reset`` derives them.
+
+    ``task.initial_states(rng)`` (one episode's draws from the ``task.placement`` stream; made even when
+    the scenario lists ``vehicle.initial_states``, so the stream stays aligned with the Simulator's),
+    replaced by the listed states if any. Headings: what the velocity controllers hold,
+    ``task.initial_headings()``, or the listed states' yaw [rad].
+    """
+    x0 = task.initial_states(rng)
+    listed = task.sim.scenario.vehicle.initial_states
+    if listed is None:
+        return x0, task.initial_headings()
+    return [list(row) for row in listed], np.array([float(row[5]) for row in listed])
 

@@ -405,6 +405,19 @@ class DrydenTurbulence:
         _spin_up_rows(a, b, eta, g)
         self._g_fts[idx] = g
 
+    def rewind_updates(self, updates: int = 1) -> None:
+        """Take back the random draws of the last ``updates`` updates: the next updates draw the same
+        normals again. The filter state is left as it is; call ``reset`` afterwards (it re-initialises
+        it). For a caller that steps ahead: the ROS wind_field prepares tick k+1's gust from the state
+        of t_k, so when a reset ends the episode at t_k it has updated once more than the Simulator,
+        which updates at the start of each tick; rewinding one update keeps the streams aligned.
+        """
+        updates = int(updates)
+        normals = self._normals
+        if not 0 <= updates <= normals._pos:  # the buffered block still holds the values to re-read
+            raise ValueError(f"cannot rewind {updates} updates (at most {normals._pos})")
+        normals._pos -= updates
+
     # --- simulator interface ------------------------------------------------------------------
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles from their true states (N or len(vehicles) rows of (.., 13)).

@@ -1,0 +1,693 @@
+"""``qrsim launch``: start a scenario's ROS 2 node graph without a ROS distribution (the embedded launcher).
+
+    qrsim launch search_rescue --variant 2c --num-vehicles 3 --record
+    qrsim launch keep_spot --duration 20 --no-autopilot --real-time-factor 0
+    qrsim launch plume --variant 3b --single-process
+
+SCENARIO is a family (search_rescue, plume, cats_mouse, keep_spot; --variant picks 2a-2d, 3a-3g, 1a-1c;
+keep_spot has none), another scenario name from config/ or a scenario YAML path. The node set and every
+node's name, namespace and parameters come from ``qrsim_ros.launch_plan.plan``, the function the
+launch files (``ros2 launch qrsim_ros <family>.launch.py``) use too, so both start the same graph.
+
+Each node runs as its own process with this environment's Python (or, with --single-process, all of
+them in one process on one executor). Every line a node prints is forwarded prefixed with
+``[node_name]``. A status line shows simulated time, real-time factor, reward and persons found
+(redrawn in place on a terminal, one line every few seconds otherwise). The run stops on Ctrl-C or
+SIGTERM, after --duration simulated seconds, or when the referee reports the episode done: the nodes
+get SIGINT, then SIGTERM, then SIGKILL after timeouts, and a one-paragraph summary follows (persons
+found, reward, real-time factor, bag path).
+
+Seed -1 (the default) takes the scenario file's seed; 0 (or a file's 0) draws one from the clock, once,
+for every node: the summary prints it so the run can be repeated. ``--param NODE:NAME=VALUE`` sets
+any node parameter (YAML value; repeatable), e.g. ``--param vehicle_dynamics:lockstep_timeout_s=5``.
+
+Exit status: 0 after a clean run; 1 if a node died during the run (it is named) or had to be killed
+with SIGKILL; 2 for bad arguments or missing node executables. A node that exits with an error while
+stopping is named in the summary but does not change the status.
+ROS_AUTOMATIC_DISCOVERY_RANGE defaults to LOCALHOST.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MethodType
+from typing import Any, TextIO
+
+import yaml
+
+from qrsim_ros.launch_plan import (
+    PACKAGE,
+    NodeSpec,
+    PlanError,
+    ResolvedScenario,
+    bag_dir,
+    plan,
+    resolve_scenario,
+)
+
+PROG = "qrsim launch"
+#: Seconds each node gets to exit after SIGINT, then after SIGTERM, before SIGKILL.
+SIGINT_TIMEOUT_S = 10.0
+SIGTERM_TIMEOUT_S = 5.0
+#: Wall seconds the clock owner gets to end a --duration run by itself before everything is signalled.
+DURATION_GRACE_S = 5.0
+#: Wall seconds between status lines when stdout is not a terminal.
+STATUS_PERIOD_S = 5.0
+#: The node that publishes /clock: started last, once every other node is subscribed.
+CLOCK_OWNER = "vehicle_dynamics"
+#: Wall seconds to wait for the other nodes before starting the clock owner anyway.
+STARTUP_TIMEOUT_S = 60.0
+#: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
+_CLEAN_STOP = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+class CliError(ValueError):
+    """Bad command-line input: one line on stderr, exit status 2."""
+
+
+# --- arguments ---------------------------------------------------------------------------------------
+
+def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("scenario", metavar="SCENARIO",
+                   help="search_rescue | plume | cats_mouse | keep_spot | a config name | a YAML path")
+    p.add_argument("--variant", default=None, metavar="V",
+                   help="variant of the family (2a-2d, 3a-3g, 1a-1c; default 2c, 3a, 1a)")
+    p.add_argument("--num-vehicles", type=int, default=0, metavar="N",
+                   help="number of vehicles (default 0: the scenario file's)")
+    p.add_argument("--seed", type=int, default=-1, metavar="S",
+                   help="random seed (-1: the scenario file's, the default; 0: from the clock)")
+    p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
+    p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
+                   help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")
+    p.add_argument("--no-autopilot", dest="autopilot", action="store_false",
+                   help="do not start the built-in example autopilot")
+    p.add_argument("--duration", type=float, default=0.0, metavar="SEC",
+                   help="stop after SEC simulated seconds (default 0: when the episode ends)")
+    p.add_argument("--real-time-factor", type=float, default=None, metavar="R",
+                   help="simulation pace (1 = wall clock, 0 = as fast as possible; default: the node's)")
+    p.add_argument("--lockstep", action=argparse.BooleanOptionalAction, default=None,
+                   help="deterministic lockstep (default: the node's)")
+    p.add_argument("--single-process", action="store_true",
+                   help="run every node in one process on one executor (faster, one log stream)")
+    p.add_argument("--param", action="append", default=[], metavar="NODE:NAME=VALUE", dest="params",
+                   help="set a node parameter (YAML value; repeatable)")
+    p.set_defaults(func=run)
+    p.error = MethodType(_one_line_error, p)  # type: ignore[method-assign]
+    return p
+
+
+def _one_line_error(parser: argparse.ArgumentParser, message: str) -> None:
+    parser.exit(2, f"{PROG}: {message} (see '{PROG} --help')\n")
+
+
+def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``launch`` subcommand on a ``qrsim`` subparsers object."""
+    p = subparsers.add_parser("launch", help="start a scenario's ROS 2 node graph (embedded launcher)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _add_arguments(p)
+
+
+def parse_node_parameters(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["imu:rate=2"]`` -> ``{"imu": {"rate": 2}}`` (YAML values)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        node, sep1, rest = item.partition(":")
+        key, sep2, text = rest.partition("=")
+        if not (sep1 and sep2 and node.strip() and key.strip()):
+            raise CliError(f"--param {item!r}: expected NODE:NAME=VALUE, e.g. "
+                           "vehicle_dynamics:lockstep=false")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError as exc:
+            raise CliError(f"--param {item!r}: the value is not valid YAML: {exc}") from None
+        out.setdefault(node.strip(), {})[key.strip()] = value
+    return out
+
+
+# --- where the node executables are --------------------------------------------------------------------
+
+def executable_dirs() -> list[Path]:
+    """Directories searched for qrsim_ros node executables, in order."""
+    dirs = []
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            dirs.append(Path(prefix) / "lib" / PACKAGE)
+    repo = Path(__file__).resolve().parents[2]
+    dirs += [repo / "install" / PACKAGE / "lib" / PACKAGE, repo / "scripts" / "bin"]
+    return dirs
+
+
+def find_executable(spec: NodeSpec) -> str | None:
+    """Path of a node's executable (qrsim_ros scripts in the install, others on PATH), or None."""
+    if spec.package != PACKAGE:
+        return shutil.which(spec.executable)
+    for d in executable_dirs():
+        if (d / spec.executable).is_file():
+            return str(d / spec.executable)
+    return None
+
+
+def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of node processes.
+
+    Children run this process's Python. The ROS wheels' bootstrapper re-executes a venv Python with
+    its LD_LIBRARY_PATH and marks that with _ROS_WHEELS_BOOTSTRAP_COMPLETE: inheriting both is right
+    for the same venv (no second exec), but a marker from another interpreter's environment must be
+    dropped, or the child would run without its own library path (notes/ROS2_ON_PIP.md).
+    """
+    env = dict(os.environ if base is None else base)
+    ours = os.path.join(sys.prefix, "lib")
+    if env.get("_ROS_WHEELS_BOOTSTRAP_COMPLETE") and ours not in env.get("LD_LIBRARY_PATH", "").split(
+            os.pathsep):
+        env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+        env.pop("LD_LIBRARY_PATH", None)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env["PYTHONUNBUFFERED"] = "1"  # lines reach the launcher as they are printed
+    env.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "1")
+    return env
+
+
+def _pdeathsig_wrapper() -> list[str]:
+    """``setpriv --pdeathsig TERM --``: the child gets SIGTERM if the launcher dies (even by SIGKILL),
+    so nothing is orphaned. setpriv (util-linux) sets it and execs the node in place (same pid)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+# --- console: forwarded logs + a status line -----------------------------------------------------------
+
+class Console:
+    """Serialises node output and the status line (redrawn with \\r on a terminal)."""
+
+    def __init__(self, stream: TextIO = sys.stdout) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._lock = threading.Lock()
+        self._status = ""
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            if self.tty and self._status:
+                self.stream.write("\r\033[K")
+            self.stream.write(text + "\n")
+            if self.tty and self._status:
+                self.stream.write(self._status)
+            self.stream.flush()
+
+    def status(self, text: str) -> None:
+        if not self.tty:
+            self.line(text)
+            return
+        with self._lock:
+            self._status = text
+            self.stream.write("\r\033[K" + text)
+            self.stream.flush()
+
+    def clear_status(self) -> None:
+        with self._lock:
+            if self.tty and self._status:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+            self._status = ""
+
+
+#: Log format of the single process: the node's name first, as the launcher's own prefix would be.
+SINGLE_PROCESS_LOG_FORMAT = "[{name}] [{severity}] [{time}]: {message}"
+
+
+def _forward(proc: subprocess.Popen[bytes], name: str, console: Console,
+             own_prefixes: tuple[str, ...] = ()) -> None:
+    """Forward every line prefixed ``[name]``; lines already starting with one of ``own_prefixes``
+    (the single process's nodes, logging with SINGLE_PROCESS_LOG_FORMAT) are forwarded as they are."""
+    assert proc.stdout is not None
+    for raw in iter(proc.stdout.readline, b""):
+        text = raw.decode("utf-8", errors="replace").rstrip()
+        console.line(text if own_prefixes and text.startswith(own_prefixes) else f"[{name}] {text}")
+    proc.stdout.close()
+
+
+# --- the run's progress (fed by a small rclpy node) -------------------------------------------------------
+
+@dataclass
+class Progress:
+    """Simulated time (summed over resets), real-time factor and the last task status."""
+
+    sim_elapsed_s: float = 0.0
+    first_wall: float | None = None
+    last_wall: float | None = None
+    first_sim_s: float = 0.0
+    _last_clock_s: float | None = None
+    _offset_s: float = 0.0
+    _window: collections.deque[tuple[float, float]] = field(default_factory=lambda: collections.deque())
+    status: Any = None
+    done: bool = False
+
+    def on_clock(self, t_s: float, wall: float) -> None:
+        if self._last_clock_s is not None and t_s < self._last_clock_s - 1e-9:
+            self._offset_s += self._last_clock_s  # the episode was reset: /clock restarted
+        self._last_clock_s = t_s
+        self.sim_elapsed_s = self._offset_s + t_s
+        if self.first_wall is None:
+            self.first_wall, self.first_sim_s = wall, self.sim_elapsed_s
+        self.last_wall = wall
+        self._window.append((wall, self.sim_elapsed_s))
+        while len(self._window) > 2 and wall - self._window[0][0] > 3.0:
+            self._window.popleft()
+
+    def on_status(self, msg: Any) -> None:
+        self.status = msg
+        if msg.done:
+            self.done = True
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """Simulated over wall seconds since the first /clock message."""
+        if self.first_wall is None or self.last_wall is None or self.last_wall <= self.first_wall:
+            return None
+        return (self.sim_elapsed_s - self.first_sim_s) / (self.last_wall - self.first_wall)
+
+    @property
+    def recent_real_time_factor(self) -> float | None:
+        if len(self._window) < 2 or self._window[-1][0] <= self._window[0][0]:
+            return None
+        (w0, s0), (w1, s1) = self._window[0], self._window[-1]
+        return (s1 - s0) / (w1 - w0)
+
+    def line(self) -> str:
+        parts = [f"sim {self.sim_elapsed_s:8.2f} s"]
+        rtf = self.recent_real_time_factor
+        parts.append(f"rtf {rtf:5.2f}" if rtf is not None else "rtf   -  ")
+        st = self.status
+        if st is None:
+            parts.append("waiting for /referee/status")
+        else:
+            parts.append(f"reward {st.reward:.4g} (total {st.cumulative_reward:.4g})")
+            if st.persons_total:
+                parts.append(f"persons {st.persons_found}/{st.persons_total}")
+            parts.append(f"step {st.step}")
+            if st.done:
+                parts.append(f"done: {st.done_reason or 'yes'}")
+        return " | ".join(parts)
+
+
+class StatusListener:
+    """A small rclpy node in the launcher: /clock and /referee/status feed a Progress."""
+
+    def __init__(self, progress: Progress) -> None:
+        import rclpy
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from rclpy.signals import SignalHandlerOptions
+        from rosgraph_msgs.msg import Clock
+
+        from qrsim_ros.msg import TaskStatus
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        # The launcher handles SIGINT/SIGTERM itself (orderly shutdown of the children).
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node(f"qrsim_launch_{os.getpid()}", context=self.context,
+                                      start_parameter_services=False)
+        # Best effort, depth 1: the status line needs the latest time, not every tick.
+        clock_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
+                               history=HistoryPolicy.KEEP_LAST)
+        # The referee latches its status (transient local): a late listener still gets the latest.
+        status_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+        self.node.create_subscription(
+            Clock, "/clock", lambda m: progress.on_clock(m.clock.sec + m.clock.nanosec * 1e-9,
+                                                         time.monotonic()), clock_qos)
+        self.node.create_subscription(TaskStatus, "/referee/status", progress.on_status, status_qos)
+        self.executor = _make_executor(self.context)
+        self.executor.add_node(self.node)
+
+    def spin_once(self, timeout_s: float) -> None:
+        self.executor.spin_once(timeout_sec=timeout_s)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.executor.shutdown(timeout_sec=1.0)
+        with contextlib.suppress(Exception):
+            self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
+def _make_executor(context: Any) -> Any:
+    try:
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    except Exception:  # older rclpy or a broken experimental build
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+
+
+# --- processes ------------------------------------------------------------------------------------------
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    thread: threading.Thread | None = None
+    required: bool = True  # rviz2 closing ends the run but is not a failure
+
+
+class Launcher:
+    """Starts the planned nodes, watches them, and stops them all."""
+
+    def __init__(self, specs: list[NodeSpec], resolved: ResolvedScenario, args: argparse.Namespace,
+                 console: Console) -> None:
+        self.specs = specs
+        self.resolved = resolved
+        self.args = args
+        self.console = console
+        self.children: list[Child] = []
+        self.died: list[tuple[str, int]] = []
+        self.killed: list[str] = []  # needed SIGKILL: a failure (it also leaves DDS files in /dev/shm)
+        self.unclean: list[str] = []  # exited non-zero while stopping: reported, not a failure
+        self.progress = Progress()
+        self.stop_reason: str | None = None
+        self._signals = 0
+        self._tmp = Path(tempfile.mkdtemp(prefix="qrsim_launch_"))
+
+    # commands
+    def commands(self) -> list[tuple[str, list[str], bool]]:
+        """(name, argv, required) per process."""
+        if self.args.single_process:
+            plan_file = self._tmp / "plan.json"
+            qrsim_specs = [s for s in self.specs if s.package == PACKAGE]
+            plan_file.write_text(json.dumps([s.to_dict() for s in qrsim_specs], indent=1), encoding="utf-8")
+            out = [("single_process", [sys.executable, "-m", "qrsim_ros.nodes.single_process",
+                                       "--plan", str(plan_file)], True)]
+            others = [s for s in self.specs if s.package != PACKAGE]
+        else:
+            out, others = [], self.specs
+        for spec in others:
+            exe = find_executable(spec)
+            assert exe is not None
+            params = self._tmp / f"{spec.name}.yaml"
+            params.write_text(yaml.safe_dump(spec.params_file_content(), sort_keys=False), encoding="utf-8")
+            argv = [sys.executable, exe] if spec.package == PACKAGE else [exe]
+            out.append((spec.name, [*argv, *spec.arguments, *spec.ros_arguments(params)],
+                        spec.package == PACKAGE))
+        return out
+
+    def _spawn(self, commands: list[tuple[str, list[str], bool]]) -> None:
+        for name, argv, required in commands:
+            env = child_environment()
+            own: tuple[str, ...] = ()
+            if name == "single_process":
+                env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", SINGLE_PROCESS_LOG_FORMAT)
+                own = tuple(f"[{s.name}] " for s in self.specs if s.package == PACKAGE)
+            proc = subprocess.Popen([*_pdeathsig_wrapper(), *argv], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+            thread = threading.Thread(target=_forward, args=(proc, name, self.console, own), daemon=True,
+                                      name=f"fwd-{name}")
+            thread.start()
+            self.children.append(Child(name, proc, thread, required))
+            self.console.line(f"[{PROG}] started {name} (pid {proc.pid})")
+
+    def _ready(self, listener: StatusListener, spec: NodeSpec) -> bool:
+        """The node exists in the graph and has subscribed to a vehicle topic (its inputs are up)."""
+        try:
+            subs = listener.node.get_subscriber_names_and_types_by_node(spec.name, spec.namespace)
+        except Exception:  # not discovered yet
+            return False
+        return any(topic.startswith("/uav") for topic, _ in subs)
+
+    def start(self, listener: StatusListener | None) -> None:
+        """Start every node; the clock owner last, once the others are subscribed to their inputs.
+
+        Without that barrier the clock would run before slow starters (scenario loading, terrain
+        generation) subscribe, and they would miss the first ticks. Single-process mode orders the
+        construction instead.
+        """
+        commands = self.commands()
+        first = [c for c in commands if c[0] != CLOCK_OWNER]
+        last = [c for c in commands if c[0] == CLOCK_OWNER]
+        self._spawn(first)
+        if not last:
+            return
+        awaited = [s for s in self.specs if s.package == PACKAGE and s.name != CLOCK_OWNER]
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        next_status = 0.0
+        while listener is not None and self.stop_reason is None:
+            waiting = [s.name for s in awaited if not self._ready(listener, s)]
+            if not waiting:
+                break
+            now = time.monotonic()
+            if now > deadline:
+                self.console.line(f"[{PROG}] after {STARTUP_TIMEOUT_S:g} s still waiting for "
+                                  f"{', '.join(waiting)}: starting {CLOCK_OWNER} anyway")
+                break
+            if now >= next_status:
+                self.console.status(f"[{PROG}] starting: waiting for {', '.join(waiting)}")
+                next_status = now + (0.25 if self.console.tty else STATUS_PERIOD_S)
+            listener.spin_once(0.05)
+            self._check_children()
+        if self.stop_reason is None:
+            self._spawn(last)
+
+    # main loop
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._signals += 1
+        if self.stop_reason is None:
+            self.stop_reason = "interrupted (SIGINT)" if signum == signal.SIGINT else "terminated (SIGTERM)"
+
+    def _check_children(self) -> None:
+        duration = float(self.args.duration or 0.0)
+        for child in self.children:
+            rc = child.proc.poll()
+            if rc is not None and self.stop_reason is None:
+                if child.required and rc != 0:
+                    self.died.append((child.name, rc))
+                    self.stop_reason = f"node {child.name} died ({_describe_exit(rc)})"
+                elif child.name in (CLOCK_OWNER, "single_process") and duration > 0:
+                    self.stop_reason = f"--duration {duration:g} s reached"
+                else:  # a node that ends by itself (status 0) ends the run, as rviz2 closing does
+                    self.stop_reason = f"{child.name} finished"
+
+    def watch(self, listener: StatusListener | None) -> None:
+        duration = float(self.args.duration or 0.0)
+        next_status = 0.0
+        while self.stop_reason is None:
+            if listener is not None:
+                listener.spin_once(0.05)
+            else:
+                time.sleep(0.05)
+            self._check_children()
+            if duration > 0 and self.progress.sim_elapsed_s >= duration - 1e-9:
+                self.stop_reason = self.stop_reason or f"--duration {duration:g} s reached"
+            if self.progress.done:
+                reason = self.progress.status.done_reason or "done"
+                self.stop_reason = self.stop_reason or f"episode done ({reason})"
+            now = time.monotonic()
+            if now >= next_status:
+                self.console.status(f"[{PROG}] {self.progress.line()}")
+                next_status = now + (0.25 if self.console.tty else STATUS_PERIOD_S)
+
+    def stop(self, listener: StatusListener | None) -> None:
+        """SIGINT every child, then SIGTERM, then SIGKILL after the timeouts; reap them all."""
+        self.console.clear_status()
+        escalated: dict[str, str] = {}
+        if self.stop_reason is not None and self.stop_reason.startswith("--duration"):
+            # The clock owner ends a --duration run by itself (it flushes its last messages first):
+            # give it that moment before the others are signalled.
+            owner = [c for c in self.children if c.name in (CLOCK_OWNER, "single_process")]
+            deadline = time.monotonic() + DURATION_GRACE_S
+            while any(c.proc.poll() is None for c in owner) and time.monotonic() < deadline \
+                    and self._signals == 0:
+                if listener is not None:
+                    listener.spin_once(0.05)
+                else:
+                    time.sleep(0.05)
+        running = [c for c in self.children if c.proc.poll() is None]
+        for sig, timeout_s in ((signal.SIGINT, SIGINT_TIMEOUT_S), (signal.SIGTERM, SIGTERM_TIMEOUT_S),
+                               (signal.SIGKILL, 5.0)):
+            if not running:
+                break
+            if sig != signal.SIGINT:
+                self.console.line(f"[{PROG}] sending {sig.name} to " + ", ".join(c.name for c in running))
+                escalated.update((c.name, sig.name) for c in running)
+            for c in running:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(sig)
+            deadline = time.monotonic() + timeout_s
+            signals_seen = self._signals
+            while running and time.monotonic() < deadline and self._signals == signals_seen:
+                if listener is not None:
+                    listener.spin_once(0.05)
+                else:
+                    time.sleep(0.05)
+                running = [c for c in running if c.proc.poll() is None]
+        died = {name for name, _ in self.died}
+        for c in self.children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                c.proc.wait(timeout=5.0)
+            if c.thread is not None:
+                c.thread.join(timeout=2.0)
+            rc = c.proc.returncode
+            if c.name in died:
+                continue
+            if rc is None or escalated.get(c.name) == "SIGKILL":
+                self.killed.append(c.name)
+            elif rc not in _CLEAN_STOP:
+                # Exiting by the signal we sent is a clean stop; any other status is not.
+                self.unclean.append(f"{c.name} ({_describe_exit(rc)} while stopping)")
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # summary
+    def summary(self, wall_s: float) -> str:
+        r, p, st = self.resolved, self.progress, self.progress.status
+        name = Path(r.config).stem
+        lockstep = {None: "", True: ", lockstep", False: ", free-running"}[self.args.lockstep]
+        mode = "one process" if self.args.single_process else f"{len(self.children)} processes"
+        text = [f"Summary: {name} (seed {r.seed}, {r.num_vehicles} vehicle{'s' * (r.num_vehicles != 1)}"
+                f"{lockstep}, {mode}) stopped: {self.stop_reason}."]
+        rtf = p.real_time_factor
+        if p.first_wall is None:
+            text.append(f"No /clock was received in {wall_s:.1f} s of wall time.")
+        else:
+            rtf_text = f"real-time factor {rtf:.2f}" if rtf is not None else "real-time factor n/a"
+            text.append(f"It simulated {p.sim_elapsed_s:.2f} s in {wall_s:.1f} s of wall time "
+                        f"({rtf_text} while the clock ran).")
+        if st is None:
+            text.append("No task status was received from the referee.")
+        else:
+            if r.task_type == "search_rescue" or st.persons_total:
+                text.append(f"Persons found: {st.persons_found} of {st.persons_total}.")
+            text.append(f"Reward: {st.cumulative_reward:.6g} after {st.step} task steps"
+                        f"{' (episode done: ' + st.done_reason + ')' if st.done else ''}.")
+        bag = bag_dir(self.specs)
+        if bag is not None:
+            text.append(f"Bag: {bag}.")
+        if self.died:
+            text.append("Died: " + ", ".join(f"{n} ({_describe_exit(rc)})" for n, rc in self.died) + ".")
+        if self.killed:
+            text.append("Needed SIGKILL: " + ", ".join(self.killed) + ".")
+        if self.unclean:
+            text.append("Exited with an error while stopping: " + ", ".join(self.unclean) + ".")
+        if not self.died and not self.unclean and not self.killed:
+            text.append(f"All {len(self.children)} process{'es' * (len(self.children) != 1)} "
+                        "stopped cleanly.")
+        return " ".join(text)
+
+
+def _describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
+
+
+# --- the command -------------------------------------------------------------------------------------------
+
+def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario]:
+    """``launch_plan.plan`` for the command-line arguments (the launch files' call, typed)."""
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration >= 0):
+        raise CliError(f"--duration {args.duration!r} must be a number of simulated seconds >= 0")
+    record: bool | str = args.record if isinstance(args.record, bool) else str(args.record)
+    try:
+        resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed)
+        specs = plan(args.scenario, args.variant, args.num_vehicles, args.seed, use_rviz=args.use_rviz,
+                     record=record, autopilot=args.autopilot, lockstep=args.lockstep,
+                     real_time_factor=args.real_time_factor, duration_s=float(args.duration or 0.0),
+                     node_parameters=parse_node_parameters(args.params), resolved=resolved)
+    except PlanError as exc:
+        raise CliError(str(exc)) from None
+    return specs, resolved
+
+
+def prepare(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario, list[str]]:
+    """The plan for the arguments, minus nodes that cannot start here (with a note for each)."""
+    specs, resolved = plan_for_args(args)
+    notes: list[str] = []
+    keep: list[NodeSpec] = []
+    missing: list[str] = []
+    for spec in specs:
+        if find_executable(spec) is not None:
+            keep.append(spec)
+        elif spec.executable == "recorder":
+            notes.append("recording is not available yet (no recorder node is installed): not recording")
+        elif spec.executable == "rviz2":
+            notes.append("rviz2 is not on PATH (it needs a ROS 2 distribution): not starting RViz")
+        else:
+            missing.append(spec.executable)
+    if missing:
+        raise CliError(f"node executable(s) not installed: {', '.join(missing)} (searched "
+                       f"{', '.join(str(d) for d in executable_dirs())}; after adding scripts run "
+                       "'./qrsim exec -- true' to refresh the colcon install)")
+    return keep, resolved, notes
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, start, watch, stop, summarise. 0 clean, 1 a node died or needed SIGKILL, 2 bad input."""
+    try:
+        specs, resolved, notes = prepare(args)
+    except CliError as exc:
+        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    console = Console(sys.stdout)
+    for note in notes:
+        console.line(f"[{PROG}] {note}")
+    console.line(f"[{PROG}] {Path(resolved.config).stem}: seed {resolved.seed}, {resolved.num_vehicles} "
+                 f"vehicle(s); nodes: {', '.join(s.name for s in specs)}"
+                 f"{' (one process)' if args.single_process else ''}")
+    launcher = Launcher(specs, resolved, args, console)
+    previous = {s: signal.signal(s, launcher._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    listener: StatusListener | None = None
+    t0 = time.monotonic()
+    try:
+        try:
+            listener = StatusListener(launcher.progress)
+        except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
+            console.line(f"[{PROG}] no status line: {exc}")
+        launcher.start(listener)
+        launcher.watch(listener)
+    finally:
+        if launcher.stop_reason is None:
+            launcher.stop_reason = "launcher error"
+        launcher.stop(listener)
+        if listener is not None:
+            listener.close()
+        launcher.cleanup()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    console.clear_status()
+    print(launcher.summary(time.monotonic() - t0), flush=True)
+    return 1 if launcher.died or launcher.killed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m qrsim_ros.cli.launch SCENARIO ...``."""
+    parser = _add_arguments(argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

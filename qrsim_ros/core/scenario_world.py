@@ -1,0 +1,113 @@
+"""The parts of a scenario's world that several processes must build identically (spec 4.4, 5.4).
+
+The in-process ``Simulator`` and the ROS nodes (``plume_field``, and the referee for the reward) each
+hold their own copy of the task's plume. They agree because they build it with this one function from
+the same scenario, the same mean-wind draw and the same named random streams:
+
+    rng = ContinuingStreams(RandomStreams(seed))      # once, kept across episodes
+    wind = MeanWind.from_params(scenario.wind, RandomStreams(seed)); wind.reset()   # per episode
+    world = build_scenario_plume(scenario, *plume_wind(wind), rng)                  # per episode
+
+Frames and units: NED [m] in the flight-area frame, seconds of simulated time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.scenario import Scenario
+from qrsim_ros.core.wind import MeanWind
+
+#: Height at which QRSim evaluates the mean wind for the plume models [m] (spec 4.4).
+PLUME_WIND_HEIGHT_M = 6.0
+
+PlumeModel = GaussianPlume | GaussianDispersionPlume | GaussianPuffPlume
+
+
+class ContinuingStreams(RandomStreams):
+    """The scenario's named streams, each created once and then continued.
+
+    The plume models take a RandomStreams and ask it for their named streams at every plume reset;
+    a plain RandomStreams would hand out a fresh generator each time, so every episode would redraw
+    the same plume. This keeps each stream's generator, so episodes differ (the first one is the same
+    as with a plain RandomStreams of the same seed).
+    """
+
+    def __init__(self, streams: RandomStreams) -> None:
+        super().__init__(streams.entropy)
+        self._generators: dict[tuple[str, int], np.random.Generator] = {}
+
+    def get(self, name: str, vehicle: int = 0) -> np.random.Generator:
+        key = (name, int(vehicle))
+        if key not in self._generators:
+            self._generators[key] = super().get(name, vehicle)
+        return self._generators[key]
+
+
+@dataclass(frozen=True, eq=False)
+class ScenarioPlume:
+    """One episode's plume: the model, the M reference locations (M, 3) NED [m] and the reference
+    samples (K, M) the plume task's reward compares against (empty when not computed)."""
+
+    plume: PlumeModel
+    locations_ned: Array
+    reference_samples: Array
+
+
+def plume_wind(wind: MeanWind) -> tuple[float, float]:
+    """(speed [m/s], direction the wind blows FROM [rad]) of the mean wind at the plume height (6 m)."""
+    return wind.speed_and_direction_at(PLUME_WIND_HEIGHT_M)
+
+
+def build_scenario_plume(scenario: Scenario, wind_speed_mps: float, wind_direction_rad: float,
+                         rng: RandomStreams, *, reference: bool = True) -> ScenarioPlume:
+    """Draw the plume of a plume scenario as QRSim's area reset does (spec 4.4, tasks 3A-3G).
+
+    ``rng``: the scenario's streams, normally a ``ContinuingStreams`` kept across episodes (every
+    purpose has its own named stream: ``plume_area.reset``, ``.emissions``, ``.locations``,
+    ``.reference``). ``reference=False`` skips the reference locations and samples (a node that only
+    needs the concentration field); since they draw from their own streams, skipping them does not
+    change the plumes of later episodes.
+    """
+    p = scenario.plume
+    if p is None:
+        raise ValueError(f"scenario {scenario.name!r} has no plume section")
+    limits = scenario.area_limits_ned
+    speed, direction = wind_speed_mps, wind_direction_rad
+    plume: PlumeModel
+    if p.type == "gaussian":
+        plume = GaussianPlume.sample(rng, limits, sigma_range_m=p.sigma_range_m)
+        if p.sources_ned is not None:  # fixed source (and peak): the spreads and yaw stay drawn
+            q0 = p.emission_rates[0] if p.emission_rates is not None else plume.q0
+            plume = GaussianPlume(p.sources_ned[0], plume.sigmas_m, plume.yaw_rad, q0,
+                                  area_limits_ned=limits)
+    elif p.sources_ned is not None:
+        if p.type == "gaussian_dispersion":
+            plume = GaussianDispersionPlume(np.asarray(p.sources_ned), np.asarray(p.emission_rates),
+                                            speed, direction, p.a, p.b, area_limits_ned=limits)
+        else:
+            plume = GaussianPuffPlume(np.asarray(p.sources_ned), speed, direction, p.a, p.b, p.mu_s,
+                                      p.q_range, area_limits_ned=limits, rng=rng, area_dt_s=p.area_dt_s)
+    elif p.type == "gaussian_dispersion":
+        plume = GaussianDispersionPlume.sample(
+            rng, limits, wind_speed_mps=speed, wind_direction_rad=direction,
+            num_sources_range=p.num_sources_range, q_range=p.q_range, a=p.a, b=p.b)
+    else:
+        plume = GaussianPuffPlume.sample(
+            rng, limits, wind_speed_mps=speed, wind_direction_rad=direction,
+            num_sources_range=p.num_sources_range, q_range=p.q_range, a=p.a, b=p.b, mu_s=p.mu_s,
+            area_dt_s=p.area_dt_s)
+    if not reference:
+        return ScenarioPlume(plume, np.zeros((0, 3)), np.zeros((0, 0)))
+    m, k = scenario.task.num_reference_locations, scenario.task.samples_per_location
+    locations = plume.reference_locations(m, rng)
+    if isinstance(plume, GaussianPuffPlume):
+        samples = plume.reference_samples(locations, k, rng)
+    else:
+        samples = plume.reference_samples(locations)
+    return ScenarioPlume(plume, locations, samples)

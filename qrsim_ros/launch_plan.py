@@ -1,0 +1,432 @@
+"""The launch plan: which nodes a scenario needs, with their names, namespaces, remappings and parameters.
+
+One plain-Python function, ``plan(...)``, computes the node set once; both the ROS 2 launch files
+(``launch/<family>.launch.py``, through ``plan_from_launch_arguments``) and the embedded launcher
+(``qrsim launch``, ``qrsim_ros.cli.launch``) turn its ``NodeSpec`` list into processes, so the two
+start exactly the same graph. Nothing here imports rclpy or launch.
+
+Scenario families and their config files (config/<name>.yaml):
+
+- ``search_rescue`` + variant 2a..2d -> ``search_rescue_2a`` ... (default 2c)
+- ``plume`` + variant 3a..3g -> ``plume_3a`` ... (default 3a)
+- ``cats_mouse`` + variant 1a..1c -> ``cats_mouse_1a`` ... (default 1a)
+- ``keep_spot`` (no variant) -> ``keep_spot``
+
+Any other scenario file name (``goto_waypoint``, ``search_rescue_2b``) or a YAML path is accepted
+too, without a variant. The variant may be written ``2c``, ``2C``, ``c`` or ``C``.
+
+Node set: every scenario runs ``vehicle_dynamics``, ``wind_field``, ``imu``, ``gps``, ``altimeter``
+and ``referee``; ``camera_detector`` for search and rescue, ``plume_field`` for plume mapping,
+``flight_controller`` when any vehicle is flown through a controller (control mode other than
+``attitude``), ``example_autopilot`` when requested (every task has a baseline), ``recorder`` when recording,
+``rviz2`` when requested. Every node is in the root namespace and serves all vehicles (``uav1``...).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Scenario families with variants: family -> (variants, default variant).
+FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "search_rescue": (("2a", "2b", "2c", "2d"), "2c"),
+    "plume": (("3a", "3b", "3c", "3d", "3e", "3f", "3g"), "3a"),
+    "cats_mouse": (("1a", "1b", "1c"), "1a"),
+    "keep_spot": ((), None),
+}
+#: The four families that have a launch file (launch/<family>.launch.py).
+LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
+#: Task types (scenario ``task.type``) the built-in example autopilot flies: all of them, with the task's
+#: baseline policy (search pattern, pursuit, random search; hover for the generic tasks).
+AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
+                   "search_rescue", "plume")
+#: Nodes every scenario runs.
+CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
+#: Nodes that subscribe to every vehicle's ground_truth/odom (vehicle_dynamics waits for them).
+GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
+                                    "referee"})
+#: Largest seed a node parameter takes (the nodes' ``seed`` range).
+MAX_SEED = 2**31 - 1
+PACKAGE = "qrsim_ros"
+
+#: The launch files' arguments: (name, description). Defaults come from ``launch_defaults``.
+LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
+    ("variant", "scenario variant, e.g. 2c for search_rescue (empty: the family's default; "
+                "keep_spot has none)"),
+    ("num_vehicles", "number of vehicles (0: the scenario file's)"),
+    ("seed", "random seed (-1: the scenario file's; 0: from the clock, resolved once for all nodes)"),
+    ("use_rviz", "start RViz (true/false)"),
+    ("record", "record a rosbag2 bag: false, true (bags/<scenario>_<time>) or an output directory"),
+    ("autopilot", "fly the built-in example autopilot (true/false)"),
+)
+
+
+class PlanError(ValueError):
+    """Bad launch arguments; the message names the argument, its value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node to start: what ``launch_ros.actions.Node`` or a process needs.
+
+    ``parameters`` maps parameter names to plain values (bool, int, float, str, lists of them);
+    ``remappings`` are (from, to) pairs; ``arguments`` are extra command-line arguments (before
+    ``--ros-args``). ``package`` is ``qrsim_ros`` except for third-party tools (rviz2).
+    """
+
+    executable: str
+    name: str
+    namespace: str = "/"
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    remappings: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[str, ...] = ()
+    package: str = PACKAGE
+
+    @property
+    def fully_qualified_name(self) -> str:
+        ns = self.namespace.rstrip("/")
+        return f"{ns}/{self.name}" if ns else f"/{self.name}"
+
+    @property
+    def module(self) -> str | None:
+        """The Python module of a qrsim_ros node (``qrsim_ros.nodes.<executable>``), else None."""
+        return f"{PACKAGE}.nodes.{self.executable}" if self.package == PACKAGE else None
+
+    def params_file_content(self) -> dict[str, Any]:
+        """A ROS 2 parameter file's content for this node (keyed by its fully qualified name)."""
+        return {self.fully_qualified_name: {"ros__parameters": dict(self.parameters)}}
+
+    def ros_arguments(self, params_file: str | os.PathLike[str] | None = None) -> list[str]:
+        """``--ros-args`` for a process: name, namespace, remappings and the parameter file.
+
+        Without ``params_file`` the parameters are passed as ``-p name:=value`` (YAML values).
+        """
+        args = ["--ros-args", "-r", f"__node:={self.name}", "-r", f"__ns:={self.namespace}"]
+        for src, dst in self.remappings:
+            args += ["-r", f"{src}:={dst}"]
+        if params_file is not None:
+            args += ["--params-file", os.fspath(params_file)]
+        else:
+            for key, value in self.parameters.items():
+                args += ["-p", f"{key}:={_yaml_scalar(value)}"]
+        return args
+
+    def launch_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``launch_ros.actions.Node`` for this node."""
+        return {
+            "package": self.package,
+            "executable": self.executable,
+            "name": self.name,
+            "namespace": self.namespace,
+            "parameters": [dict(self.parameters)],
+            "remappings": [tuple(r) for r in self.remappings],
+            "arguments": list(self.arguments),
+            "output": "screen",
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "executable": self.executable, "name": self.name, "namespace": self.namespace,
+            "parameters": dict(self.parameters), "remappings": [list(r) for r in self.remappings],
+            "arguments": list(self.arguments), "package": self.package,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NodeSpec:
+        return cls(
+            executable=str(data["executable"]), name=str(data["name"]),
+            namespace=str(data.get("namespace", "/")), parameters=dict(data.get("parameters", {})),
+            remappings=tuple((str(a), str(b)) for a, b in data.get("remappings", ())),
+            arguments=tuple(str(a) for a in data.get("arguments", ())),
+            package=str(data.get("package", PACKAGE)),
+        )
+
+
+def _yaml_scalar(value: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+
+
+# --- scenario names -----------------------------------------------------------------------------
+
+def normalise_variant(family: str, variant: str) -> str:
+    """``2C`` / ``c`` -> ``2c`` for search_rescue; PlanError if the family has no such variant."""
+    variants, _ = FAMILY_VARIANTS[family]
+    v = str(variant).strip().lower()
+    if not variants:
+        raise PlanError(f"variant={variant!r}: {family} has no variants")
+    prefix = variants[0][:-1]
+    if len(v) == 1 and v.isalpha():
+        v = prefix + v
+    if v not in variants:
+        raise PlanError(f"variant={variant!r} is not a {family} variant; one of {', '.join(variants)}")
+    return v
+
+
+def config_name(scenario: str, variant: str | None = None) -> str:
+    """The scenario file a family + variant selects (``search_rescue`` + ``2C`` -> ``search_rescue_2c``).
+
+    A scenario that is not a family (a config name or a YAML path) is returned unchanged; it takes no
+    variant.
+    """
+    scenario = str(scenario).strip()
+    if not scenario:
+        raise PlanError("scenario is empty; one of " + ", ".join(FAMILY_VARIANTS) + " or a config name")
+    variant = None if variant is None or str(variant).strip() == "" else str(variant)
+    if scenario in FAMILY_VARIANTS:
+        _, default = FAMILY_VARIANTS[scenario]
+        if variant is None:
+            return f"{scenario}_{default}" if default else scenario
+        return f"{scenario}_{normalise_variant(scenario, variant)}"
+    if variant is not None:
+        raise PlanError(f"variant={variant!r} given for scenario {scenario!r}, which is not a family with "
+                        f"variants ({', '.join(f for f, (v, _) in FAMILY_VARIANTS.items() if v)})")
+    return scenario
+
+
+def default_bag_dir(config: str, now: float | None = None) -> str:
+    """``bags/<config>_<YYYYmmdd_HHMMSS>`` under the current directory (absolute)."""
+    stem = Path(config).stem
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(now))
+    return os.path.abspath(os.path.join("bags", f"{stem}_{stamp}"))
+
+
+def rviz_config() -> str | None:
+    """The RViz configuration shipped with the package (rviz/qrsim.rviz), if there is one."""
+    here = Path(__file__).resolve()
+    candidates = [here.parents[1] / "rviz" / "qrsim.rviz"]
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            candidates.append(Path(prefix) / "share" / PACKAGE / "rviz" / "qrsim.rviz")
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    return None
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """What ``plan`` resolved: the config (name or absolute path), its task type, seed and vehicles."""
+
+    config: str
+    task_type: str
+    seed: int
+    num_vehicles: int
+    control_modes: tuple[str, ...]
+    duration_s: float  # the episode length (task.duration_steps * task.dt_s) [s]
+
+
+def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
+                     seed: int = -1) -> ResolvedScenario:
+    """Load and validate the scenario once; resolve seed -1 (the file's) and 0 (from the clock)."""
+    from qrsim_ros.core.config_loader import ScenarioError
+    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.validation import ConfigError
+
+    config = config_name(scenario, variant)
+    _check_int("num_vehicles", num_vehicles, 0, 10000)
+    _check_int("seed", seed, -1, MAX_SEED)
+    overrides: dict[str, Any] = {}
+    if num_vehicles > 0:
+        overrides["num_vehicles"] = num_vehicles
+    if seed >= 0:
+        overrides["seed"] = seed
+    try:
+        loaded = load_scenario(config, overrides)
+    except (ScenarioError, ConfigError) as exc:
+        raise PlanError(f"scenario {config!r}: {exc}") from None
+    if config.endswith((".yaml", ".yml")) or os.sep in config:
+        config = os.path.abspath(config)  # nodes may start elsewhere
+    effective = loaded.seed
+    if effective == 0:
+        # "From the clock" must be drawn once here: every node has to build the same streams.
+        effective = secrets.randbelow(MAX_SEED) + 1
+    if effective > MAX_SEED:
+        raise PlanError(f"seed={effective} (from the scenario file) exceeds the nodes' maximum {MAX_SEED}")
+    return ResolvedScenario(
+        config=config, task_type=loaded.task.type, seed=int(effective), num_vehicles=loaded.num_vehicles,
+        control_modes=tuple(loaded.control_modes()),
+        duration_s=loaded.task.duration_steps * loaded.task.dt_s,
+    )
+
+
+def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed: int = -1,
+         use_rviz: bool = False, record: bool | str | os.PathLike[str] = False, autopilot: bool = True,
+         lockstep: bool | None = None, real_time_factor: float | None = None, duration_s: float = 0.0,
+         node_parameters: Mapping[str, Mapping[str, Any]] | None = None,
+         resolved: ResolvedScenario | None = None) -> list[NodeSpec]:
+    """The nodes of one scenario run, in start order.
+
+    scenario/variant: a family and its variant, or a config name / YAML path (no variant).
+    num_vehicles: 0 = the file's. seed: -1 = the file's, 0 = from the clock (drawn once here, so
+    every node gets the same concrete seed). use_rviz: add rviz2. record: False, True (bag in
+    ``default_bag_dir``) or the bag directory. autopilot: add the example autopilot (it flies the task's
+    baseline). lockstep / real_time_factor: ``vehicle_dynamics`` parameters (None = its default).
+    duration_s: simulated seconds the run should last (0 = until stopped): ``vehicle_dynamics``'s
+    ``duration_s`` (it stops the clock there and exits with status 0). node_parameters: extra
+    parameters per node name, applied last (e.g. ``{"vehicle_dynamics": {"lockstep_timeout_s": 5.0}}``).
+    resolved: a ``resolve_scenario`` result to reuse (it must match scenario/variant/num_vehicles/seed).
+
+    Raises PlanError naming the bad argument.
+    """
+    for name, value in (("use_rviz", use_rviz), ("autopilot", autopilot)):
+        if not isinstance(value, bool):
+            raise PlanError(f"{name}={value!r} must be true or false")
+    if lockstep is not None and not isinstance(lockstep, bool):
+        raise PlanError(f"lockstep={lockstep!r} must be true, false or unset")
+    if real_time_factor is not None and not _is_non_negative_number(real_time_factor):
+        raise PlanError(f"real_time_factor={real_time_factor!r} must be a number >= 0 "
+                        "(1 = wall-clock pace, 0 = as fast as possible)")
+    if not _is_non_negative_number(duration_s):
+        raise PlanError(f"duration_s={duration_s!r} must be a number of seconds >= 0 (0 = the episode)")
+    if not isinstance(record, (bool, str, os.PathLike)) or (isinstance(record, str) and not record.strip()):
+        raise PlanError(f"record={record!r} must be true, false or an output directory")
+
+    res = resolved or resolve_scenario(scenario, variant, num_vehicles, seed)
+    common: dict[str, Any] = {
+        "scenario": res.config, "seed": res.seed, "num_vehicles": res.num_vehicles, "use_sim_time": True,
+    }
+
+    dynamics = dict(common)
+    # The clock owner runs on wall time: it is the one that publishes /clock.
+    dynamics["use_sim_time"] = False
+    if lockstep is not None:
+        dynamics["lockstep"] = lockstep
+    if real_time_factor is not None:
+        dynamics["real_time_factor"] = float(real_time_factor)
+    if duration_s > 0:
+        # The clock owner stops itself (exit status 0) after exactly this much simulated time.
+        dynamics["duration_s"] = float(duration_s)
+
+    specs = [NodeSpec("vehicle_dynamics", "vehicle_dynamics", parameters=dynamics)]
+    specs += [NodeSpec(exe, exe, parameters=dict(common)) for exe in CORE_NODES[1:]]
+    if res.task_type == "search_rescue":
+        specs.append(NodeSpec("camera_detector", "camera_detector", parameters=dict(common)))
+    if res.task_type == "plume":
+        specs.append(NodeSpec("plume_field", "plume_field", parameters=dict(common)))
+    specs.append(NodeSpec("referee", "referee", parameters=dict(common)))
+    if any(mode != "attitude" for mode in res.control_modes):
+        specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))
+    if autopilot and res.task_type in AUTOPILOT_TASKS:
+        specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))
+    # Start gate: tick 0 waits until every planned consumer of ground truth is matched (discovery).
+    dynamics["start_subscribers"] = sum(spec.executable in GROUND_TRUTH_CONSUMERS for spec in specs)
+    if record is not False:
+        bag = default_bag_dir(res.config) if record is True else os.path.abspath(os.fspath(record))
+        specs.append(NodeSpec("recorder", "recorder", parameters={**common, "output_dir": bag}))
+    if use_rviz:
+        cfg = rviz_config()
+        specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},
+                              arguments=("-d", cfg) if cfg else ()))
+    return _apply_node_parameters(specs, node_parameters)
+
+
+def _apply_node_parameters(specs: list[NodeSpec],
+                           extra: Mapping[str, Mapping[str, Any]] | None) -> list[NodeSpec]:
+    if not extra:
+        return specs
+    names = [s.name for s in specs]
+    unknown = [n for n in extra if n not in names]
+    if unknown:
+        raise PlanError(f"node parameters for {', '.join(map(repr, unknown))}: not in this plan "
+                        f"(nodes: {', '.join(names)})")
+    return [NodeSpec(s.executable, s.name, s.namespace, {**s.parameters, **extra.get(s.name, {})},
+                     s.remappings, s.arguments, s.package) for s in specs]
+
+
+def bag_dir(specs: Iterable[NodeSpec]) -> str | None:
+    """The bag directory of a plan's recorder, if it records."""
+    for s in specs:
+        if s.executable == "recorder":
+            return str(s.parameters.get("output_dir"))
+    return None
+
+
+# --- launch-file arguments (strings) ------------------------------------------------------------
+
+def launch_defaults(family: str) -> dict[str, str]:
+    """The launch files' default argument values (strings)."""
+    if family not in LAUNCH_FAMILIES:
+        raise PlanError(f"no launch file for {family!r}; families: {', '.join(LAUNCH_FAMILIES)}")
+    return {"variant": FAMILY_VARIANTS[family][1] or "", "num_vehicles": "0", "seed": "-1",
+            "use_rviz": "false", "record": "false", "autopilot": "true"}
+
+
+def parse_bool(name: str, text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    t = str(text).strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off", ""):
+        return False
+    raise PlanError(f"{name}={text!r} must be true or false")
+
+
+def parse_int(name: str, text: str | int) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise PlanError(f"{name}={text!r} must be an integer") from None
+
+
+def parse_record(text: str | bool) -> bool | str:
+    if isinstance(text, bool):
+        return text
+    t = str(text).strip()
+    if t.lower() in ("true", "1", "yes", "on"):
+        return True
+    if t.lower() in ("false", "0", "no", "off", ""):
+        return False
+    return t
+
+
+def plan_from_launch_arguments(family: str, values: Mapping[str, str]) -> list[NodeSpec]:
+    """``plan`` from the launch files' string arguments (``ros2 launch ... seed:=3 use_rviz:=true``)."""
+    args = {**launch_defaults(family), **{k: v for k, v in values.items() if v is not None}}
+    unknown = sorted(set(args) - {name for name, _ in LAUNCH_ARGUMENTS})
+    if unknown:
+        raise PlanError(f"unknown launch argument(s): {', '.join(unknown)}")
+    return plan(
+        family,
+        variant=args["variant"] or None,
+        num_vehicles=parse_int("num_vehicles", args["num_vehicles"]),
+        seed=parse_int("seed", args["seed"]),
+        use_rviz=parse_bool("use_rviz", args["use_rviz"]),
+        record=parse_record(args["record"]),
+        autopilot=parse_bool("autopilot", args["autopilot"]),
+    )
+
+
+def split_installed(specs: Iterable[NodeSpec], lib_dir: str | os.PathLike[str]) -> tuple[
+        list[NodeSpec], list[NodeSpec]]:
+    """(specs whose qrsim_ros executable exists in ``lib_dir``, specs whose executable is missing).
+
+    Third-party nodes (rviz2) are always in the first list: their packages are looked up elsewhere.
+    """
+    present, missing = [], []
+    for s in specs:
+        if s.package != PACKAGE or (Path(lib_dir) / s.executable).is_file():
+            present.append(s)
+        else:
+            missing.append(s)
+    return present, missing
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise PlanError(f"{name}={value!r} must be an integer in [{lo}, {hi}]")
+
+
+def _is_non_negative_number(value: Any) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            and value >= 0)

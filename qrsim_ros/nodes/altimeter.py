@@ -1,0 +1,77 @@
+"""The ``altimeter`` node: the barometric altimeter of every vehicle (spec 3.1, ``AltimeterGM``).
+
+Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
+``sensor_messages.GroundTruthSync``); on every update tick of the altimeter (50 Hz with the QRSim
+configs) publishes ``uavN/altimeter`` (qrsim_ros/Altitude, frame ``uavN/base_link``) stamped t_k:
+height above the scenario's ground [m, up], vertical speed [m/s, up] and the stationary height-error
+variance [m^2] (0 for a noiseless altimeter).
+
+The model is the altimeter of the core's ``Ahars`` built with the Simulator's streams
+(``RandomStreams(seed)``, stream ``altimeter``), so with the same seed and ground truth the output
+equals the Simulator's. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from rclpy.node import Node
+
+from qrsim_ros.core.ahars import Ahars
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.nodes.common import (
+    QOS_RELIABLE,
+    base_link_frame,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.sensor_messages import (
+    GroundTruthSync,
+    Outgoing,
+    altitude_message,
+    time_of_tick,
+)
+
+
+class AltimeterNode(Node):
+    """One Ahars altimeter for all vehicles; publishes ``uavN/altimeter``."""
+
+    def __init__(self) -> None:
+        super().__init__("altimeter")
+        from qrsim_ros.msg import Altitude
+
+        sc = declare_scenario(self)
+        n = sc.num_vehicles
+        streams = RandomStreams(sc.seed)
+        # The composite applies ``ahars.on``; only its altimeter is used here (the imu node has the rest).
+        self.altimeter = Ahars(n, sc.vehicle.ahars, streams).altimeter
+        self._variance_m2 = self.altimeter.variances()[0]
+        self._frames = [base_link_frame(i) for i in range(n)]
+        self._pubs = [self.create_publisher(Altitude, f"{vehicle_namespace(i)}/altimeter", QOS_RELIABLE)
+                      for i in range(n)]
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self.get_logger().info(f"altimeter: {n} vehicles, scenario {sc.name!r}, "
+                               f"seed entropy {streams.entropy}")
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        alt = self.altimeter
+        if reset:
+            alt.reset(x)
+        elif not alt.step(k, x):
+            return []
+        stamp = time_of_tick(k)
+        h, v = alt.height_m, alt.vertical_speed_mps
+        return [(self._pubs[i], altitude_message(stamp, self._frames[i], h[i], v[i], self._variance_m2))
+                for i in np.flatnonzero(present)]
+
+
+def main() -> int:
+    return run_node(AltimeterNode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

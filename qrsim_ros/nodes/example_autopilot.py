@@ -1,0 +1,270 @@
+"""example_autopilot: a baseline autopilot that flies a scenario through the public topics only.
+
+It reads what a real autopilot could read -- ``uavN/imu/data``, ``uavN/gps/fix``, ``uavN/gps/vel``,
+``uavN/altimeter``, ``uavN/camera/detections`` (search and rescue), ``uavN/plume/concentration``
+(plume) and ``/referee/status`` -- and writes set points: ``uavN/cmd/velocity`` (velocity modes,
+frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode).
+
+The planning is not written here: the node runs the in-process baselines of ``qrsim_ros.policies``
+(parameter ``policy``, default ``auto``) on a ``TopicView``, an ``AutopilotView`` look-alike filled
+from the topics. With ``auto``, search and rescue flies ``policies.search_pattern.SearchPattern``:
+a lawn-mower over the area's central part with lanes spaced by the camera footprint, an evidence map
+of the classifier's llkd, and descend-and-hover over high-llkd points until the referee counts the
+person found; cats and mouse flies ``Pursuit`` and plume mapping ``RandomSearch``.
+
+Cadence: the policy is asked for new set points whenever the referee publishes a task step
+(``/referee/status``), as the in-process runner calls it once per task step; the set points are held
+by the flight controller in between. A new episode (the status' step goes back to 0) rebuilds the
+policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
+waits for the next episode.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, NavSatFix, PointCloud2
+
+from qrsim_ros.core.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.scenario import CONTROL_MODES
+from qrsim_ros.core.tasks import TaskContext, make_task
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_RELIABLE,
+    ParameterError,
+    base_link_frd_frame,
+    declare,
+    declare_scenario,
+    run_node,
+    seconds_from_stamp,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
+from qrsim_ros.nodes.sensor_messages import cloud_points
+from qrsim_ros.policies import make_factory, policy_names
+from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
+
+
+@dataclass(frozen=True)
+class CameraFrame:
+    """One ``camera/detections`` frame as the policies read a ``CameraObservation``: window ground
+    centres (nf2, nf1, 3) NED [m] and their llkd (nf2, nf1); ``t_s`` the frame's time."""
+
+    t_s: float
+    centres_ned: Array
+    llkd_grid: Array
+
+    @property
+    def empty(self) -> bool:
+        return self.llkd_grid.size == 0
+
+
+class TopicView:
+    """What ``policies.base.AutopilotView`` offers, filled from the public topics of a running graph."""
+
+    def __init__(self, scenario: Any) -> None:
+        self.scenario = scenario
+        n = scenario.num_vehicles
+        self.num_vehicles = n
+        self.control_modes = tuple(scenario.control_modes())
+        task = make_task(TaskContext(scenario))  # type: ignore[arg-type]
+        rows = [int(i) for i in task.agent_vehicles]
+        modes = [self.control_modes[i] for i in rows]
+        self.action_spec = {"vehicles": rows, "modes": modes,
+                            "width": max(len(CONTROL_MODES[m]) for m in modes),
+                            "columns": {m: CONTROL_MODES[m] for m in dict.fromkeys(modes)}}
+        self.seed_entropy = RandomStreams(scenario.seed).entropy
+        self.assembler = EstimatedStateAssembler(n, scenario.origin)
+        self.valid = np.ones(n, bool)
+        self.frames: list[CameraFrame | None] = [None] * n
+        self.concentration = np.full(n, np.nan)
+        self.plume_locations = np.zeros((0, 3))
+        self.time_s = 0.0
+        self.step_count = 0
+
+    # static facts, as AutopilotView
+    @property
+    def scenario_name(self) -> str:
+        return self.scenario.name
+
+    @property
+    def task(self) -> Any:
+        return self.scenario.task
+
+    @property
+    def camera_params(self) -> Any:
+        return self.scenario.vehicle.camera
+
+    @property
+    def area_limits_ned(self) -> tuple[float, ...]:
+        return tuple(self.scenario.area_limits_ned)
+
+    def policy_rng(self, name: str) -> np.random.Generator:
+        return RandomStreams(self.seed_entropy).get(f"policy.{name}")
+
+    # observations
+    def estimated_state(self) -> Array:
+        return self.assembler.estimated_state(self.valid)
+
+    def camera_observations(self) -> list[CameraFrame | None]:
+        return list(self.frames)
+
+    def plume_readings(self) -> Array:
+        return self.concentration.copy()
+
+    def new_episode(self, t_s: float) -> None:
+        """A new episode started at simulated time ``t_s``: forget camera frames taken after it (the old
+        episode's). Sensor values are kept: the new episode's first ones may already be in."""
+        self.frames = [f if f is not None and f.t_s <= t_s else None for f in self.frames]
+        self.valid[:] = True
+
+
+class ExampleAutopilot(Node):
+    """Runs a baseline policy on the public topics (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("example_autopilot")
+        sc = declare_scenario(self)
+        self.scenario = sc
+        spec = declare(self, "policy", "auto", "baseline policy: " + ", ".join(policy_names())
+                       + " or MODULE:FUNC (qrsim_ros.policies)")
+        try:
+            self.factory = make_factory(spec, sc.task.type)
+        except PolicyError as exc:
+            raise ParameterError(f"parameter 'policy'={spec!r}: {exc}") from None
+        self.policy_spec = spec
+        self.view = TopicView(sc)
+        self.policy: Any = None
+        self.episode_done = False
+        self.steps_flown = 0
+        n = sc.num_vehicles
+        a = self.view.assembler
+        for i in range(n):
+            ns = vehicle_namespace(i)
+            sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
+            sub(Imu, f"{ns}/imu/data", partial(a.set_imu, i))
+            sub(Altitude, f"{ns}/altimeter", partial(a.set_altitude, i))
+            sub(NavSatFix, f"{ns}/gps/fix", partial(a.set_gps_fix, i))
+            sub(TwistStamped, f"{ns}/gps/vel", partial(a.set_gps_velocity, i))
+            if sc.task.type == "search_rescue":
+                self.create_subscription(PointCloud2, f"{ns}/camera/detections",
+                                         lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
+            if sc.task.type == "plume":
+                self.create_subscription(Concentration, f"{ns}/plume/concentration",
+                                         lambda m, i=i: self._on_concentration(i, m), QOS_RELIABLE)
+        self._pubs: dict[int, Any] = {}
+        for i, mode in zip(self.view.action_spec["vehicles"], self.view.action_spec["modes"], strict=True):
+            ns = vehicle_namespace(i)
+            if mode == "waypoint":
+                self._pubs[i] = self.create_publisher(PoseStamped, f"{ns}/cmd/pose", QOS_RELIABLE)
+            elif mode == "attitude":
+                self._pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
+            else:
+                self._pubs[i] = self.create_publisher(TwistStamped, f"{ns}/cmd/velocity", QOS_RELIABLE)
+        self.create_subscription(TaskStatus, "/referee/status", self._on_status, QOS_RELIABLE)
+        self._last_step: int | None = None
+        self.get_logger().info(f"example_autopilot: policy {spec!r} for {sc.task.type!r}, vehicles "
+                               f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
+
+    # --- observations ---------------------------------------------------------------------------------
+    def _on_detections(self, i: int, msg: PointCloud2) -> None:
+        try:
+            pts = cloud_points(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"{vehicle_namespace(i)}/camera/detections: {exc}",
+                                      throttle_duration_sec=5.0)
+            return
+        xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=-1).astype(float)
+        self.view.frames[i] = CameraFrame(seconds_from_stamp(msg.header.stamp), enu_to_ned(xyz),
+                                          pts["llkd"].astype(float))
+
+    def _on_concentration(self, i: int, msg: Concentration) -> None:
+        self.view.concentration[i] = msg.concentration
+
+    # --- one task step ----------------------------------------------------------------------------------
+    def _on_status(self, msg: TaskStatus) -> None:
+        view = self.view
+        if len(msg.vehicle_valid) == view.num_vehicles:
+            view.valid[:] = np.asarray(msg.vehicle_valid, bool)
+        new_episode = self._last_step is None or msg.step < self._last_step or (
+            msg.step == 0 and self._last_step != 0)
+        self._last_step = int(msg.step)
+        view.time_s, view.step_count = float(msg.time), int(msg.step)
+        if new_episode:
+            self.policy = None
+            self.episode_done = False
+            view.new_episode(float(msg.time))
+        if msg.done:
+            if not self.episode_done:
+                self.episode_done = True
+                self.get_logger().info(f"episode done ({msg.done_reason}): {msg.persons_found}/"
+                                       f"{msg.persons_total} persons, reward {msg.cumulative_reward:.4g}")
+                self._publish(np.zeros((len(view.action_spec["vehicles"]), view.action_spec["width"])),
+                              msg, stop=True)
+            return
+        try:
+            if self.policy is None:
+                rows = np.asarray(view.action_spec["vehicles"], int)
+                ex = view.estimated_state()[rows]
+                if not np.all(np.isfinite(ex[view.valid[rows]][:, [0, 1, 5, 16]])):
+                    return  # the policies plan from the estimated states: wait for every sensor
+                self.policy = instantiate(self.factory, view)  # type: ignore[arg-type]
+            actions = self.policy(view)
+            actions = check_actions(actions, view, f"policy {self.policy_spec!r}")  # type: ignore[arg-type]
+        except Exception as exc:  # a policy must never take the node down
+            self.get_logger().error(f"policy {self.policy_spec!r} failed at step {msg.step}: "
+                                    f"{type(exc).__name__}: {exc}", throttle_duration_sec=5.0)
+            return
+        self._publish(actions, msg)
+        self.steps_flown += 1
+
+    def _publish(self, actions: Array, status: TaskStatus, stop: bool = False) -> None:
+        spec = self.view.action_spec
+        ex = self.view.estimated_state()
+        for r, (i, mode) in enumerate(zip(spec["vehicles"], spec["modes"], strict=True)):
+            a = np.asarray(actions[r], float)
+            pub = self._pubs[i]
+            if mode == "waypoint":
+                msg = PoseStamped()
+                if stop:  # hold where it is
+                    a = np.array([ex[i, 0], ex[i, 1], -ex[i, 16], ex[i, 5]])
+                    if not np.all(np.isfinite(a)):
+                        continue
+                p = ned_to_enu(a[0:3])
+                q = euler_ned_frd_to_quaternion_enu_flu(0.0, 0.0, a[3])
+                msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(c) for c in p)
+                o = msg.pose.orientation
+                o.x, o.y, o.z, o.w = (float(c) for c in q)
+                msg.header.frame_id = MAP_FRAME
+            elif mode == "attitude":
+                msg = AttitudeCommand()
+                u = a[0:5] if not stop else np.array([0.0, 0.0, 0.59004353928, 0.0, 12.0])
+                msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(c) for c in u)
+                msg.header.frame_id = base_link_frd_frame(i)
+            else:
+                v = np.zeros(3)
+                v[0 : 3 if mode == "velocity" else 2] = a[0 : 3 if mode == "velocity" else 2]
+                e = ned_to_enu(v)
+                msg = TwistStamped()
+                msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(c) for c in e)
+                msg.header.frame_id = MAP_FRAME
+            msg.header.stamp = status.header.stamp
+            if all(math.isfinite(c) for c in np.ravel(a)):
+                pub.publish(msg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(ExampleAutopilot, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""flight_controller: QRSim's PID flight controllers for the vehicles flown by velocity or pose set points.
+
+For every vehicle whose scenario control mode is ``velocity``, ``velocity_height`` or ``waypoint``
+(``Scenario.control_modes()``) the node turns the latest set point into ``cmd/attitude`` at 50 Hz,
+exactly as ``Simulator._controls``: one core controller per mode (``VelocityPID``,
+``VelocityHeightPID``, ``WaypointPID``) over the vehicles in that mode, fed with the estimated state
+eX assembled from the sensor topics only (``estimated_state.EstimatedStateAssembler``).
+
+Topics (per controlled vehicle, relative names ``uavN/...``):
+  in   ``imu/data`` (sensor_msgs/Imu), ``gps/fix`` (NavSatFix), ``gps/vel`` (TwistStamped, ENU),
+       ``altimeter`` (qrsim_ros/Altitude): the estimated state;
+       ``cmd/velocity`` (geometry_msgs/TwistStamped): ``velocity`` / ``velocity_height`` set point,
+       frame ``map`` (ENU world velocity) or ``uavN/base_link`` (FLU body velocity, turned into the
+       world with the estimated heading when received); ``velocity_height`` uses east/north only and
+       flies at ``task.flight_z_ned_m``;
+       ``cmd/pose`` (geometry_msgs/PoseStamped, frame ``map``): ``waypoint`` set point (position and
+       heading = the yaw of the orientation);
+       ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus, every tick): episode, tick and validity --
+       invalid vehicles get NaN rows in eX and zero targets, as in the Simulator, and their sensors
+       are not waited for; ``/sim/episode`` (std_msgs/UInt32, latched): the episode counter at
+       start-up. A new episode resets the PIDs, the set points and the held sensor values.
+  out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
+       ``/diagnostics``: counters of rejected set points and late/skipped/re-sent ticks.
+
+Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``tick_from_stamp``); tick k is
+computed once every input due at k has arrived: the vehicle status of t_k, then for every valid
+controlled vehicle IMU and altimeter on their update ticks (50 Hz) and GPS fix and velocity on GPS
+ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity`` stamped t_k from the referee
+(awaited every tick, as the Simulator recomputes the mouse's escape every tick). The sensors of
+all vehicles of a tick are converted together (one rotation, one projection call). Set points of
+the other vehicles are held (the latest valid one). If a later tick completes first (free-running
+dynamics, a lost message), the older ticks are applied to the held sensor values and skipped
+(counted); when vehicle_dynamics re-sends a tick already answered (lockstep timeout), the commands
+of that tick are published again. ``use_vehicle_status: false`` runs without vehicle_dynamics (every
+vehicle valid; /clock triggers ticks on which no sensor is due).
+
+Held heading: the velocity controllers hold each vehicle's heading of the episode start, as the
+Simulator (``task.initial_headings()``, or the listed ``vehicle.initial_states``' yaw). It is computed
+here with the same core function from the same seeded ``task.placement`` stream as vehicle_dynamics'
+placement (``tasks.initial_placement``), one draw per episode -- the ground truth is not read. This
+needs a concrete scenario seed shared by every node (seed 0, "from the clock", cannot agree).
+Before its first set point a vehicle hovers: zero velocity, or (waypoint) its estimated position and
+heading at the episode's first controlled tick.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from functools import partial
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, NavSatFix
+from std_msgs.msg import UInt32
+
+from qrsim_ros.core.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.frames import enu_to_ned
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.tasks import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.validation import ticks_per_update
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_CLOCK,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    Counters,
+    base_link_frame,
+    base_link_frd_frame,
+    declare,
+    declare_scenario,
+    run_node,
+    stamp_from_seconds,
+    tick_from_stamp,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler, quaternion_enu_flu_to_euler_ned_frd
+from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
+
+DT_S = 0.02
+CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
+#: Keys of the buffered inputs of a tick.
+IMU, FIX, VEL, ALT, MOUSE, CLOCK, STATUS = "imu", "fix", "vel", "alt", "mouse", "clock", "status"
+
+
+class _TickInputs:
+    """The inputs of one tick received so far, and those still missing (None: not known yet, the
+    tick's vehicle status has not arrived)."""
+
+    __slots__ = ("missing", "msgs")
+
+    def __init__(self) -> None:
+        self.msgs: dict[tuple[str, int], Any] = {}
+        self.missing: set[tuple[str, int]] | None = None
+
+
+class FlightController(Node):
+    """Velocity / waypoint PIDs of every vehicle under a controller (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("flight_controller")
+        sc = declare_scenario(self)
+        self.scenario = sc
+        self.max_pending_ticks = declare(
+            self, "max_pending_ticks", 50,
+            "ticks whose inputs are buffered while incomplete; older ones are skipped", lo=1, hi=100000)
+        self.report_period_s = declare(
+            self, "report_period_s", 2.0,
+            "wall-clock period of the 'waiting for inputs' report and of /diagnostics [s]", lo=0.1, hi=3600.0)
+        self.use_status = declare(
+            self, "use_vehicle_status", True,
+            "await /sim/vehicle_status of every tick: its validity flags say whose sensors to wait for "
+            "(false: every vehicle is valid, for runs without vehicle_dynamics)")
+        n = sc.num_vehicles
+        self.num_vehicles = n
+        self._valid = np.ones(n, bool)
+        modes = sc.control_modes()
+        self.modes = modes
+        self.controlled = [i for i, m in enumerate(modes) if m in CONTROLLED_MODES]
+        self._mode_rows = {m: np.array([i for i in self.controlled if modes[i] == m], int)
+                           for m in CONTROLLED_MODES}
+        self._controllers: dict[str, Any] = {
+            "velocity": VelocityPID(max(1, len(self._mode_rows["velocity"]))),
+            "velocity_height": VelocityHeightPID(max(1, len(self._mode_rows["velocity_height"]))),
+            "waypoint": WaypointPID(max(1, len(self._mode_rows["waypoint"]))),
+        }
+        self.flight_z_ned_m = float(sc.task.flight_z_ned_m)
+        self.mouse = n - 1 if sc.task.type == "cats_mouse" and modes[n - 1] in CONTROLLED_MODES else None
+        # update periods in ticks: when each sensor is due (sensor nodes publish on their update ticks)
+        a = sc.vehicle.ahars
+        self._imu_ticks = [ticks_per_update(f"ahars.{s}.dt_s", getattr(a, s).dt_s)
+                           for s in ("accelerometer", "gyroscope", "orientation_estimator")]
+        self._alt_ticks = ticks_per_update("ahars.altimeter.dt_s", a.altimeter.dt_s)
+        self._gps_ticks = ticks_per_update("gps_receiver.dt_s", sc.vehicle.gps_receiver.dt_s)
+        period = math.lcm(*self._imu_ticks, self._alt_ticks, self._gps_ticks)
+        self._clock_trigger = False
+        self._clock_trigger = bool(self.controlled) and not self.use_status and any(
+            not self._due_inputs(k) for k in range(1, period + 1))
+        # placement (held headings), from the scenario seed's task.placement stream
+        if sc.seed == 0:
+            self.get_logger().warning(
+                "scenario seed 0 (from the clock): the held headings cannot match vehicle_dynamics' "
+                "placement; give every node the same concrete seed")
+        self._task = make_task(TaskContext(sc))  # type: ignore[arg-type]
+        self._placement_rng = RandomStreams(sc.seed).get(PLACEMENT_STREAM)
+        self._episode = FIRST_EPISODE - 1  # the episode whose placement was drawn last
+        self._headings = np.zeros(n)
+        self.assembler = EstimatedStateAssembler(n, sc.origin)
+        self.counters = Counters(self, ["setpoint_rejected_non_finite", "setpoint_rejected_frame",
+                                        "setpoint_rejected_mode", "setpoint_rejected_no_attitude",
+                                        "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected"],
+                                self.report_period_s)
+        self.ticks_computed = 0
+        self._start_episode(FIRST_EPISODE)
+        self._await_tick0 = False  # at start-up the first tick seen is taken as it is (joined late)
+        self._episode_known = False
+
+        self._cmd_pubs: dict[int, Any] = {}
+        for i in self.controlled:
+            ns = vehicle_namespace(i)
+            sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
+            sub(Imu, f"{ns}/imu/data", partial(self._on_sensor, IMU, i))
+            sub(Altitude, f"{ns}/altimeter", partial(self._on_sensor, ALT, i))
+            sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_sensor, FIX, i))
+            sub(TwistStamped, f"{ns}/gps/vel", partial(self._on_sensor, VEL, i))
+            sub(TwistStamped, f"{ns}/cmd/velocity", partial(self._on_velocity_setpoint, i))
+            sub(PoseStamped, f"{ns}/cmd/pose", partial(self._on_pose_setpoint, i))
+            self._cmd_pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
+        self.create_subscription(UInt32, "/sim/episode", self._on_episode, QOS_LATCHED)
+        if self.use_status and self.controlled:
+            self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, QOS_RELIABLE)
+        if self._clock_trigger:
+            from rosgraph_msgs.msg import Clock as ClockMsg
+
+            self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
+        self._waiting_since: float | None = None
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(self.report_period_s, self._report_waiting, clock=self._wall)
+        summary = ", ".join(f"{vehicle_namespace(i)}:{modes[i]}" for i in self.controlled) or "none"
+        self.get_logger().info(f"scenario {sc.name!r}: controlling {summary}"
+                               + (f"; the mouse {vehicle_namespace(self.mouse)} follows the referee"
+                                  if self.mouse is not None else ""))
+
+    # --- episodes -----------------------------------------------------------------------------------
+    def _start_episode(self, episode: int) -> None:
+        """Reset PIDs, set points, buffers and sensor values; draw placements up to ``episode``."""
+        while self._episode < episode:
+            _, self._headings = initial_placement(self._task, self._placement_rng)
+            self._episode += 1
+        for c in self._controllers.values():
+            c.reset()
+        self.assembler.clear()
+        n = self.num_vehicles
+        self._velocity_sp = np.zeros((n, 3))  # NED [m/s]
+        self._waypoint_sp = np.full((n, 4), np.nan)  # NED [m] + heading [rad]; NaN = hold the start
+        self._pending: dict[int, _TickInputs] = {}
+        self._valid = np.ones(n, bool)
+        self._last_tick = -1
+        self._last_cmds: list[tuple[Any, AttitudeCommand]] = []
+        self._max_tick_seen = -1
+        self._await_tick0 = True
+
+    def _on_episode(self, msg: UInt32) -> None:
+        self._episode_seen(int(msg.data))
+
+    def _episode_seen(self, episode: int) -> None:
+        """The episode counter of vehicle_dynamics (/sim/episode, /sim/vehicle_status)."""
+        if not self._episode_known:
+            # the first counter seen at start-up: catch up with the placement draws, keep the inputs
+            self._episode_known = True
+            while self._episode < episode:
+                _, self._headings = initial_placement(self._task, self._placement_rng)
+                self._episode += 1
+            return
+        if episode > self._episode:
+            self.get_logger().info(f"episode {episode}: controllers reset")
+            self._start_episode(episode)
+
+    def _check_new_episode(self, k: int) -> bool:
+        """Track the tick sequence; returns False for an input to drop (stale: from before a reset)."""
+        if k == 0 and self._max_tick_seen > 0:
+            # tick 0 again before /sim/episode said so: the next episode
+            self._start_episode(self._episode + 1)
+        if self._await_tick0:
+            if k != 0:
+                return False
+            self._await_tick0 = False
+        self._max_tick_seen = max(self._max_tick_seen, k)
+        return True
+
+    # --- inputs ---------------------------------------------------------------------------------------
+    def _on_sensor(self, kind: str, i: int, msg: Any) -> None:
+        self._buffer(kind, i, msg, tick_from_stamp(msg.header.stamp))
+
+    def _on_clock(self, msg: Any) -> None:
+        self._buffer(CLOCK, -1, msg, tick_from_stamp(msg.clock))
+
+    def _on_status(self, msg: VehicleStatus) -> None:
+        if len(msg.valid) != self.num_vehicles:
+            self.counters.count("status_rejected")
+            self.get_logger().warning(f"/sim/vehicle_status lists {len(msg.valid)} vehicles, the scenario "
+                                      f"{self.num_vehicles}: ignored",
+                                      throttle_duration_sec=self.report_period_s)
+            return
+        self._episode_seen(int(msg.episode))
+        self._buffer(STATUS, -1, msg, int(msg.tick))
+
+    def _buffer(self, kind: str, i: int, msg: Any, k: int) -> None:
+        if not self._check_new_episode(k) or k <= self._last_tick:
+            if k == self._last_tick and self._last_cmds and (kind, i) == self._resend_trigger(k):
+                # vehicle_dynamics re-sent tick k (lockstep timeout): it may have missed our command
+                for pub, cmd in self._last_cmds:
+                    pub.publish(cmd)
+                self.counters.count("ticks_resent")
+                return
+            self.counters.count("late_inputs")
+            return
+        entry = self._pending.get(k)
+        if entry is None:
+            entry = self._pending[k] = _TickInputs()
+        entry.msgs[(kind, i)] = msg
+        if entry.missing is None:
+            if kind == STATUS or not self.use_status:  # now the tick's due inputs are known
+                entry.missing = set(self._due_inputs(k, self._valid_at(k))) - entry.msgs.keys()
+        else:
+            entry.missing.discard((kind, i))
+        if entry.missing is not None and not entry.missing:
+            self._process_through(k)
+        elif len(self._pending) > self.max_pending_ticks:
+            self._process_through(min(self._pending), compute=False)
+
+    def _due_inputs(self, k: int, valid: np.ndarray | None = None) -> list[tuple[str, int]]:
+        """The inputs tick k waits for: the sensors due at k of the valid controlled vehicles, the
+        mouse's command (cats and mouse), the vehicle status (``use_vehicle_status``); /clock when
+        nothing else would come."""
+        keys: list[tuple[str, int]] = [(STATUS, -1)] if self.use_status else []
+        imu = any(k % t == 0 for t in self._imu_ticks)
+        alt = k % self._alt_ticks == 0
+        gps = k % self._gps_ticks == 0
+        for i in self.controlled:
+            if valid is None or valid[i]:
+                keys += [(IMU, i)] * imu + [(ALT, i)] * alt + [(FIX, i), (VEL, i)] * gps
+        if self.mouse is not None:
+            keys.append((MOUSE, self.mouse))
+        if not keys and self._clock_trigger:
+            keys.append((CLOCK, -1))
+        return keys
+
+    def _valid_at(self, k: int) -> np.ndarray | None:
+        """Validity at tick k: from its vehicle status (None while it has not arrived)."""
+        if not self.use_status:
+            return np.ones(self.num_vehicles, bool)
+        entry = self._pending.get(k)
+        status = entry.msgs.get((STATUS, -1)) if entry is not None else None
+        return None if status is None else np.asarray(status.valid, bool)
+
+    def _resend_trigger(self, k: int) -> tuple[str, int]:
+        """The input whose second arrival for an already computed tick means the tick was re-sent."""
+        if self.use_status:
+            return (STATUS, -1)
+        return self._due_inputs(k)[0] if self._due_inputs(k) else (CLOCK, -1)
+
+    def _on_velocity_setpoint(self, i: int, msg: TwistStamped) -> None:
+        v_ned = self._valid_velocity(i, msg)
+        if v_ned is None:
+            return
+        if i == self.mouse:  # the referee's escape command of tick k: awaited, buffered by tick
+            self._buffer(MOUSE, i, v_ned, tick_from_stamp(msg.header.stamp))
+        else:
+            self._velocity_sp[i] = v_ned
+
+    def _valid_velocity(self, i: int, msg: TwistStamped) -> np.ndarray | None:
+        """The set point as an NED velocity [m/s], or None (rejected, counted, warned)."""
+        ns = vehicle_namespace(i)
+        if self.modes[i] not in ("velocity", "velocity_height"):
+            return self._reject("mode", f"{ns}/cmd/velocity ignored: {ns} is in {self.modes[i]} mode "
+                                "(send cmd/pose)")
+        lin = msg.twist.linear
+        v = np.array([lin.x, lin.y, lin.z], float)
+        if not np.all(np.isfinite(v)):
+            return self._reject("non_finite", f"{ns}/cmd/velocity rejected: non-finite {v.tolist()}")
+        frame = msg.header.frame_id
+        if frame == MAP_FRAME:
+            return enu_to_ned(v)
+        if frame == base_link_frame(i):
+            # FLU body velocity -> world with the estimated heading (the tilt is left out: it comes from
+            # the velocity loop itself and would turn a horizontal command into a climb or sink)
+            psi = self.assembler.estimated_state()[i, 5]
+            if not np.isfinite(psi):
+                return self._reject("no_attitude", f"{ns}/cmd/velocity in {frame} rejected: no attitude "
+                                    "estimate yet (imu/data)")
+            c, s = math.cos(psi), math.sin(psi)
+            fwd, right, down = v[0], -v[1], -v[2]  # FLU -> FRD
+            return np.array([c * fwd - s * right, s * fwd + c * right, down])
+        return self._reject("frame", f"{ns}/cmd/velocity rejected: frame_id {frame!r} must be "
+                            f"{MAP_FRAME!r} or {base_link_frame(i)!r}")
+
+    def _on_pose_setpoint(self, i: int, msg: PoseStamped) -> None:
+        ns = vehicle_namespace(i)
+        if self.modes[i] != "waypoint":
+            self._reject("mode", f"{ns}/cmd/pose ignored: {ns} is in {self.modes[i]} mode "
+                         "(send cmd/velocity)")
+            return
+        if msg.header.frame_id != MAP_FRAME:
+            self._reject("frame", f"{ns}/cmd/pose rejected: frame_id {msg.header.frame_id!r} must be "
+                         f"{MAP_FRAME!r}")
+            return
+        p, o = msg.pose.position, msg.pose.orientation
+        pos = np.array([p.x, p.y, p.z], float)
+        q = np.array([o.x, o.y, o.z, o.w], float)
+        psi = float(quaternion_enu_flu_to_euler_ned_frd(q)[2])
+        if not (np.all(np.isfinite(pos)) and math.isfinite(psi)):
+            self._reject("non_finite", f"{ns}/cmd/pose rejected: position {pos.tolist()} or orientation "
+                         f"{q.tolist()} not finite (or a zero quaternion)")
+            return
+        self._waypoint_sp[i, 0:3] = enu_to_ned(pos)
+        self._waypoint_sp[i, 3] = psi
+
+    def _reject(self, reason: str, text: str) -> None:
+        count = self.counters.count(f"setpoint_rejected_{reason}")
+        self.get_logger().warning(f"{text} ({count} rejected for this reason)",
+                                  throttle_duration_sec=self.report_period_s)
+        return None
+
+    # --- the control step -------------------------------------------------------------------------------
+    def _process_through(self, k: int, compute: bool = True) -> None:
+        """Apply the buffered inputs of ticks <= k in order; compute and publish tick k."""
+        for j in sorted(t for t in self._pending if t <= k):
+            self._apply(self._pending.pop(j).msgs)
+            if j < k or not compute:
+                self.counters.count("skipped_ticks")
+        self._last_tick = max(self._last_tick, k)
+        self._waiting_since = None
+        if compute:
+            self._compute_and_publish(k)
+
+    def _apply(self, msgs: dict[tuple[str, int], Any]) -> None:
+        """One tick's inputs into the held values (the sensors of all vehicles converted together)."""
+        by_kind: dict[str, list[tuple[int, Any]]] = {IMU: [], ALT: [], FIX: [], VEL: []}
+        for (kind, i), msg in msgs.items():
+            if kind in by_kind:
+                by_kind[kind].append((i, msg))
+            elif kind == MOUSE:
+                self._velocity_sp[i] = msg  # already validated and turned into NED
+            elif kind == STATUS:
+                self._valid = np.asarray(msg.valid, bool)
+        self.assembler.update(imu=by_kind[IMU], fix=by_kind[FIX], vel=by_kind[VEL], alt=by_kind[ALT])
+
+    def controls(self, ex: np.ndarray) -> np.ndarray:
+        """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20),
+        as ``Simulator._controls`` (rows of vehicles not under a controller stay neutral)."""
+        n = self.num_vehicles
+        u = np.zeros((n, 5))
+        u[:, 2] = 0.59
+        u[:, 4] = 12.0
+        # a waypoint vehicle without a set point holds its position and heading of the episode start
+        hold = np.isnan(self._waypoint_sp[:, 0])
+        hold[[i for i in range(n) if self.modes[i] != "waypoint"]] = False
+        if hold.any():
+            start = np.column_stack([ex[:, 0], ex[:, 1], -ex[:, 16], ex[:, 5]])
+            ok = hold & np.all(np.isfinite(start), axis=1)
+            self._waypoint_sp[ok] = start[ok]
+        invalid = ~self._valid
+        velocity = np.where(invalid[:, None], 0.0, self._velocity_sp)  # invalid: zero targets, as QRSim
+        waypoint = np.where(invalid[:, None] | ~np.isfinite(self._waypoint_sp), 0.0, self._waypoint_sp)
+        for mode, rows in self._mode_rows.items():
+            if rows.size == 0:
+                continue
+            e = ex[rows]
+            c = self._controllers[mode]
+            if mode == "velocity":
+                u[rows] = c.compute_from_estimated_state(e, velocity[rows], self._headings[rows])
+            elif mode == "velocity_height":
+                z = np.full(rows.size, self.flight_z_ned_m)
+                u[rows] = c.compute_from_estimated_state(e, velocity[rows, 0:2], z, self._headings[rows])
+            else:  # (a waypoint still NaN means no estimate yet: eX is NaN too, the control is neutral)
+                u[rows] = c.compute_from_estimated_state(e, waypoint[rows, 0:3], waypoint[rows, 3])
+        return u
+
+    def _compute_and_publish(self, k: int) -> None:
+        u = self.controls(self.assembler.estimated_state(self._valid))
+        stamp = stamp_from_seconds(k * DT_S)
+        self._last_cmds = []
+        for i in self.controlled:
+            msg = AttitudeCommand()
+            msg.header.stamp = stamp
+            msg.header.frame_id = base_link_frd_frame(i)
+            msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(v) for v in u[i])
+            self._cmd_pubs[i].publish(msg)
+            self._last_cmds.append((self._cmd_pubs[i], msg))
+        self.ticks_computed += 1
+
+    def _report_waiting(self) -> None:
+        """Say which inputs the oldest incomplete tick still waits for (lockstep debugging)."""
+        if not self._pending:
+            self._waiting_since = None
+            return
+        now = self._wall.now().nanoseconds * 1e-9
+        if self._waiting_since is None:
+            self._waiting_since = now
+            return
+        k = min(self._pending)
+        entry = self._pending[k]
+        missing = sorted(entry.missing) if entry.missing is not None else [(STATUS, -1)]
+        names = ", ".join(f"{vehicle_namespace(i)}/{kind}" if i >= 0 else kind for kind, i in missing)
+        self.get_logger().warning(f"tick {k} (t = {k * DT_S:.2f} s) still waits for: {names or 'nothing'} "
+                                  f"after {now - self._waiting_since:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(FlightController, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The ``gps`` node: the GPS space segment and every vehicle's receiver (spec 1.7, 3.2, 3.3).
+
+Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
+``sensor_messages.GroundTruthSync``); on every receiver tick (5 Hz with the QRSim configs) steps the
+shared space segment (one per scenario, in this node) and the receivers, and publishes stamped t_k:
+
+- ``uavN/gps/fix`` (sensor_msgs/NavSatFix, frame ``uavN/base_link``): WGS-84 latitude/longitude
+  [deg], ellipsoidal altitude [m], diagonal ENU position covariance [m^2] from the receiver's error
+  model (``UERE^2 diag(R Q R^T)``), status NO_FIX when the receiver has no fix (fewer than 4
+  satellites; it then repeats its last solution, NaN before the first);
+- ``uavN/gps/vel`` (geometry_msgs/TwistStamped, frame ``map``): ground velocity, ENU [m/s].
+
+The models are the core's ``GpsSpaceSegment`` and ``GpsReceiver`` built with the Simulator's streams
+(``RandomStreams(seed)``) and the scenario's geodetic origin, so with the same seed and ground truth the
+output equals the Simulator's. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from rclpy.node import Node
+
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_RELIABLE,
+    base_link_frame,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.sensor_messages import (
+    GroundTruthSync,
+    Outgoing,
+    navsatfix_message,
+    time_of_tick,
+    velocity_message,
+)
+
+
+class GpsNode(Node):
+    """The space segment and N receivers; publishes ``uavN/gps/fix`` and ``uavN/gps/vel``."""
+
+    def __init__(self) -> None:
+        super().__init__("gps")
+        from geometry_msgs.msg import TwistStamped
+        from sensor_msgs.msg import NavSatFix
+
+        sc = declare_scenario(self)
+        n = sc.num_vehicles
+        streams = RandomStreams(sc.seed)
+        self.space = GpsSpaceSegment(sc.gps, streams)
+        self.receiver = GpsReceiver(n, self.space, sc.vehicle.gps_receiver, streams, origin=sc.origin)
+        self._frames = [base_link_frame(i) for i in range(n)]
+        self._fix_pubs = [self.create_publisher(NavSatFix, f"{vehicle_namespace(i)}/gps/fix", QOS_RELIABLE)
+                          for i in range(n)]
+        self._vel_pubs = [self.create_publisher(TwistStamped, f"{vehicle_namespace(i)}/gps/vel", QOS_RELIABLE)
+                          for i in range(n)]
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self.get_logger().info(f"gps: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        rx = self.receiver
+        if reset:  # the Simulator's order: space segment, then receivers
+            self.space.reset(k)  # k = 0 at an episode start, as the Simulator
+            rx.reset(x)
+        else:
+            self.space.step(k)
+            if not rx.step(k, x):
+                return []
+        stamp = time_of_tick(k)
+        out: Outgoing = []
+        for i in np.flatnonzero(present):
+            fix = navsatfix_message(stamp, self._frames[i], rx.lla[i], rx.position_variance_ned[i],
+                                    bool(rx.has_fix[i]))
+            out.append((self._fix_pubs[i], fix))
+            out.append((self._vel_pubs[i], velocity_message(stamp, MAP_FRAME, rx.velocity_ned[i])))
+        return out
+
+
+def main() -> int:
+    return run_node(GpsNode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The ``imu`` node: accelerometer, gyroscope and orientation estimator of every vehicle (spec 3.1).
+
+Subscribes ``uavN/ground_truth/odom``, ``uavN/ground_truth/accel`` and ``/sim/vehicle_status``
+(the tick's episode; ``sensor_messages.GroundTruthSync``); on every update tick of the
+AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Imu, frame
+``uavN/base_link``, REP-145) stamped t_k:
+
+- orientation: FLU body in ENU from the orientation estimator's ZYX Euler angles;
+- angular_velocity: the gyroscope, FLU [rad/s];
+- linear_acceleration: the accelerometer's specific force, FLU [m/s^2] (+9.81 on z at rest);
+- covariances: diagonal, from the sensors' error variances (all zero for noiseless sensors).
+
+The models are the core's ``Ahars`` sensors built with the Simulator's streams (``RandomStreams(seed)``,
+stream names ``accelerometer``, ``gyroscope``, ``orientation_estimator``), so with the same seed and
+ground truth the output equals the Simulator's AHARS. The altimeter belongs to the ``altimeter`` node.
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (see ``common.declare_scenario``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from rclpy.node import Node
+
+from qrsim_ros.core.ahars import Ahars
+from qrsim_ros.core.frames import Array
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.nodes.common import (
+    QOS_RELIABLE,
+    base_link_frame,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.sensor_messages import (
+    GroundTruthSync,
+    Outgoing,
+    imu_messages,
+    time_of_tick,
+)
+
+
+class ImuNode(Node):
+    """One Ahars (without its altimeter) for all vehicles; publishes ``uavN/imu/data``."""
+
+    def __init__(self) -> None:
+        super().__init__("imu")
+        from sensor_msgs.msg import Imu
+
+        sc = declare_scenario(self)
+        n = sc.num_vehicles
+        streams = RandomStreams(sc.seed)
+        # The composite applies ``ahars.on`` to every sensor; its altimeter is built but never used.
+        self.ahars = Ahars(n, sc.vehicle.ahars, streams)
+        self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
+        self._frames = [base_link_frame(i) for i in range(n)]
+        self._pubs = [self.create_publisher(Imu, f"{vehicle_namespace(i)}/imu/data", QOS_RELIABLE)
+                      for i in range(n)]
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=True, with_status=True)
+        self.get_logger().info(f"imu: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        acc_sensor, gyro, orient = self._sensors
+        assert accel is not None
+        if reset:  # Ahars.reset's order (each sensor draws from its own reset streams anyway)
+            acc_sensor.reset(x)  # the specific force at rest in the vehicle's attitude (core rule)
+            gyro.reset(x)
+            orient.reset(x)
+        else:
+            updated = acc_sensor.step(k, accel)
+            updated |= gyro.step(k, x)
+            updated |= orient.step(k, x)
+            if not updated:
+                return []
+        msgs = imu_messages(time_of_tick(k), self._frames, np.flatnonzero(present), orient.measurement,
+                            gyro.measurement, acc_sensor.measurement, orient.variance(), gyro.variance(),
+                            acc_sensor.variance())
+        return list(zip([self._pubs[i] for i in np.flatnonzero(present)], msgs, strict=True))
+
+
+def main() -> int:
+    return run_node(ImuNode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

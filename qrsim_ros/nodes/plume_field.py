@@ -1,0 +1,130 @@
+"""The ``plume_field`` node: the task's plume and every vehicle's plume sensor (spec 3.4, 4.4).
+
+Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
+``sensor_messages.GroundTruthSync``); on every plume-sensor tick (2 Hz in the noisy QRSim configs,
+50 Hz in the noiseless ones) publishes ``uavN/plume/concentration`` (qrsim_ros/Concentration, frame
+``uavN/base_link``) stamped t_k: the concentration at the vehicle's true position plus the sensor
+noise, and the noise variance. At every episode start it also publishes ``/plume/markers``
+(visualization_msgs/MarkerArray, latched, frame ``map``): one sphere per source.
+
+The plume is built with ``scenario_world.build_scenario_plume``, the function the Simulator's reset
+uses, from the scenario, the mean wind at 6 m (``MeanWind`` with the Simulator's ``mean_wind`` stream,
+drawn again at every episode start) and ``ContinuingStreams(RandomStreams(seed))``; the puff model is
+stepped at its area rate with the base tick, as in the Simulator. So the readings equal the
+Simulator's for the same seed and ground truth, episode after episode. The reference locations and
+samples of the reward are not computed here (they have their own streams).
+Parameters: ``scenario``, ``seed``, ``num_vehicles``. A scenario without a plume leaves the node idle
+with a warning.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from rclpy.node import Node
+
+from qrsim_ros.core.frames import Array, ned_to_enu
+from qrsim_ros.core.plume_sensor import PlumeSensor
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.scenario_world import ContinuingStreams, PlumeModel, build_scenario_plume, plume_wind
+from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    base_link_frame,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.sensor_messages import (
+    GroundTruthSync,
+    Outgoing,
+    concentration_message,
+    time_of_tick,
+)
+
+#: Diameter of the source spheres in RViz [m].
+SOURCE_MARKER_SIZE_M = 4.0
+
+
+class PlumeFieldNode(Node):
+    """The plume, the mean wind it depends on, and N plume sensors; publishes concentrations and markers."""
+
+    def __init__(self) -> None:
+        super().__init__("plume_field")
+        from qrsim_ros.msg import Concentration
+        from visualization_msgs.msg import MarkerArray
+
+        sc = declare_scenario(self)
+        self.scenario = sc
+        n = sc.num_vehicles
+        streams = RandomStreams(sc.seed)
+        self.plume: PlumeModel | None = None
+        self.sensor: PlumeSensor | None = None
+        if sc.task.type != "plume" or sc.plume is None:
+            self.get_logger().warning(f"scenario {sc.name!r} (task {sc.task.type!r}) has no plume: "
+                                      "nothing to do")
+            return
+        self.wind = MeanWind.from_params(sc.wind, streams)
+        self._plume_rng = ContinuingStreams(streams)
+        self.sensor = PlumeSensor(n, sc.vehicle.plume_sensor, streams)
+        self._frames = [base_link_frame(i) for i in range(n)]
+        self._pubs = [self.create_publisher(Concentration, f"{vehicle_namespace(i)}/plume/concentration",
+                                            QOS_RELIABLE) for i in range(n)]
+        self._markers = self.create_publisher(MarkerArray, "/plume/markers", QOS_LATCHED)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self.get_logger().info(f"plume_field: {n} vehicles, {sc.plume.type} plume, scenario {sc.name!r}, "
+                               f"seed entropy {streams.entropy}")
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        sensor = self.sensor
+        assert sensor is not None
+        out: Outgoing = []
+        t_s = k * BASE_DT_S
+        if reset:  # Simulator.reset: wind direction, plume, then the sensors' first reading
+            self.wind.reset()
+            self.plume = build_scenario_plume(self.scenario, *plume_wind(self.wind), self._plume_rng,
+                                              reference=False).plume
+            sensor.reset(x, concentration=self.plume.concentration, t_s=t_s)
+            out.append((self._markers, self._marker_array(k)))
+        else:
+            assert self.plume is not None
+            self.plume.step(k)  # puffs move at the area rate (no-op for the static plumes)
+            if not sensor.step(k, x, self.plume.concentration, t_s=t_s):
+                return []
+        stamp = time_of_tick(k)
+        c, var = sensor.concentration, sensor.variance
+        out += [(self._pubs[i], concentration_message(stamp, self._frames[i], c[i], var))
+                for i in np.flatnonzero(present)]
+        return out
+
+    def _marker_array(self, k: int) -> object:
+        from visualization_msgs.msg import Marker, MarkerArray
+
+        assert self.plume is not None
+        stamp = time_of_tick(k)
+        clear = Marker(action=Marker.DELETEALL)
+        clear.header.frame_id = MAP_FRAME
+        markers = [clear]
+        for j, src in enumerate(ned_to_enu(self.plume.sources_ned)):
+            m = Marker(ns="plume_sources", id=j, type=Marker.SPHERE, action=Marker.ADD)
+            m.header.stamp = stamp
+            m.header.frame_id = MAP_FRAME
+            m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in src)
+            m.pose.orientation.w = 1.0
+            m.scale.x = m.scale.y = m.scale.z = SOURCE_MARKER_SIZE_M
+            m.color.r, m.color.g, m.color.b, m.color.a = 1.0, 0.5, 0.0, 0.8
+            markers.append(m)
+        return MarkerArray(markers=markers)
+
+
+def main() -> int:
+    return run_node(PlumeFieldNode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""referee: the task's rules over the ROS graph -- rewards, persons found, termination, the mouse.
+
+The node runs the core's task (``tasks.make_task`` on a ``tasks.TaskContext``) and area
+(``BoxWithPersonsArea`` with the Simulator's named streams, reset once per episode) on the ground
+truth, in the Simulator's order (docs/NODE_GRAPH.md step 4), so its rewards equal
+``Simulator.step``'s for the same trajectory:
+
+- on the ground truth of tick k (``uavN/ground_truth/odom`` of every vehicle, ``GroundTruthSync``) and
+  the validity of tick k (``/sim/vehicle_status``, qrsim_ros/VehicleStatus from vehicle_dynamics):
+  the task's per-tick term (``on_tick``: generic tasks' control cost, with the attitude commands
+  the vehicles flew, ``uavN/cmd/attitude``); on task-step ticks (k a multiple of task.dt_s / 0.02)
+  the step's reward, the cumulative reward and the done reason, published on ``/referee/status``
+  (qrsim_ros/TaskStatus, latched); then the area's found rule with tick k+1 on the states of t_k
+  (the Simulator does it at the start of tick k+1);
+- cats and mouse: the mouse's escape (``CatsMouseTask.environment_actions``) from the cats' estimated
+  positions of t_k (``uavN/gps/fix``, held between GPS ticks, NaN for invalid vehicles, as the
+  Simulator's eX), published on ``uav<N>/cmd/velocity`` (frame ``map``) stamped t_k, every tick;
+- episodes: a new episode number on ``/sim/vehicle_status`` resets the area (new terrain and persons),
+  the plume and the task, continuing the random streams (one draw per episode, as
+  ``Simulator.reset()``); ``/referee/status`` is published at the reset (step 0).
+
+Services: ``/referee/reset`` (std_srvs/Trigger) calls ``/vehicle_dynamics/reset`` and answers with
+its result; ``/plume/get_locations`` and ``/plume/submit_estimates`` (plume tasks: the reference
+locations in ``map`` and the task's reward of submitted estimates; other tasks answer empty / not
+accepted). Latched topics: ``/area/terrain`` (nav_msgs/OccupancyGrid of terrain classes 0..K, one
+cell per metre, layout of ``terrain.GridGeometry``) and ``/referee/markers``
+(visualization_msgs/MarkerArray: persons, red until found then green; published at most once per
+simulated second and only when something changed).
+
+After ``done`` the task is frozen (no further rewards or finds) and the final status is repeated on
+every task step until the next reset.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import Point, TwistStamped
+from nav_msgs.msg import OccupancyGrid
+from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
+from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from sensor_msgs.msg import NavSatFix
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
+
+from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
+from qrsim_ros.core.frames import Array, ned_to_enu
+from qrsim_ros.core.pelican import CONTROL_LIMITS, HOVER_THROTTLE
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.scenario_world import ContinuingStreams, build_scenario_plume, plume_wind
+from qrsim_ros.core.tasks import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
+from qrsim_ros.core.validation import BASE_DT_S, ticks_per_update
+from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    Counters,
+    base_link_frame,
+    base_link_frd_frame,
+    declare,
+    declare_scenario,
+    run_node,
+    stamp_from_seconds,
+    tick_from_stamp,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
+from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing
+from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
+
+#: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
+HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
+#: Height of the person markers [m].
+PERSON_MARKER_HEIGHT_M = 1.8
+#: Ticks of ground truth / status / GPS buffered while waiting for their partners.
+MAX_PENDING_TICKS = 100
+
+
+class Referee(Node):
+    """The task's rules, the persons area and the mouse (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("referee")
+        sc = declare_scenario(self)
+        self.scenario = sc
+        self.reset_timeout_s = declare(self, "reset_timeout_s", 10.0,
+                                       "how long /referee/reset waits for /vehicle_dynamics/reset [s, wall]",
+                                       lo=0.1, hi=600.0)
+        self.marker_period_s = declare(self, "marker_period_s", 1.0,
+                                       "least simulated time between two /referee/markers [s]",
+                                       lo=0.0, hi=3600.0)
+        n = self.num_vehicles = sc.num_vehicles
+        if sc.seed == 0:
+            self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
+                                      "other nodes'; give every node the same concrete seed")
+        streams = RandomStreams(sc.seed)
+        if sc.area.type == "box_with_persons":
+            self.area: BoxArea = BoxWithPersonsArea(n, sc.persons_area_params(), streams)
+        else:
+            self.area = BoxArea(sc.area_limits_ned, sc.origin)
+        self.ctx = TaskContext(sc, self.area)
+        self.task = make_task(self.ctx)  # type: ignore[arg-type]
+        self.ticks_per_task_step = ticks_per_update("task.dt_s", sc.task.dt_s)
+        self._wind = MeanWind.from_params(sc.wind, streams) if sc.task.type == "plume" else None
+        self._plume_rng = ContinuingStreams(streams)
+        self.plume_locations_ned = np.zeros((0, 3))
+        self.counters = Counters(self, ["status_rejected", "commands_rejected", "ticks_dropped",
+                                        "task_steps_missed"])
+        self._names = [vehicle_namespace(i) for i in range(n)]
+        self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
+        self._joined = False
+        self._reset_state()
+
+        # inputs
+        self._gt: dict[int, Array] = {}
+        self._status: dict[int, VehicleStatus] = {}
+        self._fixes: dict[int, dict[int, NavSatFix]] = {}
+        self.sync = GroundTruthSync(self, n, self._on_ground_truth)
+        self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, QOS_RELIABLE)
+        self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
+        self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
+        self._controls_by_tick: list[dict[int, Array]] = [{} for _ in range(n)]
+        if self._uses_controls:
+            for i in range(n):
+                self.create_subscription(AttitudeCommand, f"{self._names[i]}/cmd/attitude",
+                                         lambda m, i=i: self._on_attitude(i, m), QOS_RELIABLE)
+        self.mouse: int | None = None
+        self._last_mouse: TwistStamped | None = None
+        if isinstance(self.task, CatsMouseTask):
+            self.mouse = self.task.mouse
+            self._gps_ticks = ticks_per_update("gps_receiver.dt_s", sc.vehicle.gps_receiver.dt_s)
+            self.positions = EstimatedStateAssembler(n, sc.origin)
+            for i in range(n):
+                self.create_subscription(NavSatFix, f"{self._names[i]}/gps/fix",
+                                         lambda m, i=i: self._on_fix(i, m), QOS_RELIABLE)
+            self._mouse_pub = self.create_publisher(TwistStamped, f"{self._names[self.mouse]}/cmd/velocity",
+                                                    QOS_RELIABLE)
+        # outputs
+        self._status_pub = self.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)
+        self._terrain_pub = self.create_publisher(OccupancyGrid, "/area/terrain", QOS_LATCHED)
+        self._markers_pub = self.create_publisher(MarkerArray, "/referee/markers", QOS_LATCHED)
+        self._last_markers: tuple[Any, ...] | None = None
+        self._markers_tick = -(10**9)
+        self._markers_due = False
+        # services
+        # The reset service awaits the dynamics' answer: a callback group is busy while its callback
+        # runs (an awaiting coroutine included), so the service, and the client with its timeout
+        # timer, get groups of their own and the ground truth keeps flowing meanwhile.
+        self._reset_group = MutuallyExclusiveCallbackGroup()
+        self._client_group = MutuallyExclusiveCallbackGroup()
+        self._dynamics_reset = self.create_client(Trigger, "/vehicle_dynamics/reset",
+                                                  callback_group=self._client_group)
+        self.create_service(Trigger, "/referee/reset", self._on_reset, callback_group=self._reset_group)
+        self.create_service(GetPlumeLocations, "/plume/get_locations", self._on_get_locations)
+        self.create_service(SubmitPlumeEstimates, "/plume/submit_estimates", self._on_submit_estimates)
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self.get_logger().info(f"referee: scenario {sc.name!r}, task {sc.task.type!r}, {n} vehicles, "
+                               f"task step {sc.task.dt_s} s x {sc.task.duration_steps}")
+
+    # --- episode state --------------------------------------------------------------------------------
+    def _reset_state(self) -> None:
+        self.step_count = 0
+        self.tick = 0
+        self.last_reward = 0.0
+        self.total_reward = 0.0
+        self.done = False
+        self.done_reason = ""
+        self.plume_reward: float | None = None
+
+    def _new_episode(self, episode: int, k: int, x: Array, valid: Array) -> None:
+        """Draw the area (and plume) of ``episode`` (continuing the streams), reset the task on x."""
+        sc = self.scenario
+        if k != 0:
+            self.get_logger().warning(f"joined episode {episode} at tick {k} (started after "
+                                      "vehicle_dynamics?): rewards and finds count from here")
+        while self._episode < episode:
+            self.area.reset()
+            if isinstance(self.area, BoxWithPersonsArea) and sc.area.persons_ned is not None:
+                self.area.set_persons(np.asarray(sc.area.persons_ned, float))
+            if self._wind is not None:
+                self._wind.reset()
+                world = build_scenario_plume(sc, *plume_wind(self._wind), self._plume_rng)
+                self.plume_locations_ned = world.locations_ned
+                self.ctx.plume_reference_samples = world.reference_samples
+            self._episode += 1
+        self._reset_state()
+        self.tick = k
+        self.step_count = k // self.ticks_per_task_step  # joined late: the steps already flown count
+        self.ctx.step_count = self.step_count
+        self.ctx.x_true = x
+        self.ctx.valid_flags = valid
+        self.task.reset()
+        self._controls_latest[:] = HOVER_CONTROL
+        for hist in self._controls_by_tick:
+            hist.clear()
+        if self.mouse is not None:
+            self.positions.clear()
+        self._publish_terrain(k)
+        self._markers_due = True
+
+    # --- inputs -----------------------------------------------------------------------------------------
+    def _on_ground_truth(self, k: int, x: Array, accel: Array | None, present: np.ndarray,
+                         reset: bool) -> Outgoing:
+        if reset:  # a new episode's tick 0: whatever is buffered belongs to the old one
+            self._gt = {t: v for t, v in self._gt.items() if t <= k}
+        self._gt[k] = x
+        self._try(k)
+        return []
+
+    def _on_status(self, msg: VehicleStatus) -> None:
+        if len(msg.valid) != self.num_vehicles:
+            self.counters.count("status_rejected")
+            self.get_logger().warning(f"/sim/vehicle_status with {len(msg.valid)} vehicles, expected "
+                                      f"{self.num_vehicles}: ignored", throttle_duration_sec=5.0)
+            return
+        k = int(msg.tick)
+        repeat = self._joined and int(msg.episode) == self._episode and k == self.tick
+        if repeat and self._last_mouse is not None:
+            # vehicle_dynamics re-sent tick k (a lockstep input is late): the mouse's command may be it
+            self._mouse_pub.publish(self._last_mouse)
+            return
+        if int(msg.episode) != self._episode and self._joined:
+            # a new episode: buffered ticks of the old one are stale
+            self._status = {t: s for t, s in self._status.items() if t <= k and s.episode == msg.episode}
+            self._fixes = {t: f for t, f in self._fixes.items() if t <= k}
+        self._status[k] = msg
+        self._try(k)
+
+    def _on_fix(self, i: int, msg: NavSatFix) -> None:
+        k = tick_from_stamp(msg.header.stamp)
+        self._fixes.setdefault(k, {})[i] = msg
+        self._try(k)
+
+    def _on_attitude(self, i: int, msg: AttitudeCommand) -> None:
+        u = np.array([msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage], float)
+        frame = msg.header.frame_id
+        if frame == base_link_frame(i):  # FLU: pitch and yaw rate change sign
+            u[0], u[3] = -u[0], -u[3]
+        elif frame not in ("", base_link_frd_frame(i)):
+            self.counters.count("commands_rejected")
+            return
+        if not np.all(np.isfinite(u)):
+            self.counters.count("commands_rejected")
+            return
+        u = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])  # as vehicle_dynamics clamps
+        self._controls_latest[i] = u
+        hist = self._controls_by_tick[i]
+        hist[tick_from_stamp(msg.header.stamp)] = u
+        while len(hist) > MAX_PENDING_TICKS:
+            del hist[min(hist)]
+
+    def _try(self, k: int) -> None:
+        """Process tick k once its ground truth, status (and, for the mouse, GPS fixes) are in."""
+        if k not in self._gt or k not in self._status:
+            self._trim()
+            return
+        status = self._status[k]
+        valid = np.asarray(status.valid, bool)
+        if self.mouse is not None and k % self._gps_ticks == 0:
+            fixes = self._fixes.get(k, {})
+            if not all(i in fixes for i in np.flatnonzero(valid)):
+                return
+        x = self._gt.pop(k)
+        del self._status[k]
+        stale = [t for t in self._gt if t < k]
+        for old in stale:
+            del self._gt[old]
+        if stale:
+            self.counters.count("ticks_dropped", len(stale))
+            self.get_logger().warning(f"ticks {stale} had no vehicle status (or GPS fixes) when tick {k} "
+                                      "completed: not refereed", throttle_duration_sec=5.0)
+        for old in [t for t in self._status if t < k]:
+            del self._status[old]
+        self._step(k, int(status.episode), x, valid, np.asarray(status.command_fresh, bool))
+
+    def _trim(self) -> None:
+        for buf in (self._gt, self._status, self._fixes):
+            while len(buf) > MAX_PENDING_TICKS:
+                del buf[min(buf)]
+                self.counters.count("ticks_dropped")
+
+    # --- the task ---------------------------------------------------------------------------------------
+    def _step(self, k: int, episode: int, x: Array, valid: Array, fresh: Array) -> None:
+        """Tick k of the Simulator's order: task terms of the step that ended at t_k, then the area with
+        tick k+1 on x_k, then the mouse's command of t_k."""
+        if episode != self._episode or not self._joined:
+            self._joined = True
+            self._new_episode(episode, k, x, valid)
+            self._publish_status(k)
+        else:
+            if k <= self.tick:  # a tick of this episode already refereed (re-sent): nothing new
+                return
+            self.tick = k
+            self.ctx.x_true = x
+            self.ctx.valid_flags = valid
+            if not self.done and self._uses_controls:
+                self.task.on_tick(self._applied_controls(k, fresh))
+            if k % self.ticks_per_task_step == 0:
+                if self.done:  # frozen: the final status again, with no reward of its own
+                    self.last_reward = 0.0
+                else:
+                    self._task_step(k)
+                self._publish_status(k)
+        persons = isinstance(self.area, BoxWithPersonsArea)
+        if persons and not self.done and self.area.step(k + 1, x, valid):
+            self._markers_due = True
+        if self._markers_due and (k - self._markers_tick) * BASE_DT_S >= self.marker_period_s:
+            self._publish_markers(k)
+        if self.mouse is not None:
+            self._publish_mouse(k, valid)
+
+    def _applied_controls(self, k: int, fresh: Array) -> Array:
+        """The controls flown in the step t_(k-1) -> t_k: the command stamped t_(k-1) if received, else
+        the latest; hover where vehicle_dynamics reports the command expired."""
+        u = self._controls_latest.copy()
+        for i, hist in enumerate(self._controls_by_tick):
+            if k - 1 in hist:
+                u[i] = hist[k - 1]
+        if fresh.shape == (self.num_vehicles,):
+            u[~fresh] = HOVER_CONTROL
+        return u
+
+    def _task_step(self, k: int) -> None:
+        """One task step (``Simulator.step`` after its ticks): reward, cumulative reward, done. The step
+        number is the tick's (k / ticks per step), so it stays on the simulated time even if a step's
+        tick was lost."""
+        step = k // self.ticks_per_task_step
+        if step != self.step_count + 1:
+            self.counters.count("task_steps_missed", max(0, step - self.step_count - 1))
+            self.get_logger().warning(f"task step {step} follows step {self.step_count}: the ground truth of "
+                                      "the steps between was not refereed", throttle_duration_sec=5.0)
+        self.step_count = step
+        self.ctx.step_count = self.step_count
+        last = self.step_count >= self.scenario.task.duration_steps
+        reward = self.task.step_reward(last)
+        self.last_reward = reward
+        self.total_reward += reward
+        self.done_reason = self.task.done_reason()
+        self.done = bool(self.done_reason)
+        if self.done:
+            self.get_logger().info(f"episode {self._episode} done ({self.done_reason}) after "
+                                   f"{self.step_count} steps: cumulative reward {self.total_reward:.6g}")
+
+    def _publish_status(self, k: int) -> None:
+        msg = TaskStatus()
+        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.frame_id = MAP_FRAME
+        msg.scenario = self.scenario.name
+        msg.step = self.step_count
+        msg.time = k * BASE_DT_S
+        msg.reward = float(self.last_reward)
+        msg.cumulative_reward = float(self.total_reward)
+        if isinstance(self.area, BoxWithPersonsArea):
+            msg.persons_found = int(self.area.found.sum())
+            msg.persons_total = self.area.num_persons
+        msg.vehicle_names = list(self._names)
+        msg.vehicle_valid = [bool(v) for v in self.ctx.valid_flags]
+        msg.done = self.done
+        msg.done_reason = self.done_reason
+        self._status_pub.publish(msg)
+
+    # --- cats and mouse ---------------------------------------------------------------------------------
+    def _publish_mouse(self, k: int, valid: Array) -> None:
+        for i, fix in self._fixes.pop(k, {}).items():
+            self.positions.set_gps_fix(i, fix)
+        for old in [t for t in self._fixes if t < k]:
+            del self._fixes[old]
+        ex = self.positions.estimated_state(valid)
+        assert isinstance(self.task, CatsMouseTask) and self.mouse is not None
+        v_ne = self.task.environment_actions(ex)[self.mouse]
+        msg = TwistStamped()
+        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.frame_id = MAP_FRAME
+        v = ned_to_enu(np.array([v_ne[0], v_ne[1], 0.0]))
+        msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(c) for c in v)
+        self._mouse_pub.publish(msg)
+        self._last_mouse = msg
+
+    # --- area presentation ------------------------------------------------------------------------------
+    def _publish_terrain(self, k: int) -> None:
+        if not isinstance(self.area, BoxWithPersonsArea):
+            return
+        terrain = self.area.terrain
+        geo = terrain.geometry
+        msg = OccupancyGrid()
+        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.frame_id = MAP_FRAME
+        msg.info.map_load_time = msg.header.stamp
+        msg.info.resolution = float(geo.cell_size_m)
+        msg.info.width = int(geo.cols)
+        msg.info.height = int(geo.rows)
+        msg.info.origin.position.x = float(geo.ymin_m)  # east
+        msg.info.origin.position.y = float(geo.xmin_m)  # north
+        msg.info.origin.position.z = float(-self.area.ground_z_m)
+        msg.info.origin.orientation.w = 1.0
+        msg.data = terrain.grid.astype(np.int8).ravel().tolist()
+        self._terrain_pub.publish(msg)
+
+    def _publish_markers(self, k: int) -> None:
+        if not isinstance(self.area, BoxWithPersonsArea):
+            self._markers_due = False
+            return
+        found = self.area.found
+        centres = self.area.persons_position_ned
+        key = (self._episode, tuple(found.tolist()), centres.tobytes())
+        self._markers_due = False
+        if key == self._last_markers:
+            return
+        self._last_markers = key
+        self._markers_tick = k
+        stamp = stamp_from_seconds(k * BASE_DT_S)
+        clear = Marker(action=Marker.DELETEALL)
+        clear.header.frame_id = MAP_FRAME
+        clear.ns = "persons"
+        markers = [clear]
+        size = self.area.person_size_m
+        for j, (c, f) in enumerate(zip(ned_to_enu(centres).reshape(-1, 3), found, strict=True)):
+            m = Marker()
+            m.header.stamp = stamp
+            m.header.frame_id = MAP_FRAME
+            m.ns = "persons"
+            m.id = j
+            m.type = Marker.CYLINDER
+            m.action = Marker.ADD
+            m.pose.position.x, m.pose.position.y = float(c[0]), float(c[1])
+            m.pose.position.z = float(c[2]) + 0.5 * PERSON_MARKER_HEIGHT_M
+            m.pose.orientation.w = 1.0
+            m.scale.x = m.scale.y = max(float(size), 0.5)
+            m.scale.z = PERSON_MARKER_HEIGHT_M
+            m.color.r, m.color.g, m.color.b, m.color.a = (0.1, 0.9, 0.1, 1.0) if f else (0.95, 0.1, 0.1, 1.0)
+            markers.append(m)
+        self._markers_pub.publish(MarkerArray(markers=markers))
+
+    # --- services -----------------------------------------------------------------------------------
+    async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        if not self._dynamics_reset.service_is_ready():
+            response.success = False
+            response.message = "/vehicle_dynamics/reset is not available"
+            return response
+        future = self._dynamics_reset.call_async(Trigger.Request())
+        timer = self.create_timer(self.reset_timeout_s, future.cancel, clock=self._wall,
+                                  callback_group=self._client_group)
+        try:
+            result = await future
+        finally:
+            self.destroy_timer(timer)
+        if result is None:
+            response.success = False
+            response.message = f"/vehicle_dynamics/reset did not answer within {self.reset_timeout_s} s"
+        else:
+            response.success = bool(result.success)
+            response.message = result.message
+        self.get_logger().info(f"reset requested: {response.success} {response.message}")
+        return response
+
+    def _on_get_locations(self, request: GetPlumeLocations.Request,
+                          response: GetPlumeLocations.Response) -> GetPlumeLocations.Response:
+        if isinstance(self.task, PlumeTask):
+            enu = ned_to_enu(self.plume_locations_ned).reshape(-1, 3)
+            response.locations = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in enu]
+            response.samples_per_location = int(self.scenario.task.samples_per_location)
+        return response
+
+    def _on_submit_estimates(self, request: SubmitPlumeEstimates.Request,
+                             response: SubmitPlumeEstimates.Response) -> SubmitPlumeEstimates.Response:
+        if not isinstance(self.task, PlumeTask):
+            response.accepted = False
+            response.message = f"task {self.scenario.task.type!r} takes no plume estimates"
+            return response
+        k_expected = int(self.scenario.task.samples_per_location)
+        m = len(self.plume_locations_ned)
+        samples = np.asarray(request.samples, float)
+        if request.samples_per_location != k_expected or samples.size != k_expected * m:
+            response.accepted = False
+            response.message = (f"expected samples_per_location={k_expected} and {k_expected} x {m} = "
+                                f"{k_expected * m} samples, got {request.samples_per_location} and "
+                                f"{samples.size}")
+            return response
+        try:
+            reward = self.task.evaluate(samples.reshape(k_expected, m))
+        except ValueError as exc:
+            response.accepted = False
+            response.message = str(exc)
+            return response
+        self.plume_reward = reward
+        response.accepted = True
+        response.reward = float(reward)
+        self.get_logger().info(f"plume estimates: reward {reward:.6g}")
+        return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(Referee, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,529 @@
+"""What the sensor nodes share: ground truth in (per tick, all vehicles), sensor messages out.
+
+``GroundTruthSync`` subscribes ``uavN/ground_truth/odom`` (and ``uavN/ground_truth/accel``, and
+``/sim/vehicle_status``) of every vehicle, converts each message once into the core's state layout
+and calls the node's handler once per tick with the whole fleet (NODE_GRAPH.md "Per tick k", step 3):
+
+- x (N, 13): NED position [m], ZYX Euler angles [rad] (yaw wrapped to (-pi, pi]), FRD body velocity
+  [m/s], FRD body rates [rad/s], thrust (not in Odometry: 0, no sensor reads it);
+- accel (N, 3): FRD specific force [m/s^2] (the core's ``a``), for the IMU node;
+- present (N,): the vehicle's ground truth of this tick arrived and is finite (publish for it);
+- valid (N,): present and valid according to ``/sim/vehicle_status`` of the tick (awaited with the
+  ground truth when someone publishes it; without a status publisher valid = present).
+
+Episodes: a tick whose ``/sim/vehicle_status`` carries another episode counter than the last tick
+handled, or a tick lower than the last one (tick 0 after ``/vehicle_dynamics/reset``), starts a new
+episode: the handler is called with ``reset=True`` and re-initialises its models from that ground
+truth (spin-ups continue the random streams, as ``Simulator.reset()``). The first ground truth a node
+ever gets is a reset too. A tick that repeats the last one in the same episode (vehicle_dynamics
+publishes a tick again when lockstep inputs are late) is not stepped again: the outputs of that tick
+are published again. The counter is taken from the per-tick status rather than the latched
+``/sim/episode``, so it cannot arrive out of order with the ground truth it belongs to.
+
+Messages out (``*_message`` functions): sensor_msgs/Imu, NavSatFix, TwistStamped, PointCloud2,
+qrsim_ros Altitude and Concentration, stamped with the tick's time t_k.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from qrsim_ros.core.camera import CameraObservation
+from qrsim_ros.core.frames import (
+    Array,
+    enu_to_ned,
+    euler_ned_frd_to_quaternion_enu_flu,
+    flu_to_frd,
+    frd_to_flu,
+    ned_to_enu,
+)
+from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.nodes.common import Counters, stamp_from_seconds, vehicle_namespace
+from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
+
+#: Nanoseconds per base tick (stamps are exact multiples of it).
+TICK_NS = round(BASE_DT_S * 1e9)
+#: Ticks kept waiting for missing vehicles before the oldest is dropped.
+MAX_PENDING_TICKS = 100
+#: Reader queue of the ground-truth and status subscriptions: slack for a burst of ticks while a
+#: handler is busy (a camera frame), beyond the publishers' depth 10.
+QOS_GROUND_TRUTH = QoSProfile(depth=MAX_PENDING_TICKS, reliability=ReliabilityPolicy.RELIABLE,
+                              history=HistoryPolicy.KEEP_LAST)
+#: Topic of vehicle_dynamics' per-tick fleet status (validity).
+VEHICLE_STATUS_TOPIC = "/sim/vehicle_status"
+#: The counters every sensor node publishes on /diagnostics.
+COUNTER_NAMES = ("ground_truth_rejected", "ticks_dropped", "ticks_skipped", "ticks_incomplete",
+                 "model_errors")
+
+BoolArray = NDArray[np.bool_]
+#: (publisher, message) pairs a handler wants published for a tick.
+Outgoing = list[tuple[Any, Any]]
+#: handler(k, x (N, 13), accel (N, 3) or None, present (N,), valid (N,), reset) -> messages to publish.
+TickHandler = Callable[[int, Array, "Array | None", BoolArray, BoolArray, bool], Outgoing]
+
+
+# --- ground truth in -------------------------------------------------------------------------------
+
+def _vec3(v: Any) -> Array:
+    return np.array([v.x, v.y, v.z], float)
+
+
+#: Columns of the raw odometry rows kept per tick: ENU position, quaternion (x, y, z, w), FLU linear
+#: velocity, FLU rates (converted for all vehicles at once when the tick is complete).
+_RAW_ODOM_WIDTH = 13
+
+
+def _raw_odometry(msg: Any) -> list[float]:
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    v, w = msg.twist.twist.linear, msg.twist.twist.angular
+    return [p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z]
+
+
+def states_from_raw_odometry(raw: Array) -> Array:
+    """Core states (M, 13) from raw odometry rows (M, 13) [ENU position, quaternion x y z w of FLU in
+    ENU, FLU linear velocity, FLU rates] (see ``state_from_odometry``); vectorised over vehicles."""
+    raw = np.atleast_2d(np.asarray(raw, float))
+    x = np.zeros((raw.shape[0], 13))
+    x[:, 0:3] = enu_to_ned(raw[:, 0:3])
+    x[:, 3:6] = quaternion_enu_flu_to_euler_ned_frd(raw[:, 3:7])
+    x[:, 6:9] = flu_to_frd(raw[:, 7:10])
+    x[:, 9:12] = flu_to_frd(raw[:, 10:13])
+    return x
+
+
+def state_from_odometry(msg: Any) -> Array:
+    """Core state row (13,) from nav_msgs/Odometry (pose in map ENU, twist in base_link FLU).
+
+    NED position, ZYX Euler angles of FRD in NED (yaw in (-pi, pi]), FRD body velocity and rates,
+    thrust 0. Position, velocity and rates are exact (axis swaps and sign flips); the angles come
+    back from the quaternion with a residual of a few 1e-16 rad.
+    """
+    return states_from_raw_odometry(np.array(_raw_odometry(msg), float))[0]
+
+
+def specific_force_from_accel(msg: Any) -> Array:
+    """FRD specific force (3,) [m/s^2] (the core's ``a``) from geometry_msgs/AccelStamped (FLU)."""
+    return flu_to_frd(_vec3(msg.accel.linear))
+
+
+@dataclass
+class _Tick:
+    raw: Array  # (N, 13) raw odometry rows
+    accel: Array
+    has_odom: BoolArray
+    has_accel: BoolArray
+    done: BoolArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.done = np.zeros(self.has_odom.shape, bool)
+
+
+class GroundTruthSync:
+    """Assembles the ground truth of all vehicles per tick and hands it to ``handler`` (see module doc).
+
+    A tick is handled as soon as every vehicle's odometry (and accel, ``with_accel``; and the fleet
+    status, ``with_status``, if anyone publishes it) of that tick has arrived. If a vehicle stays
+    silent, the tick is handled once every vehicle that did report it has reported a later tick; the
+    silent vehicle is not ``present`` and keeps its last state (as the Simulator freezes an invalid
+    vehicle). Malformed stamps (not a multiple of 0.02 s) are dropped. Exceptions raised by the core
+    models (an input they reject) are logged; the node keeps running and re-initialises from the next
+    ground truth if a reset failed. Each of these is counted (``counters``, on /diagnostics).
+    """
+
+    def __init__(self, node: Node, num_vehicles: int, handler: TickHandler, *, with_accel: bool = False,
+                 with_status: bool = False) -> None:
+        from geometry_msgs.msg import AccelStamped
+        from nav_msgs.msg import Odometry
+
+        self.node = node
+        self.num_vehicles = n = int(num_vehicles)
+        self.handler = handler
+        # handlers written before ``valid`` was added take (k, x, accel, present, reset)
+        self._handler_takes_valid = len(inspect.signature(handler).parameters) >= 6
+        self.with_accel = with_accel
+        self.with_status = with_status
+        self.counters = Counters(node, COUNTER_NAMES)
+        self._pending: dict[int, _Tick] = {}
+        self._last_tick: int | None = None
+        self._episode: int | None = None  # episode of the last tick handled (when the status told it)
+        self._latest = np.full(n, -1, dtype=np.int64)  # latest tick each vehicle completed
+        # /sim/vehicle_status by tick: (arrival number, episode, valid); kept apart from the ground
+        # truth entries so that a status never creates, completes or purges a tick
+        self._statuses: dict[int, tuple[int, int, BoolArray]] = {}
+        self._status_count = 0
+        self._last_status_tick = -1  # tick of the status that arrived last
+        self._state = np.zeros((n, 13))  # last known state of every vehicle
+        self._accel = np.zeros((n, 3))
+        self._valid = np.ones(n, bool)  # last known validity
+        self._last_out: Outgoing = []
+        self.ticks_handled = 0
+        self.resets = 0
+        self.subscriptions = []
+        for i in range(n):
+            ns = vehicle_namespace(i)
+            self.subscriptions.append(node.create_subscription(
+                Odometry, f"{ns}/ground_truth/odom", lambda m, i=i: self._on_odom(i, m), QOS_GROUND_TRUTH))
+            if with_accel:
+                self.subscriptions.append(node.create_subscription(
+                    AccelStamped, f"{ns}/ground_truth/accel", lambda m, i=i: self._on_accel(i, m),
+                    QOS_GROUND_TRUTH))
+        if with_status:
+            from qrsim_ros.msg import VehicleStatus
+
+            self.subscriptions.append(node.create_subscription(
+                VehicleStatus, VEHICLE_STATUS_TOPIC, self._on_status, QOS_GROUND_TRUTH))
+
+    @property
+    def last_tick(self) -> int | None:
+        return self._last_tick
+
+    def _warn(self, counter: str, text: str, n: int = 1) -> None:
+        total = self.counters.count(counter, n)
+        self.node.get_logger().warning(f"{text} ({counter}: {total})", throttle_duration_sec=5.0)
+
+    # --- messages -----------------------------------------------------------------------------------
+    def _tick_of(self, stamp: Any) -> int | None:
+        ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+        if ns < 0 or ns % TICK_NS:
+            self._warn("ground_truth_rejected",
+                       f"ground truth stamped {ns * 1e-9:.9f} s is not a multiple of {BASE_DT_S} s: dropped")
+            return None
+        k = ns // TICK_NS
+        if self._last_tick is not None and k < self._last_tick:
+            # a new episode: ticks of the old one still waiting are stale
+            for old in [t for t in self._pending if t > k]:
+                del self._pending[old]
+        return k
+
+    def _entry(self, k: int) -> _Tick:
+        t = self._pending.get(k)
+        if t is None:
+            n = self.num_vehicles
+            t = _Tick(np.zeros((n, _RAW_ODOM_WIDTH)), np.zeros((n, 3)), np.zeros(n, bool), np.zeros(n, bool))
+            self._pending[k] = t
+            while len(self._pending) > MAX_PENDING_TICKS:
+                oldest = min(self._pending)
+                del self._pending[oldest]
+                self._warn("ticks_dropped", f"tick {oldest} dropped: too many ticks waiting")
+        return t
+
+    def _on_odom(self, i: int, msg: Any) -> None:
+        k = self._tick_of(msg.header.stamp)
+        if k is None:
+            return
+        t = self._entry(k)
+        t.raw[i] = _raw_odometry(msg)  # converted with the whole fleet's (one quaternion batch per tick)
+        t.has_odom[i] = True
+        self._arrived(k, t, i)
+
+    def _on_accel(self, i: int, msg: Any) -> None:
+        k = self._tick_of(msg.header.stamp)
+        if k is None:
+            return
+        t = self._entry(k)
+        t.accel[i] = specific_force_from_accel(msg)
+        t.has_accel[i] = True
+        self._arrived(k, t, i)
+
+    def _on_status(self, msg: Any) -> None:
+        if len(msg.valid) != self.num_vehicles:
+            self._warn("ground_truth_rejected",
+                       f"{VEHICLE_STATUS_TOPIC} lists {len(msg.valid)} vehicles, not {self.num_vehicles}")
+            return
+        ns = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        if ns < 0 or ns % TICK_NS:
+            self._warn("ground_truth_rejected", f"{VEHICLE_STATUS_TOPIC} stamped {ns * 1e-9:.9f} s: dropped")
+            return
+        self._status_count += 1
+        self._last_status_tick = ns // TICK_NS
+        self._statuses[ns // TICK_NS] = (self._status_count, int(msg.episode), np.array(msg.valid, bool))
+        while len(self._statuses) > 2 * MAX_PENDING_TICKS:
+            del self._statuses[next(iter(self._statuses))]  # the oldest arrival
+        self._flush()
+
+    def _arrived(self, k: int, t: _Tick, i: int) -> None:
+        if not t.has_odom[i] or (self.with_accel and not t.has_accel[i]):
+            return
+        t.done[i] = True
+        if self._last_tick is None or k >= self._last_tick:
+            self._latest[i] = max(self._latest[i], k)
+        else:  # new episode: the per-vehicle progress restarts
+            self._latest[i] = k
+        self._flush()
+
+    def _status_ready(self, k: int) -> bool:
+        """Whether tick k can be handled as far as the fleet status goes: its status is there, or none
+        is expected (none received so far: the subscription may still be matching; a later tick's
+        status came first, so this one was lost; no publisher)."""
+        if (not self.with_status or k in self._statuses or not self._status_count
+                or self._last_status_tick > k):
+            return True
+        return self.node.count_publishers(VEHICLE_STATUS_TOPIC) == 0
+
+    def _flush(self) -> None:
+        while self._pending:
+            k = min(self._pending)
+            t = self._pending[k]
+            if t.done.all():
+                if not self._status_ready(k):
+                    return
+            elif t.done.any() and np.all(self._latest[t.done] > k):
+                missing = ", ".join(vehicle_namespace(int(i)) for i in np.flatnonzero(~t.done))
+                self._warn("ticks_incomplete", f"tick {k}: no ground truth from {missing}; last state held")
+            elif not t.done.any() and any(p > k and self._pending[p].done.any() for p in self._pending):
+                del self._pending[k]
+                self._warn("ticks_dropped", f"tick {k} dropped: no vehicle's ground truth complete")
+                continue
+            else:
+                return
+            del self._pending[k]
+            self._handle(k, t)
+
+    # --- handling -----------------------------------------------------------------------------------
+    def _handle(self, k: int, t: _Tick) -> None:
+        x = states_from_raw_odometry(t.raw)
+        finite = np.all(np.isfinite(x[:, :12]), axis=1)
+        if self.with_accel:
+            finite &= np.all(np.isfinite(t.accel), axis=1)
+        present = t.done & finite
+        bad = t.done & ~finite
+        if bad.any():
+            names = ", ".join(vehicle_namespace(int(i)) for i in np.flatnonzero(bad))
+            self._warn("ground_truth_rejected", f"tick {k}: non-finite ground truth of {names}: held",
+                       int(bad.sum()))
+        self._state[present] = x[present]
+        self._accel[present] = t.accel[present]
+        status = self._statuses.pop(k, None)
+        episode = None
+        if status is not None:
+            _, episode, self._valid = status
+        valid = present & self._valid
+        last = self._last_tick
+        new_episode = episode is not None and self._episode is not None and episode != self._episode
+        if last is not None and k == last and not new_episode:
+            self._publish(self._last_out)  # the same tick again: same outputs, no second model step
+            return
+        reset = last is None or k < last or new_episode
+        if reset:
+            valid = present.copy()  # every vehicle is placed (valid) at an episode start
+        elif k > last + 1:
+            self._warn("ticks_skipped", f"ticks {last + 1}..{k - 1} never arrived; stepping on to tick {k}",
+                       k - last - 1)
+        accel = self._accel.copy() if self.with_accel else None
+        try:
+            if self._handler_takes_valid:
+                out = self.handler(k, self._state.copy(), accel, present, valid, reset)
+            else:
+                out = self.handler(k, self._state.copy(), accel, present, reset)  # type: ignore[call-arg]
+        except (ValueError, RuntimeError, ArithmeticError) as exc:
+            self._warn("model_errors", f"tick {k}: {'reset' if reset else 'step'} failed: {exc}")
+            if reset:
+                self._last_tick = None  # try again from the next ground truth
+            return
+        self._last_tick = k
+        if episode is not None or reset:  # a reset without its status: the episode is not known yet
+            self._episode = episode
+        # statuses of ticks that will not be handled: older ticks of this episode; at a reset, every
+        # status that arrived before this tick's (the old episode's)
+        first_new = status[0] if reset and status is not None else None
+        for old in [j for j, v in self._statuses.items()
+                    if (j < k and not reset) or (first_new is not None and v[0] < first_new)]:
+            del self._statuses[old]
+        self.ticks_handled += 1
+        self.resets += int(reset)
+        self._last_out = out
+        self._publish(out)
+
+    def _publish(self, out: Outgoing) -> None:
+        for pub, msg in out:
+            try:
+                pub.publish(msg)
+            except Exception as exc:  # rclpy raises RCLError (not exported) for a full reliable queue
+                self.node.get_logger().error(f"publishing on {pub.topic_name} failed: {exc}",
+                                             throttle_duration_sec=5.0)
+
+
+def time_of_tick(k: int) -> Any:
+    """builtin_interfaces/Time of tick k (t_k = 0.02 k s, exact)."""
+    return stamp_from_seconds(k * BASE_DT_S)
+
+
+# --- sensor messages out -----------------------------------------------------------------------------
+
+def _diag9(values: Sequence[float]) -> Array:
+    cov = np.zeros(9)
+    cov[0], cov[4], cov[8] = float(values[0]), float(values[1]), float(values[2])
+    return cov
+
+
+def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array,
+                 rates_frd: Array, specific_force_frd: Array, var_orientation: Array, var_rates: Array,
+                 var_accel: Array) -> list[Any]:
+    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
+
+    orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
+    FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
+    z at rest). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
+    """
+    from sensor_msgs.msg import Imu
+
+    idx = np.asarray(vehicles, int)
+    e = euler_ned_frd[idx]
+    q = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
+    w = frd_to_flu(rates_frd[idx])
+    f = frd_to_flu(specific_force_frd[idx])
+    cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
+    out = []
+    for row, i in enumerate(idx):
+        m = Imu()
+        m.header.stamp = stamp
+        m.header.frame_id = frames[i]
+        o = m.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in q[row])
+        a = m.angular_velocity
+        a.x, a.y, a.z = (float(v) for v in w[row])
+        la = m.linear_acceleration
+        la.x, la.y, la.z = (float(v) for v in f[row])
+        m.orientation_covariance = cov_o
+        m.angular_velocity_covariance = cov_w
+        m.linear_acceleration_covariance = cov_a
+        out.append(m)
+    return out
+
+
+def altitude_message(stamp: Any, frame: str, height_m: float, vertical_speed_mps: float,
+                     height_variance_m2: float) -> Any:
+    """qrsim_ros/Altitude: height above ground [m, up], vertical speed [m/s, up], height variance."""
+    from qrsim_ros.msg import Altitude
+
+    m = Altitude()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.height = float(height_m)
+    m.vertical_speed = float(vertical_speed_mps)
+    m.height_variance = float(height_variance_m2)
+    return m
+
+
+def navsatfix_message(stamp: Any, frame: str, lla: Array, variance_ned_m2: Array, has_fix: bool) -> Any:
+    """sensor_msgs/NavSatFix: WGS-84 latitude/longitude [deg], ellipsoidal altitude [m], diagonal ENU
+    position covariance [m^2] (east, north, up) from the receiver's NED variances; NO_FIX without a fix."""
+    from sensor_msgs.msg import NavSatFix, NavSatStatus
+
+    m = NavSatFix()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.status.status = NavSatStatus.STATUS_FIX if has_fix else NavSatStatus.STATUS_NO_FIX
+    m.status.service = NavSatStatus.SERVICE_GPS
+    m.latitude, m.longitude, m.altitude = (float(v) for v in lla)
+    var = np.asarray(variance_ned_m2, float)
+    if np.all(np.isfinite(var)):
+        m.position_covariance = _diag9([var[1], var[0], var[2]])
+        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
+    else:
+        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_UNKNOWN
+    return m
+
+
+def velocity_message(stamp: Any, frame: str, velocity_ned: Array) -> Any:
+    """geometry_msgs/TwistStamped: ground velocity in ``frame`` (map, ENU) [m/s]; angular 0."""
+    from geometry_msgs.msg import TwistStamped
+
+    m = TwistStamped()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    v = ned_to_enu(np.asarray(velocity_ned, float))
+    m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(c) for c in v)
+    return m
+
+
+def concentration_message(stamp: Any, frame: str, concentration: float, variance: float) -> Any:
+    """qrsim_ros/Concentration: the plume sensor's reading and its noise variance."""
+    from qrsim_ros.msg import Concentration
+
+    m = Concentration()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.concentration = float(concentration)
+    m.variance = float(variance)
+    return m
+
+
+# --- camera detections as an organised PointCloud2 ----------------------------------------------------
+
+#: Point layout of ``camera/detections``: float32 coordinates in ``map`` (ENU) [m], float32 llkd,
+#: int32 terrain class, then the 4 ground corners of the window (core order: (u0, v0), (u0, v1),
+#: (u1, v0), (u1, v1) in pixels, i.e. wg columns j(nf2+1)+i + [0, 1, nf2+1, nf2+2]).
+DETECTION_DTYPE = np.dtype(
+    [("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("llkd", "<f4"), ("terrain_class", "<i4")]
+    + [(f"c{c}_{a}", "<f4") for c in range(4) for a in "xyz"]
+)
+_CORNER_OFFSETS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (dj, di) of the four corners
+
+
+def detection_fields() -> list[Any]:
+    """sensor_msgs/PointField list matching ``DETECTION_DTYPE``."""
+    from sensor_msgs.msg import PointField
+
+    kinds = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<i4"): PointField.INT32}
+    return [PointField(name=name, offset=DETECTION_DTYPE.fields[name][1],
+                       datatype=kinds[DETECTION_DTYPE.fields[name][0]], count=1)
+            for name in DETECTION_DTYPE.names]
+
+
+def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
+    """The organised point array (rows = nf2 windows along the image v axis, columns = nf1 windows
+    along u) of one camera observation; (0, 0) when there is none or it sees no ground.
+
+    Point (row i, column j) is window (j, i) of the core: centre ``centres_ned[j, i]`` in ENU, its llkd
+    and terrain class, and its corners. Windows that miss the ground have NaN coordinates and llkd and
+    terrain class -1 (the cloud is then not dense). No ground truth (person index) is included.
+    """
+    if obs is None or obs.empty:
+        return np.zeros((0, 0), DETECTION_DTYPE)
+    nf1, nf2 = obs.grid_dims
+    pts = np.zeros((nf2, nf1), DETECTION_DTYPE)
+    centres = ned_to_enu(obs.centres_ned).transpose(1, 0, 2)  # (nf2, nf1, 3)
+    pts["x"], pts["y"], pts["z"] = centres[..., 0], centres[..., 1], centres[..., 2]
+    pts["llkd"] = obs.llkd_grid.T
+    pts["terrain_class"] = obs.terrain_class.T
+    corners = ned_to_enu(obs.corners_ned)  # (nf1+1, nf2+1, 3)
+    for c, (dj, di) in enumerate(_CORNER_OFFSETS):
+        block = corners[dj:dj + nf1, di:di + nf2].transpose(1, 0, 2)
+        for a, axis in enumerate("xyz"):
+            pts[f"c{c}_{axis}"] = block[..., a]
+    return pts
+
+
+def detections_message(stamp: Any, frame: str, obs: CameraObservation | None, fields: list[Any]) -> Any:
+    """sensor_msgs/PointCloud2 (organised, little endian) of one observation (see ``detection_points``)."""
+    from sensor_msgs.msg import PointCloud2
+
+    pts = detection_points(obs)
+    m = PointCloud2()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.height, m.width = int(pts.shape[0]), int(pts.shape[1])
+    m.fields = fields
+    m.is_bigendian = False
+    m.point_step = DETECTION_DTYPE.itemsize
+    m.row_step = DETECTION_DTYPE.itemsize * m.width
+    m.data = pts.tobytes()
+    m.is_dense = bool(pts.size == 0 or np.all(np.isfinite(pts["x"])))
+    return m
+
+
+def cloud_points(msg: Any) -> NDArray[np.void]:
+    """The (height, width) structured array of a ``camera/detections`` message (for consumers/tests)."""
+    names = [f.name for f in msg.fields]
+    if msg.point_step != DETECTION_DTYPE.itemsize or names != list(DETECTION_DTYPE.names):
+        raise ValueError("not a camera/detections cloud (unexpected fields or point_step)")
+    return np.frombuffer(bytes(msg.data), DETECTION_DTYPE).reshape(msg.height, msg.width)

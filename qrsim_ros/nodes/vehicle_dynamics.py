@@ -1,0 +1,560 @@
+"""vehicle_dynamics: integrates every Pelican of the scenario, owns ``/clock``, publishes the ground truth.
+
+The core's ``PelicanFleet`` (built by ``fleet.build_fleet``, as the Simulator: its parameters and
+dynamic-noise streams) is stepped at DT = 0.02 s; vehicles are placed at every episode start by the
+task rules (``tasks.initial_placement`` on the ``task.placement`` stream), as ``Simulator.reset``.
+
+Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
+  out  ``/clock`` (rosgraph_msgs/Clock) t_k after step k (0 after a reset);
+       ``uavN/ground_truth/odom`` (nav_msgs/Odometry, ``map`` -> ``uavN/base_link``, twist in the child
+       frame) and ``uavN/ground_truth/accel`` (geometry_msgs/AccelStamped, body specific force in FLU,
+       +9.81 on z at hover) stamped t_k, every tick (``conversions``);
+       ``/tf`` (tf2_msgs/TFMessage, ``map`` -> ``uavN/base_link`` of every vehicle in one message, every
+       ``tf_every_n_ticks`` ticks) and ``/tf_static`` (latched: ``map`` -> ``map_ned``, ``uavN/base_link``
+       -> ``uavN/base_link_frd`` and -> ``uavN/camera_optical`` per the camera mounting);
+       ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus) every tick: validity, reasons, input counters;
+       ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset.
+       Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
+       lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
+  in   ``uavN/cmd/attitude`` (qrsim_ros/AttitudeCommand): frame ``uavN/base_link_frd`` or empty (FRD,
+       QRSim native) or ``uavN/base_link`` (FLU: pitch and yaw rate negated). Non-finite values, a
+       wrong frame_id, a stamp older than the held command's, older than ``command_timeout_s`` or ahead
+       of the simulated time are rejected; values outside QRSim's limits are clamped; each with a
+       throttled warning and a per-vehicle counter (VehicleStatus). The latest valid command is held;
+       once it is older than ``command_timeout_s`` (simulated time, by its stamp) the vehicle flies
+       level at hover throttle until a new one arrives (counted). Before its first command a vehicle
+       hovers the same way.
+       ``uavN/wind`` (geometry_msgs/Vector3Stamped, ``map``, ENU air velocity from wind_field) stamped
+       t_k: the air velocity for the step t_k -> t_k+1, rotated into the body frame with the exact state.
+       Non-finite or not in ``map``: rejected (counted), the held wind stays. In lockstep a second,
+       different wind for the same tick (a second wind_field in the domain) is counted and ignored.
+  srv  ``~/reset`` (std_srvs/Trigger): new placement, episode + 1, tick 0 published again.
+
+Stepping (never blocks the executor): step k+1 is integrated in whichever callback completes its
+inputs (a wind or command message, or the wall-clock timer), paced by ``real_time_factor``:
+- ``lockstep: true``: step k+1 waits for the wind of t_k of every valid vehicle and, for valid vehicles
+  flown through the flight_controller (scenario control mode other than ``attitude``), their
+  ``cmd/attitude`` stamped t_k. After ``lockstep_timeout_s`` of wall time the missing inputs are named
+  in a warning ("waiting for uav2/wind@t=1.24, uav1/cmd/attitude@t=1.24") and the tick's outputs are
+  published again (for nodes that joined late or lost them; consumers treat a repeated tick as a
+  repeat); then it waits on (``wait``) or steps with the held inputs (``continue``). Tick 0 is first
+  published once every awaited input has a publisher and the odometry has a subscriber.
+- ``lockstep: false``: nothing is awaited; the latest inputs are held.
+``wait_for_commands: true`` holds the clock at tick 0 until every vehicle has a valid command (a
+deterministic start for tests and batch runs whose commands are published before the start).
+``duration_s`` > 0: after that much simulated time (all episodes) the node waits (at most 2 s) for its
+last messages to be acknowledged and shuts the process down (exit status 0).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import AccelStamped, Vector3Stamped
+from nav_msgs.msg import Odometry
+from qrsim_ros.msg import AttitudeCommand, VehicleStatus
+from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock as ClockMsg
+from std_msgs.msg import UInt32
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+
+from qrsim_ros.core.config_loader import ScenarioError
+from qrsim_ros.core.fleet import build_fleet
+from qrsim_ros.core.frames import dcm_from_state, enu_to_ned, ned_to_body
+from qrsim_ros.core.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.tasks import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_CLOCK,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    ParameterError,
+    base_link_frame,
+    base_link_frd_frame,
+    declare,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
+from qrsim_ros.nodes.conversions import (
+    TICK_NS,
+    accel_message,
+    fill_ground_truth,
+    odometry_message,
+    stamp_from_tick,
+    stamp_ns,
+    static_transforms,
+    transform,
+)
+
+#: Level attitude at hover throttle and full battery, [pitch, roll, throttle, yaw_rate, battery].
+HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
+#: The episode number of the episode started at launch (the count of placements drawn).
+FIRST_EPISODE = 1
+#: /tf as tf2_ros' broadcasters publish it.
+QOS_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: Seconds between two warnings of the same kind.
+WARN_PERIOD_S = 2.0
+#: Wall-clock budget of one free-running burst of steps before the executor gets control back [s].
+BURST_S = 0.01
+#: Longest the final acknowledgements are waited for at ``duration_s`` [s].
+FINAL_ACK_S = 2.0
+
+
+class VehicleDynamics(Node):
+    """The fleet's integrator and the simulation clock (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("vehicle_dynamics")
+        sc = declare_scenario(self)
+        self.scenario = sc
+        self.real_time_factor = declare(
+            self, "real_time_factor", 1.0,
+            "simulated seconds per wall-clock second (1.0: real time; 0: as fast as the inputs allow)",
+            lo=0.0, hi=10000.0)
+        self.lockstep = declare(
+            self, "lockstep", False,
+            "step k+1 only after the wind (and flight_controller commands) stamped t_k arrived")
+        self.lockstep_timeout_s = declare(
+            self, "lockstep_timeout_s", 1.0,
+            "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
+            lo=0.001, hi=3600.0)
+        self.lockstep_on_timeout = declare(
+            self, "lockstep_on_timeout", "wait",
+            "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
+            choices=("wait", "continue"))
+        self.command_timeout_s = declare(
+            self, "command_timeout_s", 0.5,
+            "simulated seconds a cmd/attitude is held before the vehicle falls back to level hover "
+            "(0: held forever) [s]", lo=0.0, hi=1e6)
+        self.duration_s = declare(
+            self, "duration_s", 0.0,
+            "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
+            lo=0.0, hi=1e9)
+        self.wait_for_commands = declare(
+            self, "wait_for_commands", False,
+            "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude")
+        self.start_subscribers = declare(
+            self, "start_subscribers", 0,
+            "publish tick 0 only once every vehicle's ground_truth/odom has this many matched "
+            "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
+            "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000)
+        self.start_timeout_s = declare(
+            self, "start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
+            lo=0.0, hi=3600.0)
+        self.tf_every_n_ticks = declare(
+            self, "tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", lo=0, hi=100000)
+
+        n = sc.num_vehicles
+        self.num_vehicles = n
+        self.names = [vehicle_namespace(i) for i in range(n)]
+        streams = RandomStreams(sc.seed)
+        self.seed_entropy = streams.entropy
+        self.fleet = build_fleet(sc, streams)
+        self._task = make_task(TaskContext(sc))  # type: ignore[arg-type]  # placement reads the scenario
+        self._placement_rng = streams.get(PLACEMENT_STREAM)
+        self.controlled = np.array([m != "attitude" for m in sc.control_modes()], bool)
+
+        # held inputs
+        self._cmd = np.tile(HOVER_COMMAND, (n, 1))  # SI controls, FRD, clamped
+        self._cmd_ns = np.full(n, -1, np.int64)  # stamp of the held command [ns]; -1: none yet
+        self._cmd_seen_ns = np.full(n, -1, np.int64)  # lockstep: stamp of the last command of t_k seen
+        self._has_cmd = np.zeros(n, bool)
+        self._fresh = np.zeros(n, bool)  # the last step flew the held command (not the hover fallback)
+        self._wind_ned = np.zeros((n, 3))
+        self._wind_tick = np.full(n, -1, np.int64)
+        self._wind_rx = np.full((n, 3), np.nan)  # the wind of _wind_tick as received (ENU), lockstep
+        # counters (since start)
+        self.commands_rejected = np.zeros(n, np.int64)
+        self.commands_clamped = np.zeros(n, np.int64)
+        self.command_timeouts = np.zeros(n, np.int64)
+        self.wind_rejected = np.zeros(n, np.int64)
+        self._last_warning: dict[str, float] = {}
+
+        # time
+        self._k = 0  # tick of the published ground truth
+        self.steps = 0  # steps integrated since start (all episodes)
+        self.episode = FIRST_EPISODE - 1
+        self._started = False
+        self._started_wall = 0.0
+        self._stopping = False
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self._period_s = BASE_DT_S / self.real_time_factor if self.real_time_factor > 0 else 0.0
+        self._pace_wall = 0.0
+        self._pace_step = 0
+        self._wait_since = time.monotonic()
+        self._max_steps = (math.floor(self.duration_s / BASE_DT_S + 1e-9) if self.duration_s > 0 else 0)
+
+        self._place()
+
+        # publishers
+        self._clock_pub = self.create_publisher(ClockMsg, "/clock", QOS_CLOCK)
+        self._odom_pubs = [self.create_publisher(Odometry, f"{ns}/ground_truth/odom", QOS_RELIABLE)
+                           for ns in self.names]
+        self._accel_pubs = [self.create_publisher(AccelStamped, f"{ns}/ground_truth/accel", QOS_RELIABLE)
+                            for ns in self.names]
+        self._tf_pub = self.create_publisher(TFMessage, "/tf", QOS_TF)
+        self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
+        self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_RELIABLE)
+        self._episode_pub = self.create_publisher(UInt32, "/sim/episode", QOS_LATCHED)
+        self._clock_msg = ClockMsg()
+        self._odom_msgs = [odometry_message(i) for i in range(n)]
+        self._accel_msgs = [accel_message(i) for i in range(n)]
+        zero = stamp_from_tick(0)
+        self._tf_msg = TFMessage(transforms=[transform(MAP_FRAME, base_link_frame(i), np.zeros(3),
+                                                       [0.0, 0.0, 0.0, 1.0], zero) for i in range(n)])
+        self._status_msg = VehicleStatus(names=list(self.names))
+        self._status_msg.header.frame_id = MAP_FRAME
+
+        # inputs
+        self._frd_frames = [base_link_frd_frame(i) for i in range(n)]
+        self._flu_frames = [base_link_frame(i) for i in range(n)]
+        self._cmd_subs = [self.create_subscription(AttitudeCommand, f"{ns}/cmd/attitude",
+                                                   lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
+                          for i, ns in enumerate(self.names)]
+        self._wind_subs = [self.create_subscription(Vector3Stamped, f"{ns}/wind",
+                                                    lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
+                           for i, ns in enumerate(self.names)]
+        self.create_service(Trigger, "~/reset", self._on_reset)
+
+        static = static_transforms(n, sc.vehicle.camera.r_body_rad, zero)
+        self._tf_static_pub.publish(TFMessage(transforms=static))
+        self._episode_pub.publish(UInt32(data=self.episode))
+        # wall-clock timer: pacing (a quarter of a tick's period: steps late by at most that), lockstep
+        # timeouts, free-running bursts
+        free_s = 0.01 if self.lockstep else 0.001
+        timer_s = min(max(self._period_s / 4, 0.001), 0.05) if self.real_time_factor > 0 else free_s
+        self._timer = self.create_timer(timer_s, self._on_timer, clock=self._wall)
+        under = [self.names[i] for i in np.flatnonzero(self.controlled)]
+        self.get_logger().info(
+            f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
+            f"real_time_factor {self.real_time_factor:g}, lockstep {'on' if self.lockstep else 'off'}"
+            + (f" (awaiting cmd/attitude of {', '.join(under)})" if self.lockstep and under else ""))
+
+    # --- episodes -------------------------------------------------------------------------------------
+    def _place(self) -> None:
+        """A new episode: the task's placement (one draw of the placement stream), tick 0."""
+        x0, _ = initial_placement(self._task, self._placement_rng)
+        try:
+            self.fleet.set_state(x0)
+        except PelicanInputError as exc:
+            raise ParameterError(f"parameter 'scenario'={self.scenario.source!r}: initial state: {exc}"
+                                 ) from None
+        self.episode += 1
+        self._k = 0
+        self._wind_tick[:] = -1
+        self._cmd_seen_ns[:] = -1
+        # a held command stays, as if given at the episode start (stamps restart from 0)
+        self._cmd_ns[self._has_cmd] = 0
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        if self._stopping:
+            response.success, response.message = False, "shutting down (duration_s reached)"
+            return response
+        try:
+            self._place()
+        except (ParameterError, ScenarioError) as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        self._episode_pub.publish(UInt32(data=self.episode))
+        if self._started:
+            self._publish_tick()
+            self._anchor_pace()
+        self.get_logger().info(f"reset: episode {self.episode}")
+        response.success, response.message = True, f"episode {self.episode}"
+        return response
+
+    # --- inputs ---------------------------------------------------------------------------------------
+    def _warn(self, key: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning.get(key, -math.inf) >= WARN_PERIOD_S:
+            self._last_warning[key] = now
+            self.get_logger().warning(text)
+
+    def _reject_command(self, i: int, why: str) -> None:
+        self.commands_rejected[i] += 1
+        self._warn(f"cmd{i}", f"{self.names[i]}/cmd/attitude rejected: {why} "
+                              f"({self.commands_rejected[i]} rejected so far; the held command stays)")
+
+    def _on_command(self, i: int, msg: AttitudeCommand) -> None:
+        t_ns = stamp_ns(msg.header.stamp)
+        now_ns = self._k * TICK_NS
+        awaited = self.lockstep and self.controlled[i] and t_ns == now_ns
+        if awaited:  # the flight_controller's command of t_k came: a rejected one leaves the held one
+            self._cmd_seen_ns[i] = t_ns
+        self._accept_command(i, msg, t_ns, now_ns)
+        if awaited or self.wait_for_commands:
+            self._try_advance()
+
+    def _accept_command(self, i: int, msg: AttitudeCommand, t_ns: int, now_ns: int) -> None:
+        """Validate a command and hold it (or count and warn)."""
+        frame = msg.header.frame_id.lstrip("/")
+        if frame in ("", self._frd_frames[i]):
+            flu = False
+        elif frame == self._flu_frames[i]:
+            flu = True
+        else:
+            self._reject_command(i, f"frame_id {frame!r} must be {self._frd_frames[i]!r} (or empty: FRD) "
+                                    f"or {self._flu_frames[i]!r} (FLU)")
+            return
+        u = np.array([msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage], float)
+        if not np.all(np.isfinite(u)):
+            self._reject_command(i, "non-finite values (pitch, roll, throttle, yaw_rate, battery) "
+                                    f"{u.tolist()}")
+            return
+        if t_ns < self._cmd_ns[i]:
+            self._reject_command(i, f"stamp {t_ns * 1e-9:.3f} s is older than the held command's "
+                                    f"({self._cmd_ns[i] * 1e-9:.3f} s)")
+            return
+        if t_ns > now_ns + TICK_NS:
+            self._reject_command(i, f"stamp {t_ns * 1e-9:.3f} s is ahead of the simulated time "
+                                    f"{now_ns * 1e-9:.3f} s (stamp commands with the /clock time: "
+                                    "use_sim_time)")
+            return
+        if self.command_timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self.command_timeout_s:
+            self._reject_command(i, f"stale: stamp {t_ns * 1e-9:.3f} s is more than command_timeout_s="
+                                    f"{self.command_timeout_s:g} s before the simulated time "
+                                    f"{now_ns * 1e-9:.3f} s")
+            return
+        if flu:  # FLU pitch and yaw rate have the opposite sign of QRSim's (AttitudeCommand.msg)
+            u[0], u[3] = -u[0], -u[3]
+        clamped = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])
+        if np.any(clamped != u):
+            self.commands_clamped[i] += 1
+            self._warn(f"clamp{i}", f"{self.names[i]}/cmd/attitude clamped into QRSim's limits (|roll|, "
+                                    f"|pitch| <= 0.9 rad, |yaw_rate| <= 4.5 rad/s, throttle 0..1, battery "
+                                    f"9..12 V): {u.tolist()} -> {clamped.tolist()} (FRD; "
+                                    f"{self.commands_clamped[i]} clamped so far)")
+        self._cmd[i] = clamped
+        self._cmd_ns[i] = t_ns
+        self._has_cmd[i] = True
+
+    def _on_wind(self, i: int, msg: Vector3Stamped) -> None:
+        v = msg.vector
+        w = np.array([v.x, v.y, v.z], float)
+        if msg.header.frame_id.lstrip("/") != MAP_FRAME or not np.all(np.isfinite(w)):
+            self.wind_rejected[i] += 1
+            self._warn(f"wind{i}", f"{self.names[i]}/wind rejected: frame_id {msg.header.frame_id!r} "
+                                   f"(must be {MAP_FRAME!r}), vector {w.tolist()} "
+                                   f"({self.wind_rejected[i]} so far)")
+            w = None
+        t_ns = stamp_ns(msg.header.stamp)
+        k, rest = divmod(t_ns, TICK_NS)
+        if self.lockstep:
+            if k == self._wind_tick[i] and not rest:
+                if w is not None and not np.array_equal(w, self._wind_rx[i]):  # not a plain repeat
+                    self.wind_rejected[i] += 1
+                    self._warn(f"wind2{i}", f"{self.names[i]}/wind: two different winds stamped "
+                                            f"{t_ns * 1e-9:.2f} s (is a second wind_field running in this "
+                                            "ROS domain?); the first is kept")
+                return
+            if rest or k != self._k:
+                return  # an older tick (or from before a reset): already used
+            if w is not None:
+                self._wind_ned[i] = enu_to_ned(w)
+                self._wind_rx[i] = w
+            self._wind_tick[i] = k  # arrived (a rejected wind leaves the held one)
+            self._try_advance()
+        elif w is not None and k >= self._wind_tick[i]:
+            self._wind_ned[i] = enu_to_ned(w)
+            self._wind_tick[i] = k
+
+    def _ready(self) -> bool:
+        valid = self.fleet.valid
+        if self.wait_for_commands and not self._has_cmd[valid].all():
+            return False
+        if not self.lockstep:
+            return True
+        if np.any(valid & (self._wind_tick != self._k)):
+            return False
+        awaited = valid & self.controlled
+        return not np.any(awaited & (self._cmd_seen_ns != self._k * TICK_NS))
+
+    def _missing_inputs(self) -> list[str]:
+        valid = self.fleet.valid
+        t = f"@t={self._k * BASE_DT_S:.2f}"
+        missing: list[str] = []
+        if self.lockstep:
+            no_wind = valid & (self._wind_tick != self._k)
+            missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(no_wind)]
+            late = valid & self.controlled & (self._cmd_seen_ns != self._k * TICK_NS)
+            missing += [f"{self.names[i]}/cmd/attitude{t}" for i in np.flatnonzero(late)]
+        if self.wait_for_commands:
+            missing += [f"{self.names[i]}/cmd/attitude (a first command)"
+                        for i in np.flatnonzero(valid & ~self._has_cmd)]
+        return missing
+
+    # --- stepping ---------------------------------------------------------------------------------------
+    def _anchor_pace(self) -> None:
+        self._pace_wall = time.monotonic()
+        self._pace_step = self.steps
+        self._wait_since = self._pace_wall
+
+    def _on_timer(self) -> None:
+        if self._stopping:
+            return
+        if not self._started:
+            self._try_start()
+            return
+        self._try_advance()
+        if self._stopping or self._ready():
+            return
+        waited = time.monotonic() - self._wait_since
+        if waited < self.lockstep_timeout_s:
+            return
+        missing = self._missing_inputs()
+        awaiting_first = self.wait_for_commands and not self._has_cmd[self.fleet.valid].all()
+        if self.lockstep and self.lockstep_on_timeout == "continue" and not awaiting_first:
+            self.get_logger().warning(f"lockstep: no {', '.join(missing)} after {waited:.1f} s: "
+                                      "stepping on with the held inputs")
+            self._step()
+            self._try_advance()
+            return
+        self.get_logger().warning(f"waiting for {', '.join(missing)} ({waited:.1f} s); "
+                                  f"tick {self._k} re-sent")
+        self._publish_tick()
+        self._wait_since = time.monotonic()
+
+    def _graph_missing(self) -> list[str]:
+        """Lockstep start: inputs without a publisher, and whether the odometry has a subscriber."""
+        missing = [f"a publisher of {self.names[i]}/wind" for i in range(self.num_vehicles)
+                   if self._wind_subs[i].get_publisher_count() < 1]
+        missing += [f"a publisher of {self.names[i]}/cmd/attitude" for i in np.flatnonzero(self.controlled)
+                    if self._cmd_subs[i].get_publisher_count() < 1]
+        missing += [f"a subscriber of {self.names[i]}/ground_truth/odom" for i in range(self.num_vehicles)
+                    if self._odom_pubs[i].get_subscription_count() < 1]
+        return missing
+
+    def _try_start(self) -> None:
+        waited = time.monotonic() - self._wait_since
+        short = [self.names[i] for i in range(self.num_vehicles)
+                 if self._odom_pubs[i].get_subscription_count() < self.start_subscribers]
+        if short and waited < self.start_timeout_s:
+            return
+        if short:
+            self._warn("start", f"starting without all {self.start_subscribers} ground-truth subscribers "
+                                f"of {', '.join(short)} after {waited:.1f} s")
+        if self.lockstep:
+            missing = self._graph_missing()
+            waited = time.monotonic() - self._wait_since
+            if missing and not (self.lockstep_on_timeout == "continue" and waited >= self.lockstep_timeout_s):
+                if waited >= self.lockstep_timeout_s:
+                    self._warn("start", f"lockstep start: waiting for {', '.join(missing)}")
+                return
+        self._started = True
+        self._started_wall = time.monotonic()
+        self.get_logger().info(f"started: tick 0 published after {time.monotonic() - self._wait_since:.2f} s")
+        self._publish_tick()
+        self._anchor_pace()
+        self._try_advance()
+
+    def _try_advance(self) -> None:
+        """Integrate as many steps as the inputs and the pace allow (a bounded burst)."""
+        if not self._started or self._stopping:
+            return
+        burst_end = time.monotonic() + BURST_S
+        while self._ready():
+            now = time.monotonic()
+            if self._period_s > 0:
+                due = self._pace_wall + (self.steps + 1 - self._pace_step) * self._period_s
+                if now < due:
+                    return
+                if now - due > max(0.1, 5 * self._period_s):  # far behind: do not catch up in a burst
+                    self._pace_wall, self._pace_step = now - self._period_s, self.steps
+            self._step()
+            if self._stopping or now > burst_end:
+                return
+
+    def _controls(self) -> np.ndarray:
+        """The controls (N, 5) of this step: the held commands, or hover where none is fresh."""
+        fresh = self._has_cmd.copy()
+        if self.command_timeout_s > 0:
+            age_s = (self._k * TICK_NS - self._cmd_ns) * 1e-9
+            fresh &= age_s <= self.command_timeout_s
+        expired = self._fresh & ~fresh & self.fleet.valid
+        if expired.any():
+            self.command_timeouts[expired] += 1
+            names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
+            self._warn("timeout", f"{names}: no cmd/attitude for more than command_timeout_s="
+                                  f"{self.command_timeout_s:g} s (simulated): level hover until the next")
+        self._fresh = fresh
+        return np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
+
+    def _step(self) -> None:
+        """Integrate step k+1 with the held inputs and publish its ground truth."""
+        x = self.fleet.state
+        u = self._controls()
+        wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
+        self.fleet.step(u, wind_body)
+        self._k += 1
+        self.steps += 1
+        self._publish_tick()
+        self._wait_since = time.monotonic()
+        if self._max_steps and self.steps >= self._max_steps:
+            self._finish()
+
+    def _publish_tick(self) -> None:
+        """Odometry, specific force, vehicle status, /clock and /tf of the current tick (what the
+        lockstep loop waits on first: see the module docstring)."""
+        k = self._k
+        stamp = stamp_from_tick(k)
+        with_tf = bool(self.tf_every_n_ticks) and k % self.tf_every_n_ticks == 0
+        fill_ground_truth(self._odom_msgs, self._accel_msgs, self._tf_msg.transforms if with_tf else None,
+                          self.fleet.state, self.fleet.accel_body, stamp)
+        for pub, msg in zip(self._odom_pubs, self._odom_msgs, strict=True):
+            pub.publish(msg)
+        for pub, msg in zip(self._accel_pubs, self._accel_msgs, strict=True):
+            pub.publish(msg)
+        self._publish_status(stamp)
+        self._clock_msg.clock = stamp
+        self._clock_pub.publish(self._clock_msg)
+        if with_tf:
+            self._tf_pub.publish(self._tf_msg)
+
+    def _publish_status(self, stamp: Any) -> None:
+        k = self._k
+        s = self._status_msg
+        s.header.stamp = stamp
+        s.episode, s.tick = self.episode, k
+        s.valid = self.fleet.valid.tolist()
+        s.invalid_reason = self.fleet.invalid_reason
+        s.command_fresh = self._fresh.tolist()
+        s.commands_rejected = self.commands_rejected.tolist()
+        s.commands_clamped = self.commands_clamped.tolist()
+        s.command_timeouts = self.command_timeouts.tolist()
+        s.wind_rejected = self.wind_rejected.tolist()
+        self._status_pub.publish(s)
+
+    def _finish(self) -> None:
+        """duration_s reached: stop, let the last messages be acknowledged, shut the process down."""
+        self._stopping = True
+        self._timer.cancel()
+        wall_s = time.monotonic() - self._started_wall
+        rate = self.steps / wall_s
+        self.get_logger().info(f"duration_s={self.duration_s:g} reached: {self.steps} steps in "
+                               f"{wall_s:.2f} s of wall time since tick 0 ({rate:.0f} ticks/s); shutdown")
+        deadline = time.monotonic() + FINAL_ACK_S
+        for pub in [self._clock_pub, self._status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))):
+                break
+        rclpy.try_shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(VehicleDynamics, argv, events_executor=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""wind_field: the air velocity at every vehicle: mean wind + per-vehicle Dryden turbulence (spec 4.1, 4.2).
+
+The core's ``MeanWind`` (shear profile, one shared field, direction from the ``mean_wind`` stream) and
+``DrydenTurbulence`` (one filter per vehicle, streams ``turbulence`` / ``turbulence.reset``), built with
+the Simulator's named streams (``RandomStreams(seed)``), so a lockstep run reproduces the Simulator.
+
+Topics (docs/NODE_GRAPH.md "Per tick k", step 2):
+  in   ``uavN/ground_truth/odom`` of every vehicle and ``/sim/vehicle_status`` (validity and episode of
+       the tick) through ``sensor_messages.GroundTruthSync``: one handler call per tick with the whole
+       fleet; a new episode counter (or a lower tick) starts an episode; a repeated tick re-sends its
+       outputs without stepping again.
+  out  ``uavN/wind`` (geometry_msgs/Vector3Stamped, frame ``map``, ENU air velocity [m/s]) stamped t_k:
+       the air velocity for the step t_k -> t_k+1, i.e. the mean wind at the vehicle's height plus its
+       turbulence stepped with tick k+1 on the states of t_k, as ``Simulator._tick`` does at the start
+       of tick k+1. The gust is the turbulence model's body-frame output rotated into the world with the
+       state of t_k; vehicle_dynamics rotates the sum back with its exact state (a residual of a few
+       1e-16 m/s against the Simulator's body-frame sum; with a turbulence period longer than 0.02 s
+       the held body-frame gust is carried the same way).
+
+At an episode start (and on the first ground truth) the mean wind draws its direction and the
+turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts drawn for the step
+the reset pre-empted (t_K -> t_K+1, never integrated) are taken back first (``rewind_updates``), so
+the turbulence streams stay aligned with the Simulator's episode after episode. Invalid vehicles, and vehicles
+whose ground truth is missing or non-finite, hold their gust (the Simulator steps the valid ones).
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``common.declare_scenario``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from geometry_msgs.msg import Vector3Stamped
+from rclpy.node import Node
+
+from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
+from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.turbulence import DrydenTurbulence
+from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.nodes.common import MAP_FRAME, QOS_RELIABLE, declare_scenario, run_node, vehicle_namespace
+from qrsim_ros.nodes.conversions import stamp_from_tick
+from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing
+
+
+class WindField(Node):
+    """Mean wind + Dryden turbulence for all vehicles; publishes ``uavN/wind`` every tick."""
+
+    def __init__(self) -> None:
+        super().__init__("wind_field")
+        sc = declare_scenario(self)
+        n = sc.num_vehicles
+        self.num_vehicles = n
+        streams = RandomStreams(sc.seed)
+        self.wind = MeanWind.from_params(sc.wind, streams)
+        self.turbulence = DrydenTurbulence(n, sc.vehicle.turbulence, streams)
+        self._updated_ahead = False  # the last handled tick drew the gusts of the following step
+        self._pubs = [self.create_publisher(Vector3Stamped, f"{vehicle_namespace(i)}/wind", QOS_RELIABLE)
+                      for i in range(n)]
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        w, t = sc.wind, sc.vehicle.turbulence
+        mean = f"W6 {w.w6_mps:g} m/s" if w.on else "off"
+        gusts = f"W6 {t.w6_mps:g} m/s" if t.on else "off"
+        self.get_logger().info(f"scenario {sc.name!r}: {n} vehicles, seed entropy {streams.entropy}, "
+                               f"mean wind {mean}, turbulence {gusts}")
+
+    def air_velocity_ned(self, x: Array) -> Array:
+        """Air velocity (N, 3) NED [m/s] at states x (N, 13): mean wind at each height + the gusts."""
+        mean = self.wind.velocity_ned(self.wind.heights_m(x))
+        return mean + body_to_ned(dcm_from_state(x), self.turbulence.velocity_body)
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        if reset:
+            if self._updated_ahead:
+                # the gust of the step the reset pre-empted was drawn, the Simulator never draws it
+                self.turbulence.rewind_updates(1)
+            # Simulator.reset's order: the wind's direction, then the turbulence's spin-up
+            self.wind.reset()
+            self.turbulence.reset(x)
+        # as the Simulator at the start of tick k+1: the valid vehicles of t_k (invalid ones hold)
+        updated = self.turbulence.step(k + 1, x, active=valid)
+        self._updated_ahead = updated and self.turbulence.params.on
+        v_enu = ned_to_enu(self.air_velocity_ned(x))
+        stamp = stamp_from_tick(k)
+        out: Outgoing = []
+        for i in range(self.num_vehicles):
+            m = Vector3Stamped()
+            m.header.stamp = stamp
+            m.header.frame_id = MAP_FRAME
+            m.vector.x, m.vector.y, m.vector.z = (float(c) for c in v_enu[i])
+            out.append((self._pubs[i], m))
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(WindField, argv, events_executor=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,474 @@
+"""The launch plan, the four launch files and the embedded launcher ``qrsim launch``.
+
+Plan tests are plain Python. The launcher tests start real node processes over real DDS (each test
+its own ROS_DOMAIN_ID from 170-189 and its own ROS_LOG_DIR), stop them with signals, and check that
+every child process is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import py_compile
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rosenv import REPO_ROOT, require_ros, ros_env
+
+from qrsim_ros import launch_plan as lp
+from qrsim_ros.launch_plan import NodeSpec, PlanError, plan
+
+LAUNCH_DIR = REPO_ROOT / "launch"
+ISSUE_ARGUMENTS = {"variant", "num_vehicles", "seed", "use_rviz", "record", "autopilot"}
+SENSORS_AND_CLOCK = ["vehicle_dynamics", "wind_field", "imu", "gps", "altimeter"]
+
+
+def names(specs: list[NodeSpec]) -> list[str]:
+    return [s.name for s in specs]
+
+
+# --- plan(): node sets ------------------------------------------------------------------------------
+
+def test_node_sets_per_family() -> None:
+    # search and rescue: camera; vehicles on velocity set points -> flight controller; lawn-mower autopilot
+    assert names(plan("search_rescue", seed=5)) == [
+        *SENSORS_AND_CLOCK, "camera_detector", "referee", "flight_controller", "example_autopilot"]
+    # plume: the plume field instead of the camera
+    assert names(plan("plume", seed=5)) == [
+        *SENSORS_AND_CLOCK, "plume_field", "referee", "flight_controller", "example_autopilot"]
+    # cats and mouse: the mouse alone is under a controller (velocity_height), so the controller runs
+    assert names(plan("cats_mouse", seed=5)) == [
+        *SENSORS_AND_CLOCK, "referee", "flight_controller", "example_autopilot"]
+    # keep spot: raw attitude commands, no controller; the example autopilot hovers (attitude PID)
+    assert names(plan("keep_spot", seed=5)) == [*SENSORS_AND_CLOCK, "referee", "example_autopilot"]
+    assert names(plan("keep_spot", seed=5, autopilot=False)) == [*SENSORS_AND_CLOCK, "referee"]
+
+
+def test_every_task_type_has_an_example_autopilot() -> None:
+    from qrsim_ros.core.scenario import TASK_TYPES
+
+    assert set(lp.AUTOPILOT_TASKS) == set(TASK_TYPES)
+
+
+def test_optional_nodes(tmp_path: Path) -> None:
+    assert "example_autopilot" not in names(plan("search_rescue", seed=5, autopilot=False))
+    with_rviz = plan("keep_spot", seed=5, use_rviz=True)
+    assert with_rviz[-1].name == "rviz2" and with_rviz[-1].package == "rviz2"
+    assert with_rviz[-1].module is None
+    recorded = plan("plume", seed=5, record=str(tmp_path / "bag"))
+    rec = [s for s in recorded if s.name == "recorder"]
+    assert len(rec) == 1 and rec[0].parameters["output_dir"] == str(tmp_path / "bag")
+    assert lp.bag_dir(recorded) == str(tmp_path / "bag")
+    assert lp.bag_dir(plan("plume", seed=5)) is None
+
+
+def test_default_bag_dir_is_absolute_and_named_after_the_config(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bag = lp.bag_dir(plan("search_rescue", variant="2b", seed=5, record=True))
+    assert bag is not None
+    assert Path(bag).parent == tmp_path / "bags"
+    assert re.fullmatch(r"search_rescue_2b_\d{8}_\d{6}", Path(bag).name)
+
+
+def test_namespaces_and_parameters() -> None:
+    specs = plan("search_rescue", variant="2a", num_vehicles=5, seed=11, lockstep=True,
+                 real_time_factor=0, duration_s=30)
+    for s in specs:
+        # every node serves all vehicles from the root namespace (topics uavN/... are relative)
+        assert s.namespace == "/" and s.fully_qualified_name == f"/{s.name}"
+        assert s.remappings == ()
+        assert s.parameters["scenario"] == "search_rescue_2a"
+        assert s.parameters["seed"] == 11
+        assert s.parameters["num_vehicles"] == 5
+        assert s.module == f"qrsim_ros.nodes.{s.executable}"
+    by_name = {s.name: s for s in specs}
+    dyn = by_name["vehicle_dynamics"].parameters
+    # the clock owner runs on wall time; every other node on /clock
+    assert dyn["use_sim_time"] is False
+    assert all(s.parameters["use_sim_time"] is True for s in specs if s.name != "vehicle_dynamics")
+    assert dyn["lockstep"] is True and dyn["real_time_factor"] == 0.0
+    assert isinstance(dyn["real_time_factor"], float)
+    assert dyn["duration_s"] == 30.0
+    # lockstep/real-time factor/duration belong to the clock owner only, and only when given
+    assert "lockstep" not in by_name["imu"].parameters
+    defaults = {s.name: s for s in plan("search_rescue", seed=11)}["vehicle_dynamics"].parameters
+    assert not {"lockstep", "real_time_factor", "duration_s"} & set(defaults)
+
+
+def test_file_values_are_resolved_for_every_node() -> None:
+    # num_vehicles 0 -> the file's (2C flies three); seed -1 -> the file's, which is 0 ("from the
+    # clock"): drawn once so every node builds the same random streams
+    specs = plan("search_rescue", variant="2c")
+    seeds = {s.parameters["seed"] for s in specs}
+    assert len(seeds) == 1
+    seed = seeds.pop()
+    assert isinstance(seed, int) and 1 <= seed <= lp.MAX_SEED
+    assert {s.parameters["num_vehicles"] for s in specs} == {3}
+
+
+def test_node_parameter_overrides() -> None:
+    specs = plan("keep_spot", seed=2, node_parameters={"imu": {"seed": 9}, "vehicle_dynamics": {"x": 1}})
+    by_name = {s.name: s for s in specs}
+    assert by_name["imu"].parameters["seed"] == 9
+    assert by_name["gps"].parameters["seed"] == 2
+    assert by_name["vehicle_dynamics"].parameters["x"] == 1
+    with pytest.raises(PlanError, match=r"'camera_detector'.*not in this plan"):
+        plan("keep_spot", seed=2, node_parameters={"camera_detector": {"a": 1}})
+
+
+@pytest.mark.parametrize(("scenario", "variant", "config"), [
+    ("search_rescue", "2C", "search_rescue_2c"),
+    ("search_rescue", "c", "search_rescue_2c"),
+    ("search_rescue", "2a", "search_rescue_2a"),
+    ("search_rescue", None, "search_rescue_2c"),
+    ("search_rescue", "", "search_rescue_2c"),
+    ("plume", "3G", "plume_3g"),
+    ("plume", None, "plume_3a"),
+    ("cats_mouse", "B", "cats_mouse_1b"),
+    ("keep_spot", None, "keep_spot"),
+    ("goto_waypoint", None, "goto_waypoint"),
+    ("search_rescue_2d", None, "search_rescue_2d"),
+])
+def test_variant_mapping(scenario: str, variant: str | None, config: str) -> None:
+    assert lp.config_name(scenario, variant) == config
+    assert plan(scenario, variant, seed=1)[0].parameters["scenario"] == config
+
+
+def test_yaml_path_scenario_is_passed_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(REPO_ROOT)
+    specs = plan("config/keep_spot.yaml", seed=1)
+    assert specs[0].parameters["scenario"] == str(REPO_ROOT / "config" / "keep_spot.yaml")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"scenario": "keep_spot", "variant": "a"}, r"variant='a': keep_spot has no variants"),
+    ({"scenario": "plume", "variant": "2c"}, r"variant='2c' is not a plume variant; one of 3a, 3b"),
+    ({"scenario": "search_rescue", "variant": "2e"}, r"one of 2a, 2b, 2c, 2d"),
+    ({"scenario": "goto_waypoint", "variant": "b"}, r"variant='b' given for scenario 'goto_waypoint'"),
+    ({"scenario": "no_such_thing"}, r"unknown scenario 'no_such_thing'; available: .*keep_spot"),
+    ({"scenario": ""}, r"scenario is empty"),
+    ({"scenario": "plume", "seed": -2}, r"seed=-2 must be an integer in \[-1, 2147483647\]"),
+    ({"scenario": "plume", "seed": 2**31}, r"seed=2147483648"),
+    ({"scenario": "plume", "num_vehicles": -1}, r"num_vehicles=-1 must be an integer"),
+    ({"scenario": "plume", "num_vehicles": 2.5}, r"num_vehicles=2.5"),
+    ({"scenario": "cats_mouse", "num_vehicles": 3}, r"num_vehicles=3 must be task.num_cats \+ 1 = 4"),
+    ({"scenario": "plume", "real_time_factor": -1.0}, r"real_time_factor=-1.0 must be a number >= 0"),
+    ({"scenario": "plume", "duration_s": math.nan}, r"duration_s=nan"),
+    ({"scenario": "plume", "use_rviz": "yes"}, r"use_rviz='yes' must be true or false"),
+    ({"scenario": "plume", "lockstep": 1}, r"lockstep=1 must be true, false or unset"),
+    ({"scenario": "plume", "record": ""}, r"record='' must be true, false or an output directory"),
+])
+def test_bad_arguments_raise_a_clear_error(kwargs: dict, message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        plan(**kwargs)
+
+
+# --- NodeSpec conversions ---------------------------------------------------------------------------
+
+def test_nodespec_forms() -> None:
+    spec = NodeSpec("imu", "imu2", "/sim", {"seed": 3, "scenario": "0123", "on": True, "r": 0.5},
+                    (("a", "b"),), ("-x",))
+    assert spec.fully_qualified_name == "/sim/imu2"
+    assert spec.params_file_content() == {"/sim/imu2": {"ros__parameters": dict(spec.parameters)}}
+    assert spec.ros_arguments("p.yaml") == ["--ros-args", "-r", "__node:=imu2", "-r", "__ns:=/sim",
+                                            "-r", "a:=b", "--params-file", "p.yaml"]
+    inline = spec.ros_arguments()
+    # a string that looks like a number stays a string: YAML quoting
+    assert "scenario:='0123'" in inline and "on:=true" in inline and "r:=0.5" in inline
+    kw = spec.launch_kwargs()
+    assert kw == {"package": "qrsim_ros", "executable": "imu", "name": "imu2", "namespace": "/sim",
+                  "parameters": [dict(spec.parameters)], "remappings": [("a", "b")], "arguments": ["-x"],
+                  "output": "screen"}
+    assert NodeSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_split_installed(tmp_path: Path) -> None:
+    (tmp_path / "imu").write_text("")
+    specs = plan("keep_spot", seed=1, use_rviz=True, autopilot=False)
+    present, missing = lp.split_installed(specs, tmp_path)
+    assert names(present) == ["imu", "rviz2"]  # rviz2 is another package's business
+    assert names(missing) == ["vehicle_dynamics", "wind_field", "gps", "altimeter", "referee"]
+
+
+# --- launch files ---------------------------------------------------------------------------------
+
+def test_launch_arguments_are_the_issues_six() -> None:
+    assert {name for name, _ in lp.LAUNCH_ARGUMENTS} == ISSUE_ARGUMENTS
+    for family in lp.LAUNCH_FAMILIES:
+        assert set(lp.launch_defaults(family)) == ISSUE_ARGUMENTS
+
+
+def test_plan_from_launch_arguments_is_plan() -> None:
+    strings = {"variant": "2B", "num_vehicles": "2", "seed": "4", "use_rviz": "False", "record": "false",
+               "autopilot": "0"}
+    assert lp.plan_from_launch_arguments("search_rescue", strings) == plan(
+        "search_rescue", "2b", num_vehicles=2, seed=4, autopilot=False)
+    # the defaults: the family's default variant, autopilot on
+    assert lp.plan_from_launch_arguments("cats_mouse", {"seed": "8"}) == plan("cats_mouse", "1a", seed=8)
+    with pytest.raises(PlanError, match="use_rviz='maybe' must be true or false"):
+        lp.plan_from_launch_arguments("plume", {"use_rviz": "maybe", "seed": "1"})
+    with pytest.raises(PlanError, match="seed='x' must be an integer"):
+        lp.plan_from_launch_arguments("plume", {"seed": "x"})
+    with pytest.raises(PlanError, match="unknown launch argument"):
+        lp.plan_from_launch_arguments("plume", {"speed": "1"})
+
+
+@pytest.mark.parametrize("family", lp.LAUNCH_FAMILIES)
+def test_launch_file_is_thin_and_calls_the_plan(family: str, tmp_path: Path) -> None:
+    path = LAUNCH_DIR / f"{family}.launch.py"
+    py_compile.compile(str(path), cfile=str(tmp_path / "x.pyc"), doraise=True)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assigns = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+               for t in node.targets if isinstance(t, ast.Name)}
+    assert isinstance(assigns["FAMILY"], ast.Constant) and assigns["FAMILY"].value == family
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    # the node set comes from the shared plan, with the six arguments declared from the same table
+    assert "launch_plan.plan_from_launch_arguments" in calls
+    assert "DeclareLaunchArgument" in calls and "launch_plan.launch_defaults" in calls
+    assert "Node" in calls and "spec.launch_kwargs" in calls
+    assert "launch_plan.LAUNCH_ARGUMENTS" in ast.unparse(tree)
+    funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "generate_launch_description" in funcs
+
+
+def test_launch_files_under_launch_ros(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("launch") is None or importlib.util.find_spec("launch_ros") is None:
+        pytest.skip("launch/launch_ros are not installable from the ROS 2 wheels (only in a ROS 2 "
+                    "distribution): the launch files are checked by compiling and inspecting them")
+    from launch import LaunchContext
+
+    for family in lp.LAUNCH_FAMILIES:
+        spec = importlib.util.spec_from_file_location(family, LAUNCH_DIR / f"{family}.launch.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        ld = module.generate_launch_description()
+        context = LaunchContext()
+        for entity in ld.entities:
+            entity.visit(context)
+        context.launch_configurations["seed"] = "3"
+        opaque = next(e for e in ld.entities if type(e).__name__ == "OpaqueFunction")
+        started = [n.node_executable for n in opaque.execute(context) if type(n).__name__ == "Node"]
+        assert started == [s.executable for s in lp.plan(family, seed=3)]
+
+
+# --- the embedded launcher: arguments -------------------------------------------------------------
+
+def _parse(argv: list[str]):
+    import argparse
+
+    from qrsim_ros.cli import launch as cli
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    cli.build_parser(sub)
+    return parser.parse_args(["launch", *argv])
+
+
+def test_cli_plans_what_the_launch_files_plan() -> None:
+    from qrsim_ros.cli import launch as cli
+
+    args = _parse(["search_rescue", "--variant", "2a", "--num-vehicles", "2", "--seed", "5",
+                   "--no-autopilot"])
+    specs, _ = cli.plan_for_args(args)
+    assert specs == lp.plan_from_launch_arguments(
+        "search_rescue", {"variant": "2a", "num_vehicles": "2", "seed": "5", "autopilot": "false"})
+    args = _parse(["keep_spot", "--seed", "3", "--lockstep", "--real-time-factor", "0", "--duration", "4",
+                   "--param", "imu:seed=-5", "--param", "vehicle_dynamics:lockstep_on_timeout=continue"])
+    by_name = {s.name: s for s in cli.plan_for_args(args)[0]}
+    assert by_name["imu"].parameters["seed"] == -5
+    assert by_name["vehicle_dynamics"].parameters == {
+        **plan("keep_spot", seed=3)[0].parameters, "lockstep": True, "real_time_factor": 0.0,
+        "duration_s": 4.0, "lockstep_on_timeout": "continue"}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["keep_spot", "--variant", "2a"], "keep_spot has no variants"),
+    (["plume", "--param", "imu=3"], "expected NODE:NAME=VALUE"),
+    (["plume", "--duration", "-1"], "--duration -1.0 must be"),
+    (["plume", "--seed", "x"], "invalid int value"),
+])
+def test_cli_bad_arguments_exit_2_with_one_line(argv: list[str], message: str, capsys) -> None:
+    from qrsim_ros.cli.main import main
+
+    try:
+        rc = main(["launch", *argv])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err and err.count("\n") == 1
+
+
+def test_child_environment() -> None:
+    from qrsim_ros.cli.launch import child_environment
+
+    ours = os.path.join(sys.prefix, "lib")
+    same = child_environment({"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": f"/x:{ours}"})
+    assert same["_ROS_WHEELS_BOOTSTRAP_COMPLETE"] == "1"  # same interpreter: no second exec needed
+    assert same["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    other = child_environment({"_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "LD_LIBRARY_PATH": "/other/venv/lib",
+                               "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
+    assert "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in other and "LD_LIBRARY_PATH" not in other
+    assert other["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"  # a user's choice is kept
+
+
+def test_progress_sums_time_over_resets() -> None:
+    from qrsim_ros.cli.launch import Progress
+
+    p = Progress()
+    p.on_clock(0.0, 100.0)
+    p.on_clock(2.0, 101.0)
+    p.on_clock(0.0, 101.5)  # reset: the clock restarts at 0
+    p.on_clock(1.0, 102.0)
+    assert p.sim_elapsed_s == pytest.approx(3.0)
+    assert p.real_time_factor == pytest.approx(3.0 / 2.0)
+
+
+def test_console_redraws_the_status_line_on_a_terminal() -> None:
+    import io
+
+    from qrsim_ros.cli.launch import Console
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    c = Console(tty)
+    c.status("sim 1")
+    c.line("[imu] hello")
+    c.status("sim 2")
+    c.clear_status()
+    # the status is erased before a log line and drawn again after it; never a newline of its own
+    assert tty.getvalue() == ("\r\033[Ksim 1" "\r\033[K[imu] hello\nsim 1" "\r\033[Ksim 2" "\r\033[K")
+    pipe = io.StringIO()
+    c = Console(pipe)
+    c.status("sim 1")
+    c.line("[imu] hello")
+    assert pipe.getvalue() == "sim 1\n[imu] hello\n"  # not a terminal: plain lines
+
+
+# --- the embedded launcher: real processes -----------------------------------------------------------
+
+def _require_nodes(*executables: str) -> None:
+    from qrsim_ros.cli.launch import find_executable
+
+    missing = [e for e in executables if find_executable(NodeSpec(e, e)) is None]
+    if missing:
+        pytest.skip(f"node executables not written yet: {', '.join(missing)}")
+
+
+def _launch(tmp_path: Path, domain: int, argv: list[str], *, interrupt_after: str | None = None,
+            timeout_s: float = 120.0) -> tuple[int, str]:
+    """Run ``qrsim launch ARGV``; optionally SIGINT it once a line matching ``interrupt_after`` appears.
+
+    Returns the exit status and the whole output; fails (after stopping it) if it outlives timeout_s.
+    """
+    env = ros_env(tmp_path, domain)
+    proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if interrupt_after and re.search(interrupt_after, line):
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if interrupt_after is not None:
+            assert seen.wait(timeout_s), "".join(lines)
+            proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    reader.join(timeout=10)
+    return rc, "".join(lines)
+
+
+def _assert_children_gone(output: str, expected: int) -> None:
+    pids = [int(p) for p in re.findall(r"\[qrsim launch\] started \S+ \(pid (\d+)\)", output)]
+    assert len(pids) == expected, output
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path) -> None:
+    require_ros()
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    t0 = time.monotonic()
+    # real time (the default pace): the launcher's listener sees the clock run
+    rc, out = _launch(tmp_path, 170, ["keep_spot", "--duration", "2", "--no-autopilot", "--seed", "3",
+                                      "--record"])
+    assert rc == 0, out
+    assert "recording is not available yet" in out or "Bag:" in out
+    summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
+    assert len(summary) == 1, out
+    s = summary[0]
+    assert "keep_spot (seed 3, 1 vehicle" in s and "--duration 2 s reached" in s
+    m = re.search(r"simulated ([\d.]+) s", s)
+    assert m, out
+    sim = float(m.group(1))
+    assert 2.0 <= sim < 2.5  # the clock owner stops itself at exactly 2 s; the listener may lag a tick
+    assert re.search(r"real-time factor [\d.]+", s)
+    assert "Reward: " in s and "All 6 processes stopped cleanly" in s
+    # forwarded logs carry the node's name
+    assert re.search(r"^\[imu\] ", out, re.MULTILINE) and re.search(r"^\[vehicle_dynamics\] ", out, re.M)
+    _assert_children_gone(out, 6)
+    print(f"keep_spot 2 s (6 processes): {time.monotonic() - t0:.1f} s wall")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
+    require_ros()
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    rc, out = _launch(tmp_path, 171, ["keep_spot", "--no-autopilot", "--seed", "3", "--param", "imu:seed=-5"])
+    assert rc == 1, out
+    s = [line for line in out.splitlines() if line.startswith("Summary: ")][-1]
+    assert "stopped: node imu died (exit status 1)" in s and "Died: imu (exit status 1)" in s
+    # the node's own one-line reason is forwarded
+    assert re.search(r"^\[imu\] .*seed", out, re.MULTILINE)
+    # it died at start-up, so the clock owner (started last) never ran
+    assert "started vehicle_dynamics" not in out
+    _assert_children_gone(out, 5)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    require_ros()
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    rc, out = _launch(tmp_path, 172, ["keep_spot", "--no-autopilot", "--seed", "3", "--single-process",
+                                      "--param", "vehicle_dynamics:duration_s=0.4"],
+                      interrupt_after=r"^\[vehicle_dynamics\] \[INFO\]")
+    # The SIGINT may arrive before or after the clock owner finished its 0.4 s: both end cleanly.
+    assert rc == 0, out
+    s = [line for line in out.splitlines() if line.startswith("Summary: ")][-1]
+    assert "one process" in s and ("interrupted (SIGINT)" in s or "finished" in s), s
+    assert "All 1 process stopped cleanly" in s
+    # the nodes' log lines carry their own names, as in multi-process mode
+    assert re.search(r"^\[imu\] \[INFO\] .*imu: 1 vehicles", out, re.MULTILINE), out
+    _assert_children_gone(out, 1)

@@ -1,0 +1,434 @@
+"""vehicle_dynamics and wind_field as real processes over real DDS (keep_spot).
+
+A test-side rclpy node (own context, own ROS_DOMAIN_ID, spun in a background thread) publishes attitude
+commands stamped with the simulated time it receives and records what the nodes publish; every wait is
+on an event with a timeout. Expected values come from first principles: at hover the vehicle stays
+near its start 10 m up (ENU z = +10) and the body specific force is +g along FLU z (REP-145).
+Also: the ground-truth conversions round-trip against the core's frames (no processes).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rosenv import python, require_ros, ros_env
+
+pytestmark = pytest.mark.ros
+
+#: ROS_DOMAIN_IDs of this file (110-119) and of test_lockstep_agreement.py (120-129).
+DOMAIN_BASIC, DOMAIN_BAD_PARAM, DOMAIN_TIMEOUT = 110, 111, 112
+G = 9.81
+HOVER_THROTTLE = 0.59004353928
+
+
+# --- helpers shared with test_lockstep_agreement.py ---------------------------------------------------
+
+class NodeProcess:
+    """A qrsim_ros node run as ``python -m qrsim_ros.nodes.<module> --ros-args -p k:=v ...``."""
+
+    def __init__(self, module: str, params: dict[str, Any], env: dict[str, str], log_dir: Path) -> None:
+        args = [python(), "-m", f"qrsim_ros.nodes.{module}", "--ros-args"]
+        for key, value in params.items():
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            args += ["-p", f"{key}:={text}"]
+        self.name = module
+        self.stdout_path = log_dir / f"{module}.out"
+        self.stderr_path = log_dir / f"{module}.err"
+        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, start_new_session=True)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """SIGTERM, wait; returns the exit status (the process is killed if it does not exit)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"{self.name} ignored SIGTERM for {timeout_s} s; stderr:\n{self.stderr()}"
+                                 ) from None
+
+
+class Probe:
+    """The test's own rclpy node in a private context and DDS domain, spun in a background thread."""
+
+    def __init__(self, tmp_path: Path, domain_id: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node(f"test_probe_{os.getpid()}", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # the context shut down under the spin
+                if self.context.ok():
+                    raise
+
+    def close(self) -> None:
+        self.context.try_shutdown()
+        self._thread.join(timeout=10)
+        self.node.destroy_node()
+
+
+def reliable(depth: int = 1000) -> Any:
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def latched() -> Any:
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str,
+             processes: Sequence[NodeProcess] = ()) -> None:
+    """Wait until ``condition()`` (polled on the test thread; the data arrive on the probe's thread)."""
+    deadline = time.monotonic() + timeout_s
+    event = threading.Event()
+    while not condition():
+        for p in processes:
+            if p.proc.poll() is not None:
+                raise AssertionError(f"{p.name} exited with {p.proc.returncode} while waiting for {what}; "
+                                     f"stderr:\n{p.stderr()}")
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {p.name}:\n{p.stderr()[-3000:]}" for p in processes)
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{logs}")
+        event.wait(0.01)
+
+
+def stop_all(processes: Sequence[NodeProcess]) -> list[int]:
+    codes = []
+    for p in processes:
+        codes.append(p.stop())
+    return codes
+
+
+def quaternion_rotate(q_xyzw: Sequence[float], v: Sequence[float]) -> np.ndarray:
+    """v rotated by the unit quaternion q (x, y, z, w): q v q*, written out (Rodrigues form)."""
+    x, y, z, w = q_xyzw
+    u = np.array([x, y, z])
+    v = np.asarray(v, float)
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+
+
+# --- conversions (no processes) -----------------------------------------------------------------------
+
+def test_odometry_round_trip_and_frames() -> None:
+    require_ros()
+    from qrsim_ros.core.frames import dcm_ned_to_body
+    from qrsim_ros.nodes.conversions import (
+        accel_message,
+        fill_accel,
+        fill_ground_truth,
+        odometry_from_state,
+        odometry_message,
+        specific_force_from_accel,
+        stamp_from_tick,
+        state_from_odometry,
+        tick_of_stamp,
+        transform,
+    )
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        x = np.concatenate([rng.uniform(-50, 50, 3), rng.uniform(-1.2, 1.2, 2), rng.uniform(-3, 3, 1),
+                            rng.uniform(-5, 5, 6), [16.5]])
+        msg = odometry_from_state(1, x, stamp_from_tick(12345))
+        assert (msg.header.frame_id, msg.child_frame_id) == ("map", "uav2/base_link")
+        assert tick_of_stamp(msg.header.stamp) == 12345
+        p = msg.pose.pose.position
+        # ENU position: east = NED y, north = NED x, up = -NED z (exact)
+        assert (p.x, p.y, p.z) == (x[1], x[0], -x[2])
+        # the quaternion rotates FLU body axes into ENU as the NED/FRD DCM does (first principles)
+        o = msg.pose.pose.orientation
+        r_ned_frd = dcm_ned_to_body(x[3], x[4], x[5]).T
+        for axis in np.eye(3):
+            flu = axis * [1.0, -1.0, -1.0]  # the FRD axis in FLU
+            ned = r_ned_frd @ axis
+            enu = [ned[1], ned[0], -ned[2]]
+            np.testing.assert_allclose(quaternion_rotate([o.x, o.y, o.z, o.w], flu), enu, atol=1e-14)
+        back = state_from_odometry(msg)
+        np.testing.assert_array_equal(back[[0, 1, 2, 6, 7, 8, 9, 10, 11]], x[[0, 1, 2, 6, 7, 8, 9, 10, 11]])
+        np.testing.assert_allclose(back[3:5], x[3:5], atol=1e-14)
+        assert math.isclose(math.remainder(back[5] - x[5], 2 * math.pi), 0.0, abs_tol=1e-14)
+        a = rng.normal(size=3)
+        acc = fill_accel(accel_message(0), a, stamp_from_tick(1))
+        assert (acc.accel.linear.x, acc.accel.linear.y, acc.accel.linear.z) == (a[0], -a[1], -a[2])
+        np.testing.assert_array_equal(specific_force_from_accel(acc), a)
+    assert tick_of_stamp(stamp_from_tick(10**9)) == 10**9  # exact far out (20 million seconds)
+    # the node's batched fill (all vehicles at once) writes the same messages
+    x2 = np.array([x, x[::-1]])
+    a2 = rng.normal(size=(2, 3))
+    odoms, accels = [odometry_message(0), odometry_message(1)], [accel_message(0), accel_message(1)]
+    tfs = [transform("map", f"uav{i + 1}/base_link", np.zeros(3), [0, 0, 0, 1], stamp_from_tick(0))
+           for i in (0, 1)]
+    fill_ground_truth(odoms, accels, tfs, x2, a2, stamp_from_tick(7))
+    for i in (0, 1):
+        one = odometry_from_state(i, x2[i], stamp_from_tick(7))
+        assert odoms[i] == one and odoms[i].child_frame_id == f"uav{i + 1}/base_link"
+        assert accels[i] == fill_accel(accel_message(i), a2[i], stamp_from_tick(7))
+        tr, rot = tfs[i].transform.translation, tfs[i].transform.rotation
+        pos = one.pose.pose.position
+        assert (tr.x, tr.y, tr.z) == (pos.x, pos.y, pos.z)
+        assert rot == one.pose.pose.orientation and tfs[i].header.stamp == one.header.stamp
+
+
+def test_turbulence_rewind_redraws_what_the_simulator_draws() -> None:
+    """wind_field updates the turbulence one step ahead of the Simulator; at a reset it takes that update
+    back (``rewind_updates``): the next episode then draws exactly the Simulator's gusts."""
+    from qrsim_ros.core.rng import RandomStreams
+    from qrsim_ros.core.turbulence import DrydenTurbulence, TurbulenceParams
+
+    x = np.zeros((2, 13))
+    x[:, 2] = [-10.0, -25.0]
+    x[:, 6] = [1.0, 3.0]
+    sim, node = (DrydenTurbulence(2, TurbulenceParams(w6_mps=2.0), RandomStreams(17)) for _ in range(2))
+    for t in (sim, node):
+        t.reset(x)
+    for k in range(1, 71):  # 70 updates cross a 64-update noise block: the rewind reaches into it
+        sim.step(k, x)
+        node.step(k, x)
+    node.step(71, x)  # the gust of a step that a reset pre-empts
+    node.rewind_updates(1)
+    for t in (sim, node):
+        t.reset(x)
+    for k in range(1, 40):
+        assert sim.step(k, x) and node.step(k, x)
+        np.testing.assert_array_equal(node.velocity_body, sim.velocity_body)
+    with pytest.raises(ValueError, match="cannot rewind"):
+        node.rewind_updates(10**6)
+
+
+# --- the nodes --------------------------------------------------------------------------------------------
+
+def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clock, odometry, specific force, /tf, /tf_static, command validation and timeout, reset, SIGTERM."""
+    require_ros()
+    from geometry_msgs.msg import AccelStamped, Vector3Stamped
+    from nav_msgs.msg import Odometry
+    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import UInt32
+    from std_srvs.srv import Trigger
+    from tf2_msgs.msg import TFMessage
+
+    env = ros_env(tmp_path, DOMAIN_BASIC)
+    common = {"scenario": "keep_spot", "seed": 11}
+    dyn_params = {**common, "lockstep": True, "real_time_factor": 2.0, "wait_for_commands": True,
+                  "command_timeout_s": 0.6}
+    procs = [NodeProcess("wind_field", common, env, tmp_path),
+             NodeProcess("vehicle_dynamics", dyn_params, env, tmp_path)]
+    probe = Probe(tmp_path, DOMAIN_BASIC, monkeypatch)
+    steady = threading.Event()
+    pilot: threading.Thread | None = None
+    try:
+        node = probe.node
+        got: dict[str, list[Any]] = {k: [] for k in ("clock", "odom", "accel", "tf", "static", "status",
+                                                      "episode", "wind")}
+        node.create_subscription(Clock, "/clock", got["clock"].append, reliable())
+        node.create_subscription(Odometry, "/uav1/ground_truth/odom", got["odom"].append, reliable())
+        node.create_subscription(AccelStamped, "/uav1/ground_truth/accel", got["accel"].append, reliable())
+        node.create_subscription(TFMessage, "/tf", got["tf"].append, reliable())
+        node.create_subscription(TFMessage, "/tf_static", got["static"].append, latched())
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status", got["status"].append, reliable())
+        node.create_subscription(UInt32, "/sim/episode", got["episode"].append, latched())
+        node.create_subscription(Vector3Stamped, "/uav1/wind", got["wind"].append, reliable())
+        cmd_pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
+        reset_client = node.create_client(Trigger, "/vehicle_dynamics/reset")
+
+        def sim_time() -> Any:
+            return got["clock"][-1].clock if got["clock"] else AttitudeCommand().header.stamp
+
+        def command(throttle: float = HOVER_THROTTLE, frame: str = "uav1/base_link_frd", pitch: float = 0.0,
+                    roll: float = 0.0) -> None:
+            m = AttitudeCommand(pitch=pitch, roll=roll, throttle=throttle, yaw_rate=0.0, battery_voltage=12.0)
+            m.header.frame_id = frame
+            m.header.stamp = sim_time()
+            cmd_pub.publish(m)
+
+        def last_status() -> Any:
+            return got["status"][-1] if got["status"] else None
+
+        def ticks(msgs: list[Any]) -> list[int]:
+            return [round((m.header.stamp.sec * 10**9 + m.header.stamp.nanosec) / 20_000_000) for m in msgs]
+
+        # wait_for_commands: the clock stays at tick 0 until the first valid command
+        wait_for(lambda: len(got["odom"]) >= 1 and len(got["static"]) >= 1, 30, "tick 0 and /tf_static",
+                 procs)
+        assert ticks(got["odom"]) == [0] * len(got["odom"])
+
+        def keep_commanding() -> None:  # an autopilot at ~50 Hz wall (25 Hz of simulated time at 2x)
+            while not steady.is_set():
+                command()
+                steady.wait(0.02)
+
+        pilot = threading.Thread(target=keep_commanding, daemon=True)
+        pilot.start()
+        # (the probe may discover a publisher seconds after the others: wait for every topic)
+        wait_for(lambda: len(got["odom"]) >= 101 and got["clock"][-1].clock.sec >= 2
+                 and len(got["wind"]) >= 20 and all(got[key] for key in ("accel", "tf", "status", "episode")),
+                 30,
+                 "2 s of simulated flight and every topic", procs)
+
+        # clock and odometry: every tick, 50 Hz of simulated time, the REP-105 frames
+        odom = list(got["odom"])
+        k = ticks(odom)
+        assert sorted(set(k)) == list(range(max(k) + 1)) and np.all(np.diff(k) >= 0)  # every tick, in order
+        clock_s = [c.clock.sec + c.clock.nanosec * 1e-9 for c in got["clock"]]
+        assert clock_s[-1] >= 2.0 and np.all(np.diff(clock_s) >= 0)
+        assert all((m.header.frame_id, m.child_frame_id) == ("map", "uav1/base_link") for m in odom)
+        z = np.array([m.pose.pose.position.z for m in odom if ticks([m])[0] <= 100])
+        # hovering at its start, 10 m up (ENU z up). Open loop, the vehicle drifts with the air: the
+        # vertical Dryden gust at 10 m has sigma ~0.2 m/s and a correlation time of ~20 s, so over the
+        # first 2 s it moves well under 3 sigma x 2 s = 1.2 m
+        assert z[0] == 10.0 and np.all(np.abs(z - 10.0) < 1.5), z
+        accel = [a for a in got["accel"] if ticks([a])[0] >= 10]
+        az = np.array([a.accel.linear.z for a in accel])
+        assert accel and accel[0].header.frame_id == "uav1/base_link"
+        # REP-145: at hover the specific force is +g up the FLU z axis; tolerance: the noisy dynamics and
+        # turbulence move it by a few tenths of m/s^2 around g
+        assert abs(float(np.mean(az)) - G) < 0.3 and np.all(np.abs(az - G) < 2.0), az
+        assert got["wind"] and got["wind"][-1].header.frame_id == "map"
+        wind = np.array([[w.vector.x, w.vector.y, w.vector.z] for w in got["wind"]])
+        assert np.all(np.isfinite(wind)) and np.ptp(wind[:, 0]) > 0  # turbulence: gusts vary
+        tf = got["tf"][-1].transforms
+        assert [(t.header.frame_id, t.child_frame_id) for t in tf] == [("map", "uav1/base_link")]
+
+        # /tf_static: map_ned's x (north) is map's y, its z (down) is map's -z; base_link_frd is base_link
+        # turned about x; the camera looks down (optical z = body down) with image x = body right
+        static = {(t.header.frame_id, t.child_frame_id): t.transform.rotation
+                  for t in got["static"][-1].transforms}
+        assert set(static) == {("map", "map_ned"), ("uav1/base_link", "uav1/base_link_frd"),
+                               ("uav1/base_link", "uav1/camera_optical")}
+
+        def rot(key: tuple[str, str], v: Sequence[float]) -> np.ndarray:
+            q = static[key]
+            return quaternion_rotate([q.x, q.y, q.z, q.w], v)
+
+        np.testing.assert_allclose(rot(("map", "map_ned"), [1, 0, 0]), [0, 1, 0], atol=1e-12)
+        np.testing.assert_allclose(rot(("map", "map_ned"), [0, 0, 1]), [0, 0, -1], atol=1e-12)
+        np.testing.assert_allclose(rot(("uav1/base_link", "uav1/base_link_frd"), [0, 1, 0]), [0, -1, 0],
+                                   atol=1e-12)
+        np.testing.assert_allclose(rot(("uav1/base_link", "uav1/camera_optical"), [0, 0, 1]), [0, 0, -1],
+                                   atol=1e-12)
+        np.testing.assert_allclose(rot(("uav1/base_link", "uav1/camera_optical"), [1, 0, 0]), [0, -1, 0],
+                                   atol=1e-12)
+        assert [e.data for e in got["episode"]] == [1]
+
+        # bad commands (among the autopilot's): rejected, counted, without effect on the vehicle
+        before = last_status()
+        assert list(before.names) == ["uav1"] and list(before.valid) == [True]
+        assert list(before.commands_clamped) == [0]
+        rejected = before.commands_rejected[0]  # 0, unless the autopilot's stamps lagged (stale) under load
+        n_before_bad = len(got["odom"])
+        command(throttle=math.nan)
+        command(frame="uav2/base_link_frd")
+        command(frame="uav1/base_link", pitch=math.inf)
+        wait_for(lambda: last_status().commands_rejected[0] >= rejected + 3, 10, "three rejections", procs)
+        wait_for(lambda: len(got["odom"]) >= n_before_bad + 25, 10, "0.5 s more", procs)
+        z = np.array([m.pose.pose.position.z for m in got["odom"][n_before_bad - 1:]])
+        # still hovering on the held commands: at most drifting with the air (0.5 s x 3 sigma of 0.2 m/s)
+        assert np.all(np.abs(z - z[0]) < 0.5), z
+        steady.set()
+        pilot.join(timeout=5)
+        n_before_climb = len(got["odom"])
+        command(throttle=1.5)  # clamped to full throttle: the vehicle climbs
+        wait_for(lambda: last_status().commands_clamped[0] == 1, 10, "a clamp", procs)
+        # command timeout (0.6 s simulated): hover again, counted
+        wait_for(lambda: last_status().command_timeouts[0] >= 1 and not last_status().command_fresh[0], 10,
+                 "the command timeout", procs)
+        climb = got["odom"][n_before_climb:]
+        vz = np.array([m.twist.twist.linear.z for m in climb])
+        assert vz.max() > 1.0, vz  # full throttle: climbing (FLU z up) at more than 1 m/s
+        assert all(np.isfinite([m.pose.pose.position.z, m.twist.twist.linear.z]).all() for m in got["odom"])
+        assert list(last_status().valid) == [True]
+
+        # reset: episode 2, tick 0 again, back at the start
+        assert reset_client.wait_for_service(timeout_sec=10)
+        future = reset_client.call_async(Trigger.Request())
+        wait_for(future.done, 10, "the reset response", procs)
+        assert future.result().success, future.result().message
+        wait_for(lambda: got["episode"][-1].data == 2, 10, "/sim/episode 2", procs)
+        wait_for(lambda: any(ticks([m])[0] == 0 and abs(m.pose.pose.position.z - 10.0) < 1e-9
+                             for m in got["odom"][n_before_climb:]), 10, "tick 0 of episode 2", procs)
+    finally:
+        steady.set()
+        if pilot is not None:
+            pilot.join(timeout=5)
+        probe.close()
+        t0 = time.monotonic()
+        codes = stop_all(procs)
+        stop_s = time.monotonic() - t0
+    assert codes == [0, 0], [p.stderr() for p in procs]
+    assert stop_s < 10.0
+    assert all(p.proc.poll() is not None for p in procs)
+
+
+def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
+    require_ros()
+    env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
+    p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", "real_time_factor": -1.0}, env, tmp_path)
+    try:
+        code = p.proc.wait(timeout=60)
+    finally:
+        if p.proc.poll() is None:
+            p.stop()
+    lines = [line for line in p.stderr().splitlines() if line.strip()]
+    assert code == 1
+    assert len(lines) == 1 and "real_time_factor" in lines[0] and "-1" in lines[0], lines
+
+
+def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """No wind_field: after lockstep_timeout_s the dynamics names the missing wind and steps on with the
+    held inputs (still air), one step per timeout ('continue')."""
+    require_ros()
+    from nav_msgs.msg import Odometry
+
+    env = ros_env(tmp_path, DOMAIN_TIMEOUT)
+    params = {"scenario": "keep_spot", "seed": 3, "lockstep": True, "real_time_factor": 0.0,
+              "lockstep_timeout_s": 0.1, "lockstep_on_timeout": "continue"}
+    procs = [NodeProcess("vehicle_dynamics", params, env, tmp_path)]
+    probe = Probe(tmp_path, DOMAIN_TIMEOUT, monkeypatch)
+    odom: list[Any] = []
+    try:
+        probe.node.create_subscription(Odometry, "/uav1/ground_truth/odom", odom.append, reliable())
+        wait_for(lambda: "uav1/wind@t=0.04" in procs[0].stderr(), 30, "three timeouts", procs)
+        wait_for(lambda: len({(m.header.stamp.sec, m.header.stamp.nanosec) for m in odom}) >= 2, 30,
+                 "the clock moving", procs)
+    finally:
+        probe.close()
+        codes = stop_all(procs)
+    assert codes == [0]
+    err = procs[0].stderr()
+    assert "lockstep: no uav1/wind@t=0.00 after 0.1 s: stepping on with the held inputs" in err, err
+    assert "uav1/wind@t=0.02" in err
+    assert np.all(np.isfinite([m.pose.pose.position.z for m in odom]))

@@ -260,8 +260,9 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
     graph = Graph(ros, 150)
     probe = None
     try:
+        # start gate: tick 0 once all 5 ground-truth consumers (wind, imu, gps, altimeter, referee) match
         graph.start("vehicle_dynamics", scenario, lockstep=True, real_time_factor=0.0, use_sim_time=False,
-                    lockstep_timeout_s=0.5)
+                    lockstep_timeout_s=0.5, start_subscribers=5)
         for name in ("wind_field", "imu", "gps", "altimeter"):
             graph.start(name, scenario)
         graph.start("flight_controller", scenario, report_period_s=0.2)
@@ -391,8 +392,10 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     got: dict[int, dict[int, np.ndarray]] = {k: {} for k in want}
     rewards: dict[int, tuple[float, float]] = {}
     try:
+        # start gate: tick 0 once all 5 ground-truth consumers (wind, imu, gps, altimeter, referee) match,
+        # so the referee cannot miss the first task steps while DDS discovery completes
         graph.start("vehicle_dynamics", "cats_mouse_1b", seed=seed, lockstep=True, real_time_factor=0.0,
-                    use_sim_time=False)
+                    use_sim_time=False, start_subscribers=5)
         for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
             graph.start(name, "cats_mouse_1b", seed=seed)
         probe = Probe(151, ros, monkeypatch)

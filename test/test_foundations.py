@@ -87,3 +87,13 @@ def test_validators_name_the_parameter() -> None:
     with pytest.raises(validation.ConfigError, match="limits"):
         validation.area_limits("limits", [0, -1, 0, 1, 0, 1])
     assert validation.area_limits("limits", [-1, 1, -2, 2, -80, 0]).tolist() == [-1, 1, -2, 2, -80, 0]
+
+
+def test_buffered_normals_rewind_gives_the_same_draws_again() -> None:
+    normals = noise.PerVehicleNormals(rng.RandomStreams(4).per_vehicle("n", 2), width=3, block_steps=8)
+    normals.next()
+    second = normals.next().copy()
+    normals.rewind(1)
+    assert np.array_equal(normals.next(), second)
+    with pytest.raises(ValueError, match="rewind"):
+        normals.rewind(5)

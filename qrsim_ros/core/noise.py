@@ -47,6 +47,14 @@ class PerVehicleNormals:
         self._pos += 1
         return out
 
+    def rewind(self, steps: int) -> None:
+        """Give back the last ``steps`` draws so ``next()`` returns them again (e.g. when a reset
+        cancels a step that was already drawn for). Only draws still in the current block can be
+        given back; raises ValueError otherwise."""
+        if not 0 <= steps <= self._pos:
+            raise ValueError(f"cannot rewind {steps} draws (at most {self._pos} in the current block)")
+        self._pos -= steps
+
     def discard_buffer(self) -> None:
         """Drop buffered values (after a reseed the generators were replaced or re-seeded)."""
         self._buf = np.empty((len(self._rngs), 0, self.width))

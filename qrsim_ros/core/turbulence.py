@@ -412,11 +412,7 @@ class DrydenTurbulence:
         of t_k, so when a reset ends the episode at t_k it has updated once more than the Simulator,
         which updates at the start of each tick; rewinding one update keeps the streams aligned.
         """
-        updates = int(updates)
-        normals = self._normals
-        if not 0 <= updates <= normals._pos:  # the buffered block still holds the values to re-read
-            raise ValueError(f"cannot rewind {updates} updates (at most {normals._pos})")
-        normals._pos -= updates
+        self._normals.rewind(int(updates))
 
     # --- simulator interface ------------------------------------------------------------------
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:

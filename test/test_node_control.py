@@ -552,9 +552,12 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                           done=True, done_reason="time_limit")
         done.header.stamp = stamp(100)
         pubs["status"].publish(done)
-        assert probe.spin_until(lambda: len(setpoints) >= 2, 60)
-        last = setpoints[-1].twist.linear
-        assert (last.x, last.y, last.z) == (0.0, 0.0, 0.0)
+        # a set point already under way when the status arrived may come first: wait for the stop
+        def stopped() -> bool:
+            last = setpoints[-1].twist.linear
+            return len(setpoints) >= 2 and (last.x, last.y, last.z) == (0.0, 0.0, 0.0)
+
+        assert probe.spin_until(stopped, 60), [s.twist.linear for s in setpoints]
         assert graph.procs["example_autopilot"].poll() is None
 
         _referee_finds_a_person(probe, scenario, seed=3)

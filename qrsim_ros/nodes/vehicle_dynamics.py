@@ -553,7 +553,7 @@ class VehicleDynamics(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(VehicleDynamics, argv, events_executor=True)
+    return run_node(VehicleDynamics, argv)
 
 
 if __name__ == "__main__":

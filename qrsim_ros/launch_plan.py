@@ -48,9 +48,9 @@ AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity
                    "search_rescue", "plume")
 #: Nodes every scenario runs.
 CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
-#: Nodes that subscribe to every vehicle's ground_truth/odom (vehicle_dynamics waits for them).
+#: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them).
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
-                                    "referee"})
+                                    "referee", "flight_controller"})
 #: Largest seed a node parameter takes (the nodes' ``seed`` range).
 MAX_SEED = 2**31 - 1
 PACKAGE = "qrsim_ros"
@@ -198,13 +198,18 @@ def default_bag_dir(config: str, now: float | None = None) -> str:
     return os.path.abspath(os.path.join("bags", f"{stem}_{stamp}"))
 
 
-def rviz_config() -> str | None:
-    """The RViz configuration shipped with the package (rviz/qrsim.rviz), if there is one."""
-    here = Path(__file__).resolve()
-    candidates = [here.parents[1] / "rviz" / "qrsim.rviz"]
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix:
-            candidates.append(Path(prefix) / "share" / PACKAGE / "rviz" / "qrsim.rviz")
+#: The RViz configuration (rviz/<family>.rviz) of each task type: the generic tasks use keep_spot's.
+RVIZ_FAMILY_OF_TASK = {"search_rescue": "search_rescue", "plume": "plume", "cats_mouse": "cats_mouse"}
+
+
+def rviz_config(task_type: str = "keep_spot") -> str | None:
+    """The RViz configuration shipped for a task type (rviz/<family>.rviz: search_rescue, plume,
+    cats_mouse; keep_spot for the generic tasks), from the installed share directories
+    (AMENT_PREFIX_PATH) first, else the source tree; None if there is none."""
+    name = f"{RVIZ_FAMILY_OF_TASK.get(task_type, 'keep_spot')}.rviz"
+    candidates = [Path(prefix) / "share" / PACKAGE / "rviz" / name
+                  for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if prefix]
+    candidates.append(Path(__file__).resolve().parents[1] / "rviz" / name)
     for c in candidates:
         if c.is_file():
             return str(c)
@@ -323,8 +328,12 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if record is not False:
         bag = default_bag_dir(res.config) if record is True else os.path.abspath(os.fspath(record))
         specs.append(NodeSpec("recorder", "recorder", parameters={**common, "output_dir": bag}))
+        # The recorder subscribes to every topic, the ground truth the start gate counts included:
+        # counted, tick 0 waits for it too (the bag starts with the first tick, and its subscription
+        # cannot stand in for a consumer that has not matched yet).
+        dynamics["start_subscribers"] += 1
     if use_rviz:
-        cfg = rviz_config()
+        cfg = rviz_config(res.task_type)
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},
                               arguments=("-d", cfg) if cfg else ()))
     return _apply_node_parameters(specs, node_parameters)

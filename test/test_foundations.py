@@ -97,3 +97,27 @@ def test_buffered_normals_rewind_gives_the_same_draws_again() -> None:
     assert np.array_equal(normals.next(), second)
     with pytest.raises(ValueError, match="rewind"):
         normals.rewind(5)
+
+
+def test_euler_to_enu_flu_quaternion_matches_scipy_on_the_rotation_matrix() -> None:
+    """The closed-form quaternion equals scipy's quaternion of T_enu_ned R_ned_frd T_frd_flu (R_ned_frd
+    the transpose of QRSim's DCM), with w >= 0, over random attitudes and the edge cases."""
+    from scipy.spatial.transform import Rotation
+
+    from qrsim_ros.core.frames import dcm_ned_to_body, euler_ned_frd_to_quaternion_enu_flu
+
+    rng = np.random.default_rng(4)
+    e = np.vstack([rng.uniform([-np.pi, -np.pi / 2, -np.pi], [np.pi, np.pi / 2, np.pi], (500, 3)),
+                   [[0.0, 0.0, 0.0], [0.0, 0.0, np.pi], [0.0, np.pi / 2, 0.3], [np.pi, 0.0, -np.pi]]])
+    t = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    s = np.diag([1.0, -1.0, -1.0])
+    r = t @ np.swapaxes(dcm_ned_to_body(e[:, 0], e[:, 1], e[:, 2]), -1, -2) @ s
+    want = Rotation.from_matrix(r).as_quat()
+    want[want[:, 3] < 0] *= -1
+    got = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
+    assert got.shape == (len(e), 4) and np.all(got[:, 3] >= 0)
+    # sign is free where w = 0 (a half turn): compare the rotations there
+    same = np.minimum(np.abs(got - want).max(axis=1), np.abs(got + want).max(axis=1))
+    assert same.max() < 1e-12
+    assert np.allclose(Rotation.from_quat(got).as_matrix(), r, atol=1e-12)
+    assert euler_ned_frd_to_quaternion_enu_flu(0.1, 0.2, 0.3).shape == (4,)

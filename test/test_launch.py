@@ -426,7 +426,8 @@ def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path
     rc, out = _launch(tmp_path, 170, ["keep_spot", "--duration", "2", "--no-autopilot", "--seed", "3",
                                       "--record"])
     assert rc == 0, out
-    assert "recording is not available yet" in out or "Bag:" in out
+    bag = re.search(r"Bag: (\S+) \((\d+) messages", out)
+    assert bag and Path(bag.group(1)).is_relative_to(tmp_path) and int(bag.group(2)) > 0, out
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1, out
     s = summary[0]
@@ -436,11 +437,11 @@ def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path
     sim = float(m.group(1))
     assert 2.0 <= sim < 2.5  # the clock owner stops itself at exactly 2 s; the listener may lag a tick
     assert re.search(r"real-time factor [\d.]+", s)
-    assert "Reward: " in s and "All 6 processes stopped cleanly" in s
+    assert "Reward: " in s and "All 7 processes stopped cleanly" in s  # six nodes and the recorder
     # forwarded logs carry the node's name
     assert re.search(r"^\[imu\] ", out, re.MULTILINE) and re.search(r"^\[vehicle_dynamics\] ", out, re.M)
-    _assert_children_gone(out, 6)
-    print(f"keep_spot 2 s (6 processes): {time.monotonic() - t0:.1f} s wall")
+    _assert_children_gone(out, 7)
+    print(f"keep_spot 2 s (7 processes): {time.monotonic() - t0:.1f} s wall")
 
 
 @pytest.mark.ros

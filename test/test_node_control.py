@@ -260,9 +260,10 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
     graph = Graph(ros, 150)
     probe = None
     try:
-        # start gate: tick 0 once all 5 ground-truth consumers (wind, imu, gps, altimeter, referee) match
+        # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
+        # controller, referee) match /sim/vehicle_status
         graph.start("vehicle_dynamics", scenario, lockstep=True, real_time_factor=0.0, use_sim_time=False,
-                    lockstep_timeout_s=0.5, start_subscribers=5)
+                    lockstep_timeout_s=0.5, start_subscribers=6)
         for name in ("wind_field", "imu", "gps", "altimeter"):
             graph.start(name, scenario)
         graph.start("flight_controller", scenario, report_period_s=0.2)
@@ -392,10 +393,10 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     got: dict[int, dict[int, np.ndarray]] = {k: {} for k in want}
     rewards: dict[int, tuple[float, float]] = {}
     try:
-        # start gate: tick 0 once all 5 ground-truth consumers (wind, imu, gps, altimeter, referee) match,
-        # so the referee cannot miss the first task steps while DDS discovery completes
+        # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
+        # controller, referee) match, so the referee cannot miss the first task steps during discovery
         graph.start("vehicle_dynamics", "cats_mouse_1b", seed=seed, lockstep=True, real_time_factor=0.0,
-                    use_sim_time=False, start_subscribers=5)
+                    use_sim_time=False, start_subscribers=6)
         for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
             graph.start(name, "cats_mouse_1b", seed=seed)
         probe = Probe(151, ros, monkeypatch)
@@ -571,11 +572,11 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
 
 
 def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
-    """Feed the referee one vehicle's ground truth and status for ticks 0..50, hovering still 3 m above
+    """Feed the referee one vehicle's ground truth (in /sim/vehicle_status) for ticks 0..50, 3 m above
     the first person of the episode. Expected, from the core with the same seed and QRSim's rules: the
     terrain grid and persons of ``BoxWithPersonsArea`` episode 1; the area update at 1 s (tick 50, on
     the state of t_49) finds the person (3 m <= 5 m, speed 0 <= 0.1 m/s); task step 1 rewards 1."""
-    from nav_msgs.msg import OccupancyGrid, Odometry
+    from nav_msgs.msg import OccupancyGrid
     from qrsim_ros.msg import TaskStatus, VehicleStatus
     from visualization_msgs.msg import MarkerArray
 
@@ -583,7 +584,7 @@ def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
     from qrsim_ros.core.frames import ned_to_enu
     from qrsim_ros.core.rng import RandomStreams
     from qrsim_ros.core.scenario import load_scenario
-    from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
+    from qrsim_ros.nodes.conversions import stamp_from_tick
 
     sc = load_scenario(scenario, {"seed": seed})
     area = BoxWithPersonsArea(sc.num_vehicles, sc.persons_area_params(), RandomStreams(seed))
@@ -596,17 +597,14 @@ def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
     node.create_subscription(OccupancyGrid, "/area/terrain", grids.append, _qos(10))
     node.create_subscription(MarkerArray, "/referee/markers", markers.append, _qos(10))
     node.create_subscription(TaskStatus, "/referee/status", status.append, _qos())
-    odom_pub = node.create_publisher(Odometry, "uav1/ground_truth/odom", _qos(100))
     status_pub = node.create_publisher(VehicleStatus, "/sim/vehicle_status", _qos(100))
-    assert probe.spin_until(lambda: odom_pub.get_subscription_count() >= 1
-                            and status_pub.get_subscription_count() >= 1, STARTUP_S)
+    assert probe.spin_until(lambda: status_pub.get_subscription_count() >= 1, STARTUP_S)
     x = np.zeros(13)
     x[0:2], x[2] = persons[0, 0:2], -3.0  # 3 m above the person, level, still
     for k in range(51):
         probe.executor.spin_once(timeout_sec=0.0)
-        odom_pub.publish(odometry_from_state(0, x, stamp_from_tick(k)))
         st = VehicleStatus(episode=1, tick=k, names=["uav1"], valid=[True], invalid_reason=[""],
-                           command_fresh=[True])
+                           command_fresh=[True], state=x.tolist(), specific_force=[0.0, 0.0, -9.81])
         st.header.stamp = stamp_from_tick(k)
         status_pub.publish(st)
     assert probe.spin_until(lambda: any(s.step == 1 for s in status), 60), [(s.step, s.time) for s in status]

@@ -406,6 +406,25 @@ def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "real_time_factor" in lines[0] and "-1" in lines[0], lines
 
 
+def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
+    """`-p duration_s:=1` (an integer) is the float 1.0; a string is one error line naming it."""
+    require_ros()
+    env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
+    for params, want_code in (({"duration_s": 1, "real_time_factor": 0}, 0), ({"duration_s": "abc"}, 1)):
+        p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", **params}, env, tmp_path)
+        try:
+            code = p.proc.wait(timeout=60)
+        finally:
+            if p.proc.poll() is None:
+                p.stop()
+        err = [line for line in p.stderr().splitlines() if line.strip()]
+        assert code == want_code, err
+        if want_code:
+            assert len(err) == 1 and "'duration_s'='abc' must be a number" in err[0], err
+        else:
+            assert "duration_s=1 reached: 50 steps" in p.stderr() + p.stdout_path.read_text(), p.stderr()
+
+
 def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """No wind_field: after lockstep_timeout_s the dynamics names the missing wind and steps on with the

@@ -158,7 +158,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str,
 
 class GroundTruthPublisher:
     """vehicle_dynamics' outputs for one tick: /clock, odometry and specific force of every vehicle,
-    /sim/vehicle_status (built with the conversions the real node uses)."""
+    /sim/vehicle_status with the fleet's state (built with the conversions the real node uses)."""
 
     def __init__(self, harness: Harness, num_vehicles: int) -> None:
         from geometry_msgs.msg import AccelStamped
@@ -197,7 +197,8 @@ class GroundTruthPublisher:
             self.odom[i].publish(odometry_from_state(i, x[i], stamp))
             self.accel[i].publish(fill_accel(accel_message(i), a[i], stamp))
         status = VehicleStatus(episode=episode, tick=k, names=[f"uav{i + 1}" for i in range(self.n)],
-                               valid=[True] * self.n)
+                               valid=[True] * self.n, state=np.asarray(x, float)[: self.n].ravel().tolist(),
+                               specific_force=np.asarray(a, float)[: self.n].ravel().tolist())
         status.header.stamp = stamp
         self.status.publish(status)
 
@@ -241,13 +242,12 @@ def drive(harness: Harness, truth: GroundTruthPublisher, episodes: list[list[dic
                          TICK_TIMEOUT_S, f"the repeated tick {k}", procs)
 
 
-def wait_for_graph(harness: Harness, truth: GroundTruthPublisher, odom_subscribers: int,
-                   accel_subscribers: int, topics: list[str], procs: list[NodeProcess]) -> None:
+def wait_for_graph(harness: Harness, truth: GroundTruthPublisher, subscribers: int, topics: list[str],
+                   procs: list[NodeProcess]) -> None:
+    """Until ``subscribers`` nodes take the fleet's ground truth (/sim/vehicle_status, their default
+    source) and every topic in ``topics`` has a publisher."""
     def ready() -> bool:
-        counts = [p.get_subscription_count() for p in truth.odom]
-        accel = [p.get_subscription_count() for p in truth.accel]
-        return (min(counts) >= odom_subscribers and min(accel) >= accel_subscribers
-                and truth.status.get_subscription_count() >= odom_subscribers
+        return (truth.status.get_subscription_count() >= subscribers
                 and all(harness.node.count_publishers(t) >= 1 for t in topics))
 
     wait_for(ready, START_TIMEOUT_S, "the sensor nodes' subscriptions and publishers", procs)
@@ -392,6 +392,31 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
         stick(3)
         status(3, 2, [True, True])  # the same tick of the same episode again: not stepped again
         assert len(calls) == 4
+
+        # the fleet source: one /sim/vehicle_status per tick carries the exact state (thrust included)
+        calls.clear()
+        seen: list[tuple[Any, Any]] = []
+        fleet = GroundTruthSync(harness.node, 2, lambda k, xx, a, p, v, r: seen.append((xx, a)) or handler(
+            k, xx, a, p, v, r), with_accel=True, source="fleet")
+        x[:, 12] = [4.2, 8.4]
+        force = np.array([[0.1, 0.0, -9.81], [0.0, -0.2, -9.8]])
+
+        def fleet_status(k: int, valid: list[bool], state: Any, specific_force: Any) -> None:
+            msg = VehicleStatus(episode=1, tick=k, valid=valid, state=state, specific_force=specific_force)
+            msg.header.stamp = stamp_from_tick(k)
+            fleet._on_fleet(msg)
+
+        fleet_status(0, [True, True], x.ravel().tolist(), force.ravel().tolist())
+        assert calls == [(0, True, [True, True], [True, True])]
+        assert np.array_equal(seen[0][0], x) and np.array_equal(seen[0][1], force)
+        fleet_status(1, [True, True], x[0].tolist(), force.ravel().tolist())  # one vehicle's state only
+        fleet_status(1, [True, True], [], [])  # a status without the fleet's state (another publisher)
+        assert len(calls) == 1 and fleet.counters.values["ground_truth_rejected"] == 2
+        fleet_status(2, [True, False], x.ravel().tolist(), force.ravel().tolist())
+        assert calls[-1] == (2, False, [True, True], [True, False])
+        assert fleet.counters.values["ticks_skipped"] == 1  # tick 1 never came complete
+        with pytest.raises(ValueError, match="ground truth source"):
+            GroundTruthSync(harness.node, 2, handler, source="gazebo")
     finally:
         harness.close()
 
@@ -476,7 +501,7 @@ def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkey
         for topic, typ in topics.items():
             harness.subscribe(typ, topic)
         truth = GroundTruthPublisher(harness, n)
-        wait_for_graph(harness, truth, 4, 1, list(topics), procs)
+        wait_for_graph(harness, truth, 4, list(topics), procs)
         t0 = time.monotonic()
         drive(harness, truth, episodes, due, procs, repeat_tick=5)
         wall_s = time.monotonic() - t0
@@ -630,7 +655,7 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
         harness.subscribe(Concentration, "/uav1/plume/concentration")
         harness.node.create_subscription(MarkerArray, "/plume/markers", markers.append, latched)
         truth = GroundTruthPublisher(harness, 1)
-        wait_for_graph(harness, truth, 1, 0, ["/uav1/plume/concentration", "/plume/markers"], procs)
+        wait_for_graph(harness, truth, 1, ["/uav1/plume/concentration", "/plume/markers"], procs)
         wait_for(lambda: "/camera_detector" in [f"{ns.rstrip('/')}/{nm}" for nm, ns in
                                                 harness.node.get_node_names_and_namespaces()],
                  START_TIMEOUT_S, "the idle camera_detector", procs)

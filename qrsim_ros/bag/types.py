@@ -38,3 +38,8 @@ def typestore() -> Typestore:
         types.update(get_types_from_msg(path.read_text(encoding="utf-8"), f"{PACKAGE}/msg/{path.stem}"))
     store.register(types)
     return store
+
+
+def private_typestore() -> Typestore:
+    """A new store with the same types as ``typestore()`` that the caller may extend (not cached)."""
+    return typestore.__wrapped__()

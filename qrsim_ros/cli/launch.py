@@ -10,20 +10,26 @@ node's name, namespace and parameters come from ``qrsim_ros.launch_plan.plan``, 
 launch files (``ros2 launch qrsim_ros <family>.launch.py``) use too, so both start the same graph.
 
 Each node runs as its own process with this environment's Python (or, with --single-process, all of
-them in one process on one executor). Every line a node prints is forwarded prefixed with
-``[node_name]``. A status line shows simulated time, real-time factor, reward and persons found
-(redrawn in place on a terminal, one line every few seconds otherwise). The run stops on Ctrl-C or
+them in one process on one executor; the recorder of --record keeps its own process). Every line a
+node prints is forwarded prefixed with ``[node_name]``. A status line shows simulated time, real-time
+factor, reward and persons found (redrawn in place on a terminal, one line every few seconds
+otherwise). The run stops on Ctrl-C or
 SIGTERM, after --duration simulated seconds, or when the referee reports the episode done: the nodes
-get SIGINT, then SIGTERM, then SIGKILL after timeouts, and a one-paragraph summary follows (persons
-found, reward, real-time factor, bag path).
+get SIGINT, then SIGTERM, then SIGKILL after timeouts (the recorder last, once the others have
+exited, so the bag holds their final messages), and a one-paragraph summary follows (persons found,
+reward, real-time factor, bag path, messages and size).
 
 Seed -1 (the default) takes the scenario file's seed; 0 (or a file's 0) draws one from the clock, once,
 for every node: the summary prints it so the run can be repeated. ``--param NODE:NAME=VALUE`` sets
 any node parameter (YAML value; repeatable), e.g. ``--param vehicle_dynamics:lockstep_timeout_s=5``.
 
+--plot renders the figures of ``qrsim plot`` from the run's bag into BAG/plots once every process has
+stopped; it implies --record (to the default bag directory unless --record DIR is given).
+
 Exit status: 0 after a clean run; 1 if a node died during the run (it is named) or had to be killed
-with SIGKILL; 2 for bad arguments or missing node executables. A node that exits with an error while
-stopping is named in the summary but does not change the status.
+with SIGKILL, or if --plot could not render any figure; 2 for bad arguments or missing node
+executables. A node that exits with an error while stopping is named in the summary but does not
+change the status.
 ROS_AUTOMATIC_DISCOVERY_RANGE defaults to LOCALHOST.
 """
 
@@ -50,6 +56,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from qrsim_ros.bag.info import describe_bag
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -70,6 +77,8 @@ DURATION_GRACE_S = 5.0
 STATUS_PERIOD_S = 5.0
 #: The node that publishes /clock: started last, once every other node is subscribed.
 CLOCK_OWNER = "vehicle_dynamics"
+#: The node that records the bag: stopped last, after the nodes it records.
+RECORDER = "recorder"
 #: Wall seconds to wait for the other nodes before starting the clock owner anyway.
 STARTUP_TIMEOUT_S = 60.0
 #: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
@@ -94,6 +103,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
     p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
                    help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")
+    p.add_argument("--plot", action="store_true",
+                   help="after the run, render the figures of 'qrsim plot' from its bag into BAG/plots "
+                   "(implies --record)")
     p.add_argument("--no-autopilot", dest="autopilot", action="store_false",
                    help="do not start the built-in example autopilot")
     p.add_argument("--duration", type=float, default=0.0, metavar="SEC",
@@ -308,7 +320,13 @@ class Progress:
 
 
 class StatusListener:
-    """A small rclpy node in the launcher: /clock and /referee/status feed a Progress."""
+    """A small rclpy node in the launcher: /clock and /referee/status feed a Progress.
+
+    It is polled (``spin_once``: take what is there, then wait), not spun per message: both
+    subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
+    second instead of one per tick. The real-time factor uses the /clock messages' source timestamps
+    (the wall time vehicle_dynamics published them), so polling does not blur it.
+    """
 
     def __init__(self, progress: Progress) -> None:
         import rclpy
@@ -330,15 +348,23 @@ class StatusListener:
         # The referee latches its status (transient local): a late listener still gets the latest.
         status_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                 durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
-        self.node.create_subscription(
-            Clock, "/clock", lambda m: progress.on_clock(m.clock.sec + m.clock.nanosec * 1e-9,
-                                                         time.monotonic()), clock_qos)
+        self.node.create_subscription(Clock, "/clock", lambda m, info: progress.on_clock(
+            m.clock.sec + m.clock.nanosec * 1e-9, info["source_timestamp"] * 1e-9), clock_qos)
         self.node.create_subscription(TaskStatus, "/referee/status", progress.on_status, status_qos)
-        self.executor = _make_executor(self.context)
+        from rclpy.executors import SingleThreadedExecutor
+
+        # a wait-set executor: a poll takes only the latest sample of each subscription
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
 
     def spin_once(self, timeout_s: float) -> None:
-        self.executor.spin_once(timeout_sec=timeout_s)
+        """Handle what has arrived (at most a few callbacks), then sleep out the rest of timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        for _ in range(3):  # two subscriptions of depth 1: at most two callbacks are ready
+            self.executor.spin_once(timeout_sec=0.0)
+        left = deadline - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -346,17 +372,6 @@ class StatusListener:
         with contextlib.suppress(Exception):
             self.node.destroy_node()
         self._rclpy.try_shutdown(context=self.context)
-
-
-def _make_executor(context: Any) -> Any:
-    try:
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor(context=context)
-    except Exception:  # older rclpy or a broken experimental build
-        from rclpy.executors import SingleThreadedExecutor
-
-        return SingleThreadedExecutor(context=context)
 
 
 # --- processes ------------------------------------------------------------------------------------------
@@ -392,11 +407,13 @@ class Launcher:
         """(name, argv, required) per process."""
         if self.args.single_process:
             plan_file = self._tmp / "plan.json"
-            qrsim_specs = [s for s in self.specs if s.package == PACKAGE]
+            # The recorder keeps its own process: it must not share the simulation's executor, and it
+            # is stopped after the nodes it records.
+            qrsim_specs = [s for s in self.specs if s.package == PACKAGE and s.executable != RECORDER]
             plan_file.write_text(json.dumps([s.to_dict() for s in qrsim_specs], indent=1), encoding="utf-8")
             out = [("single_process", [sys.executable, "-m", "qrsim_ros.nodes.single_process",
                                        "--plan", str(plan_file)], True)]
-            others = [s for s in self.specs if s.package != PACKAGE]
+            others = [s for s in self.specs if s not in qrsim_specs]
         else:
             out, others = [], self.specs
         for spec in others:
@@ -426,12 +443,13 @@ class Launcher:
             self.console.line(f"[{PROG}] started {name} (pid {proc.pid})")
 
     def _ready(self, listener: StatusListener, spec: NodeSpec) -> bool:
-        """The node exists in the graph and has subscribed to a vehicle topic (its inputs are up)."""
+        """The node exists in the graph and has subscribed to a vehicle topic or the fleet's ground truth
+        (/sim/vehicle_status): its inputs are up."""
         try:
             subs = listener.node.get_subscriber_names_and_types_by_node(spec.name, spec.namespace)
         except Exception:  # not discovered yet
             return False
-        return any(topic.startswith("/uav") for topic, _ in subs)
+        return any(topic.startswith(("/uav", "/sim/")) for topic, _ in subs)
 
     def start(self, listener: StatusListener | None) -> None:
         """Start every node; the clock owner last, once the others are subscribed to their inputs.
@@ -519,7 +537,29 @@ class Launcher:
                     listener.spin_once(0.05)
                 else:
                     time.sleep(0.05)
-        running = [c for c in self.children if c.proc.poll() is None]
+        # The recorder last: it takes the others' final messages before it closes the bag.
+        for group in ([c for c in self.children if c.name != RECORDER],
+                      [c for c in self.children if c.name == RECORDER]):
+            self._stop_group(group, escalated, listener)
+        died = {name for name, _ in self.died}
+        for c in self.children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                c.proc.wait(timeout=5.0)
+            if c.thread is not None:
+                c.thread.join(timeout=2.0)
+            rc = c.proc.returncode
+            if c.name in died:
+                continue
+            if rc is None or escalated.get(c.name) == "SIGKILL":
+                self.killed.append(c.name)
+            elif rc not in _CLEAN_STOP:
+                # Exiting by the signal we sent is a clean stop; any other status is not.
+                self.unclean.append(f"{c.name} ({_describe_exit(rc)} while stopping)")
+
+    def _stop_group(self, children: list[Child], escalated: dict[str, str],
+                    listener: StatusListener | None) -> None:
+        """SIGINT, then SIGTERM, then SIGKILL after the timeouts, until these children have exited."""
+        running = [c for c in children if c.proc.poll() is None]
         for sig, timeout_s in ((signal.SIGINT, SIGINT_TIMEOUT_S), (signal.SIGTERM, SIGTERM_TIMEOUT_S),
                                (signal.SIGKILL, 5.0)):
             if not running:
@@ -538,20 +578,6 @@ class Launcher:
                 else:
                     time.sleep(0.05)
                 running = [c for c in running if c.proc.poll() is None]
-        died = {name for name, _ in self.died}
-        for c in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                c.proc.wait(timeout=5.0)
-            if c.thread is not None:
-                c.thread.join(timeout=2.0)
-            rc = c.proc.returncode
-            if c.name in died:
-                continue
-            if rc is None or escalated.get(c.name) == "SIGKILL":
-                self.killed.append(c.name)
-            elif rc not in _CLEAN_STOP:
-                # Exiting by the signal we sent is a clean stop; any other status is not.
-                self.unclean.append(f"{c.name} ({_describe_exit(rc)} while stopping)")
 
     def cleanup(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -580,7 +606,7 @@ class Launcher:
                         f"{' (episode done: ' + st.done_reason + ')' if st.done else ''}.")
         bag = bag_dir(self.specs)
         if bag is not None:
-            text.append(f"Bag: {bag}.")
+            text.append(f"Bag: {bag} ({describe_bag(bag)}).")
         if self.died:
             text.append("Died: " + ", ".join(f"{n} ({_describe_exit(rc)})" for n, rc in self.died) + ".")
         if self.killed:
@@ -609,6 +635,8 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration >= 0):
         raise CliError(f"--duration {args.duration!r} must be a number of simulated seconds >= 0")
     record: bool | str = args.record if isinstance(args.record, bool) else str(args.record)
+    if getattr(args, "plot", False) and record is False:
+        record = True  # --plot without --record records to the default bag directory
     try:
         resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed)
         specs = plan(args.scenario, args.variant, args.num_vehicles, args.seed, use_rviz=args.use_rviz,
@@ -629,8 +657,6 @@ def prepare(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario,
     for spec in specs:
         if find_executable(spec) is not None:
             keep.append(spec)
-        elif spec.executable == "recorder":
-            notes.append("recording is not available yet (no recorder node is installed): not recording")
         elif spec.executable == "rviz2":
             notes.append("rviz2 is not on PATH (it needs a ROS 2 distribution): not starting RViz")
         else:
@@ -639,6 +665,9 @@ def prepare(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario,
         raise CliError(f"node executable(s) not installed: {', '.join(missing)} (searched "
                        f"{', '.join(str(d) for d in executable_dirs())}; after adding scripts run "
                        "'./qrsim exec -- true' to refresh the colcon install)")
+    bag = bag_dir(keep)
+    if bag is not None and os.path.exists(bag) and (not os.path.isdir(bag) or os.listdir(bag)):
+        raise CliError(f"--record {bag}: exists and is not an empty directory (a bag is never overwritten)")
     return keep, resolved, notes
 
 
@@ -678,7 +707,21 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
     console.clear_status()
     print(launcher.summary(time.monotonic() - t0), flush=True)
-    return 1 if launcher.died or launcher.killed else 0
+    status = 1 if launcher.died or launcher.killed else 0
+    if getattr(args, "plot", False):
+        status = max(status, plot_run(specs))
+    return status
+
+
+def plot_run(specs: Sequence[NodeSpec]) -> int:
+    """--plot: render the run's bag with ``qrsim plot`` (into BAG/plots); 1 if nothing could be drawn."""
+    from qrsim_ros.cli.plot import render_bag
+
+    bag = bag_dir(specs)
+    if bag is None:
+        print(f"{PROG}: --plot: the run recorded no bag, nothing to plot", file=sys.stderr)
+        return 1
+    return render_bag(bag, prefix=f"[{PROG}] plot")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from qrsim_ros import __version__
-from qrsim_ros.cli import batch, demo, launch, replay, run
+from qrsim_ros.cli import batch, demo, launch, plot, replay, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.build_parser(sub)
     batch.build_parser(sub)
     launch.build_parser(sub)
+    plot.build_parser(sub)
     return parser
 
 

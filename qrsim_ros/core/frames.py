@@ -84,16 +84,42 @@ def frd_to_flu(v_frd: ArrayLike) -> Array:
 flu_to_frd = frd_to_flu
 
 
-def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
-    """Attitude of FLU body in ENU world as quaternions (x, y, z, w), from QRSim ZYX Euler angles.
+#: Quaternions (x, y, z, w) of the fixed frame changes: ENU <- NED is a half turn about (x + y)/sqrt 2,
+#: FRD <- FLU a half turn about x.
+_Q_ENU_NED = np.array([np.sqrt(0.5), np.sqrt(0.5), 0.0, 0.0])
+_Q_FRD_FLU = np.array([1.0, 0.0, 0.0, 0.0])
 
-    R_enu_flu = T_enu_ned @ R_ned_frd @ T_frd_flu, with R_ned_frd = dcm_ned_to_body(...).T.
+
+def quaternion_multiply(a: ArrayLike, b: ArrayLike) -> Array:
+    """Hamilton products a * b of quaternions (..., 4) ordered (x, y, z, w) (rotation b, then a)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    ax, ay, az, aw = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bx, by, bz, bw = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    return np.stack([aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw,
+                     aw * bw - ax * bx - ay * by - az * bz], axis=-1)
+
+
+def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
+    """Attitude of FLU body in ENU world as quaternions (x, y, z, w), w >= 0, from QRSim ZYX Euler angles.
+
+    R_enu_flu = T_enu_ned @ R_ned_frd @ T_frd_flu with R_ned_frd = dcm_ned_to_body(...).T: the ZYX
+    quaternion of R_ned_frd (closed form, half angles) between the two fixed half turns. Closed form
+    rather than through a rotation matrix: the nodes convert every vehicle every tick.
     """
-    r_ned_frd = np.swapaxes(dcm_ned_to_body(phi, theta, psi), -1, -2)
-    t = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # NED<->ENU
-    s = np.diag([1.0, -1.0, -1.0])  # FRD<->FLU
-    r = t @ r_ned_frd @ s
-    return rotation_matrix_to_quaternion(r)
+    phi, theta, psi = np.broadcast_arrays(
+        np.asarray(phi, float), np.asarray(theta, float), np.asarray(psi, float)
+    )
+    c1, s1 = np.cos(phi / 2), np.sin(phi / 2)
+    c2, s2 = np.cos(theta / 2), np.sin(theta / 2)
+    c3, s3 = np.cos(psi / 2), np.sin(psi / 2)
+    q_ned_frd = np.stack([s1 * c2 * c3 - c1 * s2 * s3,
+                          c1 * s2 * c3 + s1 * c2 * s3,
+                          c1 * c2 * s3 - s1 * s2 * c3,
+                          c1 * c2 * c3 + s1 * s2 * s3], axis=-1)
+    q = quaternion_multiply(quaternion_multiply(_Q_ENU_NED, q_ned_frd), _Q_FRD_FLU)
+    return np.where(q[..., 3:4] < 0, -q, q)
 
 
 def rotation_matrix_to_quaternion(r: ArrayLike) -> Array:

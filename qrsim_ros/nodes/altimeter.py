@@ -32,6 +32,7 @@ from qrsim_ros.nodes.sensor_messages import (
     GroundTruthSync,
     Outgoing,
     altitude_message,
+    declare_ground_truth_source,
     time_of_tick,
 )
 
@@ -52,7 +53,8 @@ class AltimeterNode(Node):
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = [self.create_publisher(Altitude, f"{vehicle_namespace(i)}/altimeter", QOS_RELIABLE)
                       for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
+                                     source=declare_ground_truth_source(self))
         self.get_logger().info(f"altimeter: {n} vehicles, scenario {sc.name!r}, "
                                f"seed entropy {streams.entropy}")
 

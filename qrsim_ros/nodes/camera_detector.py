@@ -16,8 +16,13 @@ with the scenario's parameters and ``RandomStreams(seed)`` (streams ``area.perso
 ``area.terrain``), redrawn at every episode start (or the scenario's fixed ``area.persons_ned``).
 Same seed, same episodes -> the same persons as the Simulator and the referee, without a topic to
 wait for. Frames draw from the Simulator's ``camera`` streams, so they equal the Simulator's.
-Parameters: ``scenario``, ``seed``, ``num_vehicles``. A scenario without a camera (not search and
-rescue, or ``vehicle.camera.on: false``) leaves the node idle with a warning.
+Parameters: ``scenario``, ``seed``, ``num_vehicles``, ``viz_period_s``. A scenario without a camera
+(not search and rescue, or ``vehicle.camera.on: false``) leaves the node idle with a warning.
+
+Visualisation: ``/viz/camera_footprints`` (visualization_msgs/MarkerArray, latched,
+``markers.footprint_markers``): on camera ticks, the outline of every vehicle's window grid on the
+ground, at most once per ``viz_period_s`` of simulated time (0: off) and only when changed. The
+detection patches themselves are ``uavN/camera/detections`` (RViz: PointCloud2, channel ``llkd``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,21 @@ from qrsim_ros.core.area import BoxWithPersonsArea
 from qrsim_ros.core.camera import CameraWithClassifier
 from qrsim_ros.core.frames import Array
 from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.nodes.common import MAP_FRAME, QOS_RELIABLE, declare_scenario, run_node, vehicle_namespace
+from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.nodes import markers as viz
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    declare,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
 from qrsim_ros.nodes.sensor_messages import (
     GroundTruthSync,
     Outgoing,
+    declare_ground_truth_source,
     detection_fields,
     detections_message,
     time_of_tick,
@@ -66,7 +82,14 @@ class CameraDetectorNode(Node):
         self._fields = detection_fields()
         self._pubs = [self.create_publisher(PointCloud2, f"{vehicle_namespace(i)}/camera/detections",
                                             QOS_RELIABLE) for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        from visualization_msgs.msg import MarkerArray
+
+        self._viz = viz.VizThrottle(declare(
+            self, "viz_period_s", viz.VIZ_PERIOD_S,
+            "least simulated time between two /viz/camera_footprints (0: off) [s]", lo=0.0, hi=3600.0))
+        self._viz_pub = self.create_publisher(MarkerArray, "/viz/camera_footprints", QOS_LATCHED)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
+                                     source=declare_ground_truth_source(self))
         self.get_logger().info(f"camera_detector: {n} vehicles, scenario {sc.name!r}, "
                                f"seed entropy {streams.entropy}")
 
@@ -84,8 +107,15 @@ class CameraDetectorNode(Node):
         elif not cam.step(k, x, valid, area.persons_position_ned, area.terrain_class_at):
             return []
         stamp = time_of_tick(k)
-        return [(self._pubs[i], detections_message(stamp, MAP_FRAME, cam.observations[i], self._fields))
-                for i in np.flatnonzero(present)]
+        out = [(self._pubs[i], detections_message(stamp, MAP_FRAME, cam.observations[i], self._fields))
+               for i in np.flatnonzero(present)]
+        if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):  # camera ticks only (1 Hz)
+            outlines = [viz.footprint_outline_ned(obs.corners_ned) if present[i] and obs is not None
+                        and not obs.empty else None for i, obs in enumerate(cam.observations)]
+            key = tuple(None if o is None else viz.content_key(o, resolution=0.05) for o in outlines)
+            if self._viz.changed(k * BASE_DT_S, key):
+                out.append((self._viz_pub, viz.footprint_markers(outlines, MAP_FRAME, stamp)))
+        return out
 
 
 def main() -> int:

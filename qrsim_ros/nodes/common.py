@@ -79,6 +79,8 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     Raises ParameterError naming the parameter, its value and the allowed range or choices.
     """
     desc = ParameterDescriptor(description=description, read_only=read_only)
+    # a float parameter also takes an integer (`-p duration_s:=20`, a YAML `20`): converted below
+    desc.dynamic_typing = isinstance(default, float)
     if lo is not None and hi is not None:
         if isinstance(default, bool):
             pass
@@ -94,6 +96,10 @@ def declare(node: Node, name: str, default: Any, description: str, *,
         value = node.declare_parameter(name, default, desc).value
     except Exception as exc:  # rclpy raises several types for a value outside the descriptor
         raise ParameterError(f"parameter {name!r}: {exc}") from None
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParameterError(f"parameter {name!r}={value!r} must be a number")
+        value = float(value)
     if lo is not None and hi is not None and not isinstance(value, (bool, str)) and not lo <= value <= hi:
         raise ParameterError(f"parameter {name!r}={value!r} outside [{lo}, {hi}]")
     if choices and value not in choices:

@@ -22,6 +22,7 @@ flips); the Euler angles come back within a few 1e-16 rad, with psi wrapped to (
 
 from __future__ import annotations
 
+import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,10 +49,25 @@ from qrsim_ros.nodes.common import (
 )
 
 __all__ = [
-    "TICK_NS", "accel_message", "camera_optical_frame", "fill_accel", "fill_ground_truth", "fill_odometry",
+    "TICK_NS",
+    "accel_message",
+    "camera_optical_frame",
+    "fill_accel",
+    "fill_ground_truth",
+    "fill_odometry",
     "fill_transform",
-    "odometry_from_state", "odometry_message", "quaternions_enu_flu", "specific_force_from_accel",
-    "stamp_from_tick", "stamp_ns", "state_from_odometry", "static_transforms", "tick_of_stamp", "transform",
+    "fleet_arrays",
+    "float64_array",
+    "odometry_from_state",
+    "odometry_message",
+    "quaternions_enu_flu",
+    "specific_force_from_accel",
+    "stamp_from_tick",
+    "stamp_ns",
+    "state_from_odometry",
+    "static_transforms",
+    "tick_of_stamp",
+    "transform",
 ]
 
 Array = NDArray[np.float64]
@@ -63,6 +79,28 @@ TICK_NS = round(BASE_DT_S * 1e9)
 def camera_optical_frame(index: int) -> str:
     """Frame of vehicle ``index``'s camera (REP-103 optical: z along the optical axis, x right, y down)."""
     return f"{vehicle_namespace(index)}/camera_optical"
+
+
+# --- fleet arrays (VehicleStatus.state / .specific_force) -------------------------------------------
+
+def float64_array(values: ArrayLike) -> array.array:
+    """A float64[] message field from any array, row-major (assigning ``array('d')`` skips rclpy's
+    per-element type check)."""
+    out = array.array("d")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return out
+
+
+def fleet_arrays(msg: Any, num_vehicles: int) -> tuple[Array, Array] | str:
+    """(state (N, 13), specific force (N, 3)) from a qrsim_ros/VehicleStatus's ``state`` and
+    ``specific_force`` (core layout: NED/FRD, see VehicleStatus.msg), or the reason they are unusable."""
+    n = int(num_vehicles)
+    if len(msg.state) != 13 * n or len(msg.specific_force) != 3 * n:
+        return (f"carries {len(msg.state)} state and {len(msg.specific_force)} specific-force values, "
+                f"not {13 * n} and {3 * n} for {n} vehicles")
+    x = np.frombuffer(msg.state, dtype=np.float64).reshape(n, 13).copy()
+    a = np.frombuffer(msg.specific_force, dtype=np.float64).reshape(n, 3).copy()
+    return x, a
 
 
 # --- stamps ---------------------------------------------------------------------------------------

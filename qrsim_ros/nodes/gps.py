@@ -10,6 +10,10 @@ shared space segment (one per scenario, in this node) and the receivers, and pub
   satellites; it then repeats its last solution, NaN before the first);
 - ``uavN/gps/vel`` (geometry_msgs/TwistStamped, frame ``map``): ground velocity, ENU [m/s].
 
+Visualisation: ``/viz/gps`` (visualization_msgs/MarkerArray, latched, ``markers.gps_markers``): every
+vehicle's latest estimated position and the track of estimates in ``map``, at most once per
+``viz_period_s`` of simulated time (0: off) and only when changed.
+
 The models are the core's ``GpsSpaceSegment`` and ``GpsReceiver`` built with the Simulator's streams
 (``RandomStreams(seed)``) and the scenario's geodetic origin, so with the same seed and ground truth the
 output equals the Simulator's. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
@@ -22,13 +26,17 @@ import sys
 import numpy as np
 from rclpy.node import Node
 
-from qrsim_ros.core.frames import Array
+from qrsim_ros.core.frames import Array, ned_to_enu
 from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
 from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
+    QOS_LATCHED,
     QOS_RELIABLE,
     base_link_frame,
+    declare,
     declare_scenario,
     run_node,
     vehicle_namespace,
@@ -36,6 +44,7 @@ from qrsim_ros.nodes.common import (
 from qrsim_ros.nodes.sensor_messages import (
     GroundTruthSync,
     Outgoing,
+    declare_ground_truth_source,
     navsatfix_message,
     time_of_tick,
     velocity_message,
@@ -49,6 +58,7 @@ class GpsNode(Node):
         super().__init__("gps")
         from geometry_msgs.msg import TwistStamped
         from sensor_msgs.msg import NavSatFix
+        from visualization_msgs.msg import MarkerArray
 
         sc = declare_scenario(self)
         n = sc.num_vehicles
@@ -60,7 +70,14 @@ class GpsNode(Node):
                           for i in range(n)]
         self._vel_pubs = [self.create_publisher(TwistStamped, f"{vehicle_namespace(i)}/gps/vel", QOS_RELIABLE)
                           for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self.viz_period_s = declare(self, "viz_period_s", viz.VIZ_PERIOD_S,
+                                    "least simulated time between two /viz/gps (0: off) [s]",
+                                    lo=0.0, hi=3600.0)
+        self._viz = viz.VizThrottle(self.viz_period_s) if self.viz_period_s > 0 else None
+        self._viz_tracks = viz.TrackHistory(n)
+        self._viz_pub = self.create_publisher(MarkerArray, "/viz/gps", QOS_LATCHED)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
+                                     source=declare_ground_truth_source(self))
         self.get_logger().info(f"gps: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
 
     def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
@@ -80,7 +97,20 @@ class GpsNode(Node):
                                     bool(rx.has_fix[i]))
             out.append((self._fix_pubs[i], fix))
             out.append((self._vel_pubs[i], velocity_message(stamp, MAP_FRAME, rx.velocity_ned[i])))
+        if self._viz is not None and self._viz.due(k * BASE_DT_S):
+            out += self._viz_messages(k, reset)
         return out
+
+    def _viz_messages(self, k: int, reset: bool) -> Outgoing:
+        """/viz/gps when the estimates changed (at most every viz_period_s); the tracks restart at a reset."""
+        assert self._viz is not None
+        est = np.where(self.receiver.has_fix[:, None], self.receiver.position_ned, np.nan)
+        if reset:
+            self._viz_tracks.clear()
+        if not self._viz.changed(k * BASE_DT_S, viz.content_key(est)):
+            return []
+        self._viz_tracks.append(ned_to_enu(est))
+        return [(self._viz_pub, viz.gps_markers(est, self._viz_tracks, MAP_FRAME, time_of_tick(k)))]
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ from qrsim_ros.nodes.common import (
 from qrsim_ros.nodes.sensor_messages import (
     GroundTruthSync,
     Outgoing,
+    declare_ground_truth_source,
     imu_messages,
     time_of_tick,
 )
@@ -57,7 +58,8 @@ class ImuNode(Node):
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = [self.create_publisher(Imu, f"{vehicle_namespace(i)}/imu/data", QOS_RELIABLE)
                       for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=True, with_status=True)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=True, with_status=True,
+                                     source=declare_ground_truth_source(self))
         self.get_logger().info(f"imu: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
 
     def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,

@@ -24,8 +24,19 @@ its result; ``/plume/get_locations`` and ``/plume/submit_estimates`` (plume task
 locations in ``map`` and the task's reward of submitted estimates; other tasks answer empty / not
 accepted). Latched topics: ``/area/terrain`` (nav_msgs/OccupancyGrid of terrain classes 0..K, one
 cell per metre, layout of ``terrain.GridGeometry``) and ``/referee/markers``
-(visualization_msgs/MarkerArray: persons, red until found then green; published at most once per
-simulated second and only when something changed).
+(visualization_msgs/MarkerArray, at most once per ``marker_period_s`` of simulated time and only when
+something changed: search and rescue: the persons, red until found then green; cats and mouse: the
+vehicles' labels and a sphere on the mouse; keep spot / goto waypoint: the targets).
+
+Visualisation (``markers``; only when changed; ``viz_period_s`` 0 turns the periodic ones off):
+``uavN/ground_truth/path`` (nav_msgs/Path, latched, one pose per ``path_period_s`` of simulated time,
+the last ``path_max_poses`` poses of the valid vehicles' ground truth), ``/viz/task_status``
+(visualization_msgs/MarkerArray, latched, at most once per ``viz_period_s``: the TaskStatus as a text
+above the area), ``/viz/terrain``
+(nav_msgs/OccupancyGrid, latched, per episode: /area/terrain with its classes spread over RViz's
+"costmap" colours) and ``uavN/robot_description`` (std_msgs/String, latched, once: the Pelican URDF,
+``robot_description_file`` or the package's urdf/pelican.urdf, for RViz's RobotModel display with TF
+prefix ``uavN``).
 
 After ``done`` the task is frozen (no further rewards or finds) and the final status is repeated on
 every task step until the next reset.
@@ -46,7 +57,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import NavSatFix
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.frames import Array, ned_to_enu
@@ -56,11 +67,13 @@ from qrsim_ros.core.scenario_world import ContinuingStreams, build_scenario_plum
 from qrsim_ros.core.tasks import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
 from qrsim_ros.core.validation import BASE_DT_S, ticks_per_update
 from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
     QOS_LATCHED,
     QOS_RELIABLE,
     Counters,
+    ParameterError,
     base_link_frame,
     base_link_frd_frame,
     declare,
@@ -70,14 +83,15 @@ from qrsim_ros.nodes.common import (
     tick_from_stamp,
     vehicle_namespace,
 )
+from qrsim_ros.nodes.conversions import quaternions_enu_flu
 from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
-from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing
+from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 
 #: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
 HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 #: Height of the person markers [m].
-PERSON_MARKER_HEIGHT_M = 1.8
+PERSON_MARKER_HEIGHT_M = viz.PERSON_MARKER_HEIGHT_M
 #: Ticks of ground truth / status / GPS buffered while waiting for their partners.
 MAX_PENDING_TICKS = 100
 
@@ -95,6 +109,18 @@ class Referee(Node):
         self.marker_period_s = declare(self, "marker_period_s", 1.0,
                                        "least simulated time between two /referee/markers [s]",
                                        lo=0.0, hi=3600.0)
+        self.viz_period_s = declare(self, "viz_period_s", viz.VIZ_PERIOD_S,
+                                    "least simulated time between two /viz/task_status (0: no task status, "
+                                    "paths or labels) [s]", lo=0.0, hi=3600.0)
+        self.path_period_s = declare(self, "path_period_s", viz.PATH_PERIOD_S,
+                                     "least simulated time between two poses (and messages) of "
+                                     "uavN/ground_truth/path [s]", lo=0.02, hi=3600.0)
+        self.path_max_poses = declare(self, "path_max_poses", viz.PATH_MAX_POSES,
+                                      "poses kept in each uavN/ground_truth/path (the oldest go first)",
+                                      lo=1, hi=1_000_000)
+        self.robot_description_file = declare(
+            self, "robot_description_file", "",
+            "URDF published on uavN/robot_description (empty: the package's urdf/pelican.urdf)")
         n = self.num_vehicles = sc.num_vehicles
         if sc.seed == 0:
             self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
@@ -121,8 +147,9 @@ class Referee(Node):
         self._gt: dict[int, Array] = {}
         self._status: dict[int, VehicleStatus] = {}
         self._fixes: dict[int, dict[int, NavSatFix]] = {}
-        self.sync = GroundTruthSync(self, n, self._on_ground_truth)
-        self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, QOS_RELIABLE)
+        # the status comes with the fleet's ground truth (or on its own topic for 'odometry')
+        self.sync = GroundTruthSync(self, n, self._on_ground_truth, source=declare_ground_truth_source(self),
+                                    on_status=self._on_status)
         self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
         self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
         self._controls_by_tick: list[dict[int, Array]] = [{} for _ in range(n)]
@@ -148,6 +175,7 @@ class Referee(Node):
         self._last_markers: tuple[Any, ...] | None = None
         self._markers_tick = -(10**9)
         self._markers_due = False
+        self._setup_visualisation()
         # services
         # The reset service awaits the dynamics' answer: a callback group is busy while its callback
         # runs (an awaiting coroutine included), so the service, and the client with its timeout
@@ -203,6 +231,8 @@ class Referee(Node):
             self.positions.clear()
         self._publish_terrain(k)
         self._markers_due = True
+        self._markers_tick = -(10**9)  # tick numbers restart: publish the new episode's markers at once
+        self._new_episode_visualisation(x)
 
     # --- inputs -----------------------------------------------------------------------------------------
     def _on_ground_truth(self, k: int, x: Array, accel: Array | None, present: np.ndarray,
@@ -314,6 +344,14 @@ class Referee(Node):
             self._publish_markers(k)
         if self.mouse is not None:
             self._publish_mouse(k, valid)
+        if self._viz_on:  # three comparisons per tick; the messages at most once per period
+            t_s = k * BASE_DT_S
+            if self._path_viz.due(t_s):
+                self._publish_paths(k, x, valid)
+            if self._text_viz.due(t_s):
+                self._publish_status_text(k)
+            if self._labels_viz is not None and self._labels_viz.due(t_s):
+                self._publish_labels(k, x, valid)
 
     def _applied_controls(self, k: int, fresh: Array) -> Array:
         """The controls flown in the step t_(k-1) -> t_k: the command stamped t_(k-1) if received, else
@@ -364,6 +402,7 @@ class Referee(Node):
         msg.done = self.done
         msg.done_reason = self.done_reason
         self._status_pub.publish(msg)
+        self._last_status = msg
 
     # --- cats and mouse ---------------------------------------------------------------------------------
     def _publish_mouse(self, k: int, valid: Array) -> None:
@@ -401,6 +440,7 @@ class Referee(Node):
         msg.info.origin.orientation.w = 1.0
         msg.data = terrain.grid.astype(np.int8).ravel().tolist()
         self._terrain_pub.publish(msg)
+        self._terrain_viz_pub.publish(viz.terrain_display_grid(msg, terrain.num_classes - 1))
 
     def _publish_markers(self, k: int) -> None:
         if not isinstance(self.area, BoxWithPersonsArea):
@@ -415,27 +455,84 @@ class Referee(Node):
         self._last_markers = key
         self._markers_tick = k
         stamp = stamp_from_seconds(k * BASE_DT_S)
-        clear = Marker(action=Marker.DELETEALL)
-        clear.header.frame_id = MAP_FRAME
-        clear.ns = "persons"
-        markers = [clear]
-        size = self.area.person_size_m
-        for j, (c, f) in enumerate(zip(ned_to_enu(centres).reshape(-1, 3), found, strict=True)):
-            m = Marker()
-            m.header.stamp = stamp
-            m.header.frame_id = MAP_FRAME
-            m.ns = "persons"
-            m.id = j
-            m.type = Marker.CYLINDER
-            m.action = Marker.ADD
-            m.pose.position.x, m.pose.position.y = float(c[0]), float(c[1])
-            m.pose.position.z = float(c[2]) + 0.5 * PERSON_MARKER_HEIGHT_M
-            m.pose.orientation.w = 1.0
-            m.scale.x = m.scale.y = max(float(size), 0.5)
-            m.scale.z = PERSON_MARKER_HEIGHT_M
-            m.color.r, m.color.g, m.color.b, m.color.a = (0.1, 0.9, 0.1, 1.0) if f else (0.95, 0.1, 0.1, 1.0)
-            markers.append(m)
-        self._markers_pub.publish(MarkerArray(markers=markers))
+        self._markers_pub.publish(viz.persons_markers(centres, found, self.area.person_size_m, MAP_FRAME,
+                                                      stamp))
+
+    # --- visualisation (markers.py builders; docstring "Visualisation") -----------------------------------
+    def _setup_visualisation(self) -> None:
+        from nav_msgs.msg import Path
+        from std_msgs.msg import String
+
+        n, sc = self.num_vehicles, self.scenario
+        self._viz_on = self.viz_period_s > 0
+        self._last_status: TaskStatus | None = None
+        self._terrain_viz_pub = self.create_publisher(OccupancyGrid, "/viz/terrain", QOS_LATCHED)
+        self._text_pub = self.create_publisher(MarkerArray, "/viz/task_status", QOS_LATCHED)
+        self._path_pubs = [self.create_publisher(Path, f"{ns}/ground_truth/path", QOS_LATCHED)
+                           for ns in self._names]
+        self._paths = viz.PathHistory(n, MAP_FRAME, self.path_max_poses)
+        self._path_viz = viz.VizThrottle(self.path_period_s)
+        self._text_viz = viz.VizThrottle(self.viz_period_s)
+        # the cats' and mouse's labels go on /referee/markers: that topic's period
+        self._labels_viz = viz.VizThrottle(self.marker_period_s) if self.mouse is not None else None
+        self._text_anchor, self._text_height_m = viz.status_text_anchor(sc.area_limits_ned)
+        try:
+            urdf = viz.load_robot_description(self.robot_description_file or None)
+        except (FileNotFoundError, OSError) as exc:
+            if self.robot_description_file:
+                raise ParameterError(f"parameter 'robot_description_file': {exc}") from None
+            self.get_logger().error(f"{exc}: uavN/robot_description not published (RViz's RobotModel "
+                                    "will show nothing; the simulation is not affected)")
+            return
+        description = viz.robot_description_message(urdf)
+        self._description_pubs = [self.create_publisher(String, f"{ns}/robot_description", QOS_LATCHED)
+                                  for ns in self._names]
+        for pub in self._description_pubs:
+            pub.publish(description)
+
+    def _new_episode_visualisation(self, x: Array) -> None:
+        """A new episode: empty paths, the status text and labels at once, the task's targets."""
+        self._paths.clear()
+        for throttle in (self._path_viz, self._text_viz, self._labels_viz):
+            if throttle is not None:
+                throttle.reset()
+        task = self.scenario.task
+        if task.type in ("keep_spot", "keep_spot_x10", "goto_waypoint"):
+            # the targets of the terminal reward (GenericTask): the start points, or the waypoint
+            targets = (np.asarray(task.waypoint_ned, float).reshape(1, 3) if task.type == "goto_waypoint"
+                       else np.asarray(x, float)[:, 0:3])
+            stamp = stamp_from_seconds(self.tick * BASE_DT_S)
+            self._markers_pub.publish(viz.target_markers(targets, MAP_FRAME, stamp))
+
+    def _publish_paths(self, k: int, x: Array, valid: Array) -> None:
+        key = viz.content_key(np.where(valid[:, None], x[:, 0:3], np.nan))
+        if not self._path_viz.changed(k * BASE_DT_S, key):
+            return
+        stamp = stamp_from_seconds(k * BASE_DT_S)
+        vehicles = np.flatnonzero(valid).tolist()
+        self._paths.append(stamp, ned_to_enu(x[:, 0:3]), quaternions_enu_flu(x), vehicles)
+        for i in vehicles:
+            self._path_pubs[i].publish(self._paths.paths[i])
+
+    def _publish_status_text(self, k: int) -> None:
+        if self._last_status is None:
+            return
+        text = viz.task_status_text(self._last_status)
+        if self._text_viz.changed(k * BASE_DT_S, text):
+            self._text_pub.publish(viz.text_markers(text, self._text_anchor, self._text_height_m, MAP_FRAME,
+                                                    stamp_from_seconds(k * BASE_DT_S)))
+
+    def _publish_labels(self, k: int, x: Array, valid: Array) -> None:
+        """Cats and mouse: labels above the vehicles (those still valid) and a sphere on the mouse."""
+        assert self._labels_viz is not None and self.mouse is not None
+        pos = np.where(valid[:, None], x[:, 0:3], np.nan)
+        if not self._labels_viz.changed(k * BASE_DT_S, viz.content_key(pos, resolution=0.05)):
+            return
+        labels = [f"cat {i + 1}" for i in range(self.num_vehicles)]
+        labels[self.mouse] = "mouse"
+        self._markers_pub.publish(viz.vehicle_label_markers(pos, labels, MAP_FRAME,
+                                                            stamp_from_seconds(k * BASE_DT_S),
+                                                            highlight=self.mouse))
 
     # --- services -----------------------------------------------------------------------------------
     async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

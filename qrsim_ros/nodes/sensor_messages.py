@@ -46,19 +46,26 @@ from qrsim_ros.core.frames import (
     ned_to_enu,
 )
 from qrsim_ros.core.validation import BASE_DT_S
-from qrsim_ros.nodes.common import Counters, stamp_from_seconds, vehicle_namespace
+from qrsim_ros.nodes.common import Counters, declare, stamp_from_seconds, vehicle_namespace
+from qrsim_ros.nodes.conversions import fleet_arrays
 from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
 
 #: Nanoseconds per base tick (stamps are exact multiples of it).
 TICK_NS = round(BASE_DT_S * 1e9)
 #: Ticks kept waiting for missing vehicles before the oldest is dropped.
 MAX_PENDING_TICKS = 100
-#: Reader queue of the ground-truth and status subscriptions: slack for a burst of ticks while a
-#: handler is busy (a camera frame), beyond the publishers' depth 10.
-QOS_GROUND_TRUTH = QoSProfile(depth=MAX_PENDING_TICKS, reliability=ReliabilityPolicy.RELIABLE,
+#: Reader queue of the ground-truth and status subscriptions [ticks]. Lockstep waits only for the wind
+#: (and controlled vehicles' commands), so a consumer that is slower than that loop (the referee at
+#: real_time_factor 0 on a busy machine) falls behind; DDS acknowledges the samples at once, and this
+#: queue keeps them until the node catches up instead of dropping ticks: 60 s of simulated time.
+GROUND_TRUTH_QUEUE = 3000
+QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityPolicy.RELIABLE,
                               history=HistoryPolicy.KEEP_LAST)
 #: Topic of vehicle_dynamics' per-tick fleet status (validity).
 VEHICLE_STATUS_TOPIC = "/sim/vehicle_status"
+#: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
+#: tick), or the per-vehicle odometry and accel topics (any other source of ground truth).
+GROUND_TRUTH_SOURCES = ("fleet", "odometry")
 #: The counters every sensor node publishes on /diagnostics.
 COUNTER_NAMES = ("ground_truth_rejected", "ticks_dropped", "ticks_skipped", "ticks_incomplete",
                  "model_errors")
@@ -139,11 +146,17 @@ class GroundTruthSync:
     """
 
     def __init__(self, node: Node, num_vehicles: int, handler: TickHandler, *, with_accel: bool = False,
-                 with_status: bool = False) -> None:
+                 with_status: bool = False, source: str = "odometry",
+                 on_status: Callable[[Any], None] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
+        from qrsim_ros.msg import VehicleStatus
 
+        if source not in GROUND_TRUTH_SOURCES:
+            raise ValueError(f"ground truth source {source!r} is not one of {GROUND_TRUTH_SOURCES}")
         self.node = node
+        self.source = source
+        self.on_status = on_status
         self.num_vehicles = n = int(num_vehicles)
         self.handler = handler
         # handlers written before ``valid`` was added take (k, x, accel, present, reset)
@@ -167,6 +180,10 @@ class GroundTruthSync:
         self.ticks_handled = 0
         self.resets = 0
         self.subscriptions = []
+        if source == "fleet":
+            self.subscriptions.append(node.create_subscription(
+                VehicleStatus, VEHICLE_STATUS_TOPIC, self._on_fleet, QOS_GROUND_TRUTH))
+            return
         for i in range(n):
             ns = vehicle_namespace(i)
             self.subscriptions.append(node.create_subscription(
@@ -175,11 +192,10 @@ class GroundTruthSync:
                 self.subscriptions.append(node.create_subscription(
                     AccelStamped, f"{ns}/ground_truth/accel", lambda m, i=i: self._on_accel(i, m),
                     QOS_GROUND_TRUTH))
-        if with_status:
-            from qrsim_ros.msg import VehicleStatus
-
+        if with_status or on_status is not None:
             self.subscriptions.append(node.create_subscription(
-                VehicleStatus, VEHICLE_STATUS_TOPIC, self._on_status, QOS_GROUND_TRUTH))
+                VehicleStatus, VEHICLE_STATUS_TOPIC, self._on_status if with_status else on_status,
+                QOS_GROUND_TRUTH))
 
     @property
     def last_tick(self) -> int | None:
@@ -233,7 +249,28 @@ class GroundTruthSync:
         t.has_accel[i] = True
         self._arrived(k, t, i)
 
+    def _on_fleet(self, msg: Any) -> None:
+        """Fleet source: the whole tick in one /sim/vehicle_status (state, specific force, validity)."""
+        if self.on_status is not None:
+            self.on_status(msg)
+        ns = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        arrays = fleet_arrays(msg, self.num_vehicles)
+        if isinstance(arrays, str) or len(msg.valid) != self.num_vehicles or ns < 0 or ns % TICK_NS:
+            n = self.num_vehicles
+            why = arrays if isinstance(arrays, str) else (
+                f"lists {len(msg.valid)} vehicles, not {n}" if len(msg.valid) != n
+                else f"is stamped {ns * 1e-9:.9f} s, not a multiple of {BASE_DT_S} s")
+            self._warn("ground_truth_rejected", f"{VEHICLE_STATUS_TOPIC} {why}: dropped (ground_truth_source "
+                       "'fleet' needs vehicle_dynamics' status; 'odometry' reads uavN/ground_truth/*)")
+            return
+        x, accel = arrays
+        self._status_count += 1
+        status = (self._status_count, int(msg.episode), np.array(msg.valid, bool))
+        self._handle_arrays(ns // TICK_NS, x, accel, np.ones(self.num_vehicles, bool), status)
+
     def _on_status(self, msg: Any) -> None:
+        if self.on_status is not None:
+            self.on_status(msg)
         if len(msg.valid) != self.num_vehicles:
             self._warn("ground_truth_rejected",
                        f"{VEHICLE_STATUS_TOPIC} lists {len(msg.valid)} vehicles, not {self.num_vehicles}")
@@ -289,19 +326,23 @@ class GroundTruthSync:
 
     # --- handling -----------------------------------------------------------------------------------
     def _handle(self, k: int, t: _Tick) -> None:
-        x = states_from_raw_odometry(t.raw)
+        self._handle_arrays(k, states_from_raw_odometry(t.raw), t.accel, t.done, self._statuses.pop(k, None))
+
+    def _handle_arrays(self, k: int, x: Array, accel_in: Array, done: BoolArray,
+                       status: tuple[int, int, BoolArray] | None) -> None:
+        """Step the handler on tick k: states x (N, 13), specific forces (N, 3), which vehicles reported
+        (done) and the tick's (arrival number, episode, valid) status if known."""
         finite = np.all(np.isfinite(x[:, :12]), axis=1)
         if self.with_accel:
-            finite &= np.all(np.isfinite(t.accel), axis=1)
-        present = t.done & finite
-        bad = t.done & ~finite
+            finite &= np.all(np.isfinite(accel_in), axis=1)
+        present = done & finite
+        bad = done & ~finite
         if bad.any():
             names = ", ".join(vehicle_namespace(int(i)) for i in np.flatnonzero(bad))
             self._warn("ground_truth_rejected", f"tick {k}: non-finite ground truth of {names}: held",
                        int(bad.sum()))
         self._state[present] = x[present]
-        self._accel[present] = t.accel[present]
-        status = self._statuses.pop(k, None)
+        self._accel[present] = accel_in[present]
         episode = None
         if status is not None:
             _, episode, self._valid = status
@@ -527,3 +568,11 @@ def cloud_points(msg: Any) -> NDArray[np.void]:
     if msg.point_step != DETECTION_DTYPE.itemsize or names != list(DETECTION_DTYPE.names):
         raise ValueError("not a camera/detections cloud (unexpected fields or point_step)")
     return np.frombuffer(bytes(msg.data), DETECTION_DTYPE).reshape(msg.height, msg.width)
+
+
+def declare_ground_truth_source(node: Node) -> str:
+    """Declare the ``ground_truth_source`` parameter of a node fed by ``GroundTruthSync``."""
+    return declare(node, "ground_truth_source", GROUND_TRUTH_SOURCES[0],
+                   "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
+                   "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
+                   "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)

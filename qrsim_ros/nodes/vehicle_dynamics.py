@@ -12,7 +12,8 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ``/tf`` (tf2_msgs/TFMessage, ``map`` -> ``uavN/base_link`` of every vehicle in one message, every
        ``tf_every_n_ticks`` ticks) and ``/tf_static`` (latched: ``map`` -> ``map_ned``, ``uavN/base_link``
        -> ``uavN/base_link_frd`` and -> ``uavN/camera_optical`` per the camera mounting);
-       ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus) every tick: validity, reasons, input counters;
+       ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus) every tick: validity, reasons, input counters
+       and the whole fleet's exact state and specific force (the simulator's nodes read only this);
        ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset.
        Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
        lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
@@ -91,6 +92,7 @@ from qrsim_ros.nodes.conversions import (
     TICK_NS,
     accel_message,
     fill_ground_truth,
+    float64_array,
     odometry_message,
     stamp_from_tick,
     stamp_ns,
@@ -104,6 +106,8 @@ HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 FIRST_EPISODE = 1
 #: /tf as tf2_ros' broadcasters publish it.
 QOS_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: /sim/vehicle_status, the fleet's ground truth: a writer history for the readers' bursts of ticks.
+QOS_FLEET = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: Seconds between two warnings of the same kind.
 WARN_PERIOD_S = 2.0
 #: Wall-clock budget of one free-running burst of steps before the executor gets control back [s].
@@ -147,7 +151,7 @@ class VehicleDynamics(Node):
             "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude")
         self.start_subscribers = declare(
             self, "start_subscribers", 0,
-            "publish tick 0 only once every vehicle's ground_truth/odom has this many matched "
+            "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
             "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
             "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000)
         self.start_timeout_s = declare(
@@ -206,7 +210,8 @@ class VehicleDynamics(Node):
                             for ns in self.names]
         self._tf_pub = self.create_publisher(TFMessage, "/tf", QOS_TF)
         self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
-        self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_RELIABLE)
+        # deeper than the other outputs: it carries the ground truth every simulator node steps on
+        self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_FLEET)
         self._episode_pub = self.create_publisher(UInt32, "/sim/episode", QOS_LATCHED)
         self._clock_msg = ClockMsg()
         self._odom_msgs = [odometry_message(i) for i in range(n)]
@@ -427,24 +432,24 @@ class VehicleDynamics(Node):
         self._wait_since = time.monotonic()
 
     def _graph_missing(self) -> list[str]:
-        """Lockstep start: inputs without a publisher, and whether the odometry has a subscriber."""
+        """Lockstep start: inputs without a publisher, and whether the ground truth has a subscriber."""
         missing = [f"a publisher of {self.names[i]}/wind" for i in range(self.num_vehicles)
                    if self._wind_subs[i].get_publisher_count() < 1]
         missing += [f"a publisher of {self.names[i]}/cmd/attitude" for i in np.flatnonzero(self.controlled)
                     if self._cmd_subs[i].get_publisher_count() < 1]
-        missing += [f"a subscriber of {self.names[i]}/ground_truth/odom" for i in range(self.num_vehicles)
-                    if self._odom_pubs[i].get_subscription_count() < 1]
+        if self._status_pub.get_subscription_count() < 1:
+            missing.append("a subscriber of /sim/vehicle_status")
         return missing
 
     def _try_start(self) -> None:
         waited = time.monotonic() - self._wait_since
-        short = [self.names[i] for i in range(self.num_vehicles)
-                 if self._odom_pubs[i].get_subscription_count() < self.start_subscribers]
+        matched = self._status_pub.get_subscription_count()
+        short = matched < self.start_subscribers
         if short and waited < self.start_timeout_s:
             return
         if short:
-            self._warn("start", f"starting without all {self.start_subscribers} ground-truth subscribers "
-                                f"of {', '.join(short)} after {waited:.1f} s")
+            self._warn("start", f"starting with {matched} of {self.start_subscribers} subscribers of the "
+                                f"ground truth (/sim/vehicle_status) after {waited:.1f} s")
         if self.lockstep:
             missing = self._graph_missing()
             waited = time.monotonic() - self._wait_since
@@ -534,6 +539,8 @@ class VehicleDynamics(Node):
         s.commands_clamped = self.commands_clamped.tolist()
         s.command_timeouts = self.command_timeouts.tolist()
         s.wind_rejected = self.wind_rejected.tolist()
+        s.state = float64_array(self.fleet.state)
+        s.specific_force = float64_array(self.fleet.accel_body)
         self._status_pub.publish(s)
 
     def _finish(self) -> None:

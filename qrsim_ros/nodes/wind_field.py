@@ -22,7 +22,11 @@ turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts
 the reset pre-empted (t_K -> t_K+1, never integrated) are taken back first (``rewind_updates``), so
 the turbulence streams stay aligned with the Simulator's episode after episode. Invalid vehicles, and vehicles
 whose ground truth is missing or non-finite, hold their gust (the Simulator steps the valid ones).
-Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``common.declare_scenario``).
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``common.declare_scenario``), ``viz_period_s``.
+
+Visualisation: ``/viz/wind`` (visualization_msgs/MarkerArray, latched, ``markers.arrow_markers``): an
+arrow per vehicle from its position along the air velocity (1 m per m/s), at most once per
+``viz_period_s`` of simulated time (0: off) and only when changed.
 """
 
 from __future__ import annotations
@@ -32,14 +36,25 @@ import sys
 import numpy as np
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.node import Node
+from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
 from qrsim_ros.core.rng import RandomStreams
 from qrsim_ros.core.turbulence import DrydenTurbulence
+from qrsim_ros.core.validation import BASE_DT_S
 from qrsim_ros.core.wind import MeanWind
-from qrsim_ros.nodes.common import MAP_FRAME, QOS_RELIABLE, declare_scenario, run_node, vehicle_namespace
+from qrsim_ros.nodes import markers as viz
+from qrsim_ros.nodes.common import (
+    MAP_FRAME,
+    QOS_LATCHED,
+    QOS_RELIABLE,
+    declare,
+    declare_scenario,
+    run_node,
+    vehicle_namespace,
+)
 from qrsim_ros.nodes.conversions import stamp_from_tick
-from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing
+from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing, declare_ground_truth_source
 
 
 class WindField(Node):
@@ -56,7 +71,12 @@ class WindField(Node):
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
         self._pubs = [self.create_publisher(Vector3Stamped, f"{vehicle_namespace(i)}/wind", QOS_RELIABLE)
                       for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True)
+        self._viz = viz.VizThrottle(declare(
+            self, "viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/wind (0: off) [s]",
+            lo=0.0, hi=3600.0))
+        self._viz_pub = self.create_publisher(MarkerArray, "/viz/wind", QOS_LATCHED)
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
+                                     source=declare_ground_truth_source(self))
         w, t = sc.wind, sc.vehicle.turbulence
         mean = f"W6 {w.w6_mps:g} m/s" if w.on else "off"
         gusts = f"W6 {t.w6_mps:g} m/s" if t.on else "off"
@@ -89,11 +109,15 @@ class WindField(Node):
             m.header.frame_id = MAP_FRAME
             m.vector.x, m.vector.y, m.vector.z = (float(c) for c in v_enu[i])
             out.append((self._pubs[i], m))
+        if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
+            p_enu = ned_to_enu(np.where(present[:, None], x[:, 0:3], np.nan))
+            if self._viz.changed(k * BASE_DT_S, viz.content_key(p_enu, v_enu, resolution=0.05)):
+                out.append((self._viz_pub, viz.arrow_markers(p_enu, v_enu, MAP_FRAME, stamp)))
         return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(WindField, argv, events_executor=True)
+    return run_node(WindField, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,411 @@
+"""The ``recorder`` node: every topic of the running graph into a rosbag2 bag (metadata.yaml + MCAP).
+
+Started by ``qrsim launch ... --record [DIR]`` and the launch files' ``record`` argument (launch plan
+parameter ``output_dir``), or alone: ``recorder --ros-args -p output_dir:=bags/run1 -p use_sim_time:=true``.
+
+- Topics: discovered from the graph (``get_topic_names_and_types``, polled every
+  ``discovery_period_s`` of wall time while it changes, backing off to twice a second), so every topic
+  the scenario publishes is recorded whichever nodes run (sensors, referee, markers,
+  robot_description, an external autopilot's commands...), except the ones matching ``exclude`` (a
+  regular expression; default ``/parameter_events``) and hidden ones. A topic is subscribed once it
+  has a publisher: its offered QoS profiles and its type hash (``RIHS01_...``, from the publisher) go
+  into the bag. In a launched run the clock owner waits for the recorder's ground-truth subscription
+  before tick 0 (the plan counts it in ``start_subscribers``), so the recording starts with the first
+  tick.
+- Subscriptions are raw (``raw=True``): the CDR bytes are written as received, never deserialised, with
+  QoS compatible with every publisher (reliable and transient local where all publishers offer it,
+  so latched messages published before the recorder joined, like /tf_static, are recorded), history
+  ``queue_depth``. One callback per message on an EventsExecutor: nothing else happens per message.
+- Timestamps: with ``use_sim_time`` (the launchers set it) the bag time of a message is the simulated
+  time of the latest /clock the recorder received (/clock itself: its own time), 0 before the first
+  /clock. If /clock goes back (an episode reset), the time keeps counting from where it was (offset by
+  the previous episode's length), so bag times never go back. Without ``use_sim_time``: system time.
+- Files: ``qrsim_ros.bag.writer.SplitBagWriter``: a new MCAP file every ``split_period_s`` of wall time,
+  metadata.yaml rewritten after each, so a SIGKILL leaves a bag readable up to the last completed
+  split; SIGINT/SIGTERM finish it completely. On SIGINT/SIGTERM the recorder first drains what it has
+  received (until nothing arrived for 0.1 s, at most ``drain_timeout_s``), then closes the bag; a
+  second signal stops it at once (the bag is still closed).
+
+Parameters: ``output_dir`` (the bag directory; must not exist or be empty), ``split_period_s``,
+``compression`` (``zstd`` MCAP chunk compression or ``none``), ``exclude``, ``queue_depth``,
+``discovery_period_s``, ``drain_timeout_s``; ``scenario``, ``seed``, ``num_vehicles`` are only written
+to the bag's ``custom_data`` (the scenario is not loaded).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
+from qrsim_ros.bag.types import private_typestore
+from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
+from qrsim_ros.nodes.common import ParameterError, declare, run_node
+
+#: Wall seconds between housekeeping passes (split check, discovery, drain).
+HOUSEKEEPING_S = 0.1
+#: Longest wall time between two looks at an unchanging graph [s].
+MAX_DISCOVERY_S = 0.5
+#: A drain ends once nothing arrived during this long [s].
+DRAIN_IDLE_S = 0.1
+CLOCK_TOPIC = "/clock"
+#: The clock owner's start gate counts subscriptions of its ground truth: those are created last in a
+#: discovery pass, after the other vehicle_dynamics topics discovered with them (/clock, /tf...), so
+#: that tick 0 finds those subscriptions matched too.
+_GATE_TOPICS = re.compile(r"(/ground_truth/odom|^/sim/vehicle_status)$")
+
+
+class Recorder(Node):
+    """Records every discovered topic, serialized, to a SIGKILL-safe rosbag2 bag (module docstring)."""
+
+    NODE_NAME = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__(self.NODE_NAME)
+        output_dir = declare(self, "output_dir", "", "bag directory to create (must not exist or be empty)")
+        split_period_s = declare(
+            self, "split_period_s", 5.0,
+            "wall seconds per MCAP file: a SIGKILL loses at most the file being written [s]",
+            lo=0.05, hi=86400.0)
+        compression = declare(self, "compression", "zstd", "MCAP chunk compression", choices=COMPRESSIONS)
+        exclude = declare(self, "exclude", "^/parameter_events$",
+                          "regular expression of topics not to record (empty: record everything)")
+        self.queue_depth = declare(self, "queue_depth", 1000,
+                                   "history depth of every subscription (messages held while busy)",
+                                   lo=1, hi=1_000_000)
+        self.discovery_period_s = declare(self, "discovery_period_s", 0.1,
+                                          "wall seconds between two looks at the graph for new topics [s]",
+                                          lo=0.01, hi=60.0)
+        self.drain_timeout_s = declare(self, "drain_timeout_s", 5.0,
+                                       "longest wall time spent taking pending messages after SIGINT/SIGTERM "
+                                       "before the bag is closed [s]", lo=0.0, hi=60.0)
+        scenario = declare(self, "scenario", "", "scenario of the run (written to the bag's custom_data)")
+        seed = declare(self, "seed", -1, "seed of the run (custom_data)", lo=-1, hi=2**31 - 1)
+        num_vehicles = declare(self, "num_vehicles", 0, "vehicles of the run (custom_data)", lo=0, hi=100000)
+        if not str(output_dir).strip():
+            raise ParameterError("parameter 'output_dir' is empty: give the bag directory to create")
+        try:
+            self._exclude = re.compile(exclude) if exclude else None
+        except re.error as exc:
+            raise ParameterError(f"parameter 'exclude'={exclude!r} is not a regular expression: "
+                                 f"{exc}") from None
+        self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
+
+        self._store = private_typestore()
+        custom = {"qrsim_ros.time": "sim" if self.use_sim_time else "system"}
+        if scenario:
+            custom.update({"qrsim_ros.scenario": scenario, "qrsim_ros.seed": str(seed),
+                           "qrsim_ros.num_vehicles": str(num_vehicles)})
+        try:
+            self.writer = SplitBagWriter(output_dir, self._store, compression=compression,
+                                         split_period_s=split_period_s, custom_data=custom)
+        except (BagWriterError, OSError) as exc:
+            raise ParameterError(f"parameter 'output_dir'={output_dir!r}: {exc}") from None
+
+        self._clock_gaps = ClockGaps()
+        # Bag time [ns]: the latest /clock (+ the lengths of earlier episodes).
+        self._now_ns = 0
+        self._last_clock_ns = -1
+        self._offset_ns = 0
+        self._received = 0
+        self._subs: dict[str, Any] = {}
+        self._policy: dict[str, tuple[bool, bool]] = {}
+        self._ignored: set[str] = set()
+        self._warned: set[str] = set()
+        self._next_discovery = 0.0
+        self._discovery_wait_s = self.discovery_period_s
+        self._publisher_counts: dict[str, int] = {}
+        self._closed = False
+        self._started_wall = time.monotonic()
+
+        self._stop: tuple[int, Any] | None = None
+        self._stop_wall = 0.0
+        self._received_at_check = -1
+        self._forward: dict[int, Any] = {}
+        self._install_signal_handlers()
+
+        self._discover()
+        self._timer = self.create_timer(HOUSEKEEPING_S, self._housekeeping,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.get_logger().info(f"recording to {self.writer.path} ({compression}, a new file every "
+                               f"{split_period_s:g} s, {'sim' if self.use_sim_time else 'system'} time)")
+
+    # --- discovery ------------------------------------------------------------------------------------
+
+    def _discover(self) -> bool:
+        """Subscribe to the new topics that have publishers; True if the graph changed (new topics or
+        publisher counts), so that the next look comes soon."""
+        changed = False
+        new = []
+        for name, types in self.get_topic_names_and_types():
+            if name in self._subs:
+                count = self.count_publishers(name)
+                if count != self._publisher_counts.get(name):
+                    self._publisher_counts[name] = count
+                    changed = True
+                    self._check_publishers(name)
+                continue
+            if name in self._ignored:
+                continue
+            if self._exclude is not None and self._exclude.search(name):
+                self._ignored.add(name)
+                continue
+            if any(part.startswith("_") for part in name.split("/")):
+                self._ignored.add(name)  # hidden topics, as ``ros2 bag record --all`` leaves them out
+                continue
+            if len(types) != 1:
+                self._warn_once(name, f"not recording {name}: published with several types {types}")
+                continue
+            if self.count_publishers(name):  # a topic with subscribers only has nothing to record yet
+                new.append((name, types[0]))
+        new.sort(key=lambda item: bool(_GATE_TOPICS.search(item[0])))
+        for name, msgtype in new:
+            infos = self.get_publishers_info_by_topic(name)
+            if infos:
+                self._subscribe(name, msgtype, infos)
+                self._publisher_counts[name] = len(infos)
+                changed = True
+        return changed
+
+    def _subscribe(self, name: str, msgtype: str, infos: list[Any]) -> None:
+        cls = _message_class(msgtype)
+        if cls is None or not ensure_type(self._store, msgtype):
+            self._warn_once(name, f"not recording {name}: message type {msgtype} is unknown here")
+            self._ignored.add(name)
+            return
+        offered = [bag_qos(info.qos_profile) for info in infos]
+        type_hash = _hash_text(infos[0].topic_type_hash) or None
+        own = self._store.hash_rihs01(msgtype)
+        if type_hash is not None and type_hash != own:
+            # The bag keeps the running type's hash (the truth about the data); readers that check
+            # definitions against hashes (rosbags' AnyReader) will refuse the bag until both agree.
+            self.get_logger().warning(f"{name}: the publisher's {msgtype} hash {type_hash} differs from the "
+                                      f"installed definition written to the bag ({own}): the nodes run "
+                                      "another build of this type (rebuild and restart them)")
+        try:
+            topic_id = self.writer.add_topic(name, msgtype, offered_qos=offered, type_hash=type_hash)
+        except BagWriterError as exc:
+            self._warn_once(name, f"not recording {name}: {exc}")
+            self._ignored.add(name)
+            return
+        reliable, transient_local = subscription_policy(offered)
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=self.queue_depth,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
+        callback = self._clock_callback(topic_id) if name == CLOCK_TOPIC else self._callback(topic_id)
+        self._subs[name] = self.create_subscription(cls, name, callback, qos, raw=True)
+        self._policy[name] = (reliable, transient_local)
+        self.get_logger().debug(f"recording {name} ({msgtype})")
+
+    def _check_publishers(self, name: str) -> None:
+        """Warn once if a later publisher cannot match the subscription made for the first ones."""
+        if name in self._warned:
+            return
+        reliable, transient_local = self._policy[name]
+        for info in self.get_publishers_info_by_topic(name):
+            if not compatible(bag_qos(info.qos_profile), reliable, transient_local):
+                self._warn_once(name, f"{name}: publisher {info.node_namespace}/{info.node_name} offers a "
+                                      "QoS the recorder's subscription does not match: its messages are not "
+                                      "recorded")
+                return
+
+    def _warn_once(self, key: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.get_logger().warning(text)
+
+    # --- messages -------------------------------------------------------------------------------------
+
+    def _callback(self, topic_id: int) -> Callable[[bytes], None]:
+        write = self.writer.write
+        if not self.use_sim_time:
+            now = self.get_clock().now
+
+            def on_message_system_time(data: bytes) -> None:
+                self._received += 1
+                write(topic_id, now().nanoseconds, data)
+
+            return on_message_system_time
+
+        def on_message(data: bytes) -> None:
+            self._received += 1
+            write(topic_id, self._now_ns, data)
+
+        return on_message
+
+    def _clock_callback(self, topic_id: int) -> Callable[[bytes], None]:
+        write = self.writer.write
+        if not self.use_sim_time:
+            return self._callback(topic_id)
+
+        def on_clock(data: bytes) -> None:
+            self._received += 1
+            t_ns = clock_ns(data)
+            last = self._last_clock_ns
+            if t_ns < last:  # the clock restarted: an episode reset
+                self._offset_ns += last
+                self._clock_gaps.episode_end()
+            elif t_ns > last >= 0:
+                self._clock_gaps.step(t_ns - last)
+            if t_ns != last:  # a tick re-sent by the lockstep loop is the same tick
+                self._clock_gaps.count(t_ns)
+            self._last_clock_ns = t_ns
+            self._now_ns = max(self._now_ns, self._offset_ns + t_ns)
+            write(topic_id, self._now_ns, data)
+
+        return on_clock
+
+    # --- housekeeping and stopping ----------------------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        if self._closed:
+            return
+        now = time.monotonic()
+        if self.writer.maybe_split():
+            self.get_logger().debug(f"split closed in {time.monotonic() - now:.3f} s")
+        if self._stop is not None:
+            idle = self._received == self._received_at_check
+            self._received_at_check = self._received
+            waited = now - self._stop_wall
+            if (idle and waited >= DRAIN_IDLE_S) or waited >= self.drain_timeout_s:
+                self._forward_stop()
+            return
+        if now >= self._next_discovery:
+            # Look often while the graph changes, then back off (up to MAX_DISCOVERY_S): a pass queries
+            # the publishers of every topic.
+            changed = self._discover()
+            self._discovery_wait_s = (self.discovery_period_s if changed
+                                      else min(2 * self._discovery_wait_s, MAX_DISCOVERY_S))
+            self._next_discovery = now + self._discovery_wait_s
+
+    def _install_signal_handlers(self) -> None:
+        """Defer the process's SIGINT/SIGTERM handling (run_node's) until the pending messages are taken."""
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._forward[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._on_signal)
+        except ValueError:  # not the main thread: no draining, the owner's handlers stay
+            self._forward.clear()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._stop is None:
+            self._stop = (signum, frame)
+            self._stop_wall = time.monotonic()
+            self._received_at_check = self._received
+            return
+        self._forward_stop()  # a second signal: stop now
+
+    def _forward_stop(self) -> None:
+        signum, frame = self._stop or (signal.SIGTERM, None)
+        handlers, self._forward = self._forward, {}
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        handler = handlers.get(signum)
+        if callable(handler):
+            handler(signum, frame)
+        elif handlers:
+            signal.raise_signal(signum)
+
+    def close_bag(self) -> None:
+        """Finish the bag (last split and metadata) and log what it holds. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        missing, ticks = self._clock_gaps.missing()
+        if missing:
+            # /clock is published every tick with a depth-1 history: a gap means the recorder fell
+            # behind (an overloaded machine); the other per-tick topics may miss messages too.
+            self.writer.custom_data["qrsim_ros.missing_clock_ticks"] = str(missing)
+            self.get_logger().warning(f"the bag misses {missing} of {ticks} /clock ticks: the recorder fell "
+                                      "behind (overloaded machine?); other topics may miss messages too")
+        self.writer.close()
+        topics = len(self.writer.topics)
+        size_mb = self.writer.size_bytes() / 1e6
+        wall = time.monotonic() - self._started_wall
+        self.get_logger().info(f"bag {self.writer.path}: {self.writer.message_count} messages on {topics} "
+                               f"topics, {size_mb:.2f} MB in {len(self.writer.files)} file(s), "
+                               f"{wall:.1f} s of wall time, {time.process_time():.1f} s of CPU")
+
+    def destroy_node(self) -> None:
+        try:
+            self.close_bag()
+        finally:
+            super().destroy_node()
+
+
+class ClockGaps:
+    """Counts /clock ticks that never arrived: per episode, (last - first) / step + 1 expected, where
+    the step is the smallest clock increment seen (the simulator's tick)."""
+
+    def __init__(self) -> None:
+        self._step_ns = 0
+        self._done_expected = 0
+        self._done_received = 0
+        self._first_ns = -1
+        self._last_ns = -1
+        self._received = 0
+
+    def step(self, dt_ns: int) -> None:
+        if self._step_ns == 0 or dt_ns < self._step_ns:
+            self._step_ns = dt_ns
+
+    def count(self, t_ns: int) -> None:
+        if self._first_ns < 0:
+            self._first_ns = t_ns
+        self._last_ns = max(self._last_ns, t_ns)
+        self._received += 1
+
+    def episode_end(self) -> None:
+        self._done_expected += self._expected()
+        self._done_received += self._received
+        self._first_ns = self._last_ns = -1
+        self._received = 0
+
+    def _expected(self) -> int:
+        if self._received == 0:
+            return 0
+        if self._step_ns == 0:
+            return self._received
+        return max(self._received, round((self._last_ns - self._first_ns) / self._step_ns) + 1)
+
+    def missing(self) -> tuple[int, int]:
+        """(ticks missing, ticks expected) over every episode so far."""
+        expected = self._done_expected + self._expected()
+        return expected - self._done_received - self._received, expected
+
+
+def _message_class(msgtype: str) -> type | None:
+    """The generated Python class of ``pkg/msg/Name`` (None if it is not installed)."""
+    parts = msgtype.split("/")
+    if len(parts) != 3:
+        return None
+    try:
+        return getattr(importlib.import_module(f"{parts[0]}.{parts[1]}"), parts[2])
+    except (ImportError, AttributeError):
+        return None
+
+
+def _hash_text(type_hash: Any) -> str:
+    """``RIHS01_<hex>`` of rclpy's TypeHash; '' for none or the all-zero (unknown) hash."""
+    text = str(type_hash) if type_hash is not None else ""
+    if not text.startswith("RIHS01_") or set(text[7:]) <= {"0"}:
+        return ""
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(Recorder, argv, events_executor=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""PNG figures of a recorded run (``qrsim plot``): read a rosbag2 bag with rosbags, draw with matplotlib.
+
+``render(bag, out_dir)`` writes one PNG per figure the bag has data for (``figures.FIGURES``: top view,
+altitude and speed, reward, plume, GPS error) and returns what it wrote and why it skipped the others.
+No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj are installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qrsim_ros.plots.bagdata import BagError, RunData, bag_directory, load_run
+from qrsim_ros.plots.figures import DPI, FIGURE_SIZES_IN, FIGURES
+
+__all__ = ["DPI", "FIGURES", "FIGURE_SIZES_IN", "BagError", "Rendered", "RunData", "default_out_dir",
+           "load_run", "render"]
+
+
+@dataclass
+class Rendered:
+    """What ``render`` did: the PNGs written (name -> path) and the figures skipped (name -> reason)."""
+
+    written: dict[str, Path] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def default_out_dir(bag: str | Path) -> Path:
+    """``<bag directory>/plots``: the figures stay with the run they show."""
+    return bag_directory(bag) / "plots"
+
+
+def render(bag: str | Path, out_dir: str | Path | None = None, names: list[str] | None = None) -> Rendered:
+    """Read ``bag`` and write its figures to ``out_dir`` (default ``default_out_dir``) as ``<name>.png``.
+
+    Raises ``BagError`` when the bag cannot be read or holds nothing any figure can use.
+    """
+    run = load_run(bag)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(bag)
+    result = Rendered()
+    result.notes += [n for n in (run.read_note, run.origin_note) if n]
+    todo = {n: f for n, f in FIGURES.items() if names is None or n in names}
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    for name, draw in todo.items():
+        path = out / f"{name}.png"
+        reason = draw(run, path)
+        if reason is None:
+            result.written[name] = path
+        else:
+            result.skipped[name] = reason
+    if not result.written:
+        if created:
+            out.rmdir()
+        topics = ", ".join(sorted(run.topics)) or "none"
+        raise BagError(f"{run.path}: nothing to plot (topics in the bag: {topics})")
+    return result

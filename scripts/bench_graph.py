@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Benchmark: real-time factor and CPU per node of the launched ROS 2 graph (``qrsim launch``).
+
+Each case runs ``qrsim launch`` as a child process (real nodes over real DDS, a domain of its own),
+samples the CPU time of every node process from /proc while it runs, and reads the launcher's
+one-paragraph summary for the real-time factor (simulated seconds per wall second while the clock ran).
+
+Issue targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
+>= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x.
+
+Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]
+         [--record]  (the same runs with a bag, to show what recording costs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...]
+
+
+CASES = {
+    "keep_spot": Case("keep spot, 1 vehicle, lockstep, rtf 0",
+                      ("keep_spot", "--no-autopilot", "--lockstep", "--real-time-factor", "0")),
+    "keep_spot_single": Case("keep spot, 1 vehicle, lockstep, rtf 0, --single-process",
+                             ("keep_spot", "--no-autopilot", "--lockstep", "--real-time-factor", "0",
+                              "--single-process")),
+    **{f"sr{n}": Case(f"search and rescue 2C, {n} vehicles, example autopilot, lockstep, rtf 0",
+                      ("search_rescue", "--variant", "2c", "--num-vehicles", str(n), "--lockstep",
+                       "--real-time-factor", "0")) for n in (1, 3, 10)},
+    "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
+                    ("search_rescue", "--variant", "2c", "--num-vehicles", "10", "--no-lockstep",
+                     "--real-time-factor", "1")),
+}
+
+
+def children_cpu(root: int, names: dict[int, str]) -> dict[int, float]:
+    """CPU seconds (user + system) of every live descendant of ``root`` by pid; ``names`` collects
+    each pid's node name (from its ``__node:=`` argument) the first time it is seen."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            if pid not in names:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        if pid not in names and argv[0]:
+            node = next((a.decode().split("__node:=", 1)[1] for a in argv if a.startswith(b"__node:=")), None)
+            names[pid] = node or ("launcher" if pid == root else os.path.basename(argv[0].decode()))
+    out: dict[int, float] = {}
+    for pid, c in cpu.items():
+        p = pid
+        while p in parents and p != root:
+            p = parents[p]
+        if p == root:
+            out[pid] = c
+    return out
+
+
+def run(case: Case, duration_s: float, domain: int, record: bool
+        ) -> tuple[float | None, dict[str, float], str]:
+    """One launch: (real-time factor from the summary, CPU seconds by node from tick 0 to the end, bag
+    figures if recorded). Start-up (imports, scenario loading) is left out of the CPU figures."""
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:
+        cmd = [sys.executable, "-m", "qrsim_ros.cli.main", "launch", *case.args,
+               "--duration", f"{duration_s:g}"]
+        if record:
+            cmd += ["--record", os.path.join(tmp, "bag")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        lines: list[str] = []
+        started = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if "started: tick 0" in line:
+                    started.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        names: dict[int, str] = {}
+        base: dict[int, float] | None = None
+        last: dict[int, float] = {}
+        while proc.poll() is None:
+            now = children_cpu(proc.pid, names)
+            if base is None and started.is_set():
+                base = dict(now)
+            last.update(now)
+            time.sleep(0.2)
+        reader.join(5)
+        base = base or {}
+        cpu: dict[str, float] = {}
+        for pid, c in last.items():
+            name = names.get(pid, str(pid))
+            cpu[name] = cpu.get(name, 0.0) + c - base.get(pid, 0.0)
+        summary = next((ln for ln in lines if ln.startswith("Summary: ")), "")
+        m = re.search(r"real-time factor ([\d.]+)", summary)
+        bag = ""
+        if record:
+            b = re.search(r"\(([\d,]+ messages on \d+ topics, [\d.]+ MB[^)]*)\)", summary)
+            bag = b.group(1) if b else "no bag figures in the summary"
+        if proc.returncode != 0 or not m:
+            sys.stderr.write("".join(lines[-30:]))
+        return (float(m.group(1)) if m else None), cpu, bag
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="keep_spot,keep_spot_single,sr1,sr3,sr10,sr10_rt",
+                    help="comma-separated: " + ", ".join(CASES))
+    ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
+    ap.add_argument("--record", action="store_true", help="record a bag in every run")
+    ap.add_argument("--domain", type=int, default=99, help="ROS_DOMAIN_ID of the runs")
+    args = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f}  (2-core machine; record={args.record})")
+    for key in args.cases.split(","):
+        case = CASES[key.strip()]
+        rtf, cpu, bag = run(case, args.duration, args.domain, args.record)
+        total = sum(cpu.values())
+        print(f"\n{case.name}: real-time factor {rtf if rtf is not None else 'FAILED'}"
+              f"  (load average now {os.getloadavg()[0]:.2f}){'  bag: ' + bag if bag else ''}")
+        for name, c in sorted(cpu.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<20} {c:7.2f} s CPU after tick 0 ({100 * c / total:4.1f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

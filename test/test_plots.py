@@ -1,0 +1,347 @@
+"""``qrsim plot`` and ``qrsim launch --plot``: PNG figures from recorded bags.
+
+The main tests record real short runs with ``qrsim launch ... --record`` / ``--plot`` (search and rescue
+2C with two vehicles; plume 3B), render them with ``qrsim plot BAG --out DIR`` and check that every
+expected figure is a real PNG of the configured size that is not blank, and that what was read back
+from the bag is consistent with the run. Small bags written here with rosbags cover the error paths,
+the skipping of figures whose topics are absent and the GPS conversion.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosenv import REPO_ROOT, require_ros, ros_env
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Search and rescue run: simulated seconds (the camera runs at 1 Hz, the GPS at 5 Hz).
+SR_DURATION_S = 6.0
+PLUME_DURATION_S = 3.0
+DT_S = 0.02
+
+
+def _cli(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+         timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """``qrsim ARGV`` from this source tree, with this interpreter."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", *argv], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+def _plot(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``qrsim plot ARGV`` in this process: (exit status, stdout, stderr)."""
+    from qrsim_ros.cli.main import main
+
+    try:
+        rc = main(["plot", *argv])
+    except SystemExit as exc:  # argparse errors
+        rc = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _assert_figure(path: Path, name: str, min_coloured: int = 500) -> np.ndarray:
+    """A real PNG of the configured pixel size, >= 20 kB, and not blank: an empty frame (axes, ticks,
+    labels, grid) is all greys (measured: no pixel with a chroma above 0.15 at any figure size), so
+    the data must show as at least ``min_coloured`` coloured pixels in at least 5 distinct colours."""
+    from matplotlib.image import imread
+
+    from qrsim_ros.plots import DPI, FIGURE_SIZES_IN
+
+    assert path.is_file(), path
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert path.stat().st_size >= 20_000, (path, path.stat().st_size)
+    img = imread(path)
+    w_in, h_in = FIGURE_SIZES_IN[name]
+    assert img.shape[:2] == (round(h_in * DPI), round(w_in * DPI)), img.shape
+    rgb = img[..., :3]
+    coloured = rgb[(rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.15]
+    assert len(coloured) >= min_coloured, (path, len(coloured))
+    distinct = np.unique(np.floor(coloured * 7.99).astype(np.int64), axis=0)  # 8 levels per channel
+    assert len(distinct) >= 5, (path, len(distinct))
+    return rgb
+
+
+def _has_colour(rgb: np.ndarray, hex_colour: str, min_pixels: int = 10) -> bool:
+    """Whether at least ``min_pixels`` pixels are within 2/255 of the colour (markers drawn opaque)."""
+    target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]) / 255.0
+    return int(np.sum(np.all(np.abs(rgb - target) < 2.5 / 255, axis=-1))) >= min_pixels
+
+
+# --- small bags written here -------------------------------------------------------------------------
+
+def _header(ts, t_s: float, frame: str = "map"):  # type: ignore[no-untyped-def]
+    ns = round(t_s * 1e9)
+    time = ts.types["builtin_interfaces/msg/Time"](sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+    return ts.types["std_msgs/msg/Header"](stamp=time, frame_id=frame)
+
+
+def _status(ts, t_s: float, step: int, reward: float, total: float):  # type: ignore[no-untyped-def]
+    return ts.types["qrsim_ros/msg/TaskStatus"](
+        header=_header(ts, t_s), scenario="search_rescue_2c", step=step, time=t_s, reward=reward,
+        cumulative_reward=total, persons_found=0, persons_total=0, vehicle_names=["uav1"],
+        vehicle_valid=np.array([True]), done=False, done_reason="")
+
+
+def _odometry(ts, t_s: float, enu: np.ndarray, velocity_flu: np.ndarray):  # type: ignore[no-untyped-def]
+    t = ts.types
+    vec = t["geometry_msgs/msg/Vector3"]
+    point = t["geometry_msgs/msg/Point"](x=enu[0], y=enu[1], z=enu[2])
+    level = t["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)
+    pose = t["geometry_msgs/msg/Pose"](position=point, orientation=level)
+    v = velocity_flu
+    twist = t["geometry_msgs/msg/Twist"](linear=vec(x=v[0], y=v[1], z=v[2]), angular=vec(x=0.0, y=0.0, z=0.0))
+    return t["nav_msgs/msg/Odometry"](
+        header=_header(ts, t_s), child_frame_id="uav1/base_link",
+        pose=t["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
+        twist=t["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
+
+
+def _fix(ts, t_s: float, lla: np.ndarray):  # type: ignore[no-untyped-def]
+    t = ts.types
+    return t["sensor_msgs/msg/NavSatFix"](
+        header=_header(ts, t_s, "uav1/base_link"),
+        status=t["sensor_msgs/msg/NavSatStatus"](status=0, service=1),
+        latitude=float(lla[0]), longitude=float(lla[1]), altitude=float(lla[2]),
+        position_covariance=np.zeros(9), position_covariance_type=2)
+
+
+def _write_bag(path: Path, messages: list[tuple[str, str, float, object]]) -> Path:
+    """A rosbag2 MCAP bag of (topic, type, t [s], message), written with rosbags and the project's types."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from qrsim_ros.bag.types import typestore
+
+    ts = typestore()
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {}
+        for topic, msgtype, t_s, msg in messages:
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=ts)
+            writer.write(conns[topic], round(t_s * 1e9), ts.serialize_cdr(msg, msgtype))
+    return path
+
+
+def test_not_a_bag_is_one_line_and_status_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "metadata.yaml").write_text("rosbag2_bagfile_information: {version: 9, "
+                                          "storage_identifier: mcap, relative_file_paths: [nothing.mcap]}\n")
+    for path in (tmp_path / "missing", tmp_path / "empty", broken):
+        rc, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "out"))
+        assert rc == 1, (path, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("qrsim plot: "), err
+        assert str(path) in lines[0] and out == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bag_with_nothing_to_plot_is_one_line_and_status_1(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from qrsim_ros.bag.types import typestore
+
+    ts = typestore()
+    diag = ts.types["diagnostic_msgs/msg/DiagnosticArray"](header=_header(ts, 0.0), status=[])
+    bag = _write_bag(tmp_path / "bag", [("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", 0.0, diag)])
+    rc, _, err = _plot(capsys, str(bag), "--out", str(tmp_path / "out"))
+    assert rc == 1
+    assert err.count("\n") == 1 and "nothing to plot" in err and "/diagnostics" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_figures_without_their_topics_are_skipped_with_a_note(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Status and ground truth only: top view, altitude/speed and reward are drawn; the plume and GPS
+    figures are skipped with a printed reason."""
+    from qrsim_ros.bag.types import typestore
+
+    ts = typestore()
+    msgs: list[tuple[str, str, float, object]] = []
+    for k in range(0, 251):
+        t = k * DT_S
+        enu = np.array([2.0 * t, 10.0 * np.sin(t), 20.0 + t])
+        msgs.append(("/uav1/ground_truth/odom", "nav_msgs/msg/Odometry", t,
+                     _odometry(ts, t, enu, np.array([2.0, 0.0, 1.0]))))
+        if k % 50 == 0:
+            msgs.append(("/referee/status", "qrsim_ros/msg/TaskStatus", t,
+                         _status(ts, t, k // 50, -0.01 * (k > 0), -0.01 * (k // 50))))
+    bag = _write_bag(tmp_path / "bag", msgs)
+    out = tmp_path / "figs"
+    rc, stdout, err = _plot(capsys, str(bag), "--out", str(out))
+    assert rc == 0, err
+    assert "skipped plume" in stdout and "skipped gps_error" in stdout
+    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "reward.png", "top_view.png"]
+    for name in ("altitude_speed", "reward", "top_view"):
+        _assert_figure(out / f"{name}.png", name)
+
+    from qrsim_ros.plots import load_run
+
+    run = load_run(bag)
+    v = run.vehicles[0]
+    assert [x.name for x in run.vehicles] == ["uav1"]
+    assert v.truth_enu.t_s.size == 251
+    np.testing.assert_allclose(v.truth_speed.values[:, 0], np.sqrt(5.0))  # |(2, 0, 1)|
+    np.testing.assert_allclose(run.status.cumulative_reward, -0.01 * np.arange(6))
+
+
+def test_gps_error_uses_the_scenarios_geodetic_origin(tmp_path: Path) -> None:
+    """Fixes placed (through WGS-84) 3 m east, 4 m south and 1.5 m above the truth come back as that
+    error in map ENU: the fix is converted with the scenario's origin, matched to the truth of its stamp."""
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.core.frames import enu_to_ned
+    from qrsim_ros.core.geodesy import ned_to_lla
+    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.plots.bagdata import gps_error, load_run
+
+    ts = typestore()
+    origin = load_scenario("search_rescue_2c").origin
+    offset_enu = np.array([3.0, -4.0, 1.5])
+    msgs: list[tuple[str, str, float, object]] = []
+    for k in range(0, 101):
+        t = k * DT_S
+        enu = np.array([50.0 + t, -30.0 + 2 * t, 25.0])
+        msgs.append(("/uav1/ground_truth/odom", "nav_msgs/msg/Odometry", t,
+                     _odometry(ts, t, enu, np.zeros(3))))
+        if k % 10 == 0:
+            lla = ned_to_lla(enu_to_ned(enu + offset_enu), origin)
+            msgs.append(("/uav1/gps/fix", "sensor_msgs/msg/NavSatFix", t, _fix(ts, t, lla)))
+        if k % 50 == 0:
+            msgs.append(("/referee/status", "qrsim_ros/msg/TaskStatus", t, _status(ts, t, k // 50, 0.0, 0.0)))
+    run = load_run(_write_bag(tmp_path / "bag", msgs))
+    assert run.origin_note == ""
+    err = gps_error(run.vehicles[0])
+    assert err.values.shape == (11, 3)
+    np.testing.assert_allclose(err.values, np.tile(offset_enu, (11, 1)), atol=1e-6)
+
+
+def test_only_unknown_figure_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _plot(capsys, str(tmp_path), "--only", "top_view,heatmap")
+    assert rc == 2 and "heatmap" in err
+
+
+# --- real runs ----------------------------------------------------------------------------------------
+
+def _require_recorder() -> None:
+    require_ros()
+    from qrsim_ros.cli.launch import find_executable
+    from qrsim_ros.launch_plan import NodeSpec
+
+    if find_executable(NodeSpec("recorder", "recorder")) is None:
+        pytest.skip("the recorder node is not installed (scripts/bin/recorder; run ./qrsim exec -- true)")
+
+
+@pytest.fixture(scope="module")
+def sr_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Search and rescue 2C, 2 vehicles, SR_DURATION_S with ``--plot`` and no --record: the bag goes
+    to the default bags/<config>_<time> under the working directory and is plotted after the run.
+    The nodes run in one process (the recorder in its own): the graph is not what is tested here, and
+    one process starts much faster than nine on a loaded machine."""
+    _require_recorder()
+    work = tmp_path_factory.mktemp("sr_run")
+    r = _cli("launch", "search_rescue", "--variant", "2c", "--num-vehicles", "2", "--seed", "11",
+             "--duration", f"{SR_DURATION_S:g}", "--plot", "--single-process", cwd=work,
+             env=ros_env(work, 70), timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    bags = list((work / "bags").glob("search_rescue_2c_*"))
+    assert len(bags) == 1, r.stdout[-2000:]
+    return bags[0], r.stdout
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) -> None:
+    bag, stdout = sr_run
+    assert (bag / "metadata.yaml").is_file()
+    for name in ("top_view", "altitude_speed", "reward", "gps_error"):
+        assert f"[qrsim launch] plot: wrote {bag / 'plots' / name}.png" in stdout
+        assert (bag / "plots" / f"{name}.png").stat().st_size >= 20_000
+    # the summary (bag closed) comes before the figures are drawn from it
+    assert stdout.index("Summary:") < stdout.index("[qrsim launch] plot: wrote")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path, str],
+                                                             tmp_path: Path) -> None:
+    from qrsim_ros.plots.figures import FOUND_COLOUR, UNFOUND_COLOUR, VEHICLE_COLOURS
+
+    bag, _ = sr_run
+    out = tmp_path / "figs"
+    r = _cli("plot", str(bag), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "skipped plume" in r.stdout  # no plume in search and rescue: skipped, not an error
+    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "gps_error.png", "reward.png",
+                                                      "top_view.png"]
+    top = _assert_figure(out / "top_view.png", "top_view")
+    for name in ("altitude_speed", "reward", "gps_error"):
+        _assert_figure(out / f"{name}.png", name)
+    # both vehicles' start markers and the persons are drawn in their opaque colours
+    assert _has_colour(top, VEHICLE_COLOURS[0]) and _has_colour(top, VEHICLE_COLOURS[1])
+    assert _has_colour(top, UNFOUND_COLOUR) or _has_colour(top, FOUND_COLOUR)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> None:
+    from qrsim_ros.plots.bagdata import gps_error, load_run
+
+    bag, _ = sr_run
+    run = load_run(bag)
+    assert [v.name for v in run.vehicles] == ["uav1", "uav2"]
+    assert run.scenario == "search_rescue_2c" and run.origin_note == ""
+    assert run.terrain is not None and run.terrain.classes.size > 0
+    st = run.status
+    assert st is not None and np.all(np.diff(st.t_s) >= 0)
+    # the persons drawn are the referee's: as many as the status counts, as many found
+    assert len(run.persons_enu) == st.persons_total[-1] > 0
+    assert int(run.persons_found.sum()) == st.persons_found[-1]
+    for v in run.vehicles:
+        # ground truth every tick (tick 0 .. the duration), within 10 %
+        assert v.truth_enu.t_s.size >= 0.9 * SR_DURATION_S / DT_S
+        assert np.all(np.diff(v.truth_enu.t_s) > 0)
+        # 2C's GPS is off: a noiseless sample-and-hold of the true position at its tick, so fix - truth
+        # is only the NED -> WGS-84 -> NED round trip (a few 1e-9 m, estimated_state.py)
+        err = gps_error(v)
+        assert err.t_s.size >= 0.9 * SR_DURATION_S / 0.2
+        assert float(np.nanmax(np.abs(err.values))) < 1e-6
+        # camera at 1 Hz; a footprint's centre is within one altitude of the vehicle's nadir (the
+        # camera looks down: the view is tilted by the vehicle's attitude, far less than 45 degrees)
+        assert len(v.footprints) >= SR_DURATION_S - 1
+        for t, quad in v.footprints:
+            i = int(np.argmin(np.abs(v.truth_enu.t_s - t)))
+            p = v.truth_enu.values[i]
+            assert np.linalg.norm(quad.mean(axis=0) - p[:2]) < p[2], (v.name, t)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_qrsim_plot_renders_a_recorded_plume_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _require_recorder()
+    from qrsim_ros.plots.bagdata import load_run
+
+    bag = tmp_path / "plume_bag"
+    r = _cli("launch", "plume", "--variant", "3b", "--seed", "5", "--duration", f"{PLUME_DURATION_S:g}",
+             "--record", str(bag), "--single-process", cwd=tmp_path, env=ros_env(tmp_path, 71), timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    out = tmp_path / "figs"
+    rc, _, err = _plot(capsys, str(bag), "--out", str(out))
+    assert rc == 0, err
+    rgb = _assert_figure(out / "plume.png", "plume")
+    assert _has_colour(rgb, "#ff7f0e")  # the source star
+    _assert_figure(out / "top_view.png", "top_view", min_coloured=100)  # a short track in a 280 m area
+    for name in ("altitude_speed", "reward", "gps_error"):
+        _assert_figure(out / f"{name}.png", name)
+    run = load_run(bag)
+    assert len(run.plume_sources_enu) >= 1
+    readings = run.vehicles[0].plume
+    assert readings.t_s.size >= PLUME_DURATION_S * 2 * 0.9  # 3B's sensor: 2 Hz
+    if "/plume/field" in run.topics:
+        assert run.plume_field is not None and run.plume_field.concentration.size > 0
+        assert np.all(run.plume_field.concentration > 0)

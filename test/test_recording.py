@@ -1,0 +1,483 @@
+"""Recording: the ``recorder`` node and ``qrsim launch --record`` write rosbag2 bags that rosbags reads.
+
+The ROS test records one short search-and-rescue run (``qrsim launch``, 2 vehicles, lockstep, real
+time) and, next to the launcher's recorder, two standalone recorders on the same graph: one is
+killed with SIGKILL mid-run, the other stopped with SIGTERM mid-run. The bags are read back with
+``rosbags.highlevel.AnyReader``; expected topics and rates come from the README/DESIGN topic table and
+the scenario file (loaded with the core), type hashes from the live graph. Writer tests need no ROS.
+ROS_DOMAIN_IDs 60-69.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rosenv import require_ros, ros_env
+
+DOMAIN = 60
+NUM_VEHICLES = 2
+DURATION_S = 5.0
+TICK_S = 0.02
+SEED = 3
+
+
+# --- reading bags -----------------------------------------------------------------------------------------
+
+@dataclass
+class Bag:
+    """Everything a test needs from one bag, read once with AnyReader."""
+
+    path: Path
+    metadata: dict[str, Any]
+    times: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    messages: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    digests: dict[str, str] = field(default_factory=dict)
+    durability: dict[str, str] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def meta_counts(self) -> dict[str, int]:
+        return {t["topic_metadata"]["name"]: t["message_count"]
+                for t in self.metadata["topics_with_message_count"]}
+
+
+def read_bag(path: Path) -> Bag:
+    from rosbags.highlevel import AnyReader
+
+    from qrsim_ros.bag.types import typestore
+
+    store = typestore()
+    meta = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    bag = Bag(path, meta)
+    # AnyReader checks, at open, that each stored definition hashes to the stored type hash.
+    with AnyReader([path], default_typestore=store) as reader:
+        for c in reader.connections:
+            bag.digests[c.topic] = c.digest
+            bag.types[c.topic] = c.msgtype
+            qos = c.ext.offered_qos_profiles
+            bag.durability[c.topic] = qos[0].durability.name if qos else ""
+        for c, t_ns, raw in reader.messages():
+            bag.times[c.topic].append(t_ns)
+            bag.messages[c.topic].append(store.deserialize_cdr(raw, c.msgtype))
+    return bag
+
+
+# --- writer (no ROS) --------------------------------------------------------------------------------------
+
+def _string_cdr(text: str) -> bytes:
+    from qrsim_ros.bag.types import typestore
+
+    store = typestore()
+    return bytes(store.serialize_cdr(store.types["std_msgs/msg/String"](data=text), "std_msgs/msg/String"))
+
+
+def test_writer_splits_are_readable_before_close_and_complete_after(tmp_path: Path) -> None:
+    from rosbags.highlevel import AnyReader
+
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.bag.writer import PARTIAL_DIR, SplitBagWriter
+
+    wall = [0.0]
+    writer = SplitBagWriter(tmp_path / "b", typestore(), split_period_s=1.0, wall_clock=lambda: wall[0])
+    # a bag exists (and reads, empty) before anything was written
+    with AnyReader([tmp_path / "b"], default_typestore=typestore()) as r:
+        assert r.message_count == 0
+    s = writer.add_topic("/s", "std_msgs/msg/String")
+    for i in range(30):
+        writer.write(s, i * 1000, _string_cdr(f"m{i}"))
+        if i == 9:
+            wall[0] = 1.5  # the split is older than split_period_s
+            assert writer.maybe_split()
+    # As after a SIGKILL now: the first split (10 messages) is in the bag, the second is still partial.
+    assert (tmp_path / "b" / PARTIAL_DIR).is_dir()
+    with AnyReader([tmp_path / "b"], default_typestore=typestore()) as r:
+        got = [r.deserialize(raw, c.msgtype).data for c, _, raw in r.messages()]
+    assert got == [f"m{i}" for i in range(10)]
+    writer.close()
+    assert not (tmp_path / "b" / PARTIAL_DIR).exists()
+    with AnyReader([tmp_path / "b"], default_typestore=typestore()) as r:
+        got = [(t, r.deserialize(raw, c.msgtype).data) for c, t, raw in r.messages()]
+    assert got == [(i * 1000, f"m{i}") for i in range(30)]
+    meta = yaml.safe_load((tmp_path / "b" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == 9 and meta["storage_identifier"] == "mcap"
+    assert meta["relative_file_paths"] == ["b_0.mcap", "b_1.mcap"]
+    assert [f["message_count"] for f in meta["files"]] == [10, 20] and meta["message_count"] == 30
+
+
+def test_writer_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.bag.writer import BagWriterError, SplitBagWriter
+
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("x")
+    with pytest.raises(BagWriterError, match="not an empty directory"):
+        SplitBagWriter(tmp_path / "b", typestore())
+
+
+def test_clock_bytes_and_subscription_policy() -> None:
+    from rosbags.interfaces import QosDurability, QosReliability
+
+    from qrsim_ros.bag.topics import clock_ns, subscription_policy
+    from qrsim_ros.bag.types import typestore
+
+    store = typestore()
+    clock = store.types["rosgraph_msgs/msg/Clock"](clock=store.types["builtin_interfaces/msg/Time"](
+        sec=12, nanosec=340_000_000))
+    assert clock_ns(store.serialize_cdr(clock, "rosgraph_msgs/msg/Clock")) == 12_340_000_000
+
+    class Q:
+        def __init__(self, reliability: QosReliability, durability: QosDurability) -> None:
+            self.reliability, self.durability = reliability, durability
+
+    latched = Q(QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL)
+    volatile = Q(QosReliability.RELIABLE, QosDurability.VOLATILE)
+    best_effort = Q(QosReliability.BEST_EFFORT, QosDurability.VOLATILE)
+    assert subscription_policy([latched]) == (True, True)  # latched history is requested
+    assert subscription_policy([latched, volatile]) == (True, False)  # transient local would not match
+    assert subscription_policy([volatile, best_effort]) == (False, False)
+
+
+@pytest.mark.ros
+def test_missing_clock_ticks_are_counted_per_episode() -> None:
+    require_ros()
+    from qrsim_ros.nodes.recorder import ClockGaps
+
+    gaps = ClockGaps()
+    tick = 20_000_000
+    for k in [*range(0, 10), *range(13, 20)]:  # ticks 10-12 lost
+        if k:
+            gaps.step(tick)
+        gaps.count(k * tick)
+    gaps.episode_end()  # a reset: the clock restarts at 0
+    for k in (0, 1, 2, 4):  # tick 3 lost
+        gaps.count(k * tick)
+    assert gaps.missing() == (4, 20 + 5)
+
+
+# --- refusing to overwrite --------------------------------------------------------------------------------
+
+def test_launch_refuses_to_record_over_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "bag").mkdir()
+    (tmp_path / "bag" / "old.mcap").write_bytes(b"x")
+    proc = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot", "--record",
+                           str(tmp_path / "bag")], env=ros_env(tmp_path, DOMAIN + 1), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "not an empty directory" in proc.stderr and (tmp_path / "bag" / "old.mcap").read_bytes() == b"x"
+
+
+@pytest.mark.ros
+def test_recorder_reports_a_bad_output_dir_in_one_line(tmp_path: Path) -> None:
+    require_ros()
+    (tmp_path / "bag").mkdir()
+    (tmp_path / "bag" / "old.mcap").write_bytes(b"x")
+    proc = subprocess.run(_recorder_command(tmp_path / "bag"), env=ros_env(tmp_path, DOMAIN + 2),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+    assert len(errors) == 1, proc.stderr
+    assert "output_dir" in errors[0] and "not an empty directory" in errors[0]
+
+
+# --- the recorded run (ROS) -------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    bag: Bag
+    killed: Bag
+    terminated: Bag
+    terminated_rc: int
+    terminated_log: str
+    launcher_rc: int
+    output: str
+    live_hashes: dict[str, str]
+    live_topics: set[str]
+    killed_while_running: bool
+    wall_s: float
+
+
+def _recorder_command(output_dir: Path, **params: Any) -> list[str]:
+    from qrsim_ros.cli.launch import find_executable
+    from qrsim_ros.launch_plan import NodeSpec
+
+    exe = find_executable(NodeSpec("recorder", "recorder"))
+    if exe is None:
+        pytest.skip("the recorder executable is not installed (run ./qrsim exec -- true)")
+    args = [sys.executable, exe, "--ros-args", "-r", f"__node:={output_dir.name}",
+            "-p", f"output_dir:={output_dir}", "-p", "use_sim_time:=true"]
+    for k, v in params.items():
+        args += ["-p", f"{k}:={v}"]
+    return args
+
+
+def _clock_split_written(bag_dir: Path) -> bool:
+    """metadata.yaml lists a completed split holding /clock messages (the simulation is running)."""
+    try:
+        meta = yaml.safe_load((bag_dir / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return False
+    return any(t["topic_metadata"]["name"] == "/clock" and t["message_count"] > 0
+               for t in meta["topics_with_message_count"])
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.05)  # polling a file with a deadline, not a synchronisation by sleeping
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class GraphWatcher:
+    """An rclpy node in this process that collects, from the live graph, every published topic and the
+    type hash its publishers announce (polled in a thread while the run lasts)."""
+
+    def __init__(self, domain_id: int) -> None:
+        import rclpy
+        from rclpy.signals import SignalHandlerOptions
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node("recording_test_graph_watcher", context=self.context,
+                                      start_parameter_services=False)
+        self.hashes: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.2):
+            for topic, _types in self.node.get_topic_names_and_types():
+                if topic in self.hashes:
+                    continue
+                infos = [i for i in self.node.get_publishers_info_by_topic(topic)
+                         if i.node_name != self.node.get_name()]
+                if infos:
+                    self.hashes[topic] = str(infos[0].topic_type_hash)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    require_ros()
+    tmp = tmp_path_factory.mktemp("recording")
+    env = ros_env(tmp, DOMAIN)
+    bag_dir, killed_dir, terminated_dir = tmp / "bag", tmp / "killed", tmp / "terminated"
+    # The extra recorders leave the ground truth out: the clock owner's start gate counts its
+    # subscriptions and must wait for the planned consumers, not for them.
+    exclude = "^/parameter_events$|/ground_truth/odom$|^/sim/vehicle_status$"
+    # Without shared memory the SIGKILLed process leaves no Fast DDS files in /dev/shm.
+    killed_env = {**env, "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+    procs: list[subprocess.Popen[Any]] = []
+    lines: list[str] = []
+    watcher: GraphWatcher | None = None
+    t0 = time.monotonic()
+    try:
+        with open(tmp / "killed.log", "w") as log:
+            killed = subprocess.Popen(_recorder_command(killed_dir, split_period_s=0.3, exclude=exclude),
+                                      env=killed_env, stdout=log, stderr=subprocess.STDOUT)
+        with open(tmp / "terminated.log", "w") as log:
+            terminated = subprocess.Popen(
+                _recorder_command(terminated_dir, split_period_s=0.3, exclude=exclude, drain_timeout_s=0.5),
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "qrsim_ros.cli.main", "launch", "search_rescue", "--num-vehicles",
+             str(NUM_VEHICLES), "--seed", str(SEED), "--duration", str(DURATION_S), "--lockstep",
+             "--real-time-factor", "1", "--record", str(bag_dir)],
+            env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs += [killed, terminated, launcher]
+        reader = threading.Thread(target=lambda: lines.extend(launcher.stdout or ()), daemon=True)
+        reader.start()
+        with pytest.MonkeyPatch.context() as mp:  # this process's node: localhost, logs in tmp
+            mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+            mp.setenv("ROS_LOG_DIR", str(tmp / "ros_log"))
+            watcher = GraphWatcher(DOMAIN)
+
+        _wait(lambda: _clock_split_written(killed_dir), 120, "a completed split with /clock (SIGKILL case)")
+        killed.send_signal(signal.SIGKILL)
+        killed_while_running = launcher.poll() is None
+        killed.wait(timeout=10)
+        _wait(lambda: _clock_split_written(terminated_dir), 60, "a completed split with /clock (SIGTERM)")
+        terminated.send_signal(signal.SIGTERM)
+        terminated_rc = terminated.wait(timeout=30)
+        launcher_rc = launcher.wait(timeout=180)
+        reader.join(timeout=10)
+    finally:
+        if watcher is not None:
+            watcher.close()
+        for p in procs:
+            _stop(p)
+    return Run(read_bag(bag_dir), read_bag(killed_dir), read_bag(terminated_dir), terminated_rc,
+               (tmp / "terminated.log").read_text(), launcher_rc, "".join(lines),
+               dict(watcher.hashes) if watcher else {}, set(watcher.hashes) if watcher else set(),
+               killed_while_running, time.monotonic() - t0)
+
+
+def _expected_rates_hz() -> dict[str, float]:
+    """Topic -> messages per simulated second, from the topic table (README/DESIGN) and the scenario."""
+    from qrsim_ros.core.scenario import load_scenario
+
+    sc = load_scenario("search_rescue_2c", {"num_vehicles": NUM_VEHICLES, "seed": SEED})
+    v = sc.vehicle
+    rates = {"/clock": 1 / TICK_S, "/tf": 1 / TICK_S, "/sim/vehicle_status": 1 / TICK_S,
+             "/referee/status": 1 / sc.task.dt_s}
+    for i in range(1, NUM_VEHICLES + 1):
+        ns = f"/uav{i}"
+        rates.update({
+            f"{ns}/ground_truth/odom": 1 / TICK_S, f"{ns}/ground_truth/accel": 1 / TICK_S,
+            f"{ns}/wind": 1 / TICK_S,  # the air velocity for every step
+            f"{ns}/cmd/attitude": 1 / TICK_S,  # the flight controller, every tick (velocity control)
+            f"{ns}/imu/data": 1 / v.ahars.accelerometer.dt_s, f"{ns}/altimeter": 1 / v.ahars.altimeter.dt_s,
+            f"{ns}/gps/fix": 1 / v.gps_receiver.dt_s, f"{ns}/gps/vel": 1 / v.gps_receiver.dt_s,
+            f"{ns}/camera/detections": 1 / v.camera.dt_s,
+        })
+    return rates
+
+
+#: Latched topics of the topic table (published once, transient local).
+LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/referee/markers")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
+    bag = run.bag
+    assert run.launcher_rc == 0, run.output
+    summary = [ln for ln in run.output.splitlines() if ln.startswith("Summary: ")]
+    assert summary and f"Bag: {bag.path} (" in summary[-1], run.output
+    rates = _expected_rates_hz()
+    expected = set(rates) | set(LATCHED) | {f"/uav{i}/cmd/velocity" for i in range(1, NUM_VEHICLES + 1)}
+    assert expected <= set(bag.times), sorted(expected - set(bag.times))
+    # ... and every topic the live graph published (but ROS's own parameter events) is in the bag
+    published = {t for t in run.live_topics if t != "/parameter_events"}
+    assert published <= set(bag.times) | set(bag.meta_counts), sorted(published - set(bag.times))
+    # counts: rate x duration, +1 for tick 0 (every stream publishes at t = 0 too), within 10 %
+    for topic, hz in rates.items():
+        want = hz * DURATION_S + 1
+        got = len(bag.times[topic])
+        assert abs(got - want) <= 0.1 * want, f"{topic}: {got} messages, expected {want:g}"
+    for topic in LATCHED:
+        assert len(bag.times[topic]) >= 1
+    print(f"\nrecorded run: {bag.metadata['message_count']} messages on {len(bag.times)} topics, "
+          f"{sum(f.stat().st_size for f in bag.path.glob('*.mcap')) / 1e6:.2f} MB, {run.wall_s:.1f} s wall")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_values_decode_and_timestamps_are_monotonic_sim_time(run: Run) -> None:
+    bag = run.bag
+    end_ns = round(DURATION_S * 1e9)
+    offsets: dict[str, list[float]] = defaultdict(list)
+    for topic, times in bag.times.items():
+        assert all(b >= a for a, b in itertools.pairwise(times)), f"{topic}: not monotonic"
+        # sim time: within the run's simulated seconds (a wall-clock stamp would be ~1.8e18 ns)
+        assert times[0] >= 0 and times[-1] <= end_ns, (topic, times[0], times[-1])
+        for t_ns, msg in zip(times, bag.messages[topic], strict=True):
+            stamp = getattr(getattr(msg, "header", None), "stamp", None)
+            if stamp is not None and topic not in LATCHED:
+                offsets[topic].append((t_ns - (stamp.sec * 10**9 + stamp.nanosec)) / 1e9)
+    # /clock: the bag time is the clock's own time, tick by tick
+    clock = [m.clock.sec * 10**9 + m.clock.nanosec for m in bag.messages["/clock"]]
+    assert clock == bag.times["/clock"]
+    assert clock == [round(k * TICK_S * 1e9) for k in range(len(clock))]
+    # every other message: the sim time it was received at, i.e. close to its own stamp
+    for topic, d in offsets.items():
+        assert statistics.median(abs(x) for x in d) <= 0.1, (topic, statistics.median(d))
+        assert max(abs(x) for x in d) <= 2.0, (topic, min(d), max(d))
+    # decoded values make sense
+    odom = bag.messages["/uav1/ground_truth/odom"][-1]
+    assert odom.header.frame_id == "map" and odom.child_frame_id == "uav1/base_link"
+    assert math.isfinite(odom.pose.pose.position.z) and odom.pose.pose.position.z > 10.0  # flying at 45 m
+    status = bag.messages["/referee/status"][-1]
+    assert status.persons_total >= 1 and list(status.vehicle_names) == ["uav1", "uav2"]
+    frames = {(t.header.frame_id, t.child_frame_id) for m in bag.messages["/tf_static"] for t in m.transforms}
+    assert ("map", "map_ned") in frames  # the frames of NODE_GRAPH.md
+    for i in range(1, NUM_VEHICLES + 1):
+        assert {(f"uav{i}/base_link", f"uav{i}/base_link_frd"),
+                (f"uav{i}/base_link", f"uav{i}/camera_optical")} <= frames
+    grid = bag.messages["/area/terrain"][0]
+    assert grid.info.width * grid.info.height == len(grid.data) > 0
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_type_hashes_and_qos_are_those_of_the_running_graph(run: Run) -> None:
+    bag = run.bag
+    compared = 0
+    for topic, digest in bag.digests.items():
+        if topic in run.live_hashes:
+            assert digest == run.live_hashes[topic], topic
+            compared += 1
+    assert compared >= 20, run.live_hashes
+    assert re.fullmatch(r"RIHS01_[0-9a-f]{64}", bag.digests["/uav1/imu/data"])
+    # latched topics keep their transient-local QoS (ros2 bag play republishes them latched)
+    for topic in ("/tf_static", "/area/terrain", "/referee/status"):
+        assert bag.durability[topic] == "TRANSIENT_LOCAL", topic
+    assert bag.durability["/uav1/imu/data"] == "VOLATILE"
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_robot_description_is_recorded(run: Run) -> None:
+    if "/uav1/robot_description" not in run.live_topics:
+        pytest.skip("no node publishes uavN/robot_description in this tree yet")
+    for i in range(1, NUM_VEHICLES + 1):
+        msgs = run.bag.messages[f"/uav{i}/robot_description"]
+        assert len(msgs) == 1 and "<robot" in msgs[0].data
+        assert run.bag.durability[f"/uav{i}/robot_description"] == "TRANSIENT_LOCAL"
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_sigterm_leaves_a_complete_bag(run: Run) -> None:
+    bag = run.terminated
+    assert run.terminated_rc == 0, run.terminated_log
+    assert not (bag.path / ".partial").exists()
+    counts = {topic: len(times) for topic, times in bag.times.items()}
+    assert {t: n for t, n in bag.meta_counts.items() if n} == counts
+    assert bag.metadata["message_count"] == sum(counts.values())
+    assert sum(f["message_count"] for f in bag.metadata["files"]) == sum(counts.values())
+    assert counts.get("/clock", 0) > 0 and "/uav1/ground_truth/odom" not in counts  # as excluded
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_sigkill_leaves_a_bag_readable_up_to_its_last_split(run: Run) -> None:
+    bag = run.killed
+    assert run.killed_while_running
+    counts = {topic: len(times) for topic, times in bag.times.items()}
+    assert counts.get("/clock", 0) > 0
+    # what metadata.yaml promises is exactly what the complete splits hold
+    assert {t: n for t, n in bag.meta_counts.items() if n} == counts
+    # ... and it stopped before the end of the run: the launcher's bag goes on
+    assert bag.times["/clock"][-1] < run.bag.times["/clock"][-1]
+    assert set(bag.times["/clock"]) <= set(run.bag.times["/clock"])

@@ -25,13 +25,16 @@ from qrsim_ros.core.config_loader import ScenarioError
 from qrsim_ros.core.scenario import Scenario, load_scenario
 from qrsim_ros.core.validation import ConfigError
 
-#: Sensor streams and commands: reliable so lockstep never loses an input; shallow queues.
-QOS_RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: Sensor streams and commands: reliable so lockstep never loses an input. The writer keeps 100
+#: samples for retransmission: a reader that stalls for a moment (the recorder while it closes a
+#: split file) still gets every tick.
+QOS_RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: Latched data (robot_description, terrain grid, /tf_static).
 QOS_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
-#: /clock, as ROS 2's clock publishers use.
-QOS_CLOCK = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources
+#: subscribe with depth 1 and take the latest).
+QOS_CLOCK = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 MAP_FRAME = "map"
 MAP_NED_FRAME = "map_ned"

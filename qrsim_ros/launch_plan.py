@@ -51,6 +51,10 @@ CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them).
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
                                     "referee", "flight_controller"})
+#: Nodes whose time is their input's: every output is stamped with the time of the tick whose ground
+#: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
+#: tick fewer each; their /diagnostics are stamped with the last tick's time too).
+TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller"}
 #: Largest seed a node parameter takes (the nodes' ``seed`` range).
 MAX_SEED = 2**31 - 1
 PACKAGE = "qrsim_ros"
@@ -325,6 +329,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))
     # Start gate: tick 0 waits until every planned consumer of ground truth is matched (discovery).
     dynamics["start_subscribers"] = sum(spec.executable in GROUND_TRUTH_CONSUMERS for spec in specs)
+    for spec in specs:
+        if spec.executable in TICK_CLOCKED:
+            spec.parameters["use_sim_time"] = False
     if record is not False:
         bag = default_bag_dir(res.config) if record is True else os.path.abspath(os.fspath(record))
         specs.append(NodeSpec("recorder", "recorder", parameters={**common, "output_dir": bag}))

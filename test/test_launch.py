@@ -90,9 +90,14 @@ def test_namespaces_and_parameters() -> None:
         assert s.module == f"qrsim_ros.nodes.{s.executable}"
     by_name = {s.name: s for s in specs}
     dyn = by_name["vehicle_dynamics"].parameters
-    # the clock owner runs on wall time; every other node on /clock
+    # the clock owner runs on wall time; the ground-truth consumers on their input's ticks (no /clock);
+    # the others (flight controller, autopilot, recorder) on /clock
     assert dyn["use_sim_time"] is False
-    assert all(s.parameters["use_sim_time"] is True for s in specs if s.name != "vehicle_dynamics")
+    from qrsim_ros.launch_plan import TICK_CLOCKED
+
+    assert {"imu", "gps", "altimeter", "wind_field", "referee"} <= TICK_CLOCKED
+    for s in specs:
+        assert s.parameters["use_sim_time"] is (s.name not in TICK_CLOCKED | {"vehicle_dynamics"}), s.name
     assert dyn["lockstep"] is True and dyn["real_time_factor"] == 0.0
     assert isinstance(dyn["real_time_factor"], float)
     assert dyn["duration_s"] == 30.0

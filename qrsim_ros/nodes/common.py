@@ -188,6 +188,9 @@ class Counters:
         from rclpy.clock import Clock, ClockType
 
         self.values: dict[str, int] = dict.fromkeys(names, 0)
+        #: simulated time [s] to stamp with (set by nodes that run on their input's ticks rather than
+        #: on /clock); None: the node's clock
+        self.sim_time_s: float | None = None
         self._node = node
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", QOS_RELIABLE)
         self._changed = True
@@ -213,7 +216,8 @@ class Counters:
             message="inputs rejected or missed" if bad else "ok",
             values=[KeyValue(key=k, value=str(v)) for k, v in self.values.items()])
         msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self._node.get_clock().now().to_msg()
+        msg.header.stamp = (self._node.get_clock().now().to_msg() if self.sim_time_s is None
+                            else stamp_from_seconds(self.sim_time_s))
         self._pub.publish(msg)
 
 

@@ -239,6 +239,7 @@ class Referee(Node):
                          reset: bool) -> Outgoing:
         if reset:  # a new episode's tick 0: whatever is buffered belongs to the old one
             self._gt = {t: v for t, v in self._gt.items() if t <= k}
+        self.counters.sim_time_s = self.sync.counters.sim_time_s  # stamped like the ground truth
         self._gt[k] = x
         self._try(k)
         return []

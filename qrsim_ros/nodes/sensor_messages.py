@@ -332,6 +332,7 @@ class GroundTruthSync:
                        status: tuple[int, int, BoolArray] | None) -> None:
         """Step the handler on tick k: states x (N, 13), specific forces (N, 3), which vehicles reported
         (done) and the tick's (arrival number, episode, valid) status if known."""
+        self.counters.sim_time_s = k * BASE_DT_S  # the node's time is its input's
         finite = np.all(np.isfinite(x[:, :12]), axis=1)
         if self.with_accel:
             finite &= np.all(np.isfinite(accel_in), axis=1)

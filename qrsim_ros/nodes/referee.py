@@ -138,6 +138,7 @@ class Referee(Node):
         self.plume_locations_ned = np.zeros((0, 3))
         self.counters = Counters(self, ["status_rejected", "commands_rejected", "ticks_dropped",
                                         "task_steps_missed"])
+        self.counters.sim_time_s = 0.0  # stamped with the ground truth's time (see _on_ground_truth)
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
         self._joined = False

@@ -164,6 +164,7 @@ class GroundTruthSync:
         self.with_accel = with_accel
         self.with_status = with_status
         self.counters = Counters(node, COUNTER_NAMES)
+        self.counters.sim_time_s = 0.0  # until the first tick: the node's time is its input's
         self._pending: dict[int, _Tick] = {}
         self._last_tick: int | None = None
         self._episode: int | None = None  # episode of the last tick handled (when the status told it)

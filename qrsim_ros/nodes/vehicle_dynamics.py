@@ -17,6 +17,9 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset.
        Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
        lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
+       Odometry, accel and /tf are only built while someone subscribes to one of them (RViz, a
+       recorder, a user's node; checked every 0.25 s of wall time): the simulator's own nodes read
+       the status.
   in   ``uavN/cmd/attitude`` (qrsim_ros/AttitudeCommand): frame ``uavN/base_link_frd`` or empty (FRD,
        QRSim native) or ``uavN/base_link`` (FLU: pitch and yaw rate negated). Non-finite values, a
        wrong frame_id, a stamp older than the held command's, older than ``command_timeout_s`` or ahead
@@ -108,6 +111,8 @@ FIRST_EPISODE = 1
 QOS_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: /sim/vehicle_status, the fleet's ground truth: a writer history for the readers' bursts of ticks.
 QOS_FLEET = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: Wall seconds between two checks for subscribers of the per-vehicle ground truth and /tf.
+LISTENER_CHECK_S = 0.25
 #: Seconds between two warnings of the same kind.
 WARN_PERIOD_S = 2.0
 #: Wall-clock budget of one free-running burst of steps before the executor gets control back [s].
@@ -240,6 +245,8 @@ class VehicleDynamics(Node):
         # timeouts, free-running bursts
         free_s = 0.01 if self.lockstep else 0.001
         timer_s = min(max(self._period_s / 4, 0.001), 0.05) if self.real_time_factor > 0 else free_s
+        self._listeners_checked = -math.inf
+        self._gt_listened = True  # until the first check
         self._timer = self.create_timer(timer_s, self._on_timer, clock=self._wall)
         under = [self.names[i] for i in np.flatnonzero(self.controlled)]
         self.get_logger().info(
@@ -409,6 +416,9 @@ class VehicleDynamics(Node):
     def _on_timer(self) -> None:
         if self._stopping:
             return
+        now = time.monotonic()
+        if now >= self._listeners_checked + LISTENER_CHECK_S:
+            self._check_listeners(now)
         if not self._started:
             self._try_start()
             return
@@ -457,6 +467,7 @@ class VehicleDynamics(Node):
                 if waited >= self.lockstep_timeout_s:
                     self._warn("start", f"lockstep start: waiting for {', '.join(missing)}")
                 return
+        self._check_listeners(time.monotonic())
         self._started = True
         self._started_wall = time.monotonic()
         self.get_logger().info(f"started: tick 0 published after {time.monotonic() - self._wait_since:.2f} s")
@@ -509,18 +520,30 @@ class VehicleDynamics(Node):
         if self._max_steps and self.steps >= self._max_steps:
             self._finish()
 
+    def _check_listeners(self, now: float) -> None:
+        """Whether anyone subscribes to the per-vehicle ground truth or /tf (checked every
+        LISTENER_CHECK_S of wall time: the simulator's own nodes read /sim/vehicle_status, so without
+        RViz, a recorder or a user's node these messages need not be built at all)."""
+        self._listeners_checked = now
+        self._gt_listened = any(p.get_subscription_count() for p in (*self._odom_pubs, *self._accel_pubs,
+                                                                      self._tf_pub))
+
     def _publish_tick(self) -> None:
         """Odometry, specific force, vehicle status, /clock and /tf of the current tick (what the
         lockstep loop waits on first: see the module docstring)."""
         k = self._k
         stamp = stamp_from_tick(k)
-        with_tf = bool(self.tf_every_n_ticks) and k % self.tf_every_n_ticks == 0
-        fill_ground_truth(self._odom_msgs, self._accel_msgs, self._tf_msg.transforms if with_tf else None,
-                          self.fleet.state, self.fleet.accel_body, stamp)
-        for pub, msg in zip(self._odom_pubs, self._odom_msgs, strict=True):
-            pub.publish(msg)
-        for pub, msg in zip(self._accel_pubs, self._accel_msgs, strict=True):
-            pub.publish(msg)
+        if self._gt_listened:
+            with_tf = bool(self.tf_every_n_ticks) and k % self.tf_every_n_ticks == 0
+            fill_ground_truth(self._odom_msgs, self._accel_msgs,
+                              self._tf_msg.transforms if with_tf else None,
+                              self.fleet.state, self.fleet.accel_body, stamp)
+            for pub, msg in zip(self._odom_pubs, self._odom_msgs, strict=True):
+                pub.publish(msg)
+            for pub, msg in zip(self._accel_pubs, self._accel_msgs, strict=True):
+                pub.publish(msg)
+        else:
+            with_tf = False
         self._publish_status(stamp)
         self._clock_msg.clock = stamp
         self._clock_pub.publish(self._clock_msg)

@@ -364,7 +364,8 @@ def _expected_rates_hz() -> dict[str, float]:
 
 
 #: Latched topics of the topic table (published once, transient local).
-LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/referee/markers")
+#: Latched topics published once (per episode or change): a recorder that joins later gets them late.
+LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/viz/terrain", "/referee/markers")
 
 
 @pytest.mark.ros

@@ -1,1 +1,20 @@
 """Command-line tools of qrsim_ros (pure Python; no rclpy)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+
+def one_line_errors(parser: argparse.ArgumentParser, prog: str, *,
+                    dash_hint: str = "") -> argparse.ArgumentParser:
+    """Make ``parser`` report a usage error as one stderr line, ``PROG: message (see 'PROG --help')``,
+    with exit status 2 (argparse prints the usage and the message on two lines). ``dash_hint`` is
+    appended when an option misses its value, most likely one starting with '-'."""
+    def error(message: str) -> NoReturn:
+        if dash_hint and "expected one argument" in message:
+            message += f" ({dash_hint})"
+        parser.exit(2, f"{prog}: {message} (see '{prog} --help')\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser

@@ -27,12 +27,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MethodType
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from qrsim_ros.cli import one_line_errors
 from qrsim_ros.cli.run import (
     CliError,
     ProgressBar,
@@ -40,7 +40,6 @@ from qrsim_ros.cli.run import (
     check_output_path,
     check_scenario,
     fmt_float,
-    one_line_error,
     scenario_overrides,
     write_csv_atomic,
 )
@@ -195,8 +194,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per episode")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-    p.error = MethodType(one_line_error(PROG), p)  # type: ignore[method-assign]
-    return p
+    return one_line_errors(p, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -51,12 +51,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MethodType
 from typing import Any, TextIO
 
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
+from qrsim_ros.cli import one_line_errors
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -119,12 +119,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="NODE:NAME=VALUE", dest="params",
                    help="set a node parameter (YAML value; repeatable)")
     p.set_defaults(func=run)
-    p.error = MethodType(_one_line_error, p)  # type: ignore[method-assign]
-    return p
-
-
-def _one_line_error(parser: argparse.ArgumentParser, message: str) -> None:
-    parser.exit(2, f"{PROG}: {message} (see '{PROG} --help')\n")
+    return one_line_errors(p, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

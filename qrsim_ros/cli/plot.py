@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from types import MethodType
+
+from qrsim_ros.cli import one_line_errors
 
 PROG = "qrsim plot"
 
@@ -36,12 +37,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="comma-separated figures to render: top_view, altitude_speed, reward, plume, "
                    "gps_error (default: all)")
     p.set_defaults(func=run)
-    p.error = MethodType(_one_line_error, p)  # type: ignore[method-assign]
-    return p
-
-
-def _one_line_error(parser: argparse.ArgumentParser, message: str) -> None:
-    parser.exit(2, f"{PROG}: {message} (see '{PROG} --help')\n")
+    return one_line_errors(p, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

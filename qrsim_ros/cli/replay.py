@@ -38,10 +38,10 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import MethodType
 
 import numpy as np
 
+from qrsim_ros.cli import one_line_errors
 from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.pelican import (
     CONTROL_LIMITS,
@@ -305,13 +305,6 @@ def summary_line(result: ReplayResult, out_path: str) -> str:
 
 # --- command line -----------------------------------------------------------------------------------
 
-def _one_line_error(parser: argparse.ArgumentParser, message: str) -> None:
-    # argparse prints usage + message on two lines; this tool promises exactly one stderr line
-    if "expected one argument" in message:  # most likely a value starting with '-'
-        message += " (attach values starting with '-' with '=', e.g. --wind=-2,0,0)"
-    parser.exit(2, f"{PROG}: {message} (see '{PROG} --help')\n")
-
-
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--inputs", required=True, metavar="IN.csv", help="controls log (see above)")
     p.add_argument(
@@ -337,8 +330,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=run)
     # instance attribute: overrides the method for this parser only (also when it is a subparser)
-    p.error = MethodType(_one_line_error, p)  # type: ignore[method-assign]
-    return p
+    return one_line_errors(p, PROG, dash_hint="attach values starting with '-' with '=', e.g. --wind=-2,0,0")
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

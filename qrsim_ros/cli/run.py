@@ -32,11 +32,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from types import MethodType
 from typing import Any, TextIO
 
 import yaml
 
+from qrsim_ros.cli import one_line_errors
 from qrsim_ros.core.config_loader import load_yaml
 from qrsim_ros.core.scenario import available_scenarios, load_scenario
 from qrsim_ros.core.simulator import Simulator
@@ -206,13 +206,6 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the available scenarios and exit")
 
 
-def one_line_error(prog: str) -> Any:
-    """An ``ArgumentParser.error`` replacement printing one line and exiting with status 2."""
-    def error(parser: argparse.ArgumentParser, message: str) -> None:
-        parser.exit(2, f"{prog}: {message} (see '{prog} --help')\n")
-    return error
-
-
 # --- run ---------------------------------------------------------------------------------------------
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -222,8 +215,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per task step")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-    p.error = MethodType(one_line_error(PROG), p)  # type: ignore[method-assign]
-    return p
+    return one_line_errors(p, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

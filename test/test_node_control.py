@@ -372,7 +372,8 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         if probe is not None:
             probe.close()
         codes = graph.stop()
-    assert all(code == 0 for code in codes.values()), codes
+    assert all(code == 0 for code in codes.values()), (codes, {
+        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
     assert "Traceback" not in graph.log("flight_controller") + graph.log("referee")
 
 
@@ -422,7 +423,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         if probe is not None:
             probe.close()
         codes = graph.stop()
-    assert all(code == 0 for code in codes.values()), codes
+    assert all(code == 0 for code in codes.values()), (codes, {
+        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
 
     sim = Simulator.from_scenario("cats_mouse_1b", {"seed": seed})
     for step, k in enumerate(sorted(want), start=1):

@@ -154,6 +154,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     node: Node | None = None
+    executor: Any = None
     status = 0
     try:
         node = factory()
@@ -171,10 +172,25 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        # the executor lets go of the node before it is destroyed (the EventsExecutor still holds
+        # its entities otherwise)
+        if executor is not None:
+            if node is not None:
+                _cleanup(executor.remove_node, node)
+            _cleanup(executor.shutdown)
         if node is not None:
-            node.destroy_node()
+            _cleanup(node.destroy_node)
         rclpy.try_shutdown()
     return status
+
+
+def _cleanup(step: Callable[..., Any], *args: Any) -> None:
+    """One shutdown step; an error there is reported in one line and does not fail a node that is
+    stopping anyway."""
+    try:
+        step(*args)
+    except Exception as exc:  # rclpy raises several types while a context goes down
+        print(f"warning: while stopping: {step.__qualname__}: {exc!r}", file=sys.stderr)
 
 
 class Counters:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import NoReturn
 
 
@@ -18,3 +19,17 @@ def one_line_errors(parser: argparse.ArgumentParser, prog: str, *,
 
     parser.error = error  # type: ignore[method-assign]
     return parser
+
+
+def standalone_main(add_arguments: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+                    run: Callable[[argparse.Namespace], int], prog: str, doc: str | None,
+                    argv: list[str] | None) -> int:
+    """A subcommand run as ``python -m qrsim_ros.cli.<name>``: parse ``argv`` with the subcommand's
+    arguments and run it; a usage error (status 2, one line) or --help (0) returns its status."""
+    parser = add_arguments(argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return run(args)

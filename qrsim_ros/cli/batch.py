@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from qrsim_ros.cli import one_line_errors
+from qrsim_ros.cli import one_line_errors, standalone_main
 from qrsim_ros.cli.run import (
     CliError,
     ProgressBar,
@@ -253,13 +253,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m qrsim_ros.cli.batch SCENARIO --runs R ...``."""
-    parser = _add_arguments(argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return run(args)
+    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

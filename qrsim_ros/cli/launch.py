@@ -56,7 +56,7 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
-from qrsim_ros.cli import one_line_errors
+from qrsim_ros.cli import one_line_errors, standalone_main
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -721,10 +721,7 @@ def plot_run(specs: Sequence[NodeSpec]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m qrsim_ros.cli.launch SCENARIO ...``."""
-    parser = _add_arguments(argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    args = parser.parse_args(argv)
-    return run(args)
+    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

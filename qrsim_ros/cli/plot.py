@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 
-from qrsim_ros.cli import one_line_errors
+from qrsim_ros.cli import one_line_errors, standalone_main
 
 PROG = "qrsim plot"
 
@@ -84,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m qrsim_ros.cli.plot BAG ...``."""
-    parser = _add_arguments(argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    return run(parser.parse_args(argv))
+    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

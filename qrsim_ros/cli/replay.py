@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.cli import one_line_errors
+from qrsim_ros.cli import one_line_errors, standalone_main
 from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.pelican import (
     CONTROL_LIMITS,
@@ -368,16 +368,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m qrsim_ros.cli.replay --inputs IN.csv --out OUT.csv ...``."""
-    parser = _add_arguments(
-        argparse.ArgumentParser(
-            prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
-    )
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # usage error (2, one stderr line) or --help (0): return, don't exit
-        return int(exc.code or 0)
-    return run(args)
+    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

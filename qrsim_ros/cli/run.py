@@ -36,7 +36,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from qrsim_ros.cli import one_line_errors
+from qrsim_ros.cli import one_line_errors, standalone_main
 from qrsim_ros.core.config_loader import load_yaml
 from qrsim_ros.core.scenario import available_scenarios, load_scenario
 from qrsim_ros.core.simulator import Simulator
@@ -304,13 +304,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m qrsim_ros.cli.run SCENARIO ...``."""
-    parser = _add_arguments(argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return run(args)
+    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

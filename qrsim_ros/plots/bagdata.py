@@ -298,13 +298,9 @@ def _vehicle_sort_key(name: str) -> int:
 
 def read_custom_data(bag_dir: Path) -> dict[str, str]:
     """The ``custom_data`` of a bag's metadata.yaml (the recorder writes the scenario, seed, ...)."""
-    import yaml
+    from qrsim_ros.bag.info import bag_metadata
 
-    try:
-        meta = yaml.safe_load((bag_dir / "metadata.yaml").read_text(encoding="utf-8"))
-        custom = meta["rosbag2_bagfile_information"].get("custom_data") or {}
-    except Exception:  # a bag without (readable) custom data: nothing recorded about the run
-        return {}
+    custom = (bag_metadata(bag_dir) or {}).get("custom_data") or {}
     return {str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {}
 
 

@@ -18,8 +18,8 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
        lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
        Odometry, accel and /tf are only built while someone subscribes to one of them (RViz, a
-       recorder, a user's node; checked every 0.25 s of wall time): the simulator's own nodes read
-       the status.
+       recorder, a user's node; re-checked whenever a subscription matches or leaves): the simulator's
+       own nodes read the status.
   in   ``uavN/cmd/attitude`` (qrsim_ros/AttitudeCommand): frame ``uavN/base_link_frd`` or empty (FRD,
        QRSim native) or ``uavN/base_link`` (FLU: pitch and yaw rate negated). Non-finite values, a
        wrong frame_id, a stamp older than the held command's, older than ``command_timeout_s`` or ahead
@@ -64,6 +64,7 @@ from nav_msgs.msg import Odometry
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock as ClockMsg
@@ -111,8 +112,6 @@ FIRST_EPISODE = 1
 QOS_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: /sim/vehicle_status, the fleet's ground truth: a writer history for the readers' bursts of ticks.
 QOS_FLEET = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-#: Wall seconds between two checks for subscribers of the per-vehicle ground truth and /tf.
-LISTENER_CHECK_S = 0.25
 #: Seconds between two warnings of the same kind.
 WARN_PERIOD_S = 2.0
 #: Wall-clock budget of one free-running burst of steps before the executor gets control back [s].
@@ -209,11 +208,13 @@ class VehicleDynamics(Node):
 
         # publishers
         self._clock_pub = self.create_publisher(ClockMsg, "/clock", QOS_CLOCK)
-        self._odom_pubs = [self.create_publisher(Odometry, f"{ns}/ground_truth/odom", QOS_RELIABLE)
-                           for ns in self.names]
-        self._accel_pubs = [self.create_publisher(AccelStamped, f"{ns}/ground_truth/accel", QOS_RELIABLE)
-                            for ns in self.names]
-        self._tf_pub = self.create_publisher(TFMessage, "/tf", QOS_TF)
+        # odometry, accel and /tf are built only while someone subscribes: a (un)match re-checks
+        matched = PublisherEventCallbacks(matched=lambda _info: self._check_listeners())
+        self._odom_pubs = [self.create_publisher(Odometry, f"{ns}/ground_truth/odom", QOS_RELIABLE,
+                                                 event_callbacks=matched) for ns in self.names]
+        self._accel_pubs = [self.create_publisher(AccelStamped, f"{ns}/ground_truth/accel", QOS_RELIABLE,
+                                                  event_callbacks=matched) for ns in self.names]
+        self._tf_pub = self.create_publisher(TFMessage, "/tf", QOS_TF, event_callbacks=matched)
         self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
         # deeper than the other outputs: it carries the ground truth every simulator node steps on
         self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_FLEET)
@@ -245,7 +246,6 @@ class VehicleDynamics(Node):
         # timeouts, free-running bursts
         free_s = 0.01 if self.lockstep else 0.001
         timer_s = min(max(self._period_s / 4, 0.001), 0.05) if self.real_time_factor > 0 else free_s
-        self._listeners_checked = -math.inf
         self._gt_listened = True  # until the first check
         self._timer = self.create_timer(timer_s, self._on_timer, clock=self._wall)
         under = [self.names[i] for i in np.flatnonzero(self.controlled)]
@@ -416,9 +416,6 @@ class VehicleDynamics(Node):
     def _on_timer(self) -> None:
         if self._stopping:
             return
-        now = time.monotonic()
-        if now >= self._listeners_checked + LISTENER_CHECK_S:
-            self._check_listeners(now)
         if not self._started:
             self._try_start()
             return
@@ -467,7 +464,7 @@ class VehicleDynamics(Node):
                 if waited >= self.lockstep_timeout_s:
                     self._warn("start", f"lockstep start: waiting for {', '.join(missing)}")
                 return
-        self._check_listeners(time.monotonic())
+        self._check_listeners()
         self._started = True
         self._started_wall = time.monotonic()
         self.get_logger().info(f"started: tick 0 published after {time.monotonic() - self._wait_since:.2f} s")
@@ -520,11 +517,10 @@ class VehicleDynamics(Node):
         if self._max_steps and self.steps >= self._max_steps:
             self._finish()
 
-    def _check_listeners(self, now: float) -> None:
-        """Whether anyone subscribes to the per-vehicle ground truth or /tf (checked every
-        LISTENER_CHECK_S of wall time: the simulator's own nodes read /sim/vehicle_status, so without
-        RViz, a recorder or a user's node these messages need not be built at all)."""
-        self._listeners_checked = now
+    def _check_listeners(self) -> None:
+        """Whether anyone subscribes to the per-vehicle ground truth or /tf (at the start and on every
+        match event): the simulator's own nodes read /sim/vehicle_status, so without RViz, a recorder
+        or a user's node these messages need not be built at all."""
         self._gt_listened = any(p.get_subscription_count() for p in (*self._odom_pubs, *self._accel_pubs,
                                                                       self._tf_pub))
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
-import produce  # noqa: E402
+import produce
 
 GOLDEN = produce.DATA_DIR
 #: Share of the golden ticks (and messages) a graph run must reproduce: the recorder, stopped last,
@@ -36,9 +36,10 @@ def _assert_npz_equal(new: Path | dict[str, np.ndarray], golden: Path) -> None:
     assert sorted(a) == sorted(b), f"{golden.name}: keys differ"
     for key in b:
         assert a[key].shape == b[key].shape, f"{golden.name}[{key}]: shape {a[key].shape} != {b[key].shape}"
+        numeric = b[key].dtype.kind in "fiu"
+        diff = np.nanmax(np.abs(a[key].astype(float) - b[key].astype(float))) if numeric else "?"
         assert np.array_equal(a[key], b[key], equal_nan=b[key].dtype.kind == "f"), (
-            f"{golden.name}[{key}]: differs (max |diff| "
-            f"{np.nanmax(np.abs(a[key].astype(float) - b[key].astype(float))) if a[key].dtype.kind in 'fiu' else '?'})")
+            f"{golden.name}[{key}]: differs (max |diff| {diff})")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,8 @@ def test_lockstep_graph_matches_golden(tmp_path: Path, case: str) -> None:
     matched = [r for r in new["task_status"] if tuple(r[:1]) in old_status]
     assert len(matched) >= GRAPH_COVERAGE * len(old["task_status"]) - 1
     for r in matched:
-        assert np.array_equal(r, old_status[tuple(r[:1])]), f"{case}: task status {r} != {old_status[tuple(r[:1])]}"
+        expected = old_status[tuple(r[:1])]
+        assert np.array_equal(r, expected), f"{case}: task status {r} != {expected}"
     # sensor messages and commands by stamp
     topics = sorted(k[len("data:"):] for k in old if k.startswith("data:"))
     assert sorted(k[len("data:"):] for k in new if k.startswith("data:")) == topics
@@ -105,5 +107,6 @@ def test_lockstep_graph_matches_golden(tmp_path: Path, case: str) -> None:
         so, sn = old[f"stamp:{topic}"], new[f"stamp:{topic}"]
         both = np.intersect1d(so, sn)
         assert len(both) >= GRAPH_COVERAGE * len(so) - 1, f"{case} {topic}: {len(both)} of {len(so)} messages"
-        do, dn = old[f"data:{topic}"][np.searchsorted(so, both)], new[f"data:{topic}"][np.searchsorted(sn, both)]
+        do = old[f"data:{topic}"][np.searchsorted(so, both)]
+        dn = new[f"data:{topic}"][np.searchsorted(sn, both)]
         assert np.array_equal(do, dn, equal_nan=True), f"{case} {topic}: messages differ"

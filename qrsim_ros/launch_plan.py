@@ -237,9 +237,9 @@ class ResolvedScenario:
 def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
                      seed: int = -1) -> ResolvedScenario:
     """Load and validate the scenario once; resolve seed -1 (the file's) and 0 (from the clock)."""
-    from qrsim_ros.core.config_loader import ScenarioError
-    from qrsim_ros.core.scenario import load_scenario
-    from qrsim_ros.core.validation import ConfigError
+    from qrsim_ros.core.common.validation import ConfigError
+    from qrsim_ros.core.config.loader import ScenarioError
+    from qrsim_ros.core.config.scenario import load_scenario
 
     config = config_name(scenario, variant)
     _check_int("num_vehicles", num_vehicles, 0, 10000)

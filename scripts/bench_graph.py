@@ -87,8 +87,8 @@ def long_keep_spot(tmp: str, duration_s: float) -> str:
     past the first ticks' one-off costs); returns the copy's path."""
     import yaml
 
-    from qrsim_ros.core.config_loader import load_yaml
-    from qrsim_ros.core.scenario import scenario_path
+    from qrsim_ros.core.config.loader import load_yaml
+    from qrsim_ros.core.config.scenario import scenario_path
 
     data = load_yaml(scenario_path("keep_spot").read_text())
     data["task"]["duration_steps"] = round(duration_s / 0.02)

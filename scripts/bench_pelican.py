@@ -21,8 +21,8 @@ T_IMPORT0 = time.perf_counter()
 
 import numpy as np  # noqa: E402
 
-from qrsim_ros.core.jit import JIT_ENABLED  # noqa: E402
-from qrsim_ros.core.pelican import (  # noqa: E402
+from qrsim_ros.core.common.jit import JIT_ENABLED  # noqa: E402
+from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     DT_S,
     HOVER_THROTTLE,
     PelicanFleet,
@@ -30,7 +30,7 @@ from qrsim_ros.core.pelican import (  # noqa: E402
     default_state_limits,
     expand_state,
 )
-from qrsim_ros.core.turbulence import DrydenTurbulence  # noqa: E402
+from qrsim_ros.core.world.turbulence import DrydenTurbulence  # noqa: E402
 
 T_IMPORT1 = time.perf_counter()
 
@@ -80,9 +80,9 @@ def hover_states(n: int) -> np.ndarray:
 
 def components() -> None:
     """Per-update cost of turbulence, AHARS and GPS for 1, 10 and 100 vehicles."""
-    from qrsim_ros.core.ahars import Ahars
-    from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-    from qrsim_ros.core.rng import RandomStreams
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.sensors.ahars import Ahars
+    from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
 
     print(f"\n{'N':>5} {'turbulence [us/tick]':>21} {'AHARS [us/tick]':>16} {'GPS [us/update]':>16}")
     for n in (1, 10, 100):

@@ -17,13 +17,13 @@ import time
 
 import numpy as np
 
-from qrsim_ros.core.ahars import Ahars
-from qrsim_ros.core.area import BoxWithPersonsArea, PersonsAreaParams
-from qrsim_ros.core.camera import CameraWithClassifier
-from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.pelican import expand_state
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.sensors.camera import CameraWithClassifier
+from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.vehicles.pelican import expand_state
+from qrsim_ros.core.world.area import BoxWithPersonsArea, PersonsAreaParams
 
 
 def hover_states(n: int, half_width_m: float) -> np.ndarray:

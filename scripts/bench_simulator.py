@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from qrsim_ros.core.pelican import HOVER_THROTTLE
-from qrsim_ros.core.simulator import Simulator
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
 
 
 def hover_actions(sim: Simulator) -> np.ndarray:

@@ -20,8 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state  # noqa: E402
-from qrsim_ros.core.pelican import (  # noqa: E402
+from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state  # noqa: E402
+from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     FIRMWARE_TO_SI,
     PelicanFleet,
     PelicanParams,

@@ -11,7 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from qrsim_ros.core.ahars import (
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.sensors.ahars import (
     SPIN_UP_MAX_STEPS,
     Accelerometer,
     AccelerometerParams,
@@ -24,9 +26,7 @@ from qrsim_ros.core.ahars import (
     OrientationEstimator,
     OrientationEstimatorParams,
 )
-from qrsim_ros.core.pelican import HOVER_THROTTLE, PelicanFleet
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, PelicanFleet
 
 G = 9.81
 MASS = 1.68

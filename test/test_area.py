@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea, PersonsAreaParams
-from qrsim_ros.core.geodesy import QRSIM_ORIGIN, GeodeticOrigin
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.terrain import (
+from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea, PersonsAreaParams
+from qrsim_ros.core.world.terrain import (
     PourTerrain,
     make_terrain,
     pour_coarse_map,
     upsample_nearest,
 )
-from qrsim_ros.core.validation import ConfigError
 
 D_SR = math.sqrt(200 * 25 * 3)  # single-UAV SR area half-width (spec 5.3): 122.47 m
 SR_LIMITS = (-D_SR, D_SR, -D_SR, D_SR, -80.0, 0.0)

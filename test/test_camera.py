@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from qrsim_ros.core.camera import CameraObservation, CameraParams, CameraWithClassifier
-from qrsim_ros.core.camera_geometry import CameraGeometry, WindowGrid
-from qrsim_ros.core.obs_model import IndepObsModel
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.sensors.camera import CameraObservation, CameraParams, CameraWithClassifier
+from qrsim_ros.core.sensors.camera_geometry import CameraGeometry, WindowGrid
+from qrsim_ros.core.sensors.obs_model import IndepObsModel
 
 F, C = 2280.0, np.array([640.0, 480.0])
 TICK_1S = 50  # the camera updates every 50 base ticks of 0.02 s

@@ -15,7 +15,7 @@ from scipy.stats import binomtest
 
 from qrsim_ros.cli import batch, run
 from qrsim_ros.cli.main import main
-from qrsim_ros.core.scenario import load_scenario
+from qrsim_ros.core.config.scenario import load_scenario
 
 
 def qrsim(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from qrsim_ros.core.controllers import (
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state, dcm_ned_to_body, wrap_angle
+from qrsim_ros.core.vehicles.controllers import (
     NEUTRAL_CONTROL,
     AnglesHeightPID,
     VelocityHeightPID,
@@ -22,8 +23,7 @@ from qrsim_ros.core.controllers import (
     estimated_state_view,
     state_view,
 )
-from qrsim_ros.core.frames import body_to_ned, dcm_from_state, dcm_ned_to_body, wrap_angle
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.vehicles.pelican import (
     MASS_KG,
     PelicanFleet,
     PelicanParams,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qrsim_ros.core import noise, rng, validation
+from qrsim_ros.core.common import noise, rng, validation
 
 
 def test_named_streams_are_reproducible_and_independent_of_request_order() -> None:
@@ -104,7 +104,7 @@ def test_euler_to_enu_flu_quaternion_matches_scipy_on_the_rotation_matrix() -> N
     the transpose of QRSim's DCM), with w >= 0, over random attitudes and the edge cases."""
     from scipy.spatial.transform import Rotation
 
-    from qrsim_ros.core.frames import dcm_ned_to_body, euler_ned_frd_to_quaternion_enu_flu
+    from qrsim_ros.core.common.frames import dcm_ned_to_body, euler_ned_frd_to_quaternion_enu_flu
 
     rng = np.random.default_rng(4)
     e = np.vstack([rng.uniform([-np.pi, -np.pi / 2, -np.pi], [np.pi, np.pi / 2, np.pi], (500, 3)),

@@ -1,4 +1,4 @@
-"""Tests of qrsim_ros.core.geodesy: spec 8.1 testCoordinateConversions, 8.3 item 8 and section 9.
+"""Tests of qrsim_ros.core.common.geodesy: spec 8.1 testCoordinateConversions, 8.3 item 8 and section 9.
 
 The original's test vectors are missing from the mirror, so besides the original round-trip grids and
 tolerances the conversions are checked against independent oracles written here from the closed
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qrsim_ros.core import geodesy as g
+from qrsim_ros.core.common import geodesy as g
 
 A_M = 6378137.0
 F = 1.0 / 298.257223563

@@ -1,4 +1,4 @@
-"""Tests of qrsim_ros.core.gps: space segment (spec 3.2), receiver (3.3), sharing (1.7), 8.3 item 5.
+"""Tests of qrsim_ros.core.sensors.gps: space segment (spec 3.2), receiver (3.3), sharing (1.7), 8.3 item 5.
 
 Expected values come from the spec's equations and numbers, from the logged GPS data, or from
 geometry recomputed here; statistical tests use fixed seeds and say why their tolerances hold.
@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_discrete_lyapunov
 
-from qrsim_ros.core import geodesy
-from qrsim_ros.core.gps import (
+from qrsim_ros.core.common import geodesy
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.sensors.gps import (
     GpsReceiver,
     GpsReceiverParams,
     GpsSpaceSegment,
@@ -23,9 +25,7 @@ from qrsim_ros.core.gps import (
     Sp3Error,
     Sp3Orbits,
 )
-from qrsim_ros.core.gps_orbits import QRSIM_DEFAULT_SVS, gps_seconds
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.sensors.gps_orbits import QRSIM_DEFAULT_SVS, gps_seconds
 
 SP3_NAME = "ngs15992_16to17.sp3"
 GPS_TICKS = 10  # 0.2 s / 0.02 s

@@ -1,4 +1,5 @@
-"""Tests of qrsim_ros.core.gps_orbits: GPS time, the SP3 reader/interpolator and the nominal constellation.
+"""Tests of qrsim_ros.core.sensors.gps_orbits: GPS time, the SP3 reader/interpolator and the nominal
+constellation.
 
 Spec 3.2 (orbits, parseTime), 9 (GPS time). Expected values come from the spec, from the text of the
 SP3 file itself, or from orbital mechanics (Kepler/Newton) written out here.
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 from scipy.interpolate import BarycentricInterpolator
 
-from qrsim_ros.core import geodesy
-from qrsim_ros.core.gps import Sp3Orbits as Sp3OrbitsFromGps
-from qrsim_ros.core.gps_orbits import (
+from qrsim_ros.core.common import geodesy
+from qrsim_ros.core.sensors.gps import Sp3Orbits as Sp3OrbitsFromGps
+from qrsim_ros.core.sensors.gps_orbits import (
     NOMINAL_RADIUS_M,
     QRSIM_DEFAULT_SVS,
     NominalConstellation,
@@ -105,7 +106,7 @@ def test_sp3_valid_span_and_defaults(sp3: Sp3Orbits) -> None:
     assert sp3.valid_span_s == (gps_seconds(2010, 8, 31, 16), gps_seconds(2010, 8, 31, 18))
     assert sp3.default_start_window_s == (gps_seconds(2010, 8, 31, 16), gps_seconds(2010, 8, 31, 17, 30))
     assert sp3.default_svs == QRSIM_DEFAULT_SVS
-    assert Sp3OrbitsFromGps is Sp3Orbits  # public name qrsim_ros.core.gps.Sp3Orbits
+    assert Sp3OrbitsFromGps is Sp3Orbits  # public name qrsim_ros.core.sensors.gps.Sp3Orbits
 
 
 def test_sp3_reproduces_tabulated_samples(sp3: Sp3Orbits) -> None:

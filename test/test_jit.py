@@ -1,4 +1,4 @@
-"""The compiled kernels (qrsim_ros.core.jit): same numbers as plain Python, buffered noise, collisions,
+"""The compiled kernels (qrsim_ros.core.common.jit): same numbers as plain Python, buffered noise, collisions,
 and the on-disk cache shared with colcon's symlinked install."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qrsim_ros.core import pelican
-from qrsim_ros.core.frames import dcm_ned_to_body
-from qrsim_ros.core.jit import DISABLE_ENV_VAR, JIT_ENABLED
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.common.frames import dcm_ned_to_body
+from qrsim_ros.core.common.jit import DISABLE_ENV_VAR, JIT_ENABLED
+from qrsim_ros.core.vehicles import pelican
+from qrsim_ros.core.vehicles.pelican import (
     HOVER_THROTTLE,
     SI_TO_FIRMWARE,
     PelicanFleet,
@@ -110,10 +110,10 @@ def test_collision_sweep_equals_all_pairs() -> None:
 
 _SCENARIO = r"""
 import numpy as np
-from qrsim_ros.core.pelican import PelicanFleet, PelicanParams, default_state_limits, HOVER_THROTTLE
-from qrsim_ros.core.turbulence import DrydenTurbulence
-from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams, default_state_limits, HOVER_THROTTLE
+from qrsim_ros.core.world.turbulence import DrydenTurbulence
+from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.common.rng import RandomStreams
 
 def scenario():
     n = 3
@@ -169,7 +169,7 @@ def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(path)
     code = (
-        "import qrsim_ros.core.pelican as p\n"
+        "import qrsim_ros.core.vehicles.pelican as p\n"
         "assert p.__file__.startswith(" + repr(str(tmp_path)) + "), p.__file__\n"
         "k = p._fleet_step\n"
         "print(k._cache.cache_path, sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
@@ -179,6 +179,6 @@ def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True, timeout=120,
                             capture_output=True, text=True)
     cache_path, hits, misses = result.stdout.split()
-    assert Path(cache_path) == src / "core" / "__pycache__"
+    assert Path(cache_path) == src / "core" / "vehicles" / "__pycache__"
     assert (int(hits), int(misses)) == (1, 0)
-    assert not list((tmp_path / "qrsim_ros" / "core").glob("__pycache__/*.nb*"))
+    assert not list((tmp_path / "qrsim_ros" / "core").rglob("__pycache__/*.nb*"))

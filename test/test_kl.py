@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from qrsim_ros.core.kl import kl_divergence_1nn, plume_kl_reward, plume_mse_reward
-from qrsim_ros.core.plume import GaussianPuffPlume
+from qrsim_ros.core.tasks.kl import kl_divergence_1nn, plume_kl_reward, plume_mse_reward
+from qrsim_ros.core.world.plume import GaussianPuffPlume
 
 
 def gaussian_kl(mean_p: np.ndarray, cov_p: np.ndarray, mean_q: np.ndarray, cov_q: np.ndarray) -> float:

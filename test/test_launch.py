@@ -52,7 +52,7 @@ def test_node_sets_per_family() -> None:
 
 
 def test_every_task_type_has_an_example_autopilot() -> None:
-    from qrsim_ros.core.scenario import TASK_TYPES
+    from qrsim_ros.core.config.scenario import TASK_TYPES
 
     assert set(lp.AUTOPILOT_TASKS) == set(TASK_TYPES)
 

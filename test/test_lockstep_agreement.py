@@ -7,7 +7,7 @@ Dryden turbulence (W6 = 2 m/s, random direction), both from the seeded streams. 
 wind_field run as processes in lockstep as fast as possible (real_time_factor 0); the test publishes
 constant attitude commands (one per vehicle) before the start and the dynamics waits for them
 (``wait_for_commands``), so the run is deterministic; it stops by itself after ``duration_s`` of
-simulated time. The odometry of every tick is converted back to NED/FRD (core.frames conventions) and
+simulated time. The odometry of every tick is converted back to NED/FRD (core.common.frames conventions) and
 compared with ``Simulator.true_state()`` after the same number of steps with the same actions.
 The second test resets the episode (``/vehicle_dynamics/reset``) in the middle of the run: wherever
 the reset lands, the Simulator stepped as often and then ``reset()`` continues the same way.
@@ -138,7 +138,7 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
 
 def simulate(scenario: str, actions: np.ndarray, episode_steps: list[int]) -> Run:
     """The Simulator's true states (N, 12) after every step of each episode (``reset()`` in between)."""
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.engine.simulator import Simulator
 
     sim = Simulator.from_scenario(scenario, {"seed": SEED, "num_vehicles": len(actions)})
     assert sim.ticks_per_task_step == 1 and sim.scenario.vehicle.turbulence.on

@@ -167,7 +167,7 @@ def ros(tmp_path: Path) -> Path:
 
 def test_quaternion_to_euler_inverts_the_frames_conversion() -> None:
     require_ros()
-    from qrsim_ros.core.frames import euler_ned_frd_to_quaternion_enu_flu
+    from qrsim_ros.core.common.frames import euler_ned_frd_to_quaternion_enu_flu
     from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
 
     rng = np.random.default_rng(3)
@@ -188,7 +188,7 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
     exactly for the noisy GPS (its NED position is lla_to_ned of the published lla), to the UTM
     round trip (< 5e-9 m) for a noiseless one, to float rounding for the attitude."""
     require_ros()
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
     from qrsim_ros.nodes.sensor_messages import (
         altitude_message,
@@ -228,14 +228,14 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
 def test_initial_placement_gives_the_simulators_headings() -> None:
     """The flight controller's held headings (tasks.initial_placement on the task.placement stream,
     episode after episode) are the Simulator's."""
-    from qrsim_ros.core.rng import RandomStreams
-    from qrsim_ros.core.scenario import load_scenario
-    from qrsim_ros.core.simulator import Simulator
-    from qrsim_ros.core.tasks import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.core.engine.simulator import Simulator
+    from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 
     sc = load_scenario("search_rescue_2c", {"seed": 9})
     sim = Simulator(sc)
-    task = make_task(TaskContext(sc))  # type: ignore[arg-type]
+    task = make_task(TaskContext(sc))
     rng = RandomStreams(9).get(PLACEMENT_STREAM)
     for _ in range(3):
         x0, headings = initial_placement(task, rng)
@@ -384,7 +384,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     from nav_msgs.msg import Odometry
     from qrsim_ros.msg import TaskStatus
 
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.nodes.conversions import state_from_odometry
 
     graph = Graph(ros, 151)
@@ -478,7 +478,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
     from qrsim_ros.msg import Altitude, AttitudeCommand, TaskStatus
     from sensor_msgs.msg import Imu, NavSatFix
 
-    from qrsim_ros.core.geodesy import QRSIM_ORIGIN, ned_to_lla
+    from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
 
     scenario = "search_rescue_2a"  # one vehicle, velocity control, GPS at 5 Hz (every 10 ticks)
     graph = Graph(ros, 154)
@@ -582,10 +582,10 @@ def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
     from qrsim_ros.msg import TaskStatus, VehicleStatus
     from visualization_msgs.msg import MarkerArray
 
-    from qrsim_ros.core.area import BoxWithPersonsArea
-    from qrsim_ros.core.frames import ned_to_enu
-    from qrsim_ros.core.rng import RandomStreams
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.common.frames import ned_to_enu
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.core.world.area import BoxWithPersonsArea
     from qrsim_ros.nodes.conversions import stamp_from_tick
 
     sc = load_scenario(scenario, {"seed": seed})

@@ -143,7 +143,7 @@ def quaternion_rotate(q_xyzw: Sequence[float], v: Sequence[float]) -> np.ndarray
 
 def test_odometry_round_trip_and_frames() -> None:
     require_ros()
-    from qrsim_ros.core.frames import dcm_ned_to_body
+    from qrsim_ros.core.common.frames import dcm_ned_to_body
     from qrsim_ros.nodes.conversions import (
         accel_message,
         fill_accel,
@@ -204,8 +204,8 @@ def test_odometry_round_trip_and_frames() -> None:
 def test_turbulence_rewind_redraws_what_the_simulator_draws() -> None:
     """wind_field updates the turbulence one step ahead of the Simulator; at a reset it takes that update
     back (``rewind_updates``): the next episode then draws exactly the Simulator's gusts."""
-    from qrsim_ros.core.rng import RandomStreams
-    from qrsim_ros.core.turbulence import DrydenTurbulence, TurbulenceParams
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.world.turbulence import DrydenTurbulence, TurbulenceParams
 
     x = np.zeros((2, 13))
     x[:, 2] = [-10.0, -25.0]

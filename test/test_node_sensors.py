@@ -262,9 +262,9 @@ def stamps_hz(ticks: list[int]) -> float:
 
 def test_ground_truth_round_trip_and_detection_layout() -> None:
     require_ros()
-    from qrsim_ros.core.camera import CameraWithClassifier
-    from qrsim_ros.core.frames import ned_to_enu
-    from qrsim_ros.core.rng import RandomStreams
+    from qrsim_ros.core.common.frames import ned_to_enu
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.sensors.camera import CameraWithClassifier
     from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
     from qrsim_ros.nodes.sensor_messages import (
         DETECTION_DTYPE,
@@ -423,10 +423,10 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
 
 @pytest.mark.parametrize("name", ["plume_3a", "plume_3b", "plume_3e"])
 def test_plume_builder_equals_the_simulators_plume(name: str) -> None:
-    from qrsim_ros.core.rng import RandomStreams
-    from qrsim_ros.core.scenario_world import ContinuingStreams, build_scenario_plume, plume_wind
-    from qrsim_ros.core.simulator import Simulator
-    from qrsim_ros.core.wind import MeanWind
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.engine.builders import ContinuingStreams, build_scenario_plume, plume_wind
+    from qrsim_ros.core.engine.simulator import Simulator
+    from qrsim_ros.core.world.wind import MeanWind
 
     overrides = {"seed": 21, "task": {"samples_per_location": 5}}
     sim = Simulator.from_scenario(name, overrides)
@@ -459,9 +459,9 @@ def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkey
     from qrsim_ros.msg import Altitude
     from sensor_msgs.msg import Imu, NavSatFix, NavSatStatus, PointCloud2
 
-    from qrsim_ros.core.frames import euler_ned_frd_to_quaternion_enu_flu, frd_to_flu, ned_to_enu
-    from qrsim_ros.core.geodesy import QRSIM_ORIGIN
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.common.frames import euler_ned_frd_to_quaternion_enu_flu, frd_to_flu, ned_to_enu
+    from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
+    from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.nodes.sensor_messages import cloud_points
 
     # Search and rescue 2B (noisy AHARS, GPS on, camera) with 2 vehicles hovering 25 m up: uav1 over the
@@ -626,8 +626,8 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from visualization_msgs.msg import MarkerArray
 
-    from qrsim_ros.core.frames import ned_to_enu
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.common.frames import ned_to_enu
+    from qrsim_ros.core.engine.simulator import Simulator
 
     # Plume 3E (puffs, random wind direction, noisy sensor at 2 Hz); the vehicle hovers 3 m downwind of
     # the source at its height, where puffs pass.

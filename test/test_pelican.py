@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qrsim_ros.core import pelican
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.vehicles import pelican
+from qrsim_ros.core.vehicles.pelican import (
     CONTROL_NAMES,
     STATE_NAMES,
     PelicanFleet,

@@ -195,9 +195,9 @@ def test_gps_error_uses_the_scenarios_geodetic_origin(tmp_path: Path) -> None:
     """Fixes placed (through WGS-84) 3 m east, 4 m south and 1.5 m above the truth come back as that
     error in map ENU: the fix is converted with the scenario's origin, matched to the truth of its stamp."""
     from qrsim_ros.bag.types import typestore
-    from qrsim_ros.core.frames import enu_to_ned
-    from qrsim_ros.core.geodesy import ned_to_lla
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.common.frames import enu_to_ned
+    from qrsim_ros.core.common.geodesy import ned_to_lla
+    from qrsim_ros.core.config.scenario import load_scenario
     from qrsim_ros.plots.bagdata import gps_error, load_run
 
     ts = typestore()

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from qrsim_ros.core.kl import plume_mse_reward
-from qrsim_ros.core.plume import (
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.tasks.kl import plume_mse_reward
+from qrsim_ros.core.world.plume import (
     GaussianDispersionPlume,
     GaussianPlume,
     GaussianPuffPlume,
 )
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
 
 LIMITS = (-140.0, 140.0, -140.0, 140.0, -80.0, 0.0)  # the plume tasks' area (spec 5.4)
 A, B = 0.33, 0.86

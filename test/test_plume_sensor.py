@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qrsim_ros.core.plume_sensor import PlumeSensor, PlumeSensorParams
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.sensors.plume_sensor import PlumeSensor, PlumeSensorParams
 
 DT = 0.02
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from qrsim_ros.core.camera import CameraParams
-from qrsim_ros.core.simulator import Simulator
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.policies import (
     BUILTIN_POLICIES,
     AutopilotView,
@@ -46,7 +46,7 @@ def stub_view(ex: np.ndarray, modes: list[str], rows: list[int], task_type: str 
               dt_s: float = 1.0, limits: tuple[float, ...] = AREA, seed: int = 1) -> SimpleNamespace:
     """A duck-typed AutopilotView with fixed estimated states (the rules only read these fields)."""
     width = max({"velocity": 3, "velocity_height": 2, "waypoint": 4, "attitude": 5}[m] for m in modes)
-    from qrsim_ros.core.rng import RandomStreams
+    from qrsim_ros.core.common.rng import RandomStreams
 
     return SimpleNamespace(
         action_spec={"vehicles": rows, "modes": modes, "width": width},

@@ -344,7 +344,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 def _expected_rates_hz() -> dict[str, float]:
     """Topic -> messages per simulated second, from the topic table (README/DESIGN) and the scenario."""
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.config.scenario import load_scenario
 
     sc = load_scenario("search_rescue_2c", {"num_vehicles": NUM_VEHICLES, "seed": SEED})
     v = sc.vehicle

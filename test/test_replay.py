@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from qrsim_ros.cli import replay
-from qrsim_ros.core.frames import dcm_from_state, ned_to_body
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.common.frames import dcm_from_state, ned_to_body
+from qrsim_ros.core.vehicles.pelican import (
     HOVER_THROTTLE,
     STATE_NAMES,
     PelicanFleet,

@@ -739,10 +739,10 @@ def test_referee_visualisation_restarts_with_an_episode(tmp_path: Path) -> None:
     from rclpy.signals import SignalHandlerOptions
     from visualization_msgs.msg import MarkerArray
 
-    from qrsim_ros.core.area import BoxWithPersonsArea
-    from qrsim_ros.core.frames import ned_to_enu
-    from qrsim_ros.core.rng import RandomStreams
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.common.frames import ned_to_enu
+    from qrsim_ros.core.common.rng import RandomStreams
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.core.world.area import BoxWithPersonsArea
     from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
 
     seed, scenario = 3, "search_rescue_2a"

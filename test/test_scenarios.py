@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import yaml
 
-from qrsim_ros.core.config_loader import ScenarioError, load_yaml
-from qrsim_ros.core.frames import body_to_ned, dcm_from_state
-from qrsim_ros.core.scenario import Scenario, available_scenarios, load_scenario
-from qrsim_ros.core.simulator import Simulator
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.config.loader import ScenarioError, load_yaml
+from qrsim_ros.core.config.scenario import Scenario, available_scenarios, load_scenario
+from qrsim_ros.core.engine.simulator import Simulator
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 CONFIG_FILES = sorted(CONFIG_DIR.glob("*.yaml"))

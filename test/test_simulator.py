@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from qrsim_ros.core.frames import body_to_ned, dcm_from_state
-from qrsim_ros.core.simulator import ActionError, Simulator
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.engine.simulator import ActionError, Simulator
 
 HOVER = [0.0, 0.0, 0.59, 0.0, 12.0]  # attitude action: level, nominal hover throttle (spec 5.2 u0)
 PENALTY = -1000.0

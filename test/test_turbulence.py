@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy.signal import welch
 
-from qrsim_ros.core.frames import body_to_ned, dcm_from_state
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.turbulence import DrydenTurbulence, TurbulenceParams
-from qrsim_ros.core.validation import ConfigError
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.world.turbulence import DrydenTurbulence, TurbulenceParams
+from qrsim_ros.core.world.wind import MeanWind
 
 FT = 0.3048
 

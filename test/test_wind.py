@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError
-from qrsim_ros.core.wind import MeanWind, MeanWindParams
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.world.wind import MeanWind, MeanWindParams
 
 
 def _profile(h_m: float) -> float:

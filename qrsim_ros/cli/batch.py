@@ -43,10 +43,10 @@ from qrsim_ros.cli.run import (
     scenario_overrides,
     write_csv_atomic,
 )
-from qrsim_ros.core.scenario import available_scenarios
-from qrsim_ros.core.simulator import Simulator
-from qrsim_ros.core.tasks import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.config.scenario import available_scenarios
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.tasks.rules import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
 from qrsim_ros.policies import PolicyError
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 

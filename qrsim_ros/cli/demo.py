@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.vehicles.pelican import (
     DT_S,
     HOVER_THROTTLE,
     PelicanFleet,

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qrsim_ros.cli import one_line_errors, standalone_main
-from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
-from qrsim_ros.core.pelican import (
+from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
     CONTROL_NAMES,
     DT_S,

@@ -37,10 +37,10 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.cli import one_line_errors, standalone_main
-from qrsim_ros.core.config_loader import load_yaml
-from qrsim_ros.core.scenario import available_scenarios, load_scenario
-from qrsim_ros.core.simulator import Simulator
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.config.loader import load_yaml
+from qrsim_ros.core.config.scenario import available_scenarios, load_scenario
+from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.policies import PolicyError, make_factory, policy_names
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 

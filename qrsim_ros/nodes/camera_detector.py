@@ -33,11 +33,11 @@ from dataclasses import replace
 import numpy as np
 from rclpy.node import Node
 
-from qrsim_ros.core.area import BoxWithPersonsArea
-from qrsim_ros.core.camera import CameraWithClassifier
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.sensors.camera import CameraWithClassifier
+from qrsim_ros.core.world.area import BoxWithPersonsArea
 from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,

@@ -2,7 +2,7 @@
 per-vehicle namespaces, stamps, and ``run_node`` (init, spin, clean shutdown on SIGINT/SIGTERM).
 
 Nodes are thin: they declare parameters, load the scenario (the same YAML the in-process Simulator
-uses), convert messages at the boundary with ``qrsim_ros.core.frames`` and call the core models.
+uses), convert messages at the boundary with ``qrsim_ros.core.common.frames`` and call the core models.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 
-from qrsim_ros.core.config_loader import ScenarioError
-from qrsim_ros.core.scenario import Scenario, load_scenario
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.config.loader import ScenarioError
+from qrsim_ros.core.config.scenario import Scenario, load_scenario
 
 #: Sensor streams and commands: reliable so lockstep never loses an input. The writer keeps 100
 #: samples for retransmission: a reader that stalls for a moment (the recorder while it closes a

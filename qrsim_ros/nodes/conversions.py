@@ -11,7 +11,8 @@ m/s)  p q r (FRD, rad/s)  thrust (N)]. The nodes publish it as
   angular part is zero (the core does not expose the angular acceleration).
 - ``geometry_msgs/TransformStamped`` ``map`` -> ``uavN/base_link`` for /tf, and the static frames.
 
-Every rotation comes from ``qrsim_ros.core.frames`` (ENU/NED and FLU/FRD axis maps, Euler -> quaternion).
+Every rotation comes from ``qrsim_ros.core.common.frames`` (ENU/NED and FLU/FRD axis maps,
+Euler -> quaternion).
 The way back is ``sensor_messages.state_from_odometry`` / ``specific_force_from_accel`` (wrapped here;
 quaternion -> Euler by ``estimated_state.quaternion_enu_flu_to_euler_ned_frd``). Stamps are built
 from the integer tick (``stamp_from_tick``), exact at any simulated time.
@@ -32,14 +33,14 @@ from geometry_msgs.msg import AccelStamped, TransformStamped
 from nav_msgs.msg import Odometry
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import (
+from qrsim_ros.core.common.frames import (
     dcm_ned_to_body,
     euler_ned_frd_to_quaternion_enu_flu,
     frd_to_flu,
     ned_to_enu,
     rotation_matrix_to_quaternion,
 )
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.validation import BASE_DT_S
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
     MAP_NED_FRAME,

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import enu_to_ned, flu_to_frd
-from qrsim_ros.core.geodesy import GeodeticOrigin, lla_to_ned
+from qrsim_ros.core.common.frames import enu_to_ned, flu_to_frd
+from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned
 
 Array = NDArray[np.float64]
 

@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, NavSatFix, PointCloud2
 
-from qrsim_ros.core.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario import CONTROL_MODES
-from qrsim_ros.core.tasks import TaskContext, make_task
+from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.config.scenario import CONTROL_MODES
+from qrsim_ros.core.tasks.rules import TaskContext, make_task
+from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
     QOS_RELIABLE,
@@ -76,7 +76,7 @@ class TopicView:
         n = scenario.num_vehicles
         self.num_vehicles = n
         self.control_modes = tuple(scenario.control_modes())
-        task = make_task(TaskContext(scenario))  # type: ignore[arg-type]
+        task = make_task(TaskContext(scenario))
         rows = [int(i) for i in task.agent_vehicles]
         modes = [self.control_modes[i] for i in rows]
         self.action_spec = {"vehicles": rows, "modes": modes,
@@ -217,9 +217,9 @@ class ExampleAutopilot(Node):
                 ex = view.estimated_state()[rows]
                 if not np.all(np.isfinite(ex[view.valid[rows]][:, [0, 1, 5, 16]])):
                     return  # the policies plan from the estimated states: wait for every sensor
-                self.policy = instantiate(self.factory, view)  # type: ignore[arg-type]
+                self.policy = instantiate(self.factory, view)
             actions = self.policy(view)
-            actions = check_actions(actions, view, f"policy {self.policy_spec!r}")  # type: ignore[arg-type]
+            actions = check_actions(actions, view, f"policy {self.policy_spec!r}")
         except Exception as exc:  # a policy must never take the node down
             self.get_logger().error(f"policy {self.policy_spec!r} failed at step {msg.step}: "
                                     f"{type(exc).__name__}: {exc}", throttle_duration_sec=5.0)

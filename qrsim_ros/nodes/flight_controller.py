@@ -52,17 +52,17 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, NavSatFix
 from std_msgs.msg import UInt32
 
-from qrsim_ros.core.controllers import VelocityHeightPID, VelocityPID, WaypointPID
-from qrsim_ros.core.frames import enu_to_ned
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.tasks import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
-from qrsim_ros.core.validation import ticks_per_update
+from qrsim_ros.core.common.frames import enu_to_ned
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ticks_per_update
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
     QOS_CLOCK,
@@ -145,7 +145,7 @@ class FlightController(Node):
             self.get_logger().warning(
                 "scenario seed 0 (from the clock): the held headings cannot match vehicle_dynamics' "
                 "placement; give every node the same concrete seed")
-        self._task = make_task(TaskContext(sc))  # type: ignore[arg-type]
+        self._task = make_task(TaskContext(sc))
         self._placement_rng = RandomStreams(sc.seed).get(PLACEMENT_STREAM)
         self._episode = FIRST_EPISODE - 1  # the episode whose placement was drawn last
         self._headings = np.zeros(n)

@@ -26,10 +26,10 @@ import sys
 import numpy as np
 from rclpy.node import Node
 
-from qrsim_ros.core.frames import Array, ned_to_enu
-from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.frames import Array, ned_to_enu
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
 from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,

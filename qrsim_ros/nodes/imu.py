@@ -23,9 +23,9 @@ import sys
 import numpy as np
 from rclpy.node import Node
 
-from qrsim_ros.core.ahars import Ahars
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.rng import RandomStreams
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.nodes.common import (
     QOS_RELIABLE,
     base_link_frame,

@@ -3,7 +3,7 @@
 Nothing here creates a node or touches the graph: the functions build ``visualization_msgs``,
 ``nav_msgs`` and ``sensor_msgs`` messages from arrays the nodes already hold, and ``VizThrottle``
 decides, in simulated time, when a node may publish one. Every position is in ``map`` (ENU, metres);
-the core's NED vectors are converted with ``qrsim_ros.core.frames`` and attitudes with
+the core's NED vectors are converted with ``qrsim_ros.core.common.frames`` and attitudes with
 ``conversions.quaternions_enu_flu`` (no rotation is re-derived here).
 
 Cost model ("visualisation never costs the simulation"): per 20 ms tick a node calls only
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import ned_to_enu
+from qrsim_ros.core.common.frames import ned_to_enu
 
 Array = NDArray[np.float64]
 

@@ -7,7 +7,7 @@ Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's ep
 noise, and the noise variance. At every episode start it also publishes ``/plume/markers``
 (visualization_msgs/MarkerArray, latched, frame ``map``): one sphere per source.
 
-The plume is built with ``scenario_world.build_scenario_plume``, the function the Simulator's reset
+The plume is built with ``engine.builders.build_scenario_plume``, the function the Simulator's reset
 uses, from the scenario, the mean wind at 6 m (``MeanWind`` with the Simulator's ``mean_wind`` stream,
 drawn again at every episode start) and ``ContinuingStreams(RandomStreams(seed))``; the puff model is
 stepped at its area rate with the base tick, as in the Simulator. So the readings equal the
@@ -32,12 +32,12 @@ import sys
 import numpy as np
 from rclpy.node import Node
 
-from qrsim_ros.core.frames import Array, ned_to_enu
-from qrsim_ros.core.plume_sensor import PlumeSensor
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario_world import ContinuingStreams, PlumeModel, build_scenario_plume, plume_wind
-from qrsim_ros.core.validation import BASE_DT_S
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.common.frames import Array, ned_to_enu
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.engine.builders import ContinuingStreams, PlumeModel, build_scenario_plume, plume_wind
+from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
+from qrsim_ros.core.world.wind import MeanWind
 from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
@@ -66,8 +66,9 @@ class PlumeFieldNode(Node):
 
     def __init__(self) -> None:
         super().__init__("plume_field")
-        from qrsim_ros.msg import Concentration
         from visualization_msgs.msg import MarkerArray
+
+        from qrsim_ros.msg import Concentration
 
         sc = declare_scenario(self)
         self.scenario = sc

@@ -50,8 +50,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import Point, TwistStamped
 from nav_msgs.msg import OccupancyGrid
-from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
-from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
@@ -59,14 +57,15 @@ from sensor_msgs.msg import NavSatFix
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
-from qrsim_ros.core.frames import Array, ned_to_enu
-from qrsim_ros.core.pelican import CONTROL_LIMITS, HOVER_THROTTLE
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario_world import ContinuingStreams, build_scenario_plume, plume_wind
-from qrsim_ros.core.tasks import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
-from qrsim_ros.core.validation import BASE_DT_S, ticks_per_update
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.common.frames import Array, ned_to_enu
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S, ticks_per_update
+from qrsim_ros.core.engine.builders import ContinuingStreams, build_scenario_plume, plume_wind
+from qrsim_ros.core.tasks.rules import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
+from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
+from qrsim_ros.core.world.wind import MeanWind
+from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
 from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
@@ -87,6 +86,7 @@ from qrsim_ros.nodes.conversions import quaternions_enu_flu
 from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
 from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
+from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
 #: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
 HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
@@ -131,7 +131,7 @@ class Referee(Node):
         else:
             self.area = BoxArea(sc.area_limits_ned, sc.origin)
         self.ctx = TaskContext(sc, self.area)
-        self.task = make_task(self.ctx)  # type: ignore[arg-type]
+        self.task = make_task(self.ctx)
         self.ticks_per_task_step = ticks_per_update("task.dt_s", sc.task.dt_s)
         self._wind = MeanWind.from_params(sc.wind, streams) if sc.task.type == "plume" else None
         self._plume_rng = ContinuingStreams(streams)

@@ -36,8 +36,7 @@ from numpy.typing import NDArray
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.core.camera import CameraObservation
-from qrsim_ros.core.frames import (
+from qrsim_ros.core.common.frames import (
     Array,
     enu_to_ned,
     euler_ned_frd_to_quaternion_enu_flu,
@@ -45,7 +44,8 @@ from qrsim_ros.core.frames import (
     frd_to_flu,
     ned_to_enu,
 )
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.nodes.common import Counters, declare, stamp_from_seconds, vehicle_namespace
 from qrsim_ros.nodes.conversions import fleet_arrays
 from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
@@ -150,6 +150,7 @@ class GroundTruthSync:
                  on_status: Callable[[Any], None] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
+
         from qrsim_ros.msg import VehicleStatus
 
         if source not in GROUND_TRUTH_SOURCES:

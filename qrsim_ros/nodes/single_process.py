@@ -111,7 +111,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
     from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
-    from qrsim_ros.core.validation import ConfigError
+    from qrsim_ros.core.common.validation import ConfigError
     from qrsim_ros.nodes.common import ParameterError
 
     # The clock owner last: every other node exists (and subscribes) before the clock starts.

@@ -61,7 +61,6 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import AccelStamped, Vector3Stamped
 from nav_msgs.msg import Odometry
-from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
@@ -72,13 +71,14 @@ from std_msgs.msg import UInt32
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from qrsim_ros.core.config_loader import ScenarioError
-from qrsim_ros.core.fleet import build_fleet
-from qrsim_ros.core.frames import dcm_from_state, enu_to_ned, ned_to_body
-from qrsim_ros.core.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.tasks import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.frames import dcm_from_state, enu_to_ned, ned_to_body
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.config.loader import ScenarioError
+from qrsim_ros.core.engine.builders import build_fleet
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.common import (
     MAP_FRAME,
     QOS_CLOCK,
@@ -170,7 +170,7 @@ class VehicleDynamics(Node):
         streams = RandomStreams(sc.seed)
         self.seed_entropy = streams.entropy
         self.fleet = build_fleet(sc, streams)
-        self._task = make_task(TaskContext(sc))  # type: ignore[arg-type]  # placement reads the scenario
+        self._task = make_task(TaskContext(sc))  # placement reads the scenario
         self._placement_rng = streams.get(PLACEMENT_STREAM)
         self.controlled = np.array([m != "attitude" for m in sc.control_modes()], bool)
 

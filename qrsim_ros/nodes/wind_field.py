@@ -38,11 +38,11 @@ from geometry_msgs.msg import Vector3Stamped
 from rclpy.node import Node
 from visualization_msgs.msg import MarkerArray
 
-from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.turbulence import DrydenTurbulence
-from qrsim_ros.core.validation import BASE_DT_S
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.world.turbulence import DrydenTurbulence
+from qrsim_ros.core.world.wind import MeanWind
 from qrsim_ros.nodes import markers as viz
 from qrsim_ros.nodes.common import (
     MAP_FRAME,

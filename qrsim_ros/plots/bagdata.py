@@ -5,8 +5,9 @@
 
 - per vehicle (``uavN``, from the topic names): the true track (``uavN/ground_truth/odom``: map ENU
   position [m], speed [m/s]), the GPS fixes (``uavN/gps/fix`` WGS-84, converted to map ENU with the
-  scenario's geodetic origin through ``core.geodesy.lla_to_ned`` and ``core.frames.ned_to_enu``, as the
-  estimated state does), the altimeter height, the GPS ground velocity, the camera footprints
+  scenario's geodetic origin through ``core.common.geodesy.lla_to_ned`` and
+  ``core.common.frames.ned_to_enu``, as the estimated state does), the altimeter height, the GPS ground
+  velocity, the camera footprints
   (``uavN/camera/detections`` corner fields) and the plume readings (``uavN/plume/concentration``);
 - the terrain classes (``/area/terrain`` OccupancyGrid), the persons (``/referee/markers``: the final
   state of the marker set; found/unfound from the marker namespace or colour), the task status
@@ -308,7 +309,7 @@ def read_custom_data(bag_dir: Path) -> dict[str, str]:
 class ScenarioInfo:
     """What the figures take from the scenario file: the geodetic origin and the flight area."""
 
-    origin: Any                                              # core.geodesy.GeodeticOrigin
+    origin: Any                                              # core.common.geodesy.GeodeticOrigin
     area_enu: tuple[float, float, float, float] | None       # (east min, east max, north min, north max) [m]
     note: str                                                # why the defaults were used, or ""
 
@@ -317,8 +318,8 @@ def scenario_info(candidates: list[str], num_vehicles: int) -> ScenarioInfo:
     """Load the first loadable scenario among ``candidates`` (a YAML path or a config name: the
     recorder's custom_data, then TaskStatus.scenario) with the bag's number of vehicles (the search and
     rescue area grows with it); QRSim's default origin and no area, with a note, when none loads."""
-    from qrsim_ros.core.geodesy import QRSIM_ORIGIN
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
+    from qrsim_ros.core.config.scenario import load_scenario
 
     tried = [c for c in candidates if c]
     for name in tried:
@@ -437,8 +438,8 @@ def _plume_field_from_cloud(msg: Any, topic: str, t_s: float) -> PlumeField | No
 
 def load_run(path: str | Path) -> RunData:
     """Read a bag's plotted topics into a ``RunData`` (raises ``BagError`` for an unreadable bag)."""
-    from qrsim_ros.core.frames import ned_to_enu
-    from qrsim_ros.core.geodesy import lla_to_ned
+    from qrsim_ros.core.common.frames import ned_to_enu
+    from qrsim_ros.core.common.geodesy import lla_to_ned
 
     bag_path = bag_directory(path)
     bag = _Bag(bag_path)

@@ -3,7 +3,7 @@
 Design: a policy is a callable ``policy(view) -> actions`` called once per task step, where ``view`` is
 an ``AutopilotView`` of the running ``Simulator`` and ``actions`` is an array with one row per
 agent-controlled vehicle (``view.action_spec``; the columns of each vehicle's control mode, see
-``qrsim_ros.core.scenario.CONTROL_MODES``). A policy is built per episode by a *factory*
+``qrsim_ros.core.config.scenario.CONTROL_MODES``). A policy is built per episode by a *factory*
 ``factory(view) -> policy``, called after ``Simulator.reset``; a factory keeps per-episode state
 (lanes, maps, PIDs) in the policy it returns.
 
@@ -36,15 +36,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.controllers import MAX_SPEED_MS
-from qrsim_ros.core.pelican import CONTROL_LIMITS
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario import CONTROL_MODES
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.config.scenario import CONTROL_MODES
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
 
 if TYPE_CHECKING:
-    from qrsim_ros.core.camera import CameraObservation, CameraParams
-    from qrsim_ros.core.scenario import TaskParams
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.config.scenario import TaskParams
+    from qrsim_ros.core.engine.simulator import Simulator
+    from qrsim_ros.core.sensors.camera import CameraObservation, CameraParams
 
 Array = NDArray[np.float64]
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from qrsim_ros.core.simulator import ActionError, Simulator
+from qrsim_ros.core.engine.simulator import ActionError, Simulator
 from qrsim_ros.policies import make_factory
 from qrsim_ros.policies.base import AutopilotView, PolicyError, check_actions, instantiate
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 STANDOFF_GAIN_PER_S = 0.5  #: velocity per metre of stand-off error [1/s]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 CHANGE_PERIOD_S = 10.0  #: the example changes direction every 10 steps of 1 s

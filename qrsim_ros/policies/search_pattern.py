@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.core.camera_geometry import CameraGeometry
-from qrsim_ros.core.controllers import MAX_SPEED_MS
-from qrsim_ros.core.validation import ConfigError, in_range, non_negative, positive
+from qrsim_ros.core.common.validation import ConfigError, in_range, non_negative, positive
+from qrsim_ros.core.sensors.camera_geometry import CameraGeometry
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 #: Persons lie in this central fraction of the area (``area.PERSONS_CENTRAL_FRACTION``); the lanes

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.controllers import WaypointPID
-from qrsim_ros.core.pelican import HOVER_THROTTLE
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.vehicles.controllers import WaypointPID
+from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
 from qrsim_ros.policies.base import Array, AutopilotView, action_bounds
 
 #: Open-loop hover controls [pitch, roll, throttle, yaw_rate, battery] (spec 2.1).

@@ -62,7 +62,7 @@ GRAPH_CASES: dict[str, list[str]] = {
 
 
 def scenarios() -> list[str]:
-    from qrsim_ros.core.scenario import available_scenarios
+    from qrsim_ros.core.config.scenario import available_scenarios
 
     return sorted(available_scenarios())
 
@@ -72,7 +72,7 @@ def _family(task_type: str) -> str:
 
 
 def _task_type(name: str) -> str:
-    from qrsim_ros.core.scenario import load_scenario
+    from qrsim_ros.core.config.scenario import load_scenario
 
     return load_scenario(name).task.type
 
@@ -109,7 +109,7 @@ def produce_batches(out: Path) -> list[Path]:
 
 def trace(name: str) -> dict[str, np.ndarray]:
     """Two episodes of the in-process Simulator with the auto policy (see the module docstring)."""
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.policies import make_factory
     from qrsim_ros.policies.base import AutopilotView, check_actions, instantiate
 

@@ -35,8 +35,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from qrsim_ros.core.frames import Array, dcm_ned_to_body, ned_to_body, wrap_angle
-from qrsim_ros.core.pelican import CONTROL_LIMITS, DT_S, HOVER_THROTTLE, STATE_SIZE
+from qrsim_ros.core.common.frames import Array, dcm_ned_to_body, ned_to_body, wrap_angle
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, DT_S, HOVER_THROTTLE, STATE_SIZE
 
 # --- original constants (spec 6) -----------------------------------------------------------------
 BATTERY_V = 12.0  # battery voltage sent with every control: high enough to never cap the thrust

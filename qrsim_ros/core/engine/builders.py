@@ -1,4 +1,11 @@
-"""The parts of a scenario's world that several processes must build identically (spec 4.4, 5.4).
+"""Builders: a scenario's models made from the typed scenario, identically in every process.
+
+``build_fleet(scenario, streams)``: the ``PelicanFleet`` with the scenario's vehicle parameters (mass, state
+limits from the area and the rate/velocity limits, collision distance, dynamic noise) and one dynamic-noise
+stream per vehicle, ``streams.per_vehicle("pelican.dynamics", N)``: the Simulator and the vehicle_dynamics
+node both build their fleet here, so a lockstep ROS run integrates exactly the Simulator's noise.
+
+The plume (spec 4.4, 5.4):
 
 The in-process ``Simulator`` and the ROS nodes (``plume_field``, and the referee for the reward) each
 hold their own copy of the task's plume. They agree because they build it with this one function from
@@ -17,11 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario import Scenario
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.config.scenario import Scenario
+from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
+from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams
+from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
+from qrsim_ros.core.world.wind import MeanWind
 
 #: Height at which QRSim evaluates the mean wind for the plume models [m] (spec 4.4).
 PLUME_WIND_HEIGHT_M = 6.0
@@ -111,3 +120,22 @@ def build_scenario_plume(scenario: Scenario, wind_speed_mps: float, wind_directi
     else:
         samples = plume.reference_samples(locations)
     return ScenarioPlume(plume, locations, samples)
+
+
+# --- the fleet ---------------------------------------------------------------------------------
+
+def fleet_params(scenario: Scenario) -> PelicanParams:
+    """The scenario's ``PelicanParams`` (``vehicle`` section and area limits)."""
+    v = scenario.vehicle
+    return PelicanParams(
+        mass_kg=v.mass_kg,
+        state_limits=state_limits(scenario.area_limits_ned, v.rate_limit_rads, v.velocity_limit_mps),
+        collision_distance_m=v.collision_distance_m,
+        dyn_noise=np.asarray(v.dyn_noise, float),
+    )
+
+
+def build_fleet(scenario: Scenario, streams: RandomStreams) -> PelicanFleet:
+    """The scenario's fleet with its dynamic-noise streams (see the module docstring); vehicles unplaced."""
+    n = scenario.num_vehicles
+    return PelicanFleet(n, fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n))

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.geodesy import QRSIM_ORIGIN, GeodeticOrigin
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.terrain import TERRAIN_TYPES, PourTerrain, check_class_percentages, make_terrain
-from qrsim_ros.core.validation import (
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import (
     ConfigError,
     area_limits,
     finite,
@@ -30,6 +29,7 @@ from qrsim_ros.core.validation import (
     positive,
     ticks_per_update,
 )
+from qrsim_ros.core.world.terrain import TERRAIN_TYPES, PourTerrain, check_class_percentages, make_terrain
 
 #: Fraction of the x/y extent (centred) in which persons are placed (QRSim: lph +/- 0.4 range).
 PERSONS_CENTRAL_FRACTION = 0.8

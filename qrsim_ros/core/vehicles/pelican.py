@@ -11,7 +11,7 @@ translational part a point mass with linear drag; there is no inertia tensor or 
 Fleet arrays have a leading vehicle axis: ``X`` is (N, 13), ``U`` is (N, 5).
 
 The model is written once, per vehicle, in the kernels below (explicit loops over vehicles, compiled
-by numba through ``qrsim_ros.core.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``).
+by numba through ``qrsim_ros.core.common.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``).
 ``pelican_derivative``, ``heun_step`` and ``PelicanFleet.step`` all run on them; a fleet step (checks,
 noise, Heun integration, validity and collisions) is a single kernel call.
 """
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 
 # --- constants of the identified model (spec 2.2, 2.4) ------------------------------------------
 DT_S = 0.02
@@ -147,7 +147,7 @@ def expand_state(x: ArrayLike, mass_kg: float = MASS_KG) -> Array:
 
 
 # --- kernels (spec 2.3, 2.5, 2.7): the model's one formula, explicit loops over vehicles -----------
-# Compiled by numba when available (qrsim_ros.core.jit); plain Python otherwise. Rows are 1-D float64
+# Compiled by numba when available (qrsim_ros.core.common.jit); plain Python otherwise. Rows are 1-D float64
 # views of the fleet arrays; "_into" kernels write their results into the arrays they are given.
 
 _IN = F8_1D_IN  # a row the kernel reads

@@ -9,19 +9,18 @@ is accumulated per 20 ms tick and their terminal distance term is added on the l
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from qrsim_ros.core.frames import body_to_ned, dcm_from_state
-from qrsim_ros.core.kl import plume_kl_reward, plume_mse_reward
-from qrsim_ros.core.validation import BASE_DT_S
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
 
 if TYPE_CHECKING:
-    from qrsim_ros.core.area import BoxArea
-    from qrsim_ros.core.scenario import Scenario
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.config.scenario import Scenario
+    from qrsim_ros.core.world.area import BoxArea
 
 Array = NDArray[np.float64]
 
@@ -37,10 +36,29 @@ DONE_ALL_PERSONS_FOUND = "all_persons_found"
 PLACEMENT_STREAM = "task.placement"
 
 
+class TaskWorld(Protocol):
+    """What a task reads of the world it scores: the ``Simulator`` in process, a ``TaskContext`` kept up to
+    date from the ground truth in the ROS referee and flight controller."""
+
+    scenario: Scenario
+    num_vehicles: int
+    dt_s: float
+    step_count: int
+    plume_reference_samples: Array
+
+    @property
+    def area(self) -> BoxArea | None: ...
+
+    @property
+    def valid(self) -> NDArray[np.bool_]: ...
+
+    def true_state(self) -> Array: ...
+
+
 class Task:
     """Base task: no reward, the scenario's initial states, time-limit termination."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: TaskWorld) -> None:
         self.sim = sim
         self.params = sim.scenario.task
         self.num_vehicles = sim.num_vehicles
@@ -95,7 +113,7 @@ class GenericTask(Task):
     summed over vehicles: QRSim's keep_spot_x10 column-minus-row bug is fixed).
     """
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: TaskWorld) -> None:
         super().__init__(sim)
         self._accumulated = 0.0
         self._start_positions = np.zeros((self.num_vehicles, 3))
@@ -141,7 +159,7 @@ class CatsMouseTask(Task):
     (the original sums only cat 1 and uses a clipped 3-D distance: spec 10.1).
     """
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: TaskWorld) -> None:
         super().__init__(sim)
         if self.num_vehicles < 2:
             raise ValueError("cats_mouse needs at least one cat and the mouse (num_vehicles >= 2)")
@@ -205,7 +223,7 @@ class SearchRescueTask(Task):
     unseeded global generator: spec 10.3).
     """
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: TaskWorld) -> None:
         super().__init__(sim)
         self._headings = np.zeros(self.num_vehicles)
 
@@ -273,7 +291,7 @@ class PlumeTask(Task):
         return plume_mse_reward(ref, est)
 
 
-def make_task(sim: Simulator) -> Task:
+def make_task(sim: TaskWorld) -> Task:
     """The task object for the scenario's task type."""
     kind = sim.scenario.task.type
     if kind in ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity"):
@@ -301,7 +319,7 @@ class TaskContext:
     tick, ``step_reward`` / ``done_reason`` after every task step.
 
         ctx = TaskContext(scenario, area)
-        task = make_task(ctx)   # type: ignore[arg-type]  (duck-typed Simulator)
+        task = make_task(ctx)
     """
 
     dt_s = BASE_DT_S

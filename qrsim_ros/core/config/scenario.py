@@ -21,15 +21,8 @@ from typing import Any
 
 import yaml
 
-from qrsim_ros.core.ahars import AharsParams
-from qrsim_ros.core.area import PersonsAreaParams
-from qrsim_ros.core.camera import CameraParams
-from qrsim_ros.core.config_loader import ScenarioError, build, load_yaml, merge
-from qrsim_ros.core.geodesy import QRSIM_ORIGIN, GeodeticOrigin
-from qrsim_ros.core.gps import GpsReceiverParams, GpsSpaceSegmentParams
-from qrsim_ros.core.plume_sensor import PlumeSensorParams
-from qrsim_ros.core.turbulence import TurbulenceParams
-from qrsim_ros.core.validation import (
+from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
+from qrsim_ros.core.common.validation import (
     ConfigError,
     area_limits,
     finite,
@@ -38,7 +31,14 @@ from qrsim_ros.core.validation import (
     positive,
     ticks_per_update,
 )
-from qrsim_ros.core.wind import MeanWindParams
+from qrsim_ros.core.config.loader import ScenarioError, build, load_yaml, merge
+from qrsim_ros.core.sensors.ahars import AharsParams
+from qrsim_ros.core.sensors.camera import CameraParams
+from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
+from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
+from qrsim_ros.core.world.area import PersonsAreaParams
+from qrsim_ros.core.world.turbulence import TurbulenceParams
+from qrsim_ros.core.world.wind import MeanWindParams
 
 TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
               "search_rescue", "plume")
@@ -336,7 +336,7 @@ def config_dirs() -> list[Path]:
     if os.environ.get("QRSIM_CONFIG_DIR"):
         dirs.append(Path(os.environ["QRSIM_CONFIG_DIR"]))
     here = Path(__file__).resolve()
-    dirs.append(here.parents[2] / "config")  # source tree (also through colcon's symlinks)
+    dirs.append(here.parents[3] / "config")  # source tree (also through colcon's symlinks)
     for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
         if prefix:
             dirs.append(Path(prefix) / "share" / "qrsim_ros" / "config")

@@ -14,7 +14,7 @@ likelihood difference ``log N(y; m+, s+) - log N(y; m-, s-)`` at the window's ow
 QRSim's alternative ``GPObsModel`` (gpml Gaussian processes, used by no scenario) is not implemented.
 
 The formulas are written once, as scalar kernels (``_stats``, ``_log_normal_pdf``) compiled by numba when
-available (``qrsim_ros.core.jit``); a camera frame evaluates all its windows in one compiled call.
+available (``qrsim_ros.core.common.jit``); a camera frame evaluates all its windows in one compiled call.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.jit import F8_1D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, njit
 
 Array = NDArray[np.float64]
 

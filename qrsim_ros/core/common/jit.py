@@ -40,9 +40,9 @@ DISABLE_ENV_VAR = "QRSIM_DISABLE_JIT"
 
 #: Modules of this package whose kernels other modules' kernels call (turbulence uses pelican's
 #: rotation helper); a change to one of them invalidates every cached kernel of the package.
-SHARED_KERNEL_MODULES = ("jit.py", "pelican.py")
+SHARED_KERNEL_MODULES = ("common/jit.py", "vehicles/pelican.py")
 
-_CORE_DIR = Path(__file__).resolve().parent
+_CORE_DIR = Path(__file__).resolve().parents[1]  # qrsim_ros/core
 
 
 def _disabled_by_env() -> bool:
@@ -111,7 +111,7 @@ def _install_cache_locator(numba: Any) -> None:
 
         @classmethod
         def from_function(cls, py_func: Any, py_file: str) -> Any:
-            if Path(os.path.realpath(py_file)).parent != _CORE_DIR:
+            if _CORE_DIR not in Path(os.path.realpath(py_file)).parents:
                 return None  # someone else's kernel: numba's own locators
             return super().from_function(py_func, py_file)
 

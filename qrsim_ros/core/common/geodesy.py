@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from pyproj import Transformer
 
-from qrsim_ros.core.frames import Array
+from qrsim_ros.core.common.frames import Array
 
 # --- WGS-84 and UTM constants (spec 9) --------------------------------------------------------------
 WGS84_A_M = 6378137.0

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from qrsim_ros.core.frames import Array, dcm_from_state, ned_to_body
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import ConfigError, finite, non_negative
+from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError, finite, non_negative
 
 #: Metres per foot (QRSim's ``mToFt``/``ftToM``).
 FT_M = 0.3048

@@ -39,9 +39,9 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .frames import dcm_ned_to_body
-from .rng import RandomStreams
-from .validation import (
+from qrsim_ros.core.common.frames import dcm_ned_to_body
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import (
     BASE_DT_S,
     ConfigError,
     area_limits,

@@ -10,7 +10,7 @@ The ground is the plane z = 0 (NED), as in QRSim. Everything here is for one veh
 (13,) (only ``x[0:6]`` are used) and vectorised over points.
 
 The formulas are written once, as scalar kernels compiled by numba when available
-(``qrsim_ros.core.jit``): the projection ``_project_point``, the ray-ground intersection
+(``qrsim_ros.core.common.jit``): the projection ``_project_point``, the ray-ground intersection
 ``_ground_point``, the grid rule ``_window_grid`` and the pixel -> window rule ``_window_index``. The
 public methods use them, and so do the frame kernels behind ``CameraGeometry.frames`` and
 ``person_windows``: spec 3.5 update steps 1, 2, 4 and 5 for the frames of all vehicles in a few
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array, dcm_ned_to_body
-from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
-from qrsim_ros.core.pelican import dcm_ned_to_body_entries
+from qrsim_ros.core.common.frames import Array, dcm_ned_to_body
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
+from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
 
 #: Corner offsets of a square ground patch of unit side, QRSim's order (``Person.m``): columns are
 #: (+x,-y), (+x,+y), (-x,-y), (-x,+y), so corners 0-3 and 1-2 are the diagonals.

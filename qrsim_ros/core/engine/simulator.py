@@ -1,6 +1,6 @@
 """The in-process simulator: every model of a scenario stepped in one process, seeded and fast.
 
-    from qrsim_ros.core.simulator import Simulator
+    from qrsim_ros.core.engine.simulator import Simulator
     sim = Simulator.from_scenario("search_rescue_2a", overrides={"seed": 3})
     sim.reset()                        # or sim.reset(seed=7): reseed (Gymnasium semantics)
     while not sim.done:
@@ -28,28 +28,28 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.ahars import Ahars
-from qrsim_ros.core.area import BoxArea, BoxWithPersonsArea
-from qrsim_ros.core.camera import CameraObservation, CameraWithClassifier
-from qrsim_ros.core.config_loader import ScenarioError
-from qrsim_ros.core.controllers import VelocityHeightPID, VelocityPID, WaypointPID
-from qrsim_ros.core.fleet import build_fleet
-from qrsim_ros.core.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.pelican import CONTROL_LIMITS, PelicanInputError
-from qrsim_ros.core.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
-from qrsim_ros.core.plume_sensor import PlumeSensor
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.scenario import CONTROL_MODES, Scenario, load_scenario
-from qrsim_ros.core.scenario_world import (  # noqa: F401 (PLUME_WIND_HEIGHT_M: re-exported)
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S, ticks_per_update
+from qrsim_ros.core.config.loader import ScenarioError
+from qrsim_ros.core.config.scenario import CONTROL_MODES, Scenario, load_scenario
+from qrsim_ros.core.engine.builders import (  # noqa: F401 (PLUME_WIND_HEIGHT_M: re-exported)
     PLUME_WIND_HEIGHT_M,
     ContinuingStreams,
+    build_fleet,
     build_scenario_plume,
     plume_wind,
 )
-from qrsim_ros.core.tasks import PLACEMENT_STREAM, PlumeTask, Task, initial_placement, make_task
-from qrsim_ros.core.turbulence import DrydenTurbulence
-from qrsim_ros.core.validation import BASE_DT_S, ticks_per_update
-from qrsim_ros.core.wind import MeanWind
+from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.sensors.camera import CameraObservation, CameraWithClassifier
+from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, PlumeTask, Task, initial_placement, make_task
+from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
+from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
+from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
+from qrsim_ros.core.world.turbulence import DrydenTurbulence
+from qrsim_ros.core.world.wind import MeanWind
 
 Array = NDArray[np.float64]
 

@@ -28,8 +28,8 @@ from typing import Protocol
 import numpy as np
 from numpy.polynomial import chebyshev
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.validation import ConfigError
 
 # --- GPS time ---------------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.validation import ConfigError, area_limits
+from qrsim_ros.core.common.validation import ConfigError, area_limits
 
 #: Side of the coarse pouring map [cells] (QRSim ``nr = nc = 50`` in ``pourMap``).
 COARSE_CELLS = 50

@@ -34,7 +34,7 @@ so a positive longitudinal gust strengthens the mean wind; a positive vertical g
 (QRSim's ``Cte`` is R_z(d) transposed, which mirrors the axis about north.)
 
 The recursion is written once, per vehicle, in the kernels of this module (compiled by numba through
-``qrsim_ros.core.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``); ``step`` is one kernel call.
+``qrsim_ros.core.common.jit``; plain Python with ``QRSIM_DISABLE_JIT=1``); ``step`` is one kernel call.
 
 Streams: noise from ``streams.per_vehicle(name, N)`` (three normals per vehicle per update); the
 random direction and the 1001-iteration spin-up at reset from ``streams.per_vehicle(name + ".reset")``.
@@ -48,12 +48,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
-from qrsim_ros.core.noise import PerVehicleNormals
-from qrsim_ros.core.pelican import dcm_ned_to_body_entries
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import (
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
+from qrsim_ros.core.common.noise import PerVehicleNormals
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import (
     BASE_DT_S,
     ConfigError,
     finite,
@@ -61,7 +60,8 @@ from qrsim_ros.core.validation import (
     non_negative,
     ticks_per_update,
 )
-from qrsim_ros.core.wind import FT_M
+from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
+from qrsim_ros.core.world.wind import FT_M
 
 #: Spin-up iterations at reset (QRSim iterates ``for i = 0:1000``).
 SPIN_UP_STEPS = 1001
@@ -117,7 +117,7 @@ class TurbulenceParams:
 
 
 # --- kernels (spec 4.2): the recursion's one formula, explicit loops over vehicles ----------------
-# Compiled by numba when available (qrsim_ros.core.jit), plain Python otherwise.
+# Compiled by numba when available (qrsim_ros.core.common.jit), plain Python otherwise.
 
 _ROW_IN, _MAT_IN = F8_1D_IN, F8_2D_IN
 _PARAMS = "float64, float64, float64, float64"  # dt_s, min_height_ft, max_height_ft, max_step_fraction

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.noise import PerVehicleNormals
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S, ConfigError, finite, non_negative, ticks_per_update
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.noise import PerVehicleNormals
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import BASE_DT_S, ConfigError, finite, non_negative, ticks_per_update
 
 #: A concentration field: NED points (M, 3) [m] and time [s] -> concentrations (M,).
 ConcentrationField = Callable[[Array, float], ArrayLike]

@@ -18,7 +18,7 @@ nothing.
 
 Cost: the frames of all vehicles of an update are built together, their windows stacked in flat arrays
 (``camera_geometry.FrameBatch``), by a few compiled kernels (``camera_geometry``, ``obs_model``; numba
-via ``qrsim_ros.core.jit``): about 0.05 ms per vehicle and frame at 25 m (588 windows) instead of about
+via ``qrsim_ros.core.common.jit``): about 0.05 ms per vehicle and frame at 25 m (588 windows) instead of about
 1 ms of small numpy operations. The terrain function is called once per update, on the valid window
 centres of all frames, and each observation's arrays are views of the update's stacked arrays.
 """
@@ -31,11 +31,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.camera_geometry import FRAME_NON_FINITE_STATE, FRAME_OK, CameraGeometry
-from qrsim_ros.core.frames import Array
-from qrsim_ros.core.obs_model import OBS_MODELS
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S, ConfigError, in_range, positive, shape, ticks_per_update
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import (
+    BASE_DT_S,
+    ConfigError,
+    in_range,
+    positive,
+    shape,
+    ticks_per_update,
+)
+from qrsim_ros.core.sensors.camera_geometry import FRAME_NON_FINITE_STATE, FRAME_OK, CameraGeometry
+from qrsim_ros.core.sensors.obs_model import OBS_MODELS
 
 #: ``terrain_class_fn(points_ned (M, 3)) -> (M,) int`` (QRSim's ``area.getTerrainClass``). It must be
 #: pointwise (each class depends on its own point only): ``step`` evaluates the points of all vehicles'

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.frames import Array, body_to_ned, dcm_from_state
-from qrsim_ros.core.geodesy import (
+from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.geodesy import (
     QRSIM_ORIGIN,
     GeodeticOrigin,
     ecef_to_lla,
@@ -46,7 +46,18 @@ from qrsim_ros.core.geodesy import (
     lla_to_ned,
     ned_to_lla,
 )
-from qrsim_ros.core.gps_orbits import (
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
+from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import (
+    BASE_DT_S,
+    ConfigError,
+    finite,
+    non_negative,
+    positive,
+    ticks_per_update,
+)
+from qrsim_ros.core.sensors.gps_orbits import (
     NominalConstellation,
     OrbitProvider,
     OrbitTimeError,
@@ -55,10 +66,6 @@ from qrsim_ros.core.gps_orbits import (
     elevation_deg,
     local_up_ecef,
 )
-from qrsim_ros.core.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
-from qrsim_ros.core.noise import GaussMarkov, PerVehicleNormals
-from qrsim_ros.core.rng import RandomStreams
-from qrsim_ros.core.validation import BASE_DT_S, ConfigError, finite, non_negative, positive, ticks_per_update
 
 __all__ = [
     "GpsReceiver",
@@ -308,7 +315,7 @@ def _velocity_ned(x: Array) -> Array:
 
 
 # --- kernels (spec 3.3): Gauss-Newton fix and its covariance, explicit loops over vehicles ---------
-# Compiled by numba when available (qrsim_ros.core.jit), plain Python otherwise.
+# Compiled by numba when available (qrsim_ros.core.common.jit), plain Python otherwise.
 
 @njit("void(float64[:, ::1], int64[::1])")
 def _lu_factor4(a, piv):

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import yaml
 
-from qrsim_ros.core.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError
 
 T = TypeVar("T")
 

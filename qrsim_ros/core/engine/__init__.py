@@ -1,0 +1,1 @@
+"""The engine that composes the models: the in-process ``Simulator``."""

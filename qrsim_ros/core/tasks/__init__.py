@@ -1,0 +1,1 @@
+"""Task rules (placement, actions, rewards, termination: spec section 5) and the plume rewards."""

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from qrsim_ros.core.common.jit import JIT_ENABLED  # noqa: E402
 from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
-    DT_S,
+    BASE_DT_S,
     HOVER_THROTTLE,
     PelicanFleet,
     PelicanParams,
@@ -127,7 +127,7 @@ def main() -> None:
         single_steps = max(5, args.steps // max(1, n // 10))
         single = time_steps([fleet_of(1, args.noise) for _ in range(n)], single_steps)
         print(f"{n:5d} {vec * 1e6:21.1f} {single * 1e6:24.1f} {single / vec:9.1f} "
-              f"{DT_S / vec:10.0f} {vec * 1e6 / n:11.2f}")
+              f"{BASE_DT_S / vec:10.0f} {vec * 1e6 / n:11.2f}")
     if args.components:
         components()
 

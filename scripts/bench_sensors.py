@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment

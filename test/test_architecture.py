@@ -39,6 +39,8 @@ def test_import_contracts_are_kept() -> None:
     ("core/sensors/gps.py", "from qrsim_ros.core.tasks import rules  # noqa", "Inside the core"),
     ("core/tasks/kl.py", "from qrsim_ros.core.tasks import rules  # noqa", "No import circles"),
     ("launch_plan.py", "from qrsim_ros.cli import launch  # noqa", "Front ends call down"),
+    ("ros/names.py", "from qrsim_ros.nodes import imu  # noqa", "Front ends call down"),
+    ("ros/stamps.py", "from qrsim_ros.ros import node  # noqa", "No import circles"),
 ])
 def test_contracts_catch_a_planted_violation(tmp_path: Path, module: str, planted: str,
                                              contract: str) -> None:
@@ -53,3 +55,19 @@ def test_contracts_catch_a_planted_violation(tmp_path: Path, module: str, plante
     assert result.returncode != 0, f"planting {planted!r} in {module} broke no contract"
     broken = result.stdout.split("Broken contracts")[-1]
     assert contract in broken, broken[-3000:]
+
+
+def test_nodes_holds_node_modules_only() -> None:
+    """Every module of qrsim_ros.nodes is one executable: a ``main`` and the node class it runs."""
+    import ast
+
+    for path in sorted((REPO_ROOT / "qrsim_ros" / "nodes").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        nodes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+                 and any(getattr(b, "id", getattr(b, "attr", "")) == "Node" for b in n.bases)]
+        assert "main" in functions, f"{path.name}: no main()"
+        assert len(nodes) == 1, f"{path.name}: node classes {nodes}"
+        assert nodes[0].endswith("Node"), f"{path.name}: {nodes[0]} (node classes are named *Node)"

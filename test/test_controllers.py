@@ -15,7 +15,6 @@ import pytest
 
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state, dcm_ned_to_body, wrap_angle
 from qrsim_ros.core.vehicles.controllers import (
-    NEUTRAL_CONTROL,
     AnglesHeightPID,
     VelocityHeightPID,
     VelocityPID,
@@ -24,6 +23,7 @@ from qrsim_ros.core.vehicles.controllers import (
     state_view,
 )
 from qrsim_ros.core.vehicles.pelican import (
+    HOVER_CONTROL,
     MASS_KG,
     PelicanFleet,
     PelicanParams,
@@ -443,7 +443,7 @@ def test_invalid_vehicle_gets_neutral_control_and_keeps_state(name: str) -> None
     a, b = CONTROLLERS[name](3), CONTROLLERS[name](3)
     u = a.compute_from_estimated_state(ex_nan, *args)
     check_controls(u)
-    np.testing.assert_array_equal(u[1], NEUTRAL_CONTROL)
+    np.testing.assert_array_equal(u[1], HOVER_CONTROL)
     b.compute_from_estimated_state(ex, *args)
     b.reset(vehicles=[1])  # a's vehicle 1 must look as if it had never been computed
     np.testing.assert_array_equal(

@@ -49,7 +49,8 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
     from qrsim_ros.msg import AttitudeCommand
     from std_srvs.srv import Trigger
 
-    from qrsim_ros.nodes.conversions import state_from_odometry, tick_of_stamp
+    from qrsim_ros.ros.from_messages import state_from_odometry
+    from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(actions)
     env = ros_env(tmp_path, domain_id)

@@ -167,8 +167,10 @@ def ros(tmp_path: Path) -> Path:
 
 def test_quaternion_to_euler_inverts_the_frames_conversion() -> None:
     require_ros()
-    from qrsim_ros.core.common.frames import euler_ned_frd_to_quaternion_enu_flu
-    from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
+    from qrsim_ros.core.common.frames import (
+        euler_ned_frd_to_quaternion_enu_flu,
+        quaternion_enu_flu_to_euler_ned_frd,
+    )
 
     rng = np.random.default_rng(3)
     e = np.column_stack([rng.uniform(-1.5, 1.5, 500), rng.uniform(-1.5, 1.5, 500),
@@ -189,13 +191,8 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
     round trip (< 5e-9 m) for a noiseless one, to float rounding for the attitude."""
     require_ros()
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
-    from qrsim_ros.nodes.sensor_messages import (
-        altitude_message,
-        imu_messages,
-        navsatfix_message,
-        velocity_message,
-    )
+    from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+    from qrsim_ros.ros.to_messages import altitude_message, imu_messages, navsatfix_message, velocity_message
 
     for name, pos_tol in (("cats_mouse_1b", 0.0), ("cats_mouse_1a", 5e-9)):
         sim = Simulator.from_scenario(name, {"seed": 4})
@@ -338,7 +335,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
 
         # the referee's status: one per task step (0.2 s), rewards add up, generic task fields
         steps = [s for s in status if s.step > 0]
-        assert len(steps) >= 10
+        assert len(steps) >= 10, (len(status), graph.log("referee")[-3000:])
         for s in steps:
             assert s.scenario == "waypoint" and s.vehicle_names == ["uav1"]
             assert list(s.vehicle_valid) == [True]
@@ -385,7 +382,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     from qrsim_ros.msg import TaskStatus
 
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.nodes.conversions import state_from_odometry
+    from qrsim_ros.ros.from_messages import state_from_odometry
 
     graph = Graph(ros, 151)
     probe = None
@@ -418,7 +415,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
             return all(len(v) == n for v in got.values()) and {1, 2} <= rewards.keys()
 
         assert probe.spin_until(complete, STARTUP_S), (
-            {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:])
+            {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:], graph.log("referee")[-3000:])
     finally:
         if probe is not None:
             probe.close()
@@ -586,7 +583,7 @@ def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
     from qrsim_ros.core.common.rng import RandomStreams
     from qrsim_ros.core.config.scenario import load_scenario
     from qrsim_ros.core.world.area import BoxWithPersonsArea
-    from qrsim_ros.nodes.conversions import stamp_from_tick
+    from qrsim_ros.ros.stamps import stamp_from_tick
 
     sc = load_scenario(scenario, {"seed": seed})
     area = BoxWithPersonsArea(sc.num_vehicles, sc.persons_area_params(), RandomStreams(seed))

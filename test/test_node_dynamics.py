@@ -144,16 +144,14 @@ def quaternion_rotate(q_xyzw: Sequence[float], v: Sequence[float]) -> np.ndarray
 def test_odometry_round_trip_and_frames() -> None:
     require_ros()
     from qrsim_ros.core.common.frames import dcm_ned_to_body
-    from qrsim_ros.nodes.conversions import (
+    from qrsim_ros.ros.from_messages import specific_force_from_accel, state_from_odometry
+    from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
+    from qrsim_ros.ros.to_messages import (
         accel_message,
         fill_accel,
         fill_ground_truth,
         odometry_from_state,
         odometry_message,
-        specific_force_from_accel,
-        stamp_from_tick,
-        state_from_odometry,
-        tick_of_stamp,
         transform,
     )
 

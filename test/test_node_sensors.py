@@ -167,7 +167,7 @@ class GroundTruthPublisher:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock
 
-        from qrsim_ros.nodes.common import QOS_CLOCK
+        from qrsim_ros.ros.qos import QOS_CLOCK
 
         node = harness.node
         self.n = num_vehicles
@@ -184,12 +184,8 @@ class GroundTruthPublisher:
         from qrsim_ros.msg import VehicleStatus
         from rosgraph_msgs.msg import Clock
 
-        from qrsim_ros.nodes.conversions import (
-            accel_message,
-            fill_accel,
-            odometry_from_state,
-            stamp_from_tick,
-        )
+        from qrsim_ros.ros.stamps import stamp_from_tick
+        from qrsim_ros.ros.to_messages import accel_message, fill_accel, odometry_from_state
 
         stamp = stamp_from_tick(k)
         self.clock.publish(Clock(clock=stamp))
@@ -265,13 +261,13 @@ def test_ground_truth_round_trip_and_detection_layout() -> None:
     from qrsim_ros.core.common.frames import ned_to_enu
     from qrsim_ros.core.common.rng import RandomStreams
     from qrsim_ros.core.sensors.camera import CameraWithClassifier
-    from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
-    from qrsim_ros.nodes.sensor_messages import (
+    from qrsim_ros.ros.from_messages import cloud_points, state_from_odometry
+    from qrsim_ros.ros.stamps import stamp_from_tick
+    from qrsim_ros.ros.to_messages import (
         DETECTION_DTYPE,
-        cloud_points,
         detection_fields,
         detections_message,
-        state_from_odometry,
+        odometry_from_state,
     )
 
     # odometry -> core state: position, velocity, rates exact; angles to 1e-15 (yaw wrapped)
@@ -313,8 +309,10 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
     from builtin_interfaces.msg import Time
     from qrsim_ros.msg import VehicleStatus
 
-    from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
-    from qrsim_ros.nodes.sensor_messages import VEHICLE_STATUS_TOPIC, GroundTruthSync
+    from qrsim_ros.ros.ground_truth import GroundTruthSync
+    from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC
+    from qrsim_ros.ros.stamps import stamp_from_tick
+    from qrsim_ros.ros.to_messages import odometry_from_state
 
     harness = Harness(tmp_path, DOMAIN_BAD + 1, monkeypatch)
     calls: list[tuple[int, bool, list[bool], list[bool]]] = []
@@ -462,7 +460,7 @@ def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkey
     from qrsim_ros.core.common.frames import euler_ned_frd_to_quaternion_enu_flu, frd_to_flu, ned_to_enu
     from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.nodes.sensor_messages import cloud_points
+    from qrsim_ros.ros.from_messages import cloud_points
 
     # Search and rescue 2B (noisy AHARS, GPS on, camera) with 2 vehicles hovering 25 m up: uav1 over the
     # first person of episode 1, uav2 over the geodetic origin, heading psi = 0.3 rad (NED).

@@ -66,7 +66,7 @@ def hover_controls(n: int = 1, battery_v: float = 12.0) -> np.ndarray:
 
 
 def test_constants_match_spec() -> None:
-    assert pelican.DT_S == DT and pelican.G_MS2 == G and pelican.MASS_KG == MASS
+    assert pelican.BASE_DT_S == DT and pelican.G_MS2 == G and pelican.MASS_KG == MASS
     assert (pelican.PQ0, pelican.PQ1, pelican.PQ2) == (PQ0, PQ1, PQ2)
     assert (pelican.R0, pelican.R1) == (R0, R1)
     assert (pelican.CTH0, pelican.CTH1, pelican.CTH2) == CTH

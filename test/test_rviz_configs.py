@@ -242,7 +242,7 @@ def test_urdf_has_qrsims_graphics_dimensions() -> None:
 # --- message builders (pure) --------------------------------------------------------------------------
 
 def test_throttle_publishes_at_most_once_per_period_and_only_changes() -> None:
-    from qrsim_ros.nodes.markers import VizThrottle
+    from qrsim_ros.ros.markers import VizThrottle
 
     th = VizThrottle(0.5, min_wall_s=0.0)
     published = []
@@ -268,7 +268,7 @@ def test_throttle_publishes_at_most_once_per_period_and_only_changes() -> None:
 def test_throttle_also_caps_the_wall_clock_rate() -> None:
     """20x faster than real time (a tick every 1 ms of wall time): the 0.5 s simulated period alone
     would allow 40 messages per wall second; the 0.2 s wall minimum allows 5."""
-    from qrsim_ros.nodes.markers import VizThrottle
+    from qrsim_ros.ros.markers import VizThrottle
 
     wall = [0.0]
     th = VizThrottle(0.5, min_wall_s=0.2, clock=lambda: wall[0])
@@ -284,7 +284,7 @@ def test_throttle_also_caps_the_wall_clock_rate() -> None:
 
 
 def test_content_key_ignores_changes_below_its_resolution() -> None:
-    from qrsim_ros.nodes.markers import content_key
+    from qrsim_ros.ros.markers import content_key
 
     a = np.array([[1.0, 2.0, np.nan]])
     assert content_key(a) == content_key(a + 0.004)  # 1 cm resolution: 4 mm is no change
@@ -296,7 +296,7 @@ def test_persons_markers_colours_and_positions() -> None:
     require_ros()
     from visualization_msgs.msg import Marker
 
-    from qrsim_ros.nodes.markers import persons_markers
+    from qrsim_ros.ros.markers import persons_markers
 
     centres_ned = np.array([[10.0, -5.0, 0.0], [-3.0, 4.0, 0.0]])
     arr = persons_markers(centres_ned, [False, True], 0.5, "map", None)
@@ -314,7 +314,7 @@ def test_arrow_footprint_gps_and_target_markers() -> None:
     require_ros()
     from visualization_msgs.msg import Marker
 
-    from qrsim_ros.nodes.markers import (
+    from qrsim_ros.ros.markers import (
         TrackHistory,
         arrow_markers,
         footprint_markers,
@@ -355,7 +355,7 @@ def test_arrow_footprint_gps_and_target_markers() -> None:
 
 def test_path_history_is_bounded_and_in_map() -> None:
     require_ros()
-    from qrsim_ros.nodes.markers import PathHistory
+    from qrsim_ros.ros.markers import PathHistory
 
     h = PathHistory(2, "map", max_poses=4)
     for k in range(6):
@@ -369,7 +369,7 @@ def test_path_history_is_bounded_and_in_map() -> None:
 
 def test_field_cloud_and_sampler() -> None:
     require_ros()
-    from qrsim_ros.nodes.markers import FieldSampler, cloud_array, field_cloud
+    from qrsim_ros.ros.markers import FieldSampler, cloud_array, field_cloud
 
     msg = field_cloud([[1, 2, 3], [4, 5, 6]], [0.5, 2.0], "map", None)
     assert [f.name for f in msg.fields] == ["x", "y", "z", "concentration"]
@@ -398,7 +398,7 @@ def test_terrain_display_grid_spreads_the_classes() -> None:
     require_ros()
     from nav_msgs.msg import OccupancyGrid
 
-    from qrsim_ros.nodes.markers import terrain_display_grid
+    from qrsim_ros.ros.markers import terrain_display_grid
 
     g = OccupancyGrid()
     g.header.frame_id = "map"
@@ -413,7 +413,7 @@ def test_task_status_text() -> None:
     require_ros()
     from qrsim_ros.msg import TaskStatus
 
-    from qrsim_ros.nodes.markers import task_status_text
+    from qrsim_ros.ros.markers import task_status_text
 
     s = TaskStatus(scenario="search_rescue_2c", step=12, time=12.0, reward=1.0, cumulative_reward=3.0,
                    persons_found=2, persons_total=8, vehicle_names=["uav1", "uav2"],
@@ -424,7 +424,7 @@ def test_task_status_text() -> None:
 
 
 def test_robot_description_lookup(tmp_path: Path) -> None:
-    from qrsim_ros.nodes.markers import load_robot_description, robot_description_candidates
+    from qrsim_ros.ros.markers import load_robot_description, robot_description_candidates
 
     assert load_robot_description() == URDF.read_text()  # found (share dir or source tree)
     assert any(c == URDF for c in robot_description_candidates())
@@ -705,7 +705,7 @@ def test_markers_are_where_the_vehicles_are(live: LiveRun) -> None:
     assert checked >= 4
     if live.family != "search_rescue":
         return
-    from qrsim_ros.nodes.sensor_messages import cloud_points
+    from qrsim_ros.ros.from_messages import cloud_points
 
     footprints = {(_stamp_of(a), m.id): np.array([[p.x, p.y] for p in m.points])
                   for a in live.messages["/viz/camera_footprints"] for m in a.markers if m.points}
@@ -743,7 +743,8 @@ def test_referee_visualisation_restarts_with_an_episode(tmp_path: Path) -> None:
     from qrsim_ros.core.common.rng import RandomStreams
     from qrsim_ros.core.config.scenario import load_scenario
     from qrsim_ros.core.world.area import BoxWithPersonsArea
-    from qrsim_ros.nodes.conversions import odometry_from_state, stamp_from_tick
+    from qrsim_ros.ros.stamps import stamp_from_tick
+    from qrsim_ros.ros.to_messages import odometry_from_state
 
     seed, scenario = 3, "search_rescue_2a"
     sc = load_scenario(scenario, {"seed": seed})

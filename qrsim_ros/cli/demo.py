@@ -12,13 +12,8 @@ import time
 
 import numpy as np
 
-from qrsim_ros.core.vehicles.pelican import (
-    DT_S,
-    HOVER_THROTTLE,
-    PelicanFleet,
-    PelicanParams,
-    default_state_limits,
-)
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, PelicanFleet, PelicanParams, default_state_limits
 
 #: (duration [s], what, [pitch rad, roll rad, throttle, yaw_rate rad/s, battery V])
 FLIGHT_PLAN: tuple[tuple[float, str, tuple[float, float, float, float, float]], ...] = (
@@ -56,9 +51,9 @@ def fly(num_vehicles: int = 1) -> tuple[np.ndarray, np.ndarray, list[str], Pelic
     times, states, phases = [0.0], [fleet.state[0]], ["start"]
     for duration_s, what, controls in FLIGHT_PLAN:
         u = np.tile(controls, (num_vehicles, 1))
-        for _ in range(round(duration_s / DT_S)):
+        for _ in range(round(duration_s / BASE_DT_S)):
             fleet.step(u)
-            times.append(times[-1] + DT_S)
+            times.append(times[-1] + BASE_DT_S)
             states.append(fleet.state[0])
             phases.append(what)
     return np.array(times), np.array(states), phases, fleet
@@ -75,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     print("open-loop flight of a Pelican (NED position, ZYX Euler angles; heights are -pz)")
     print(f"{'t[s]':>6} {'phase':<14} {'north':>8} {'east':>8} {'height':>7} "
           f"{'roll°':>7} {'pitch°':>7} {'yaw°':>7} {'speed':>6} {'thrust':>7}")
-    per_s = round(1.0 / DT_S)
+    per_s = round(1.0 / BASE_DT_S)
     for k in range(0, len(t), per_s):
         s = x[k]
         print(f"{t[k]:6.1f} {phases[k]:<14} {s[0]:8.2f} {s[1]:8.2f} {-s[2]:7.2f} "

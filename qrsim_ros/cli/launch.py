@@ -406,7 +406,7 @@ class Launcher:
             # is stopped after the nodes it records.
             qrsim_specs = [s for s in self.specs if s.package == PACKAGE and s.executable != RECORDER]
             plan_file.write_text(json.dumps([s.to_dict() for s in qrsim_specs], indent=1), encoding="utf-8")
-            out = [("single_process", [sys.executable, "-m", "qrsim_ros.nodes.single_process",
+            out = [("single_process", [sys.executable, "-m", "qrsim_ros.ros.single_process",
                                        "--plan", str(plan_file)], True)]
             others = [s for s in self.specs if s not in qrsim_specs]
         else:

@@ -43,10 +43,10 @@ import numpy as np
 
 from qrsim_ros.cli import one_line_errors, standalone_main
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
     CONTROL_NAMES,
-    DT_S,
     STATE_NAMES,
     PelicanFleet,
     PelicanInputError,
@@ -194,7 +194,7 @@ class ReplayResult:
     invalid_reason: str  # PelicanFleet.invalid_reason ('' if valid)
 
 
-def make_fleet(state0: Array, dt_s: float = DT_S, area_ned: Array | None = None) -> PelicanFleet:
+def make_fleet(state0: Array, dt_s: float = BASE_DT_S, area_ned: Array | None = None) -> PelicanFleet:
     """One noiseless Pelican with the default-configuration state limits of ``area_ned``, set to ``state0``.
 
     state0 has 6, 12 or 13 elements (spec 2.7 setX); a bad one raises ReplayInputError naming --state0.
@@ -217,10 +217,10 @@ def make_fleet(state0: Array, dt_s: float = DT_S, area_ned: Array | None = None)
     return fleet
 
 
-def replay(fleet: PelicanFleet, controls: Array, wind_ned_ms: Array | None = None) -> ReplayResult:
+def replay(fleet: PelicanFleet, controls: Array, wind_ned_mps: Array | None = None) -> ReplayResult:
     """Step the (single-vehicle) fleet once per row of ``controls`` (N, 5) and record the trajectory.
 
-    ``wind_ned_ms``: constant air velocity in NED [m/s]; before each step it is rotated into the body
+    ``wind_ned_mps``: constant air velocity in NED [m/s]; before each step it is rotated into the body
     frame with the current attitude (QRSim evaluates the wind once per step at the old state, spec 2.7).
     """
     n = controls.shape[0]
@@ -228,7 +228,7 @@ def replay(fleet: PelicanFleet, controls: Array, wind_ned_ms: Array | None = Non
     accel = np.zeros((n + 1, 3))
     valid = np.empty(n + 1, bool)
     states[0], valid[0] = fleet.state[0], fleet.valid[0]
-    wind_ned = None if wind_ned_ms is None or not np.any(wind_ned_ms) else np.asarray(wind_ned_ms, float)
+    wind_ned = None if wind_ned_mps is None or not np.any(wind_ned_mps) else np.asarray(wind_ned_mps, float)
     invalid_step = None
     for k in range(1, n + 1):
         wind_body = None if wind_ned is None else ned_to_body(dcm_from_state(fleet.state), wind_ned[None, :])
@@ -316,7 +316,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "6 or 12 values get thrust m*g (default %(default)s: hover at 10 m)",
     )
     p.add_argument(
-        "--dt", default=repr(DT_S), metavar="DT", help="step [s], finite and > 0 (default %(default)s)"
+        "--dt", default=repr(BASE_DT_S), metavar="DT", help="step [s], finite and > 0 (default %(default)s)"
     )
     p.add_argument(
         "--wind", default=DEFAULT_WIND, metavar="WN,WE,WD",

@@ -21,20 +21,12 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.sensors.ahars import Ahars
-from qrsim_ros.nodes.common import (
-    QOS_RELIABLE,
-    base_link_frame,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.sensor_messages import (
-    GroundTruthSync,
-    Outgoing,
-    altitude_message,
-    declare_ground_truth_source,
-    time_of_tick,
-)
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
+from qrsim_ros.ros.node import declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+from qrsim_ros.ros.to_messages import altitude_message
 
 
 class AltimeterNode(Node):
@@ -65,7 +57,7 @@ class AltimeterNode(Node):
             alt.reset(x)
         elif not alt.step(k, x):
             return []
-        stamp = time_of_tick(k)
+        stamp = stamp_from_tick(k)
         h, v = alt.height_m, alt.vertical_speed_mps
         return [(self._pubs[i], altitude_message(stamp, self._frames[i], h[i], v[i], self._variance_m2))
                 for i in np.flatnonzero(present)]

@@ -35,27 +35,16 @@ from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.world.area import BoxWithPersonsArea
-from qrsim_ros.nodes import markers as viz
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    declare,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.sensor_messages import (
-    GroundTruthSync,
-    Outgoing,
-    declare_ground_truth_source,
-    detection_fields,
-    detections_message,
-    time_of_tick,
-)
+from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
+from qrsim_ros.ros.node import declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+from qrsim_ros.ros.to_messages import detection_fields, detections_message
 
 
 class CameraDetectorNode(Node):
@@ -106,7 +95,7 @@ class CameraDetectorNode(Node):
                 return []
         elif not cam.step(k, x, valid, area.persons_position_ned, area.terrain_class_at):
             return []
-        stamp = time_of_tick(k)
+        stamp = stamp_from_tick(k)
         out = [(self._pubs[i], detections_message(stamp, MAP_FRAME, cam.observations[i], self._fields))
                for i in np.flatnonzero(present)]
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):  # camera ticks only (1 Hz)

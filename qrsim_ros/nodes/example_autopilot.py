@@ -37,21 +37,14 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.tasks.rules import TaskContext, make_task
 from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_RELIABLE,
-    ParameterError,
-    base_link_frd_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    seconds_from_stamp,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
-from qrsim_ros.nodes.sensor_messages import cloud_points
 from qrsim_ros.policies import make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
+from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+from qrsim_ros.ros.from_messages import cloud_points
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.node import ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.stamps import seconds_of_stamp
 
 
 @dataclass(frozen=True)
@@ -128,7 +121,7 @@ class TopicView:
         self.valid[:] = True
 
 
-class ExampleAutopilot(Node):
+class ExampleAutopilotNode(Node):
     """Runs a baseline policy on the public topics (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -184,7 +177,7 @@ class ExampleAutopilot(Node):
                                       throttle_duration_sec=5.0)
             return
         xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=-1).astype(float)
-        self.view.frames[i] = CameraFrame(seconds_from_stamp(msg.header.stamp), enu_to_ned(xyz),
+        self.view.frames[i] = CameraFrame(seconds_of_stamp(msg.header.stamp), enu_to_ned(xyz),
                                           pts["llkd"].astype(float))
 
     def _on_concentration(self, i: int, msg: Concentration) -> None:
@@ -263,7 +256,7 @@ class ExampleAutopilot(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(ExampleAutopilot, argv)
+    return run_node(ExampleAutopilotNode, argv)
 
 
 if __name__ == "__main__":

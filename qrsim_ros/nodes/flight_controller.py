@@ -22,17 +22,17 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
   out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
        ``/diagnostics``: counters of rejected set points and late/skipped/re-sent ticks.
 
-Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``tick_from_stamp``); tick k is
-computed once every input due at k has arrived: the vehicle status of t_k, then for every valid
-controlled vehicle IMU and altimeter on their update ticks (50 Hz) and GPS fix and velocity on GPS
-ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity`` stamped t_k from the referee
-(awaited every tick, as the Simulator recomputes the mouse's escape every tick). The sensors of
-all vehicles of a tick are converted together (one rotation, one projection call). Set points of
-the other vehicles are held (the latest valid one). If a later tick completes first (free-running
-dynamics, a lost message), the older ticks are applied to the held sensor values and skipped
-(counted); when vehicle_dynamics re-sends a tick already answered (lockstep timeout), the commands
-of that tick are published again. ``use_vehicle_status: false`` runs without vehicle_dynamics (every
-vehicle valid; /clock triggers ticks on which no sensor is due).
+Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``stamps.tick_of_stamp``; a stamp off
+the tick grid is counted and dropped); tick k is computed once every input due at k has arrived: the
+vehicle status of t_k, then for every valid controlled vehicle IMU and altimeter on their update ticks
+(50 Hz) and GPS fix and velocity on GPS ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity``
+stamped t_k from the referee (awaited every tick, as the Simulator recomputes the mouse's escape every
+tick). The sensors of all vehicles of a tick are converted together (one rotation, one projection call).
+Set points of the other vehicles are held (the latest valid one). If a later tick completes first
+(free-running dynamics, a lost message), the older ticks are applied to the held sensor values and
+skipped (counted); when vehicle_dynamics re-sends a tick already answered (lockstep timeout), the
+commands of that tick are published again. ``use_vehicle_status: false`` runs without vehicle_dynamics
+(every vehicle valid; /clock triggers ticks on which no sensor is due).
 
 Held heading: the velocity controllers hold each vehicle's heading of the episode start, as the
 Simulator (``task.initial_headings()``, or the listed ``vehicle.initial_states``' yaw). It is computed
@@ -57,31 +57,20 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, NavSatFix
 from std_msgs.msg import UInt32
 
-from qrsim_ros.core.common.frames import enu_to_ned
+from qrsim_ros.core.common.frames import enu_to_ned, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_CLOCK,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    Counters,
-    base_link_frame,
-    base_link_frd_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    stamp_from_seconds,
-    tick_from_stamp,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
+from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.node import Counters, declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 
-DT_S = 0.02
 CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
 #: Keys of the buffered inputs of a tick.
 IMU, FIX, VEL, ALT, MOUSE, CLOCK, STATUS = "imu", "fix", "vel", "alt", "mouse", "clock", "status"
@@ -98,7 +87,7 @@ class _TickInputs:
         self.missing: set[tuple[str, int]] | None = None
 
 
-class FlightController(Node):
+class FlightControllerNode(Node):
     """Velocity / waypoint PIDs of every vehicle under a controller (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -234,10 +223,10 @@ class FlightController(Node):
 
     # --- inputs ---------------------------------------------------------------------------------------
     def _on_sensor(self, kind: str, i: int, msg: Any) -> None:
-        self._buffer(kind, i, msg, tick_from_stamp(msg.header.stamp))
+        self._buffer(kind, i, msg, tick_of_stamp(msg.header.stamp))
 
     def _on_clock(self, msg: Any) -> None:
-        self._buffer(CLOCK, -1, msg, tick_from_stamp(msg.clock))
+        self._buffer(CLOCK, -1, msg, tick_of_stamp(msg.clock))
 
     def _on_status(self, msg: VehicleStatus) -> None:
         if len(msg.valid) != self.num_vehicles:
@@ -249,7 +238,10 @@ class FlightController(Node):
         self._episode_seen(int(msg.episode))
         self._buffer(STATUS, -1, msg, int(msg.tick))
 
-    def _buffer(self, kind: str, i: int, msg: Any, k: int) -> None:
+    def _buffer(self, kind: str, i: int, msg: Any, k: int | None) -> None:
+        if k is None:
+            self.counters.count("stamps_off_grid")
+            return
         if not self._check_new_episode(k) or k <= self._last_tick:
             if k == self._last_tick and self._last_cmds and (kind, i) == self._resend_trigger(k):
                 # vehicle_dynamics re-sent tick k (lockstep timeout): it may have missed our command
@@ -309,7 +301,7 @@ class FlightController(Node):
         if v_ned is None:
             return
         if i == self.mouse:  # the referee's escape command of tick k: awaited, buffered by tick
-            self._buffer(MOUSE, i, v_ned, tick_from_stamp(msg.header.stamp))
+            self._buffer(MOUSE, i, v_ned, tick_of_stamp(msg.header.stamp))
         else:
             self._velocity_sp[i] = v_ned
 
@@ -423,7 +415,7 @@ class FlightController(Node):
 
     def _compute_and_publish(self, k: int) -> None:
         u = self.controls(self.assembler.estimated_state(self._valid))
-        stamp = stamp_from_seconds(k * DT_S)
+        stamp = stamp_from_tick(k)
         self._last_cmds = []
         for i in self.controlled:
             msg = AttitudeCommand()
@@ -447,12 +439,12 @@ class FlightController(Node):
         entry = self._pending[k]
         missing = sorted(entry.missing) if entry.missing is not None else [(STATUS, -1)]
         names = ", ".join(f"{vehicle_namespace(i)}/{kind}" if i >= 0 else kind for kind, i in missing)
-        self.get_logger().warning(f"tick {k} (t = {k * DT_S:.2f} s) still waits for: {names or 'nothing'} "
-                                  f"after {now - self._waiting_since:.1f} s")
+        self.get_logger().warning(f"tick {k} (t = {k * BASE_DT_S:.2f} s) still waits for: "
+                                  f"{names or 'nothing'} after {now - self._waiting_since:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(FlightController, argv)
+    return run_node(FlightControllerNode, argv)
 
 
 if __name__ == "__main__":

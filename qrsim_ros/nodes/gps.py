@@ -28,27 +28,15 @@ from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.nodes import markers as viz
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    base_link_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.sensor_messages import (
-    GroundTruthSync,
-    Outgoing,
-    declare_ground_truth_source,
-    navsatfix_message,
-    time_of_tick,
-    velocity_message,
-)
+from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
+from qrsim_ros.ros.node import declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+from qrsim_ros.ros.to_messages import navsatfix_message, velocity_message
 
 
 class GpsNode(Node):
@@ -90,7 +78,7 @@ class GpsNode(Node):
             self.space.step(k)
             if not rx.step(k, x):
                 return []
-        stamp = time_of_tick(k)
+        stamp = stamp_from_tick(k)
         out: Outgoing = []
         for i in np.flatnonzero(present):
             fix = navsatfix_message(stamp, self._frames[i], rx.lla[i], rx.position_variance_ned[i],
@@ -110,7 +98,7 @@ class GpsNode(Node):
         if not self._viz.changed(k * BASE_DT_S, viz.content_key(est)):
             return []
         self._viz_tracks.append(ned_to_enu(est))
-        return [(self._viz_pub, viz.gps_markers(est, self._viz_tracks, MAP_FRAME, time_of_tick(k)))]
+        return [(self._viz_pub, viz.gps_markers(est, self._viz_tracks, MAP_FRAME, stamp_from_tick(k)))]
 
 
 def main() -> int:

@@ -26,20 +26,12 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.sensors.ahars import Ahars
-from qrsim_ros.nodes.common import (
-    QOS_RELIABLE,
-    base_link_frame,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.sensor_messages import (
-    GroundTruthSync,
-    Outgoing,
-    declare_ground_truth_source,
-    imu_messages,
-    time_of_tick,
-)
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
+from qrsim_ros.ros.node import declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+from qrsim_ros.ros.to_messages import imu_messages
 
 
 class ImuNode(Node):
@@ -76,7 +68,7 @@ class ImuNode(Node):
             updated |= orient.step(k, x)
             if not updated:
                 return []
-        msgs = imu_messages(time_of_tick(k), self._frames, np.flatnonzero(present), orient.measurement,
+        msgs = imu_messages(stamp_from_tick(k), self._frames, np.flatnonzero(present), orient.measurement,
                             gyro.measurement, acc_sensor.measurement, orient.variance(), gyro.variance(),
                             acc_sensor.variance())
         return list(zip([self._pubs[i] for i in np.flatnonzero(present)], msgs, strict=True))

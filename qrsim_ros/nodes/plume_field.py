@@ -34,28 +34,17 @@ from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import ContinuingStreams, PlumeModel, build_scenario_plume, plume_wind
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.core.world.wind import MeanWind
-from qrsim_ros.nodes import markers as viz
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    base_link_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.sensor_messages import (
-    GroundTruthSync,
-    Outgoing,
-    concentration_message,
-    declare_ground_truth_source,
-    time_of_tick,
-)
+from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
+from qrsim_ros.ros.node import declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+from qrsim_ros.ros.to_messages import concentration_message
 
 #: Diameter of the source spheres in RViz [m].
 SOURCE_MARKER_SIZE_M = 4.0
@@ -114,7 +103,7 @@ class PlumeFieldNode(Node):
                 out.append((self._field_pub, self._field_cloud(k)))
             if not sensor.step(k, x, self.plume.concentration, t_s=t_s):
                 return out
-        stamp = time_of_tick(k)
+        stamp = stamp_from_tick(k)
         c, var = sensor.concentration, sensor.variance
         out += [(self._pubs[i], concentration_message(stamp, self._frames[i], c[i], var))
                 for i in np.flatnonzero(present)]
@@ -148,13 +137,13 @@ class PlumeFieldNode(Node):
                                    "plume is")
         self._field_viz.changed(k * BASE_DT_S, k)  # the period starts here (a field that moved has changed)
         points, c = self._field_sampler.sample(plume.concentration, plume.c_eps)
-        return viz.field_cloud(ned_to_enu(points), c, MAP_FRAME, time_of_tick(k))
+        return viz.field_cloud(ned_to_enu(points), c, MAP_FRAME, stamp_from_tick(k))
 
     def _marker_array(self, k: int) -> object:
         from visualization_msgs.msg import Marker, MarkerArray
 
         assert self.plume is not None
-        stamp = time_of_tick(k)
+        stamp = stamp_from_tick(k)
         clear = Marker(action=Marker.DELETEALL)
         clear.header.frame_id = MAP_FRAME
         markers = [clear]

@@ -49,7 +49,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
-from qrsim_ros.nodes.common import ParameterError, declare, run_node
+from qrsim_ros.ros.node import ParameterError, declare, run_node
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -64,7 +64,7 @@ CLOCK_TOPIC = "/clock"
 _GATE_TOPICS = re.compile(r"(/ground_truth/odom|^/sim/vehicle_status)$")
 
 
-class Recorder(Node):
+class RecorderNode(Node):
     """Records every discovered topic, serialized, to a SIGKILL-safe rosbag2 bag (module docstring)."""
 
     NODE_NAME = "recorder"
@@ -404,7 +404,7 @@ def _hash_text(type_hash: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(Recorder, argv, events_executor=True)
+    return run_node(RecorderNode, argv, events_executor=True)
 
 
 if __name__ == "__main__":

@@ -59,33 +59,23 @@ from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S, ticks_per_update
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.engine.builders import ContinuingStreams, build_scenario_plume, plume_wind
 from qrsim_ros.core.tasks.rules import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.world.wind import MeanWind
 from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
-from qrsim_ros.nodes import markers as viz
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    Counters,
-    ParameterError,
-    base_link_frame,
-    base_link_frd_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    stamp_from_seconds,
-    tick_from_stamp,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.conversions import quaternions_enu_flu
-from qrsim_ros.nodes.estimated_state import EstimatedStateAssembler
-from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
+from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.node import Counters, ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
+from qrsim_ros.ros.to_messages import quaternions_enu_flu
 from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
 #: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
@@ -96,7 +86,7 @@ PERSON_MARKER_HEIGHT_M = viz.PERSON_MARKER_HEIGHT_M
 MAX_PENDING_TICKS = 100
 
 
-class Referee(Node):
+class RefereeNode(Node):
     """The task's rules, the persons area and the mouse (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -265,7 +255,10 @@ class Referee(Node):
         self._try(k)
 
     def _on_fix(self, i: int, msg: NavSatFix) -> None:
-        k = tick_from_stamp(msg.header.stamp)
+        k = tick_of_stamp(msg.header.stamp)
+        if k is None:
+            self.counters.count("stamps_off_grid")
+            return
         self._fixes.setdefault(k, {})[i] = msg
         self._try(k)
 
@@ -282,8 +275,11 @@ class Referee(Node):
             return
         u = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])  # as vehicle_dynamics clamps
         self._controls_latest[i] = u
+        k = tick_of_stamp(msg.header.stamp)
+        if k is None:  # not on the tick grid: only the latest command counts
+            return
         hist = self._controls_by_tick[i]
-        hist[tick_from_stamp(msg.header.stamp)] = u
+        hist[k] = u
         while len(hist) > MAX_PENDING_TICKS:
             del hist[min(hist)]
 
@@ -389,7 +385,7 @@ class Referee(Node):
 
     def _publish_status(self, k: int) -> None:
         msg = TaskStatus()
-        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.stamp = stamp_from_tick(k)
         msg.header.frame_id = MAP_FRAME
         msg.scenario = self.scenario.name
         msg.step = self.step_count
@@ -416,7 +412,7 @@ class Referee(Node):
         assert isinstance(self.task, CatsMouseTask) and self.mouse is not None
         v_ne = self.task.environment_actions(ex)[self.mouse]
         msg = TwistStamped()
-        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.stamp = stamp_from_tick(k)
         msg.header.frame_id = MAP_FRAME
         v = ned_to_enu(np.array([v_ne[0], v_ne[1], 0.0]))
         msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(c) for c in v)
@@ -430,7 +426,7 @@ class Referee(Node):
         terrain = self.area.terrain
         geo = terrain.geometry
         msg = OccupancyGrid()
-        msg.header.stamp = stamp_from_seconds(k * BASE_DT_S)
+        msg.header.stamp = stamp_from_tick(k)
         msg.header.frame_id = MAP_FRAME
         msg.info.map_load_time = msg.header.stamp
         msg.info.resolution = float(geo.cell_size_m)
@@ -456,7 +452,7 @@ class Referee(Node):
             return
         self._last_markers = key
         self._markers_tick = k
-        stamp = stamp_from_seconds(k * BASE_DT_S)
+        stamp = stamp_from_tick(k)
         self._markers_pub.publish(viz.persons_markers(centres, found, self.area.person_size_m, MAP_FRAME,
                                                       stamp))
 
@@ -503,14 +499,14 @@ class Referee(Node):
             # the targets of the terminal reward (GenericTask): the start points, or the waypoint
             targets = (np.asarray(task.waypoint_ned, float).reshape(1, 3) if task.type == "goto_waypoint"
                        else np.asarray(x, float)[:, 0:3])
-            stamp = stamp_from_seconds(self.tick * BASE_DT_S)
+            stamp = stamp_from_tick(self.tick)
             self._markers_pub.publish(viz.target_markers(targets, MAP_FRAME, stamp))
 
     def _publish_paths(self, k: int, x: Array, valid: Array) -> None:
         key = viz.content_key(np.where(valid[:, None], x[:, 0:3], np.nan))
         if not self._path_viz.changed(k * BASE_DT_S, key):
             return
-        stamp = stamp_from_seconds(k * BASE_DT_S)
+        stamp = stamp_from_tick(k)
         vehicles = np.flatnonzero(valid).tolist()
         self._paths.append(stamp, ned_to_enu(x[:, 0:3]), quaternions_enu_flu(x), vehicles)
         for i in vehicles:
@@ -522,7 +518,7 @@ class Referee(Node):
         text = viz.task_status_text(self._last_status)
         if self._text_viz.changed(k * BASE_DT_S, text):
             self._text_pub.publish(viz.text_markers(text, self._text_anchor, self._text_height_m, MAP_FRAME,
-                                                    stamp_from_seconds(k * BASE_DT_S)))
+                                                    stamp_from_tick(k)))
 
     def _publish_labels(self, k: int, x: Array, valid: Array) -> None:
         """Cats and mouse: labels above the vehicles (those still valid) and a sphere on the mouse."""
@@ -533,7 +529,7 @@ class Referee(Node):
         labels = [f"cat {i + 1}" for i in range(self.num_vehicles)]
         labels[self.mouse] = "mouse"
         self._markers_pub.publish(viz.vehicle_label_markers(pos, labels, MAP_FRAME,
-                                                            stamp_from_seconds(k * BASE_DT_S),
+                                                            stamp_from_tick(k),
                                                             highlight=self.mouse))
 
     # --- services -----------------------------------------------------------------------------------
@@ -595,7 +591,7 @@ class Referee(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(Referee, argv)
+    return run_node(RefereeNode, argv)
 
 
 if __name__ == "__main__":

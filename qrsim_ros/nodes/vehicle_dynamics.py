@@ -73,33 +73,21 @@ from tf2_msgs.msg import TFMessage
 
 from qrsim_ros.core.common.frames import dcm_from_state, enu_to_ned, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_CLOCK,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    ParameterError,
-    base_link_frame,
-    base_link_frd_frame,
-    declare,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.conversions import (
-    TICK_NS,
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.node import ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
+from qrsim_ros.ros.to_messages import (
     accel_message,
     fill_ground_truth,
     float64_array,
     odometry_message,
-    stamp_from_tick,
-    stamp_ns,
     static_transforms,
     transform,
 )
@@ -120,7 +108,7 @@ BURST_S = 0.01
 FINAL_ACK_S = 2.0
 
 
-class VehicleDynamics(Node):
+class VehicleDynamicsNode(Node):
     """The fleet's integrator and the simulation clock (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -579,7 +567,7 @@ class VehicleDynamics(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(VehicleDynamics, argv)
+    return run_node(VehicleDynamicsNode, argv)
 
 
 if __name__ == "__main__":

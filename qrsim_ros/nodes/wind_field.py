@@ -40,24 +40,18 @@ from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.world.turbulence import DrydenTurbulence
 from qrsim_ros.core.world.wind import MeanWind
-from qrsim_ros.nodes import markers as viz
-from qrsim_ros.nodes.common import (
-    MAP_FRAME,
-    QOS_LATCHED,
-    QOS_RELIABLE,
-    declare,
-    declare_scenario,
-    run_node,
-    vehicle_namespace,
-)
-from qrsim_ros.nodes.conversions import stamp_from_tick
-from qrsim_ros.nodes.sensor_messages import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
+from qrsim_ros.ros.node import declare, declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
 
 
-class WindField(Node):
+class WindFieldNode(Node):
     """Mean wind + Dryden turbulence for all vehicles; publishes ``uavN/wind`` every tick."""
 
     def __init__(self) -> None:
@@ -117,7 +111,7 @@ class WindField(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_node(WindField, argv)
+    return run_node(WindFieldNode, argv)
 
 
 if __name__ == "__main__":

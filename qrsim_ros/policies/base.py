@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, A
 
     attitude: the Pelican's input limits (pitch/roll ±0.9 rad, throttle 0..1, yaw rate ±4.5 rad/s,
     battery 9..12 V); velocity / velocity_height: north and east ±3 sqrt(2) m/s, down ±3 m/s. The velocity
-    loops clamp each *body* component at 3 m/s (controllers.MAX_SPEED_MS), so the velocities they follow
+    loops clamp each *body* component at 3 m/s (controllers.MAX_SPEED_MPS), so the velocities they follow
     form a square of side 6 m/s turned by the heading; its NED bounding box is ±3 sqrt(2) (reached along
     a body diagonal); commands outside the square are clamped per body component by the loop.
     waypoint: the flight area (NED, m) and a heading in [-pi, pi] rad.
@@ -181,7 +181,7 @@ def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, A
     if mode == "attitude":
         return CONTROL_LIMITS[:, 0].copy(), CONTROL_LIMITS[:, 1].copy()
     if mode in ("velocity", "velocity_height"):
-        high = np.array([math.sqrt(2.0) * MAX_SPEED_MS] * 2 + [MAX_SPEED_MS])[: len(CONTROL_MODES[mode])]
+        high = np.array([math.sqrt(2.0) * MAX_SPEED_MPS] * 2 + [MAX_SPEED_MPS])[: len(CONTROL_MODES[mode])]
         return -high, high
     if mode == "waypoint":
         lim = np.asarray(area_limits_ned, float)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 STANDOFF_GAIN_PER_S = 0.5  #: velocity per metre of stand-off error [1/s]
@@ -33,7 +33,7 @@ SEPARATION_GAIN_MPS = 3.0  #: repulsion between two cats at zero distance [m/s]
 class Pursuit:
     """Velocity commands of the cats towards the mouse's predicted position (see the module docstring)."""
 
-    def __init__(self, view: AutopilotView, speed_mps: float = MAX_SPEED_MS, standoff_m: float = 5.0,
+    def __init__(self, view: AutopilotView, speed_mps: float = MAX_SPEED_MPS, standoff_m: float = 5.0,
                  separation_m: float = 8.0) -> None:
         spec = view.action_spec
         self.rows = np.asarray(spec["vehicles"], int)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 CHANGE_PERIOD_S = 10.0  #: the example changes direction every 10 steps of 1 s
@@ -36,7 +36,7 @@ class RandomSearch:
         self.every = max(1, round(CHANGE_PERIOD_S / view.task.dt_s))
         self.limits = np.asarray(view.area_limits_ned, float)
         self.keep_inside = keep_inside
-        self.margin_m = 5.0 * MAX_SPEED_MS if margin_m is None else float(margin_m)
+        self.margin_m = 5.0 * MAX_SPEED_MPS if margin_m is None else float(margin_m)
         self.direction = np.zeros((len(self.rows), 2))
         self.waypoints = np.zeros((len(self.rows), 4))
         self.calls = 0
@@ -58,7 +58,7 @@ class RandomSearch:
             if mode == "waypoint":
                 a[r, 0:4] = self.waypoints[r]
             else:
-                a[r, 0:2] = MAX_SPEED_MS * self.direction[r]
+                a[r, 0:2] = MAX_SPEED_MPS * self.direction[r]
         return a
 
     def _reflect(self, pos_ne: Array) -> None:

@@ -4,7 +4,7 @@ Lanes. Each vehicle gets a strip of the search region (the area shrunk by ``marg
 side: the persons are placed in the central 80 %, ``area.PERSONS_CENTRAL_FRACTION``), strips split
 along east and assigned by the vehicles' east positions. Inside its strip a vehicle flies parallel lanes
 along a body diagonal (heading +- 45 deg): the velocity loop clamps each *body* component at 3 m/s
-(controllers.MAX_SPEED_MS), so along a diagonal it flies sqrt(2) x 3 = 4.24 m/s, and the camera
+(controllers.MAX_SPEED_MPS), so along a diagonal it flies sqrt(2) x 3 = 4.24 m/s, and the camera
 footprint (1280 x 960 px, f = 2280 px: 25.3 m x 19.0 m at 45 m) is widest across the track. The lane
 spacing is the footprint's width across the track, computed by projecting the image corners onto the
 ground (z = 0) for a level vehicle at the search height (camera f, c and mounting), times
@@ -45,7 +45,7 @@ import numpy as np
 
 from qrsim_ros.core.common.validation import ConfigError, in_range, non_negative, positive
 from qrsim_ros.core.sensors.camera_geometry import CameraGeometry
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MS
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 #: Persons lie in this central fraction of the area (``area.PERSONS_CENTRAL_FRACTION``); the lanes
@@ -264,7 +264,7 @@ class SearchPattern:
         self.ground_z = float(view.area_limits_ned[5])
         self.search_height_m = (self.p.search_height_m if self.p.search_height_m is not None
                                 else self.ground_z - view.task.start_z_ned_m)
-        self.speed_mps = self.p.speed_mps if self.p.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MS
+        self.speed_mps = self.p.speed_mps if self.p.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
         self.dt_s = float(view.task.dt_s)
         self.map = EvidenceMap(view.area_limits_ned, 0.5 * view.camera_params.person_size_m)
         self.camera = view.camera_params
@@ -337,7 +337,7 @@ class SearchPattern:
         err = target_ne - pos_ne
         dist = float(np.linalg.norm(err))
         v_ne = err / dist * min(speed_mps, g * dist) if dist > 1e-9 else np.zeros(2)
-        vd = float(np.clip(-g * (target_height_m - height_m), -MAX_SPEED_MS, MAX_SPEED_MS))
+        vd = float(np.clip(-g * (target_height_m - height_m), -MAX_SPEED_MPS, MAX_SPEED_MPS))
         return np.array([v_ne[0], v_ne[1], vd])
 
     def __call__(self, view: AutopilotView) -> Array:
@@ -429,7 +429,7 @@ class SearchPattern:
         dist = float(np.linalg.norm(err))
         v_ne = err / dist * self.speed_mps if dist > 1e-9 else np.zeros(2)
         vd = float(np.clip(-self.p.position_gain_per_s * (self.search_height_m - height),
-                           -MAX_SPEED_MS, MAX_SPEED_MS))
+                           -MAX_SPEED_MPS, MAX_SPEED_MPS))
         return np.array([v_ne[0], v_ne[1], vd])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.controllers import WaypointPID
 from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
 from qrsim_ros.policies.base import Array, AutopilotView, action_bounds

@@ -83,6 +83,11 @@ def frd_to_flu(v_frd: ArrayLike) -> Array:
 
 flu_to_frd = frd_to_flu
 
+#: The same axis maps as matrices: the columns of R_ENU_NED are the NED axes in ENU, those of R_FLU_FRD
+#: the FRD axes in FLU (each matrix is its own inverse).
+R_ENU_NED = np.stack([ned_to_enu(e) for e in np.eye(3)], axis=1)
+R_FLU_FRD = np.stack([frd_to_flu(e) for e in np.eye(3)], axis=1)
+
 
 #: Quaternions (x, y, z, w) of the fixed frame changes: ENU <- NED is a half turn about (x + y)/sqrt 2,
 #: FRD <- FLU a half turn about x.
@@ -130,3 +135,29 @@ def rotation_matrix_to_quaternion(r: ArrayLike) -> Array:
     q = Rotation.from_matrix(r.reshape(-1, 3, 3)).as_quat()
     q = np.where(q[:, 3:4] < 0, -q, q)
     return q.reshape((*r.shape[:-2], 4))
+
+
+def quaternion_enu_flu_to_euler_ned_frd(q_xyzw: ArrayLike) -> Array:
+    """ZYX Euler angles ``[phi, theta, psi]`` (..., 3) [rad] of the FRD body in the NED world, from
+    quaternions (..., 4) ``(x, y, z, w)`` of the FLU body in the ENU world (sensor_msgs/Imu,
+    nav_msgs/Odometry, geometry_msgs/Pose).
+
+    The inverse of ``euler_ned_frd_to_quaternion_enu_flu``: ``R_ned_frd = R_ENU_NED R_enu_flu R_FLU_FRD`` and
+    the angles of ``dcm = R_ned_frd^T`` (``dcm_ned_to_body``): ``phi = atan2(d12, d22)``,
+    ``theta = -asin(d02)``, ``psi = atan2(d01, d00)`` (psi in (-pi, pi]). Quaternions need not be unit
+    (they are normalised); a zero or non-finite quaternion gives NaN angles.
+    """
+    from scipy.spatial.transform import Rotation
+
+    q = np.asarray(q_xyzw, float)
+    flat = q.reshape(-1, 4)
+    norm = np.linalg.norm(flat, axis=1)
+    ok = np.isfinite(norm) & (norm > 1e-12)
+    out = np.full((flat.shape[0], 3), np.nan)
+    if ok.any():
+        r_enu_flu = Rotation.from_quat(flat[ok] / norm[ok, None]).as_matrix()
+        dcm = np.swapaxes(R_ENU_NED @ r_enu_flu @ R_FLU_FRD, -1, -2)  # NED -> body FRD
+        out[ok, 0] = np.arctan2(dcm[:, 1, 2], dcm[:, 2, 2])
+        out[ok, 1] = -np.arcsin(np.clip(dcm[:, 0, 2], -1.0, 1.0))
+        out[ok, 2] = np.arctan2(dcm[:, 0, 1], dcm[:, 0, 0])
+    return out.reshape((*q.shape[:-1], 3))

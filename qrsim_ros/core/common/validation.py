@@ -10,8 +10,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: The simulator's base step [s]; every rate in QRSim is a multiple of it (spec 1.1, 1.5).
-BASE_DT_S = 0.02
+from qrsim_ros.core.common.ticks import BASE_DT_S
 
 
 class ConfigError(ValueError):

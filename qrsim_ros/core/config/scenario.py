@@ -36,6 +36,7 @@ from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
+from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES
 from qrsim_ros.core.world.area import PersonsAreaParams
 from qrsim_ros.core.world.turbulence import TurbulenceParams
 from qrsim_ros.core.world.wind import MeanWindParams
@@ -44,13 +45,6 @@ TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "c
               "search_rescue", "plume")
 AREA_TYPES = ("box", "box_with_persons")
 PLUME_TYPES = ("gaussian", "gaussian_dispersion", "gaussian_puff")
-#: How an agent's action drives a vehicle (QRSim's three inputs, spec 6/7), with the action columns.
-CONTROL_MODES: dict[str, tuple[str, ...]] = {
-    "attitude": ("pitch_rad", "roll_rad", "throttle", "yaw_rate_rads", "battery_v"),
-    "velocity": ("vn_mps", "ve_mps", "vd_mps"),
-    "velocity_height": ("vn_mps", "ve_mps"),
-    "waypoint": ("north_m", "east_m", "down_m", "heading_rad"),
-}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Builders: a scenario's models made from the typed scenario, identically in every process.
+"""Builders: every model of a scenario made from the typed scenario, identically in every process.
+
+The in-process Simulator builds all of them, each ROS node the one it wraps, with the same named
+random streams (``RandomStreams(seed)``), so a lockstep graph reproduces the Simulator.
 
 ``build_fleet(scenario, streams)``: the ``PelicanFleet`` with the scenario's vehicle parameters (mass, state
 limits from the area and the rate/velocity limits, collision distance, dynamic noise) and one dynamic-noise
@@ -20,16 +23,22 @@ Frames and units: NED [m] in the flight-area frame, seconds of simulated time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import Scenario
+from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.sensors.camera import CameraWithClassifier
+from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
 from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams
+from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
+from qrsim_ros.core.world.turbulence import DrydenTurbulence
 from qrsim_ros.core.world.wind import MeanWind
 
 #: Height at which QRSim evaluates the mean wind for the plume models [m] (spec 4.4).
@@ -139,3 +148,57 @@ def build_fleet(scenario: Scenario, streams: RandomStreams) -> PelicanFleet:
     """The scenario's fleet with its dynamic-noise streams (see the module docstring); vehicles unplaced."""
     n = scenario.num_vehicles
     return PelicanFleet(n, fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n))
+
+
+# --- the world ---------------------------------------------------------------------------------
+
+def build_area(scenario: Scenario, streams: RandomStreams) -> BoxArea:
+    """The flight area: ``BoxWithPersonsArea`` (terrain and persons, search and rescue) or ``BoxArea``."""
+    if scenario.area.type == "box_with_persons":
+        return BoxWithPersonsArea(scenario.num_vehicles, scenario.persons_area_params(), streams)
+    return BoxArea(scenario.area_limits_ned, scenario.origin)
+
+
+def build_mean_wind(scenario: Scenario, streams: RandomStreams) -> MeanWind:
+    """The mean wind field (shared by every vehicle)."""
+    return MeanWind.from_params(scenario.wind, streams)
+
+
+def build_turbulence(scenario: Scenario, streams: RandomStreams) -> DrydenTurbulence:
+    """Dryden turbulence, one filter per vehicle."""
+    return DrydenTurbulence(scenario.num_vehicles, scenario.vehicle.turbulence, streams)
+
+
+# --- the sensors -------------------------------------------------------------------------------
+
+def build_ahars(scenario: Scenario, streams: RandomStreams) -> Ahars:
+    """Accelerometer, gyroscope, orientation estimator and altimeter of every vehicle."""
+    return Ahars(scenario.num_vehicles, scenario.vehicle.ahars, streams)
+
+
+def build_gps(scenario: Scenario, streams: RandomStreams) -> tuple[GpsSpaceSegment, GpsReceiver]:
+    """The GPS space segment (shared) and every vehicle's receiver."""
+    space = GpsSpaceSegment(scenario.gps, streams)
+    receiver = GpsReceiver(scenario.num_vehicles, space, scenario.vehicle.gps_receiver, streams,
+                           origin=scenario.origin)
+    return space, receiver
+
+
+def has_camera(scenario: Scenario) -> bool:
+    """Whether the scenario flies the camera with person classifier (search and rescue, camera on)."""
+    return scenario.vehicle.camera.on and scenario.task.type == "search_rescue"
+
+
+def build_camera(scenario: Scenario, streams: RandomStreams) -> CameraWithClassifier | None:
+    """Every vehicle's camera with person classifier (sized for the area's persons), or None."""
+    if not has_camera(scenario):
+        return None
+    params = replace(scenario.vehicle.camera, person_size_m=scenario.area.person_size_m)
+    return CameraWithClassifier(scenario.num_vehicles, params, streams)
+
+
+def build_plume_sensor(scenario: Scenario, streams: RandomStreams) -> PlumeSensor | None:
+    """Every vehicle's plume sensor (plume tasks), or None."""
+    if scenario.task.type != "plume":
+        return None
+    return PlumeSensor(scenario.num_vehicles, scenario.vehicle.plume_sensor, streams)

@@ -29,32 +29,32 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S, ticks_per_update
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import CONTROL_MODES, Scenario, load_scenario
-from qrsim_ros.core.engine.builders import (  # noqa: F401 (PLUME_WIND_HEIGHT_M: re-exported)
-    PLUME_WIND_HEIGHT_M,
-    ContinuingStreams,
+from qrsim_ros.core.engine.builders import (
+    build_ahars,
+    build_camera,
     build_fleet,
-    build_scenario_plume,
-    plume_wind,
+    build_gps,
+    build_mean_wind,
+    build_plume_sensor,
+    build_turbulence,
 )
-from qrsim_ros.core.sensors.ahars import Ahars
-from qrsim_ros.core.sensors.camera import CameraObservation, CameraWithClassifier
-from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
-from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
-from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, PlumeTask, Task, initial_placement, make_task
-from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.engine.world import ScenarioWorld
+from qrsim_ros.core.sensors.camera import CameraObservation
+from qrsim_ros.core.tasks.episode import Episode
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
+from qrsim_ros.core.vehicles.estimated_state import (
+    ZERO_COLUMNS,
+    empty_estimated_state,
+    fill_estimated_state,
+)
+from qrsim_ros.core.vehicles.fleet_control import TARGET_WIDTH, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
-from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
-from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
-from qrsim_ros.core.world.turbulence import DrydenTurbulence
-from qrsim_ros.core.world.wind import MeanWind
+from qrsim_ros.core.world.area import BoxArea
 
 Array = NDArray[np.float64]
-
-#: Width of the estimated state eX (spec 2.1).
-ESTIMATED_STATE_SIZE = 20
 
 
 class ActionError(ValueError):
@@ -69,7 +69,6 @@ class Simulator:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.num_vehicles = scenario.num_vehicles
-        self.ticks_per_task_step = ticks_per_update("task.dt_s", scenario.task.dt_s)
         self._build(RandomStreams(scenario.seed))
         self.reset()
 
@@ -83,51 +82,31 @@ class Simulator:
     # --- construction ---------------------------------------------------------------------------
     def _build(self, streams: RandomStreams) -> None:
         sc, n = self.scenario, self.num_vehicles
-        v = sc.vehicle
         self.streams = streams
         self.seed_entropy = streams.entropy
-        limits = sc.area_limits_ned
-        # environment (shared)
-        self.gps_space = GpsSpaceSegment(sc.gps, streams)
-        self.wind = MeanWind.from_params(sc.wind, streams)
-        if sc.area.type == "box_with_persons":
-            self.area: BoxArea = BoxWithPersonsArea(n, sc.persons_area_params(), streams)
-        else:
-            self.area = BoxArea(limits, sc.origin)
-        self.plume: GaussianPlume | GaussianDispersionPlume | GaussianPuffPlume | None = None
-        self.plume_locations = np.zeros((0, 3))
-        self.plume_reference_samples = np.zeros((0, 0))
-        # vehicles
+        # environment (shared): GPS space segment, wind, then the area and plume of every episode
+        self.gps_space, self.gps = build_gps(sc, streams)
+        self.wind = build_mean_wind(sc, streams)
+        self.world = ScenarioWorld(sc, streams, wind=self.wind)
+        # vehicles and their sensors
         self.fleet = build_fleet(sc, streams)
-        self.turbulence = DrydenTurbulence(n, v.turbulence, streams)
-        self.ahars = Ahars(n, v.ahars, streams)
-        self.gps = GpsReceiver(n, self.gps_space, v.gps_receiver, streams, origin=sc.origin)
-        uses_camera = v.camera.on and sc.task.type == "search_rescue"
-        camera = replace(v.camera, person_size_m=sc.area.person_size_m)
-        self.camera = CameraWithClassifier(n, camera, streams) if uses_camera else None
-        self.plume_sensor = PlumeSensor(n, v.plume_sensor, streams) if sc.task.type == "plume" else None
-        self.task: Task = make_task(self)
-        # per-vehicle control: one controller per mode, over the vehicles in that mode
-        modes = sc.control_modes()
-        self.control_modes = modes
-        self._mode_rows = {
-            m: np.array([i for i, mm in enumerate(modes) if mm == m], int) for m in CONTROL_MODES
-        }
+        self.turbulence = build_turbulence(sc, streams)
+        self.ahars = build_ahars(sc, streams)
+        self.camera = build_camera(sc, streams)
+        self.plume_sensor = build_plume_sensor(sc, streams)
+        # the task's episode and the vehicles' control modes
+        self.episode = Episode(sc, self.world.area)
+        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
+        self.control_modes = list(self.fleet_control.modes)
         agent_rows = self.task.agent_vehicles
-        agent_modes = [modes[i] for i in agent_rows]
+        agent_modes = [self.control_modes[i] for i in agent_rows]
         self._action_width = max(len(CONTROL_MODES[m]) for m in agent_modes)
         self._action_rows_by_mode = {
             m: np.array([r for r, mm in enumerate(agent_modes) if mm == m], int)
             for m in dict.fromkeys(agent_modes)
         }
-        self._controllers = {
-            "velocity": VelocityPID(max(1, len(self._mode_rows["velocity"]))),
-            "velocity_height": VelocityHeightPID(max(1, len(self._mode_rows["velocity_height"]))),
-            "waypoint": WaypointPID(max(1, len(self._mode_rows["waypoint"]))),
-        }
         self._task_rng = streams.get(PLACEMENT_STREAM)
-        self._plume_rng = ContinuingStreams(streams)
-        self._ex = np.full((n, ESTIMATED_STATE_SIZE), np.nan)
+        self._ex = empty_estimated_state(n)
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -137,20 +116,11 @@ class Simulator:
             self._build(RandomStreams(int(seed)))
         sc = self.scenario
         self.tick = 0
-        self.step_count = 0
-        self.total_reward = 0.0
-        self.last_reward = 0.0
-        self.done = False
-        self.done_reason = ""
-        self.plume_reward: float | None = None
-        # environment in creation order: GPS space segment, wind, area (spec 1.3)
+        # environment in creation order: GPS space segment, wind, area and plume (spec 1.3)
         self.gps_space.reset(0)
         self.wind.reset()
-        self.area.reset()
-        if isinstance(self.area, BoxWithPersonsArea) and sc.area.persons_ned is not None:
-            self.area.set_persons(np.asarray(sc.area.persons_ned, float))
-        if sc.task.type == "plume":
-            self._reset_plume()
+        self.world.new_episode()
+        self.episode.set_plume_reference(self.world.plume_reference_samples)
         # vehicles (the task's placement, shared with the vehicle_dynamics node)
         x0, self._headings = initial_placement(self.task, self._task_rng)
         try:
@@ -166,17 +136,9 @@ class Simulator:
             self.camera.reset(x)
         if self.plume_sensor is not None:
             self.plume_sensor.reset(x, concentration=self.plume.concentration, t_s=0.0)
-        for c in self._controllers.values():
-            c.reset()
+        self.fleet_control.reset()
         self._assemble_estimated_state()
-        self.task.reset()
-
-    def _reset_plume(self) -> None:
-        # one builder shared with the plume_field node (and the referee): same streams, same plume
-        world = build_scenario_plume(self.scenario, *plume_wind(self.wind), self._plume_rng)
-        self.plume = world.plume
-        self.plume_locations = world.locations_ned
-        self.plume_reference_samples = world.reference_samples
+        self.episode.begin(x, self.fleet.valid)
 
     # --- stepping ---------------------------------------------------------------------------------
     @property
@@ -199,17 +161,9 @@ class Simulator:
         if self.done:
             raise RuntimeError("the episode is over (done); call reset()")
         targets = self._parse_actions(actions)
-        n_ticks = self.ticks_per_task_step
-        for _ in range(n_ticks):
+        for _ in range(self.ticks_per_task_step):
             self._tick(targets)
-        self.step_count += 1
-        last = self.step_count >= self.scenario.task.duration_steps
-        reward = self.task.step_reward(last)
-        self.last_reward = reward
-        self.total_reward += reward
-        self.done_reason = self.task.done_reason()
-        self.done = bool(self.done_reason)
-        return reward
+        return self.episode.end_step()
 
     def _parse_actions(self, actions: ArrayLike) -> Array:
         rows = self.task.agent_vehicles
@@ -221,7 +175,7 @@ class Simulator:
         if a.ndim != 2 or a.shape[0] != len(rows) or a.shape[1] < spec_width:
             raise ActionError(f"actions must have shape ({len(rows)}, {spec_width}) "
                               f"(one row per agent-controlled vehicle), got {a.shape}")
-        full = np.full((self.num_vehicles, 5), np.nan)
+        full = np.full((self.num_vehicles, TARGET_WIDTH), np.nan)
         live = self.fleet.valid[rows]
         for mode, action_rows in self._action_rows_by_mode.items():
             width = len(CONTROL_MODES[mode])
@@ -250,65 +204,42 @@ class Simulator:
         valid = self.fleet.valid
         self.gps_space.step(k)
         self.area.step(k, x, valid)
-        if self.plume is not None:
-            self.plume.step(k)
+        plume = self.world.plume
+        if plume is not None:
+            plume.step(k)
         controls = self._controls(targets)
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
         self.fleet.step(controls, wind_body)
         x = self.fleet.state
         valid = self.fleet.valid
+        self.episode.observe(x, valid)
         self.ahars.step(k, x, self.fleet.accel_body)
         self.gps.step(k, x)
-        if self.camera is not None and isinstance(self.area, BoxWithPersonsArea):
-            self.camera.step(k, x, valid, self.area.persons_position_ned, self.area.terrain_class_at)
-        if self.plume_sensor is not None:
-            self.plume_sensor.step(k, x, self.plume.concentration, t_s=k * self.dt_s)
+        persons = self.world.persons_area
+        if self.camera is not None and persons is not None:
+            self.camera.step(k, x, valid, persons.persons_position_ned, persons.terrain_class_at)
+        if self.plume_sensor is not None and plume is not None:
+            self.plume_sensor.step(k, x, plume.concentration, t_s=k * self.dt_s)
         self._assemble_estimated_state()
-        self.task.on_tick(controls)
+        self.episode.on_tick(controls)
 
     def _controls(self, targets: Array) -> Array:
-        """Controls (N, 5) for this tick: raw rows pass through, the others go through their PID."""
-        n = self.num_vehicles
-        u = np.zeros((n, 5))
-        u[:, 2] = 0.59
-        u[:, 4] = 12.0
-        ex = self._ex
-        for i, a in self.task.environment_actions(ex).items():
+        """Controls (N, 5) for this tick: the task's own vehicles (the mouse) get the task's actions, then
+        every vehicle goes through its mode (``FleetControl``)."""
+        for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
-        invalid = ~self.fleet.valid
-        for mode, rows in self._mode_rows.items():
-            if rows.size == 0:
-                continue
-            t = targets[rows]
-            if mode == "attitude":
-                u[rows] = np.where(invalid[rows, None], u[rows], t)
-                continue
-            t = np.where(invalid[rows, None], 0.0, t)  # invalid vehicles: zero targets, as QRSim
-            e = ex[rows]
-            c = self._controllers[mode]
-            if mode == "velocity":
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], self._headings[rows])
-            elif mode == "velocity_height":
-                z = np.full(rows.size, self.scenario.task.flight_z_ned_m)
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:2], z, self._headings[rows])
-            else:
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
-        return u
+        return self.fleet_control.controls(targets, self._ex, self.fleet.valid, self._headings)
 
     def _assemble_estimated_state(self) -> None:
-        """eX (spec 2.1): GPS position | orientation | 0 0 0 | gyro | 0 | accel | height | GPS vel n e |
-        vertical speed; NaN for invalid vehicles."""
+        """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
         ex = self._ex
-        ex[:, 0:3] = self.gps.position_ned
-        ex[:, 3:6] = self.ahars.orientation
-        ex[:, 6:9] = 0.0
-        ex[:, 9:12] = self.ahars.angular_velocity
-        ex[:, 12] = 0.0
-        ex[:, 13:16] = self.ahars.acceleration
-        ex[:, 16] = self.ahars.height_m
-        ex[:, 17:19] = self.gps.velocity_ned[:, 0:2]
-        ex[:, 19] = self.ahars.vertical_speed_mps
+        ex[:, ZERO_COLUMNS] = 0.0
+        fill_estimated_state(ex, position_ned=self.gps.position_ned, euler=self.ahars.orientation,
+                             angular_velocity_frd=self.ahars.angular_velocity,
+                             specific_force_frd=self.ahars.acceleration, height_m=self.ahars.height_m,
+                             ground_velocity_ne=self.gps.velocity_ned[:, 0:2],
+                             vertical_speed_mps=self.ahars.vertical_speed_mps)
         ex[~self.fleet.valid] = np.nan
 
     # --- accessors ----------------------------------------------------------------------------------
@@ -332,7 +263,23 @@ class Simulator:
 
     def reward(self) -> float:
         """Reward of the last task step (0 before the first)."""
-        return self.last_reward
+        return self.episode.last_reward
+
+    # the episode's state (``Episode``) and the world's (``ScenarioWorld``), read-only
+    task: Task = property(lambda self: self.episode.task)  # type: ignore[assignment]
+    ticks_per_task_step: int = property(  # type: ignore[assignment]
+        lambda self: self.episode.ticks_per_task_step)
+    step_count: int = property(lambda self: self.episode.step_count)  # type: ignore[assignment]
+    last_reward: float = property(lambda self: self.episode.last_reward)  # type: ignore[assignment]
+    total_reward: float = property(lambda self: self.episode.total_reward)  # type: ignore[assignment]
+    done: bool = property(lambda self: self.episode.done)  # type: ignore[assignment]
+    done_reason: str = property(lambda self: self.episode.done_reason)  # type: ignore[assignment]
+    plume_reward: float | None = property(lambda self: self.episode.plume_reward)  # type: ignore[assignment]
+    area: BoxArea = property(lambda self: self.world.area)  # type: ignore[assignment]
+    plume = property(lambda self: self.world.plume)
+    plume_locations: Array = property(lambda self: self.world.plume_locations_ned)  # type: ignore[assignment]
+    plume_reference_samples: Array = property(  # type: ignore[assignment]
+        lambda self: self.world.plume_reference_samples)
 
     def camera_observations(self) -> list[CameraObservation | None]:
         """The latest camera observation of every vehicle (search and rescue), None before the first."""
@@ -346,7 +293,4 @@ class Simulator:
 
     def submit_plume_estimates(self, estimates: ArrayLike) -> float:
         """Plume tasks: the reward of estimates (K, M) at ``plume_locations`` (0 is perfect)."""
-        if not isinstance(self.task, PlumeTask):
-            raise RuntimeError("only plume tasks take concentration estimates")
-        self.plume_reward = self.task.evaluate(np.asarray(estimates, float))
-        return self.plume_reward
+        return self.episode.evaluate_plume(estimates)

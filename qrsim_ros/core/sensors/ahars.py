@@ -48,14 +48,8 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals, ou_coefficients
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import (
-    BASE_DT_S,
-    ConfigError,
-    finite,
-    non_negative,
-    positive,
-    ticks_per_update,
-)
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError, finite, non_negative, positive, ticks_per_update
 from qrsim_ros.core.vehicles.pelican import G_MS2
 
 #: QRSim spins the Gauss-Markov processes up for randi(1..1000) iterations at every reset (spec 3.1).

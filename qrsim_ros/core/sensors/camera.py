@@ -33,14 +33,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import (
-    BASE_DT_S,
-    ConfigError,
-    in_range,
-    positive,
-    shape,
-    ticks_per_update,
-)
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError, in_range, positive, shape, ticks_per_update
 from qrsim_ros.core.sensors.camera_geometry import FRAME_NON_FINITE_STATE, FRAME_OK, CameraGeometry
 from qrsim_ros.core.sensors.obs_model import OBS_MODELS
 

@@ -49,14 +49,8 @@ from qrsim_ros.core.common.geodesy import (
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import (
-    BASE_DT_S,
-    ConfigError,
-    finite,
-    non_negative,
-    positive,
-    ticks_per_update,
-)
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError, finite, non_negative, positive, ticks_per_update
 from qrsim_ros.core.sensors.gps_orbits import (
     NominalConstellation,
     OrbitProvider,

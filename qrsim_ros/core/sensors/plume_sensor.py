@@ -23,7 +23,8 @@ from numpy.typing import ArrayLike
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import BASE_DT_S, ConfigError, finite, non_negative, ticks_per_update
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError, finite, non_negative, ticks_per_update
 
 #: A concentration field: NED points (M, 3) [m] and time [s] -> concentrations (M,).
 ConcentrationField = Callable[[Array, float], ArrayLike]

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
-from qrsim_ros.core.common.validation import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
 
 if TYPE_CHECKING:

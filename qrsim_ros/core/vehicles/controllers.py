@@ -1,7 +1,7 @@
 """QRSim's discrete PID flight controllers, vectorised over vehicles (spec section 6).
 
 Every controller holds per-vehicle PID state (arrays with a leading vehicle axis), is advanced once
-per control step of ``dt_s`` (default ``pelican.DT_S`` = 0.02 s) by ``compute(...)`` and returns SI
+per control step of ``dt_s`` (default the tick ``BASE_DT_S`` = 0.02 s) by ``compute(...)`` and returns SI
 controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` (see ``pelican``) with the battery
 forced to 12 V so the model's voltage cap never limits the thrust.
 
@@ -36,21 +36,25 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array, dcm_ned_to_body, ned_to_body, wrap_angle
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, DT_S, HOVER_THROTTLE, STATE_SIZE
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.vehicles.estimated_state import (
+    ESTIMATED_STATE_SIZE,
+    EULER,
+    GROUND_VELOCITY_NE,
+    HEIGHT,
+    NORTH_EAST,
+    VERTICAL_SPEED,
+)
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, FULL_BATTERY_V, HOVER_CONTROL, STATE_SIZE
 
 # --- original constants (spec 6) -----------------------------------------------------------------
-BATTERY_V = 12.0  # battery voltage sent with every control: high enough to never cap the thrust
-TH_HOVER = 0.59  # nominal hover throttle offset of every vertical loop (the exact value is 0.59004)
+TH_HOVER = 0.59  # QRSim's throttle offset of every vertical loop (a PID term; the model hovers at 0.59004)
 MAX_TILT_RAD = 0.34  # pitch/roll command clamp of the velocity/waypoint loops
 K_YAW_PER_S = 6.0  # yaw-rate command per heading error [1/s]
 MAX_YAW_RATE_RADS = 4.4  # yaw-rate command clamp [rad/s]
-MAX_SPEED_MS = 3.0  # clamp of each body component of a desired velocity [m/s]
-WAYPOINT_MAX_SPEED_MS = 5.0  # clamp of each body component of the waypoint loop's desired velocity
+MAX_SPEED_MPS = 3.0  # clamp of each body component of a desired velocity [m/s]
+WAYPOINT_MAX_SPEED_MPS = 5.0  # clamp of each body component of the waypoint loop's desired velocity
 
-#: Neutral control for vehicles with non-finite inputs (see module doc, difference 4).
-NEUTRAL_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, BATTERY_V])
-
-ESTIMATED_STATE_SIZE = 20
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class VelocityGains:
     kwd: float = -0.0  # [s/m]
     th_hover: float = TH_HOVER
     max_tilt_rad: float = MAX_TILT_RAD
-    max_speed_ms: float = MAX_SPEED_MS
+    max_speed_mps: float = MAX_SPEED_MPS
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class WaypointGains:
 
     kxy: float = 0.9  # desired body speed per body-frame distance [1/s]
     kv: float = 0.09  # attitude command per speed error [rad/(m/s)]
-    max_speed_ms: float = WAYPOINT_MAX_SPEED_MS
+    max_speed_mps: float = WAYPOINT_MAX_SPEED_MPS
     max_tilt_rad: float = MAX_TILT_RAD
 
 
@@ -134,9 +138,9 @@ def estimated_state_view(ex: ArrayLike) -> ControllerView:
     ex = np.atleast_2d(np.asarray(ex, float))
     if ex.shape[1] != ESTIMATED_STATE_SIZE:
         raise ValueError(f"estimated states must have shape (N, {ESTIMATED_STATE_SIZE}), got {ex.shape}")
-    position_ned = np.column_stack([ex[:, 0], ex[:, 1], -ex[:, 16]])
-    euler = ex[:, 3:6].copy()
-    velocity_ned = np.column_stack([ex[:, 17], ex[:, 18], -ex[:, 19]])
+    position_ned = np.column_stack([ex[:, NORTH_EAST], -ex[:, HEIGHT]])
+    euler = ex[:, EULER].copy()
+    velocity_ned = np.column_stack([ex[:, GROUND_VELOCITY_NE], -ex[:, VERTICAL_SPEED]])
     velocity_body = ned_to_body(dcm_ned_to_body(euler[:, 0], euler[:, 1], euler[:, 2]), velocity_ned)
     return ControllerView(position_ned, euler, velocity_body)
 
@@ -144,7 +148,8 @@ def estimated_state_view(ex: ArrayLike) -> ControllerView:
 def estimated_ground_speed(ex: ArrayLike) -> Array:
     """Horizontal ground speed ‖[eX18, eX19]‖ (N,) [m/s] from estimated states (N, 20)."""
     ex = np.atleast_2d(np.asarray(ex, float))
-    return np.hypot(ex[:, 17], ex[:, 18])
+    v_ne = ex[:, GROUND_VELOCITY_NE]
+    return np.hypot(v_ne[:, 0], v_ne[:, 1])
 
 
 # --- building blocks -----------------------------------------------------------------------------
@@ -157,9 +162,9 @@ def _yaw_rate_command(psi_des: Array, psi: Array, gains: YawGains) -> Array:
 
 def _finalise(pitch: Array, roll: Array, throttle: Array, yaw_rate: Array, ok: Array) -> Array:
     """Stack into (N, 5) SI controls, clamp to the model's limits, neutral control where not ok."""
-    u = np.column_stack([pitch, roll, throttle, yaw_rate, np.full(pitch.shape, BATTERY_V)])
+    u = np.column_stack([pitch, roll, throttle, yaw_rate, np.full(pitch.shape, FULL_BATTERY_V)])
     u = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])
-    u[~ok] = NEUTRAL_CONTROL
+    u[~ok] = HOVER_CONTROL  # non-finite inputs (see module doc, difference 4)
     return u
 
 
@@ -213,22 +218,22 @@ class _AltitudePID:
 
     def __init__(self, num_vehicles: int, gains: AltitudeGains) -> None:
         self.gains = gains
-        self.iz_ms = np.zeros(num_vehicles)
+        self.iz_m_s = np.zeros(num_vehicles)
         self.ez_prev_m = np.zeros(num_vehicles)
 
     def reset(self, rows: Array) -> None:
-        self.iz_ms[rows] = 0.0
+        self.iz_m_s[rows] = 0.0
         self.ez_prev_m[rows] = 0.0
 
     def step(self, z_ned: Array, z_des_ned: Array, sp_change: Array, ok: Array, dt_s: float) -> Array:
         g = self.gains
         ez = -(z_des_ned - z_ned)
-        iz = self.iz_ms + ez * dt_s
+        iz = self.iz_m_s + ez * dt_s
         dez = np.where(sp_change, 0.0, (ez - self.ez_prev_m) / dt_s)
         th_des = g.th_hover + g.kpz * ez + g.kiz * iz + g.kdz * dez
         th = np.clip(th_des, 0.0, 1.0)
         iz = iz - g.anti_windup * (th_des - th)
-        self.iz_ms = np.where(ok, iz, self.iz_ms)
+        self.iz_m_s = np.where(ok, iz, self.iz_m_s)
         self.ez_prev_m = np.where(ok, ez, self.ez_prev_m)
         return th
 
@@ -255,7 +260,7 @@ class VelocityPID(_Controller):
     def __init__(
         self,
         num_vehicles: int = 1,
-        dt_s: float = DT_S,
+        dt_s: float = BASE_DT_S,
         gains: VelocityGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:
@@ -293,7 +298,7 @@ class VelocityPID(_Controller):
 
         sp_change = _set_point_change(self._sp, v_des)
         vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des)
-        vt = np.clip(vt, -g.max_speed_ms, g.max_speed_ms)
+        vt = np.clip(vt, -g.max_speed_mps, g.max_speed_mps)
         # pitch error is negated: nose up (positive pitch) accelerates backwards (towards -x body)
         e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1], vt[:, 2] - vel[:, 2]])
         de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
@@ -334,7 +339,7 @@ class VelocityHeightPID(_Controller):
     def __init__(
         self,
         num_vehicles: int = 1,
-        dt_s: float = DT_S,
+        dt_s: float = BASE_DT_S,
         gains: VelocityGains | None = None,
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
@@ -377,7 +382,7 @@ class VelocityHeightPID(_Controller):
         sp_change = _set_point_change(self._sp, sp)
         v_des3 = np.column_stack([v_des, np.zeros(self.num_vehicles)])
         vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des3)[:, 0:2]
-        vt = np.clip(vt, -g.max_speed_ms, g.max_speed_ms)
+        vt = np.clip(vt, -g.max_speed_mps, g.max_speed_mps)
         e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1]])
         de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
         out = g.kvp * e + g.kvi * self._ei + g.kvd * de
@@ -420,7 +425,7 @@ class WaypointPID(_Controller):
     def __init__(
         self,
         num_vehicles: int = 1,
-        dt_s: float = DT_S,
+        dt_s: float = BASE_DT_S,
         gains: WaypointGains | None = None,
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
@@ -470,7 +475,7 @@ class WaypointPID(_Controller):
         position_ned: ArrayLike,
         euler: ArrayLike,
         velocity_body: ArrayLike | None,
-        ground_speed_ms: Array | None,
+        ground_speed_mps: Array | None,
         waypoint_ned: ArrayLike,
         psi_des: ArrayLike,
     ) -> Array:
@@ -484,15 +489,15 @@ class WaypointPID(_Controller):
         d = np.hypot(dx, dy)
         a = np.arctan2(dy, dx) - eul[:, 2]  # bearing to the waypoint relative to the heading
         bx, by = d * np.cos(a), d * np.sin(a)
-        if ground_speed_ms is None:
+        if ground_speed_mps is None:
             u, v = vel[:, 0], vel[:, 1]
         else:
-            speed = np.asarray(ground_speed_ms, float)
+            speed = np.asarray(ground_speed_mps, float)
             ok &= np.isfinite(speed)
             u, v = speed * np.cos(a), speed * np.sin(a)
 
-        u_des = np.clip(g.kxy * bx, -g.max_speed_ms, g.max_speed_ms)
-        v_des = np.clip(g.kxy * by, -g.max_speed_ms, g.max_speed_ms)
+        u_des = np.clip(g.kxy * bx, -g.max_speed_mps, g.max_speed_mps)
+        v_des = np.clip(g.kxy * by, -g.max_speed_mps, g.max_speed_mps)
         pitch = np.clip(g.kv * (-(u_des - u)), -g.max_tilt_rad, g.max_tilt_rad)
         roll = np.clip(g.kv * (v_des - v), -g.max_tilt_rad, g.max_tilt_rad)
         throttle = self._altitude.step(pos[:, 2], wp[:, 2], wp_change, ok, self.dt_s)
@@ -513,7 +518,7 @@ class AnglesHeightPID(_Controller):
     def __init__(
         self,
         num_vehicles: int = 1,
-        dt_s: float = DT_S,
+        dt_s: float = BASE_DT_S,
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:

@@ -26,13 +26,21 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.ticks import BASE_DT_S
 
 # --- constants of the identified model (spec 2.2, 2.4) ------------------------------------------
-DT_S = 0.02
 G_MS2 = 9.81
 MASS_KG = 1.68
 HOVER_THRUST_N = MASS_KG * G_MS2
 HOVER_THROTTLE = 0.59004353928  # throttle whose steady thrust equals m*g
+#: Full battery [V]: what every controller and fallback sends (never caps the thrust).
+FULL_BATTERY_V = 12.0
+#: The hover control row [pitch, roll, throttle, yaw_rate, battery]: level, hover throttle, full battery.
+#: The one "hover" of the project: fallbacks (expired commands, frozen or uncontrolled vehicles, a
+#: policy's stop) use it. QRSim's controllers and control cost carry their own 0.59 (a PID offset and a
+#: reward offset, spec 5.2 and 6), which are theirs and are kept.
+HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, FULL_BATTERY_V])
+HOVER_CONTROL.flags.writeable = False
 
 STATE_SIZE = 13
 CONTROL_SIZE = 5
@@ -102,7 +110,7 @@ class PelicanParams:
     dyn_noise: (6,) std of the dynamic noise added to [du dv dw dp dq dr] [m/s^2, rad/s^2].
     """
 
-    dt_s: float = DT_S
+    dt_s: float = BASE_DT_S
     mass_kg: float = MASS_KG
     state_limits: Array = field(
         default_factory=lambda: default_state_limits([-1000, 1000, -1000, 1000, -1000, 0])

@@ -41,8 +41,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import dcm_ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import (
-    BASE_DT_S,
     ConfigError,
     area_limits,
     finite,

@@ -52,14 +52,8 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import (
-    BASE_DT_S,
-    ConfigError,
-    finite,
-    in_range,
-    non_negative,
-    ticks_per_update,
-)
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError, finite, in_range, non_negative, ticks_per_update
 from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
 from qrsim_ros.core.world.wind import FT_M
 

@@ -1,5 +1,5 @@
-"""What every qrsim_ros node shares: the scenario parameter, typed parameter declaration, QoS, the
-per-vehicle namespaces, stamps, and ``run_node`` (init, spin, clean shutdown on SIGINT/SIGTERM).
+"""What every qrsim_ros node shares: the scenario parameter, typed parameter declaration, the /diagnostics
+counters and ``run_node`` (init, spin, clean shutdown on SIGINT/SIGTERM).
 
 Nodes are thin: they declare parameters, load the scenario (the same YAML the in-process Simulator
 uses), convert messages at the boundary with ``qrsim_ros.core.common.frames`` and call the core models.
@@ -18,60 +18,17 @@ import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario, load_scenario
-
-#: Sensor streams and commands: reliable so lockstep never loses an input. The writer keeps 100
-#: samples for retransmission: a reader that stalls for a moment (the recorder while it closes a
-#: split file) still gets every tick.
-QOS_RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-#: Latched data (robot_description, terrain grid, /tf_static).
-QOS_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
-#: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources
-#: subscribe with depth 1 and take the latest).
-QOS_CLOCK = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-
-MAP_FRAME = "map"
-MAP_NED_FRAME = "map_ned"
+from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_seconds
 
 
 class ParameterError(ValueError):
     """A node parameter is invalid; the message names it, its value and what is allowed."""
-
-
-def vehicle_namespace(index: int) -> str:
-    """Namespace of vehicle ``index`` (0-based): ``uav1`` ... ``uavN`` (no leading slash)."""
-    return f"uav{index + 1}"
-
-
-def base_link_frame(index: int) -> str:
-    return f"{vehicle_namespace(index)}/base_link"
-
-
-def base_link_frd_frame(index: int) -> str:
-    return f"{vehicle_namespace(index)}/base_link_frd"
-
-
-def stamp_from_seconds(t_s: float) -> Any:
-    """builtin_interfaces/Time for a simulated time [s] (exact for multiples of 0.02 s)."""
-    from builtin_interfaces.msg import Time
-
-    ns = round(t_s * 1e9)
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-
-def seconds_from_stamp(stamp: Any) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
-
-def tick_from_stamp(stamp: Any, dt_s: float = 0.02) -> int:
-    """The simulator tick a stamp belongs to (stamps are exact multiples of dt)."""
-    return round((stamp.sec * 1_000_000_000 + stamp.nanosec) / round(dt_s * 1e9))
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,

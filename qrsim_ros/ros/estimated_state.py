@@ -35,44 +35,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import enu_to_ned, flu_to_frd
+from qrsim_ros.core.common.frames import enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned
 
 Array = NDArray[np.float64]
 
 #: Width of eX (spec 2.1).
 ESTIMATED_STATE_SIZE = 20
-
-#: ENU <-> NED and FLU <-> FRD axis maps (each its own inverse), as in ``frames``.
-_T_NED_ENU = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
-_S_FRD_FLU = np.diag([1.0, -1.0, -1.0])
-
-
-def quaternion_enu_flu_to_euler_ned_frd(q_xyzw: ArrayLike) -> Array:
-    """ZYX Euler angles ``[phi, theta, psi]`` (..., 3) [rad] of the FRD body in the NED world, from
-    quaternions (..., 4) ``(x, y, z, w)`` of the FLU body in the ENU world (sensor_msgs/Imu,
-    nav_msgs/Odometry, geometry_msgs/Pose).
-
-    The inverse of ``frames.euler_ned_frd_to_quaternion_enu_flu``: ``R_ned_frd = T R_enu_flu S`` and
-    the angles of ``dcm = R_ned_frd^T`` (``frames.dcm_ned_to_body``): ``phi = atan2(d12, d22)``,
-    ``theta = -asin(d02)``, ``psi = atan2(d01, d00)`` (psi in (-pi, pi]). Quaternions need not be unit
-    (they are normalised); a zero or non-finite quaternion gives NaN angles.
-    """
-    from scipy.spatial.transform import Rotation
-
-    q = np.asarray(q_xyzw, float)
-    flat = q.reshape(-1, 4)
-    norm = np.linalg.norm(flat, axis=1)
-    ok = np.isfinite(norm) & (norm > 1e-12)
-    out = np.full((flat.shape[0], 3), np.nan)
-    if ok.any():
-        r_enu_flu = Rotation.from_quat(flat[ok] / norm[ok, None]).as_matrix()
-        dcm = np.swapaxes(_T_NED_ENU @ r_enu_flu @ _S_FRD_FLU, -1, -2)  # NED -> body FRD
-        out[ok, 0] = np.arctan2(dcm[:, 1, 2], dcm[:, 2, 2])
-        out[ok, 1] = -np.arcsin(np.clip(dcm[:, 0, 2], -1.0, 1.0))
-        out[ok, 2] = np.arctan2(dcm[:, 0, 1], dcm[:, 0, 0])
-    return out.reshape((*q.shape[:-1], 3))
-
 
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.

@@ -1,4 +1,4 @@
-"""What the sensor nodes share: ground truth in (per tick, all vehicles), sensor messages out.
+"""Ground truth in, per tick and for the whole fleet: what every node stepping a model on it shares.
 
 ``GroundTruthSync`` subscribes ``uavN/ground_truth/odom`` (and ``uavN/ground_truth/accel``, and
 ``/sim/vehicle_status``) of every vehicle, converts each message once into the core's state layout
@@ -19,106 +19,54 @@ ever gets is a reset too. A tick that repeats the last one in the same episode (
 publishes a tick again when lockstep inputs are late) is not stepped again: the outputs of that tick
 are published again. The counter is taken from the per-tick status rather than the latched
 ``/sim/episode``, so it cannot arrive out of order with the ground truth it belongs to.
-
-Messages out (``*_message`` functions): sensor_msgs/Imu, NavSatFix, TwistStamped, PointCloud2,
-qrsim_ros Altitude and Concentration, stamped with the tick's time t_k.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.core.common.frames import (
-    Array,
-    enu_to_ned,
-    euler_ned_frd_to_quaternion_enu_flu,
-    flu_to_frd,
-    frd_to_flu,
-    ned_to_enu,
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
+from qrsim_ros.ros.from_messages import (
+    RAW_ODOM_WIDTH,
+    fleet_arrays,
+    raw_odometry,
+    specific_force_from_accel,
+    states_from_raw_odometry,
 )
-from qrsim_ros.core.common.validation import BASE_DT_S
-from qrsim_ros.core.sensors.camera import CameraObservation
-from qrsim_ros.nodes.common import Counters, declare, stamp_from_seconds, vehicle_namespace
-from qrsim_ros.nodes.conversions import fleet_arrays
-from qrsim_ros.nodes.estimated_state import quaternion_enu_flu_to_euler_ned_frd
+from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
+from qrsim_ros.ros.node import Counters, declare
+from qrsim_ros.ros.qos import QOS_GROUND_TRUTH
 
-#: Nanoseconds per base tick (stamps are exact multiples of it).
-TICK_NS = round(BASE_DT_S * 1e9)
-#: Ticks kept waiting for missing vehicles before the oldest is dropped.
-MAX_PENDING_TICKS = 100
-#: Reader queue of the ground-truth and status subscriptions [ticks]. Lockstep waits only for the wind
-#: (and controlled vehicles' commands), so a consumer that is slower than that loop (the referee at
-#: real_time_factor 0 on a busy machine) falls behind; DDS acknowledges the samples at once, and this
-#: queue keeps them until the node catches up instead of dropping ticks: 60 s of simulated time.
-GROUND_TRUTH_QUEUE = 3000
-QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityPolicy.RELIABLE,
-                              history=HistoryPolicy.KEEP_LAST)
-#: Topic of vehicle_dynamics' per-tick fleet status (validity).
-VEHICLE_STATUS_TOPIC = "/sim/vehicle_status"
 #: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
 #: tick), or the per-vehicle odometry and accel topics (any other source of ground truth).
 GROUND_TRUTH_SOURCES = ("fleet", "odometry")
+
+#: Ticks kept waiting for missing vehicles before the oldest is dropped.
+MAX_PENDING_TICKS = 100
+
+
 #: The counters every sensor node publishes on /diagnostics.
 COUNTER_NAMES = ("ground_truth_rejected", "ticks_dropped", "ticks_skipped", "ticks_incomplete",
                  "model_errors")
 
+
 BoolArray = NDArray[np.bool_]
+
+
 #: (publisher, message) pairs a handler wants published for a tick.
 Outgoing = list[tuple[Any, Any]]
+
+
 #: handler(k, x (N, 13), accel (N, 3) or None, present (N,), valid (N,), reset) -> messages to publish.
 TickHandler = Callable[[int, Array, "Array | None", BoolArray, BoolArray, bool], Outgoing]
-
-
-# --- ground truth in -------------------------------------------------------------------------------
-
-def _vec3(v: Any) -> Array:
-    return np.array([v.x, v.y, v.z], float)
-
-
-#: Columns of the raw odometry rows kept per tick: ENU position, quaternion (x, y, z, w), FLU linear
-#: velocity, FLU rates (converted for all vehicles at once when the tick is complete).
-_RAW_ODOM_WIDTH = 13
-
-
-def _raw_odometry(msg: Any) -> list[float]:
-    p, q = msg.pose.pose.position, msg.pose.pose.orientation
-    v, w = msg.twist.twist.linear, msg.twist.twist.angular
-    return [p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z]
-
-
-def states_from_raw_odometry(raw: Array) -> Array:
-    """Core states (M, 13) from raw odometry rows (M, 13) [ENU position, quaternion x y z w of FLU in
-    ENU, FLU linear velocity, FLU rates] (see ``state_from_odometry``); vectorised over vehicles."""
-    raw = np.atleast_2d(np.asarray(raw, float))
-    x = np.zeros((raw.shape[0], 13))
-    x[:, 0:3] = enu_to_ned(raw[:, 0:3])
-    x[:, 3:6] = quaternion_enu_flu_to_euler_ned_frd(raw[:, 3:7])
-    x[:, 6:9] = flu_to_frd(raw[:, 7:10])
-    x[:, 9:12] = flu_to_frd(raw[:, 10:13])
-    return x
-
-
-def state_from_odometry(msg: Any) -> Array:
-    """Core state row (13,) from nav_msgs/Odometry (pose in map ENU, twist in base_link FLU).
-
-    NED position, ZYX Euler angles of FRD in NED (yaw in (-pi, pi]), FRD body velocity and rates,
-    thrust 0. Position, velocity and rates are exact (axis swaps and sign flips); the angles come
-    back from the quaternion with a residual of a few 1e-16 rad.
-    """
-    return states_from_raw_odometry(np.array(_raw_odometry(msg), float))[0]
-
-
-def specific_force_from_accel(msg: Any) -> Array:
-    """FRD specific force (3,) [m/s^2] (the core's ``a``) from geometry_msgs/AccelStamped (FLU)."""
-    return flu_to_frd(_vec3(msg.accel.linear))
 
 
 @dataclass
@@ -150,7 +98,6 @@ class GroundTruthSync:
                  on_status: Callable[[Any], None] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
-
         from qrsim_ros.msg import VehicleStatus
 
         if source not in GROUND_TRUTH_SOURCES:
@@ -225,7 +172,7 @@ class GroundTruthSync:
         t = self._pending.get(k)
         if t is None:
             n = self.num_vehicles
-            t = _Tick(np.zeros((n, _RAW_ODOM_WIDTH)), np.zeros((n, 3)), np.zeros(n, bool), np.zeros(n, bool))
+            t = _Tick(np.zeros((n, RAW_ODOM_WIDTH)), np.zeros((n, 3)), np.zeros(n, bool), np.zeros(n, bool))
             self._pending[k] = t
             while len(self._pending) > MAX_PENDING_TICKS:
                 oldest = min(self._pending)
@@ -238,7 +185,7 @@ class GroundTruthSync:
         if k is None:
             return
         t = self._entry(k)
-        t.raw[i] = _raw_odometry(msg)  # converted with the whole fleet's (one quaternion batch per tick)
+        t.raw[i] = raw_odometry(msg)  # converted with the whole fleet's (one quaternion batch per tick)
         t.has_odom[i] = True
         self._arrived(k, t, i)
 
@@ -393,184 +340,6 @@ class GroundTruthSync:
             except Exception as exc:  # rclpy raises RCLError (not exported) for a full reliable queue
                 self.node.get_logger().error(f"publishing on {pub.topic_name} failed: {exc}",
                                              throttle_duration_sec=5.0)
-
-
-def time_of_tick(k: int) -> Any:
-    """builtin_interfaces/Time of tick k (t_k = 0.02 k s, exact)."""
-    return stamp_from_seconds(k * BASE_DT_S)
-
-
-# --- sensor messages out -----------------------------------------------------------------------------
-
-def _diag9(values: Sequence[float]) -> Array:
-    cov = np.zeros(9)
-    cov[0], cov[4], cov[8] = float(values[0]), float(values[1]), float(values[2])
-    return cov
-
-
-def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array,
-                 rates_frd: Array, specific_force_frd: Array, var_orientation: Array, var_rates: Array,
-                 var_accel: Array) -> list[Any]:
-    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
-
-    orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
-    FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
-    z at rest). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
-    """
-    from sensor_msgs.msg import Imu
-
-    idx = np.asarray(vehicles, int)
-    e = euler_ned_frd[idx]
-    q = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
-    w = frd_to_flu(rates_frd[idx])
-    f = frd_to_flu(specific_force_frd[idx])
-    cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
-    out = []
-    for row, i in enumerate(idx):
-        m = Imu()
-        m.header.stamp = stamp
-        m.header.frame_id = frames[i]
-        o = m.orientation
-        o.x, o.y, o.z, o.w = (float(v) for v in q[row])
-        a = m.angular_velocity
-        a.x, a.y, a.z = (float(v) for v in w[row])
-        la = m.linear_acceleration
-        la.x, la.y, la.z = (float(v) for v in f[row])
-        m.orientation_covariance = cov_o
-        m.angular_velocity_covariance = cov_w
-        m.linear_acceleration_covariance = cov_a
-        out.append(m)
-    return out
-
-
-def altitude_message(stamp: Any, frame: str, height_m: float, vertical_speed_mps: float,
-                     height_variance_m2: float) -> Any:
-    """qrsim_ros/Altitude: height above ground [m, up], vertical speed [m/s, up], height variance."""
-    from qrsim_ros.msg import Altitude
-
-    m = Altitude()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.height = float(height_m)
-    m.vertical_speed = float(vertical_speed_mps)
-    m.height_variance = float(height_variance_m2)
-    return m
-
-
-def navsatfix_message(stamp: Any, frame: str, lla: Array, variance_ned_m2: Array, has_fix: bool) -> Any:
-    """sensor_msgs/NavSatFix: WGS-84 latitude/longitude [deg], ellipsoidal altitude [m], diagonal ENU
-    position covariance [m^2] (east, north, up) from the receiver's NED variances; NO_FIX without a fix."""
-    from sensor_msgs.msg import NavSatFix, NavSatStatus
-
-    m = NavSatFix()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.status.status = NavSatStatus.STATUS_FIX if has_fix else NavSatStatus.STATUS_NO_FIX
-    m.status.service = NavSatStatus.SERVICE_GPS
-    m.latitude, m.longitude, m.altitude = (float(v) for v in lla)
-    var = np.asarray(variance_ned_m2, float)
-    if np.all(np.isfinite(var)):
-        m.position_covariance = _diag9([var[1], var[0], var[2]])
-        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
-    else:
-        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_UNKNOWN
-    return m
-
-
-def velocity_message(stamp: Any, frame: str, velocity_ned: Array) -> Any:
-    """geometry_msgs/TwistStamped: ground velocity in ``frame`` (map, ENU) [m/s]; angular 0."""
-    from geometry_msgs.msg import TwistStamped
-
-    m = TwistStamped()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    v = ned_to_enu(np.asarray(velocity_ned, float))
-    m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(c) for c in v)
-    return m
-
-
-def concentration_message(stamp: Any, frame: str, concentration: float, variance: float) -> Any:
-    """qrsim_ros/Concentration: the plume sensor's reading and its noise variance."""
-    from qrsim_ros.msg import Concentration
-
-    m = Concentration()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.concentration = float(concentration)
-    m.variance = float(variance)
-    return m
-
-
-# --- camera detections as an organised PointCloud2 ----------------------------------------------------
-
-#: Point layout of ``camera/detections``: float32 coordinates in ``map`` (ENU) [m], float32 llkd,
-#: int32 terrain class, then the 4 ground corners of the window (core order: (u0, v0), (u0, v1),
-#: (u1, v0), (u1, v1) in pixels, i.e. wg columns j(nf2+1)+i + [0, 1, nf2+1, nf2+2]).
-DETECTION_DTYPE = np.dtype(
-    [("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("llkd", "<f4"), ("terrain_class", "<i4")]
-    + [(f"c{c}_{a}", "<f4") for c in range(4) for a in "xyz"]
-)
-_CORNER_OFFSETS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (dj, di) of the four corners
-
-
-def detection_fields() -> list[Any]:
-    """sensor_msgs/PointField list matching ``DETECTION_DTYPE``."""
-    from sensor_msgs.msg import PointField
-
-    kinds = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<i4"): PointField.INT32}
-    return [PointField(name=name, offset=DETECTION_DTYPE.fields[name][1],
-                       datatype=kinds[DETECTION_DTYPE.fields[name][0]], count=1)
-            for name in DETECTION_DTYPE.names]
-
-
-def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
-    """The organised point array (rows = nf2 windows along the image v axis, columns = nf1 windows
-    along u) of one camera observation; (0, 0) when there is none or it sees no ground.
-
-    Point (row i, column j) is window (j, i) of the core: centre ``centres_ned[j, i]`` in ENU, its llkd
-    and terrain class, and its corners. Windows that miss the ground have NaN coordinates and llkd and
-    terrain class -1 (the cloud is then not dense). No ground truth (person index) is included.
-    """
-    if obs is None or obs.empty:
-        return np.zeros((0, 0), DETECTION_DTYPE)
-    nf1, nf2 = obs.grid_dims
-    pts = np.zeros((nf2, nf1), DETECTION_DTYPE)
-    centres = ned_to_enu(obs.centres_ned).transpose(1, 0, 2)  # (nf2, nf1, 3)
-    pts["x"], pts["y"], pts["z"] = centres[..., 0], centres[..., 1], centres[..., 2]
-    pts["llkd"] = obs.llkd_grid.T
-    pts["terrain_class"] = obs.terrain_class.T
-    corners = ned_to_enu(obs.corners_ned)  # (nf1+1, nf2+1, 3)
-    for c, (dj, di) in enumerate(_CORNER_OFFSETS):
-        block = corners[dj:dj + nf1, di:di + nf2].transpose(1, 0, 2)
-        for a, axis in enumerate("xyz"):
-            pts[f"c{c}_{axis}"] = block[..., a]
-    return pts
-
-
-def detections_message(stamp: Any, frame: str, obs: CameraObservation | None, fields: list[Any]) -> Any:
-    """sensor_msgs/PointCloud2 (organised, little endian) of one observation (see ``detection_points``)."""
-    from sensor_msgs.msg import PointCloud2
-
-    pts = detection_points(obs)
-    m = PointCloud2()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.height, m.width = int(pts.shape[0]), int(pts.shape[1])
-    m.fields = fields
-    m.is_bigendian = False
-    m.point_step = DETECTION_DTYPE.itemsize
-    m.row_step = DETECTION_DTYPE.itemsize * m.width
-    m.data = pts.tobytes()
-    m.is_dense = bool(pts.size == 0 or np.all(np.isfinite(pts["x"])))
-    return m
-
-
-def cloud_points(msg: Any) -> NDArray[np.void]:
-    """The (height, width) structured array of a ``camera/detections`` message (for consumers/tests)."""
-    names = [f.name for f in msg.fields]
-    if msg.point_step != DETECTION_DTYPE.itemsize or names != list(DETECTION_DTYPE.names):
-        raise ValueError("not a camera/detections cloud (unexpected fields or point_step)")
-    return np.frombuffer(bytes(msg.data), DETECTION_DTYPE).reshape(msg.height, msg.width)
 
 
 def declare_ground_truth_source(node: Node) -> str:

@@ -1,6 +1,6 @@
 """Every node of a launch plan in one process, on one executor (``qrsim launch --single-process``).
 
-    python -m qrsim_ros.nodes.single_process --plan plan.json [--executor events|single]
+    python -m qrsim_ros.ros.single_process --plan plan.json [--executor events|single]
 
 ``plan.json`` is a list of ``NodeSpec.to_dict()`` (``qrsim_ros.launch_plan``). Each spec's module
 ``qrsim_ros.nodes.<executable>`` must define one ``rclpy.node.Node`` subclass (or name it in a module
@@ -112,7 +112,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from qrsim_ros.core.common.validation import ConfigError
-    from qrsim_ros.nodes.common import ParameterError
+    from qrsim_ros.ros.node import ParameterError
 
     # The clock owner last: every other node exists (and subscribes) before the clock starts.
     specs = sorted(specs, key=lambda s: s.executable == CLOCK_OWNER)
@@ -161,7 +161,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m qrsim_ros.nodes.single_process",
+    parser = argparse.ArgumentParser(prog="python -m qrsim_ros.ros.single_process",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", required=True, help="JSON list of NodeSpec dicts")
     parser.add_argument("--executor", choices=("events", "single"), default="events",

@@ -1,0 +1,80 @@
+"""QRSim's estimated state eX (N, 20) (spec 2.1): the one layout every controller, policy and autopilot reads.
+
+The columns, per vehicle (NED world, FRD body, ZYX Euler angles):
+
+======  ==========================  ==========================================================
+eX      name                        source
+======  ==========================  ==========================================================
+0:3     ``POSITION_NED``            GPS position [m]
+3:6     ``EULER``                   orientation estimator: phi, theta, psi [rad]
+6:9     (zero)                      QRSim leaves them 0
+9:12    ``ANGULAR_VELOCITY_FRD``    gyroscope [rad/s]
+12      (zero)                      QRSim leaves it 0
+13:16   ``SPECIFIC_FORCE_FRD``      accelerometer [m/s^2]
+16      ``HEIGHT``                  altimeter: height above ground [m, up]
+17:19   ``GROUND_VELOCITY_NE``      GPS velocity, north and east [m/s]
+19      ``VERTICAL_SPEED``          altimeter: vertical speed [m/s, up]
+======  ==========================  ==========================================================
+
+Rows of invalid vehicles are NaN. The in-process Simulator fills eX from its sensor models
+(``fill_estimated_state``), the ROS nodes from the sensor topics (``qrsim_ros.ros.estimated_state``):
+both write the same columns through this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Array = NDArray[np.float64]
+
+#: Width of eX.
+ESTIMATED_STATE_SIZE = 20
+POSITION_NED = slice(0, 3)
+NORTH_EAST = slice(0, 2)
+EULER = slice(3, 6)
+HEADING = 5
+ANGULAR_VELOCITY_FRD = slice(9, 12)
+SPECIFIC_FORCE_FRD = slice(13, 16)
+HEIGHT = 16
+GROUND_VELOCITY_NE = slice(17, 19)
+VERTICAL_SPEED = 19
+#: Columns QRSim leaves at zero (body velocity and one spare).
+ZERO_COLUMNS = (6, 7, 8, 12)
+
+
+def empty_estimated_state(num_vehicles: int) -> Array:
+    """eX (N, 20) before any sensor reported: NaN, with QRSim's zero columns at 0."""
+    ex = np.full((int(num_vehicles), ESTIMATED_STATE_SIZE), np.nan)
+    ex[:, ZERO_COLUMNS] = 0.0
+    return ex
+
+
+def fill_estimated_state(ex: Array, rows: ArrayLike | slice = slice(None), *,
+                         position_ned: ArrayLike | None = None, euler: ArrayLike | None = None,
+                         angular_velocity_frd: ArrayLike | None = None,
+                         specific_force_frd: ArrayLike | None = None, height_m: ArrayLike | None = None,
+                         ground_velocity_ne: ArrayLike | None = None,
+                         vertical_speed_mps: ArrayLike | None = None) -> None:
+    """Write the given sensor values into rows ``rows`` of eX, in place (the others are left as they are)."""
+    if position_ned is not None:
+        ex[rows, POSITION_NED] = position_ned
+    if euler is not None:
+        ex[rows, EULER] = euler
+    if angular_velocity_frd is not None:
+        ex[rows, ANGULAR_VELOCITY_FRD] = angular_velocity_frd
+    if specific_force_frd is not None:
+        ex[rows, SPECIFIC_FORCE_FRD] = specific_force_frd
+    if height_m is not None:
+        ex[rows, HEIGHT] = height_m
+    if ground_velocity_ne is not None:
+        ex[rows, GROUND_VELOCITY_NE] = ground_velocity_ne
+    if vertical_speed_mps is not None:
+        ex[rows, VERTICAL_SPEED] = vertical_speed_mps
+
+
+def hold_pose(ex: ArrayLike) -> Array:
+    """The pose (N, 4) a waypoint controller holds to stay where it is: estimated north, east, down
+    (minus the altimeter height) [m] and heading [rad]."""
+    e = np.atleast_2d(np.asarray(ex, float))
+    return np.column_stack([e[:, 0], e[:, 1], -e[:, HEIGHT], e[:, HEADING]])

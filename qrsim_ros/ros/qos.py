@@ -1,0 +1,31 @@
+"""QoS profiles of the simulator's topics (reliable streams, latched data, /clock, ground truth)."""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+#: Sensor streams and commands: reliable so lockstep never loses an input. The writer keeps 100
+#: samples for retransmission: a reader that stalls for a moment (the recorder while it closes a
+#: split file) still gets every tick.
+QOS_RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+#: Latched data (robot_description, terrain grid, /tf_static).
+QOS_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+
+
+#: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources
+#: subscribe with depth 1 and take the latest).
+QOS_CLOCK = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+#: Reader queue of the ground-truth and status subscriptions [ticks]. Lockstep waits only for the wind
+#: (and controlled vehicles' commands), so a consumer that is slower than that loop (the referee at
+#: real_time_factor 0 on a busy machine) falls behind; DDS acknowledges the samples at once, and this
+#: queue keeps them until the node catches up instead of dropping ticks: 60 s of simulated time.
+GROUND_TRUTH_QUEUE = 3000
+
+
+QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityPolicy.RELIABLE,
+                              history=HistoryPolicy.KEEP_LAST)

@@ -1,0 +1,360 @@
+"""Core arrays -> messages: ground truth, transforms and sensor outputs at the ROS boundary.
+
+The core keeps QRSim's state ``X`` (N, 13) = [px py pz (NED, m)  phi theta psi (ZYX, rad)  u v w (FRD,
+m/s)  p q r (FRD, rad/s)  thrust (N)]. The nodes publish it as
+
+- ``nav_msgs/Odometry`` ``map`` -> ``uavN/base_link``: pose = position in ENU and the attitude of the
+  FLU body in ENU (quaternion x, y, z, w); twist in the *child* frame (nav_msgs convention, REP-105):
+  body FLU linear velocity and body FLU rates. Covariances are zero (ground truth).
+- ``geometry_msgs/AccelStamped`` in ``uavN/base_link``: the body specific force in FLU (REP-145: +9.81
+  on z at rest), i.e. QRSim's ``a`` (``PelicanFleet.accel_body``, FRD) with y and z negated; the
+  angular part is zero (the core does not expose the angular acceleration).
+- ``geometry_msgs/TransformStamped`` ``map`` -> ``uavN/base_link`` for /tf, and the static frames;
+- the sensors' messages (``*_message``): sensor_msgs/Imu, NavSatFix, TwistStamped, PointCloud2 and
+  qrsim_ros Altitude and Concentration, stamped with the tick's time t_k.
+
+Every rotation comes from ``qrsim_ros.core.common.frames``; the way back is ``from_messages``.
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import AccelStamped, TransformStamped
+from nav_msgs.msg import Odometry
+from numpy.typing import ArrayLike, NDArray
+
+from qrsim_ros.core.common.frames import (
+    R_ENU_NED,
+    R_FLU_FRD,
+    Array,
+    dcm_ned_to_body,
+    euler_ned_frd_to_quaternion_enu_flu,
+    frd_to_flu,
+    ned_to_enu,
+    rotation_matrix_to_quaternion,
+)
+from qrsim_ros.core.sensors.camera import CameraObservation
+from qrsim_ros.ros.names import (
+    MAP_FRAME,
+    MAP_NED_FRAME,
+    base_link_frame,
+    base_link_frd_frame,
+    camera_optical_frame,
+)
+
+
+def float64_array(values: ArrayLike) -> array.array:
+    """A float64[] message field from any array, row-major (assigning ``array('d')`` skips rclpy's
+    per-element type check)."""
+    out = array.array("d")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return out
+
+
+def quaternions_enu_flu(x: ArrayLike) -> Array:
+    """Quaternions (N, 4) (x, y, z, w) of the FLU bodies in ENU for states (N, >=6); NaN rows for
+    non-finite attitudes (a vehicle frozen in a diverged state)."""
+    x = np.atleast_2d(np.asarray(x, float))
+    q = np.full((x.shape[0], 4), np.nan)
+    ok = np.all(np.isfinite(x[:, 3:6]), axis=1)
+    if ok.any():
+        q[ok] = euler_ned_frd_to_quaternion_enu_flu(x[ok, 3], x[ok, 4], x[ok, 5])
+    return q
+
+
+def odometry_message(index: int) -> Odometry:
+    """An Odometry with vehicle ``index``'s frame ids, to be filled by ``fill_odometry`` every tick."""
+    msg = Odometry()
+    msg.header.frame_id = MAP_FRAME
+    msg.child_frame_id = base_link_frame(index)
+    return msg
+
+
+def fill_odometry(msg: Odometry, x: ArrayLike, q_xyzw: ArrayLike, stamp: Time) -> Odometry:
+    """Fill ``msg`` from one true state x (13,) (NED/FRD) and its quaternion (4,) (``quaternions_enu_flu``).
+
+    Pose: ENU position, FLU-in-ENU attitude. Twist (child frame base_link): FLU body velocity and rates.
+    """
+    x = np.asarray(x, float)
+    p = ned_to_enu(x[0:3])
+    v = frd_to_flu(x[6:9])
+    w = frd_to_flu(x[9:12])
+    msg.header.stamp = stamp
+    pose = msg.pose.pose
+    pose.position.x, pose.position.y, pose.position.z = float(p[0]), float(p[1]), float(p[2])
+    o = pose.orientation
+    o.x, o.y, o.z, o.w = (float(c) for c in q_xyzw)
+    t = msg.twist.twist
+    t.linear.x, t.linear.y, t.linear.z = float(v[0]), float(v[1]), float(v[2])
+    t.angular.x, t.angular.y, t.angular.z = float(w[0]), float(w[1]), float(w[2])
+    return msg
+
+
+def fill_ground_truth(odom: Sequence[Odometry], accel: Sequence[AccelStamped],
+                      transforms: Sequence[TransformStamped] | None, x: ArrayLike, a_frd: ArrayLike,
+                      stamp: Time) -> None:
+    """Fill one tick's messages of every vehicle from the true states x (N, 13) and the specific forces
+    a (N, 3) (FRD): ``fill_odometry``, ``fill_accel`` and ``fill_transform`` with the conversions done
+    once for the whole fleet. ``transforms``: the map -> base_link transforms, or None."""
+    x = np.atleast_2d(np.asarray(x, float))
+    q = quaternions_enu_flu(x).tolist()
+    p = ned_to_enu(x[:, 0:3]).tolist()
+    v = frd_to_flu(x[:, 6:9]).tolist()
+    w = frd_to_flu(x[:, 9:12]).tolist()
+    f = frd_to_flu(np.asarray(a_frd, float)).tolist()
+    for i, m in enumerate(odom):
+        m.header.stamp = stamp
+        pose = m.pose.pose
+        pose.position.x, pose.position.y, pose.position.z = p[i]
+        o = pose.orientation
+        o.x, o.y, o.z, o.w = q[i]
+        t = m.twist.twist
+        t.linear.x, t.linear.y, t.linear.z = v[i]
+        t.angular.x, t.angular.y, t.angular.z = w[i]
+        am = accel[i]
+        am.header.stamp = stamp
+        lin = am.accel.linear
+        lin.x, lin.y, lin.z = f[i]
+        if transforms is not None:
+            tf = transforms[i]
+            tf.header.stamp = stamp
+            tr = tf.transform.translation
+            tr.x, tr.y, tr.z = p[i]
+            r = tf.transform.rotation
+            r.x, r.y, r.z, r.w = q[i]
+
+
+def odometry_from_state(index: int, x: ArrayLike, stamp: Time) -> Odometry:
+    """nav_msgs/Odometry of vehicle ``index`` from its true state x (13,) (see the module doc)."""
+    x = np.asarray(x, float)
+    return fill_odometry(odometry_message(index), x, quaternions_enu_flu(x[None, :])[0], stamp)
+
+
+def accel_message(index: int) -> AccelStamped:
+    """An AccelStamped in vehicle ``index``'s base_link, to be filled by ``fill_accel``."""
+    msg = AccelStamped()
+    msg.header.frame_id = base_link_frame(index)
+    return msg
+
+
+def fill_accel(msg: AccelStamped, a_frd: ArrayLike, stamp: Time) -> AccelStamped:
+    """Fill ``msg`` with the body specific force a (3,) FRD [m/s^2] (QRSim's ``a``), converted to FLU."""
+    f = frd_to_flu(np.asarray(a_frd, float))
+    msg.header.stamp = stamp
+    lin = msg.accel.linear
+    lin.x, lin.y, lin.z = float(f[0]), float(f[1]), float(f[2])
+    return msg
+
+
+def transform(parent: str, child: str, translation: ArrayLike, q_xyzw: ArrayLike, stamp: Time
+              ) -> TransformStamped:
+    """A TransformStamped parent -> child: the child's origin and attitude expressed in the parent."""
+    t = TransformStamped()
+    t.header.frame_id = parent
+    t.header.stamp = stamp
+    t.child_frame_id = child
+    tr = t.transform.translation
+    tr.x, tr.y, tr.z = (float(c) for c in np.asarray(translation, float))
+    r = t.transform.rotation
+    r.x, r.y, r.z, r.w = (float(c) for c in np.asarray(q_xyzw, float))
+    return t
+
+
+def fill_transform(t: TransformStamped, x: ArrayLike, q_xyzw: ArrayLike, stamp: Time) -> TransformStamped:
+    """Fill a ``map`` -> ``uavN/base_link`` transform from a true state x (13,) and its quaternion."""
+    p = ned_to_enu(np.asarray(x, float)[0:3])
+    t.header.stamp = stamp
+    tr = t.transform.translation
+    tr.x, tr.y, tr.z = float(p[0]), float(p[1]), float(p[2])
+    r = t.transform.rotation
+    r.x, r.y, r.z, r.w = (float(c) for c in q_xyzw)
+    return t
+
+
+
+def static_transforms(num_vehicles: int, camera_r_body_rad: ArrayLike, stamp: Time) -> list[TransformStamped]:
+    """/tf_static: ``map`` -> ``map_ned``; per vehicle ``base_link`` -> ``base_link_frd`` and
+    ``base_link`` -> ``camera_optical``.
+
+    The camera is mounted with QRSim's Euler angles r (``camera_geometry.camera_rotation``: body FRD ->
+    camera, optical axis camera z, image u along camera x and v along camera y, i.e. the REP-103
+    optical convention); the camera's axes in FLU are ``R_flu_frd @ R_cb^T``.
+    """
+    r = np.asarray(camera_r_body_rad, float)
+    r_cb = dcm_ned_to_body(r[0], r[1], r[2])  # body FRD -> camera, as camera_geometry.camera_rotation
+    q_map_ned = rotation_matrix_to_quaternion(R_ENU_NED)
+    q_frd = rotation_matrix_to_quaternion(R_FLU_FRD)
+    q_cam = rotation_matrix_to_quaternion(R_FLU_FRD @ r_cb.T)
+    out = [transform(MAP_FRAME, MAP_NED_FRAME, np.zeros(3), q_map_ned, stamp)]
+    for i in range(num_vehicles):
+        out.append(transform(base_link_frame(i), base_link_frd_frame(i), np.zeros(3), q_frd, stamp))
+        out.append(transform(base_link_frame(i), camera_optical_frame(i), np.zeros(3), q_cam, stamp))
+    return out
+
+
+def _diag9(values: Sequence[float]) -> Array:
+    cov = np.zeros(9)
+    cov[0], cov[4], cov[8] = float(values[0]), float(values[1]), float(values[2])
+    return cov
+
+
+def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array,
+                 rates_frd: Array, specific_force_frd: Array, var_orientation: Array, var_rates: Array,
+                 var_accel: Array) -> list[Any]:
+    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
+
+    orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
+    FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
+    z at rest). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
+    """
+    from sensor_msgs.msg import Imu
+
+    idx = np.asarray(vehicles, int)
+    e = euler_ned_frd[idx]
+    q = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
+    w = frd_to_flu(rates_frd[idx])
+    f = frd_to_flu(specific_force_frd[idx])
+    cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
+    out = []
+    for row, i in enumerate(idx):
+        m = Imu()
+        m.header.stamp = stamp
+        m.header.frame_id = frames[i]
+        o = m.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in q[row])
+        a = m.angular_velocity
+        a.x, a.y, a.z = (float(v) for v in w[row])
+        la = m.linear_acceleration
+        la.x, la.y, la.z = (float(v) for v in f[row])
+        m.orientation_covariance = cov_o
+        m.angular_velocity_covariance = cov_w
+        m.linear_acceleration_covariance = cov_a
+        out.append(m)
+    return out
+
+
+def altitude_message(stamp: Any, frame: str, height_m: float, vertical_speed_mps: float,
+                     height_variance_m2: float) -> Any:
+    """qrsim_ros/Altitude: height above ground [m, up], vertical speed [m/s, up], height variance."""
+    from qrsim_ros.msg import Altitude
+
+    m = Altitude()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.height = float(height_m)
+    m.vertical_speed = float(vertical_speed_mps)
+    m.height_variance = float(height_variance_m2)
+    return m
+
+
+def navsatfix_message(stamp: Any, frame: str, lla: Array, variance_ned_m2: Array, has_fix: bool) -> Any:
+    """sensor_msgs/NavSatFix: WGS-84 latitude/longitude [deg], ellipsoidal altitude [m], diagonal ENU
+    position covariance [m^2] (east, north, up) from the receiver's NED variances; NO_FIX without a fix."""
+    from sensor_msgs.msg import NavSatFix, NavSatStatus
+
+    m = NavSatFix()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.status.status = NavSatStatus.STATUS_FIX if has_fix else NavSatStatus.STATUS_NO_FIX
+    m.status.service = NavSatStatus.SERVICE_GPS
+    m.latitude, m.longitude, m.altitude = (float(v) for v in lla)
+    var = np.asarray(variance_ned_m2, float)
+    if np.all(np.isfinite(var)):
+        m.position_covariance = _diag9([var[1], var[0], var[2]])
+        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
+    else:
+        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_UNKNOWN
+    return m
+
+
+def velocity_message(stamp: Any, frame: str, velocity_ned: Array) -> Any:
+    """geometry_msgs/TwistStamped: ground velocity in ``frame`` (map, ENU) [m/s]; angular 0."""
+    from geometry_msgs.msg import TwistStamped
+
+    m = TwistStamped()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    v = ned_to_enu(np.asarray(velocity_ned, float))
+    m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(c) for c in v)
+    return m
+
+
+def concentration_message(stamp: Any, frame: str, concentration: float, variance: float) -> Any:
+    """qrsim_ros/Concentration: the plume sensor's reading and its noise variance."""
+    from qrsim_ros.msg import Concentration
+
+    m = Concentration()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.concentration = float(concentration)
+    m.variance = float(variance)
+    return m
+
+
+#: Point layout of ``camera/detections``: float32 coordinates in ``map`` (ENU) [m], float32 llkd,
+#: int32 terrain class, then the 4 ground corners of the window (core order: (u0, v0), (u0, v1),
+#: (u1, v0), (u1, v1) in pixels, i.e. wg columns j(nf2+1)+i + [0, 1, nf2+1, nf2+2]).
+DETECTION_DTYPE = np.dtype(
+    [("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("llkd", "<f4"), ("terrain_class", "<i4")]
+    + [(f"c{c}_{a}", "<f4") for c in range(4) for a in "xyz"]
+)
+
+
+_CORNER_OFFSETS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (dj, di) of the four corners
+
+
+def detection_fields() -> list[Any]:
+    """sensor_msgs/PointField list matching ``DETECTION_DTYPE``."""
+    from sensor_msgs.msg import PointField
+
+    kinds = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<i4"): PointField.INT32}
+    return [PointField(name=name, offset=DETECTION_DTYPE.fields[name][1],
+                       datatype=kinds[DETECTION_DTYPE.fields[name][0]], count=1)
+            for name in DETECTION_DTYPE.names]
+
+
+def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
+    """The organised point array (rows = nf2 windows along the image v axis, columns = nf1 windows
+    along u) of one camera observation; (0, 0) when there is none or it sees no ground.
+
+    Point (row i, column j) is window (j, i) of the core: centre ``centres_ned[j, i]`` in ENU, its llkd
+    and terrain class, and its corners. Windows that miss the ground have NaN coordinates and llkd and
+    terrain class -1 (the cloud is then not dense). No ground truth (person index) is included.
+    """
+    if obs is None or obs.empty:
+        return np.zeros((0, 0), DETECTION_DTYPE)
+    nf1, nf2 = obs.grid_dims
+    pts = np.zeros((nf2, nf1), DETECTION_DTYPE)
+    centres = ned_to_enu(obs.centres_ned).transpose(1, 0, 2)  # (nf2, nf1, 3)
+    pts["x"], pts["y"], pts["z"] = centres[..., 0], centres[..., 1], centres[..., 2]
+    pts["llkd"] = obs.llkd_grid.T
+    pts["terrain_class"] = obs.terrain_class.T
+    corners = ned_to_enu(obs.corners_ned)  # (nf1+1, nf2+1, 3)
+    for c, (dj, di) in enumerate(_CORNER_OFFSETS):
+        block = corners[dj:dj + nf1, di:di + nf2].transpose(1, 0, 2)
+        for a, axis in enumerate("xyz"):
+            pts[f"c{c}_{axis}"] = block[..., a]
+    return pts
+
+
+def detections_message(stamp: Any, frame: str, obs: CameraObservation | None, fields: list[Any]) -> Any:
+    """sensor_msgs/PointCloud2 (organised, little endian) of one observation (see ``detection_points``)."""
+    from sensor_msgs.msg import PointCloud2
+
+    pts = detection_points(obs)
+    m = PointCloud2()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.height, m.width = int(pts.shape[0]), int(pts.shape[1])
+    m.fields = fields
+    m.is_bigendian = False
+    m.point_step = DETECTION_DTYPE.itemsize
+    m.row_step = DETECTION_DTYPE.itemsize * m.width
+    m.data = pts.tobytes()
+    m.is_dense = bool(pts.size == 0 or np.all(np.isfinite(pts["x"])))
+    return m

@@ -415,7 +415,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
             return all(len(v) == n for v in got.values()) and {1, 2} <= rewards.keys()
 
         assert probe.spin_until(complete, STARTUP_S), (
-            {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:], graph.log("referee")[-3000:])
+            {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:],
+            graph.log("referee")[-3000:])
     finally:
         if probe is not None:
             probe.close()

@@ -50,8 +50,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from qrsim_ros.core.engine.simulator import ESTIMATED_STATE_SIZE, Simulator
+from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.tasks.rules import DONE_TIME_LIMIT
+from qrsim_ros.core.vehicles.estimated_state import ESTIMATED_STATE_SIZE
 from qrsim_ros.policies.base import AutopilotView, action_bounds
 
 #: Value of the estimated-state entries of invalid vehicles (NaN in the simulator) in observations.

@@ -20,7 +20,7 @@ from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
 from qrsim_ros.ros.node import declare_scenario, run_node
@@ -40,7 +40,7 @@ class AltimeterNode(Node):
         n = sc.num_vehicles
         streams = RandomStreams(sc.seed)
         # The composite applies ``ahars.on``; only its altimeter is used here (the imu node has the rest).
-        self.altimeter = Ahars(n, sc.vehicle.ahars, streams).altimeter
+        self.altimeter = build_ahars(sc, streams).altimeter
         self._variance_m2 = self.altimeter.variances()[0]
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = [self.create_publisher(Altitude, f"{vehicle_namespace(i)}/altimeter", QOS_RELIABLE)

@@ -28,7 +28,6 @@ detection patches themselves are ``uavN/camera/detections`` (RViz: PointCloud2, 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 import numpy as np
 from rclpy.node import Node
@@ -36,6 +35,8 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.engine.builders import build_camera, has_camera
+from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.world.area import BoxWithPersonsArea
 from qrsim_ros.ros import markers as viz
@@ -60,14 +61,14 @@ class CameraDetectorNode(Node):
         streams = RandomStreams(sc.seed)
         self.camera: CameraWithClassifier | None = None
         self.area: BoxWithPersonsArea | None = None
-        if not (sc.vehicle.camera.on and sc.task.type == "search_rescue"):
+        if not has_camera(sc):
             self.get_logger().warning(f"scenario {sc.name!r} has no camera (task {sc.task.type!r}, "
                                       f"camera.on={sc.vehicle.camera.on}): nothing to do")
             return
-        # as Simulator._build: the area's streams, then the camera with the area's person size
-        self.area = BoxWithPersonsArea(n, sc.persons_area_params(), streams)
-        self.camera = CameraWithClassifier(n, replace(sc.vehicle.camera, person_size_m=sc.area.person_size_m),
-                                           streams)
+        # as the Simulator: the episode's area (terrain and persons) and the cameras
+        self.world = ScenarioWorld(sc, streams, plume=False)
+        self.area = self.world.persons_area
+        self.camera = build_camera(sc, streams)
         self._fields = detection_fields()
         self._pubs = [self.create_publisher(PointCloud2, f"{vehicle_namespace(i)}/camera/detections",
                                             QOS_RELIABLE) for i in range(n)]
@@ -87,9 +88,7 @@ class CameraDetectorNode(Node):
         cam, area = self.camera, self.area
         assert cam is not None and area is not None
         if reset:  # a new episode: new terrain and persons (Simulator.reset), cameras forget their frames
-            area.reset()
-            if self.scenario.area.persons_ned is not None:
-                area.set_persons(np.asarray(self.scenario.area.persons_ned, float))
+            self.world.new_episode()
             cam.reset(x)
             if not cam.is_update_tick(k):
                 return []

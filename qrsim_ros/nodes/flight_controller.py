@@ -62,7 +62,8 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
-from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.vehicles.estimated_state import hold_pose
+from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
@@ -71,7 +72,6 @@ from qrsim_ros.ros.node import Counters, declare, declare_scenario, run_node
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 
-CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
 #: Keys of the buffered inputs of a tick.
 IMU, FIX, VEL, ALT, MOUSE, CLOCK, STATUS = "imu", "fix", "vel", "alt", "mouse", "clock", "status"
 
@@ -107,17 +107,9 @@ class FlightControllerNode(Node):
         n = sc.num_vehicles
         self.num_vehicles = n
         self._valid = np.ones(n, bool)
-        modes = sc.control_modes()
-        self.modes = modes
-        self.controlled = [i for i, m in enumerate(modes) if m in CONTROLLED_MODES]
-        self._mode_rows = {m: np.array([i for i in self.controlled if modes[i] == m], int)
-                           for m in CONTROLLED_MODES}
-        self._controllers: dict[str, Any] = {
-            "velocity": VelocityPID(max(1, len(self._mode_rows["velocity"]))),
-            "velocity_height": VelocityHeightPID(max(1, len(self._mode_rows["velocity_height"]))),
-            "waypoint": WaypointPID(max(1, len(self._mode_rows["waypoint"]))),
-        }
-        self.flight_z_ned_m = float(sc.task.flight_z_ned_m)
+        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
+        modes = self.modes = self.fleet_control.modes
+        self.controlled = self.fleet_control.controlled.tolist()
         self.mouse = n - 1 if sc.task.type == "cats_mouse" and modes[n - 1] in CONTROLLED_MODES else None
         # update periods in ticks: when each sensor is due (sensor nodes publish on their update ticks)
         a = sc.vehicle.ahars
@@ -180,8 +172,7 @@ class FlightControllerNode(Node):
         while self._episode < episode:
             _, self._headings = initial_placement(self._task, self._placement_rng)
             self._episode += 1
-        for c in self._controllers.values():
-            c.reset()
+        self.fleet_control.reset()
         self.assembler.clear()
         n = self.num_vehicles
         self._velocity_sp = np.zeros((n, 3))  # NED [m/s]
@@ -383,35 +374,20 @@ class FlightControllerNode(Node):
         self.assembler.update(imu=by_kind[IMU], fix=by_kind[FIX], vel=by_kind[VEL], alt=by_kind[ALT])
 
     def controls(self, ex: np.ndarray) -> np.ndarray:
-        """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20),
-        as ``Simulator._controls`` (rows of vehicles not under a controller stay neutral)."""
-        n = self.num_vehicles
-        u = np.zeros((n, 5))
-        u[:, 2] = 0.59
-        u[:, 4] = 12.0
+        """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20):
+        the held set points through ``FleetControl`` (rows of vehicles not under a controller are not
+        published)."""
         # a waypoint vehicle without a set point holds its position and heading of the episode start
-        hold = np.isnan(self._waypoint_sp[:, 0])
-        hold[[i for i in range(n) if self.modes[i] != "waypoint"]] = False
+        hold = np.isnan(self._waypoint_sp[:, 0]) & (np.asarray(self.modes) == "waypoint")
         if hold.any():
-            start = np.column_stack([ex[:, 0], ex[:, 1], -ex[:, 16], ex[:, 5]])
+            start = hold_pose(ex)
             ok = hold & np.all(np.isfinite(start), axis=1)
             self._waypoint_sp[ok] = start[ok]
-        invalid = ~self._valid
-        velocity = np.where(invalid[:, None], 0.0, self._velocity_sp)  # invalid: zero targets, as QRSim
-        waypoint = np.where(invalid[:, None] | ~np.isfinite(self._waypoint_sp), 0.0, self._waypoint_sp)
-        for mode, rows in self._mode_rows.items():
-            if rows.size == 0:
-                continue
-            e = ex[rows]
-            c = self._controllers[mode]
-            if mode == "velocity":
-                u[rows] = c.compute_from_estimated_state(e, velocity[rows], self._headings[rows])
-            elif mode == "velocity_height":
-                z = np.full(rows.size, self.flight_z_ned_m)
-                u[rows] = c.compute_from_estimated_state(e, velocity[rows, 0:2], z, self._headings[rows])
-            else:  # (a waypoint still NaN means no estimate yet: eX is NaN too, the control is neutral)
-                u[rows] = c.compute_from_estimated_state(e, waypoint[rows, 0:3], waypoint[rows, 3])
-        return u
+        targets = np.full((self.num_vehicles, TARGET_WIDTH), np.nan)
+        targets[:, 0:3] = self._velocity_sp
+        waypoint = self.fleet_control.rows["waypoint"]
+        targets[waypoint, 0:4] = self._waypoint_sp[waypoint]
+        return self.fleet_control.controls(targets, ex, self._valid, self._headings)
 
     def _compute_and_publish(self, k: int) -> None:
         u = self.controls(self.assembler.estimated_state(self._valid))

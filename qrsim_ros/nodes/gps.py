@@ -29,7 +29,7 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
+from qrsim_ros.core.engine.builders import build_gps
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
@@ -51,8 +51,7 @@ class GpsNode(Node):
         sc = declare_scenario(self)
         n = sc.num_vehicles
         streams = RandomStreams(sc.seed)
-        self.space = GpsSpaceSegment(sc.gps, streams)
-        self.receiver = GpsReceiver(n, self.space, sc.vehicle.gps_receiver, streams, origin=sc.origin)
+        self.space, self.receiver = build_gps(sc, streams)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._fix_pubs = [self.create_publisher(NavSatFix, f"{vehicle_namespace(i)}/gps/fix", QOS_RELIABLE)
                           for i in range(n)]

@@ -25,7 +25,7 @@ from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
 from qrsim_ros.ros.node import declare_scenario, run_node
@@ -45,7 +45,7 @@ class ImuNode(Node):
         n = sc.num_vehicles
         streams = RandomStreams(sc.seed)
         # The composite applies ``ahars.on`` to every sensor; its altimeter is built but never used.
-        self.ahars = Ahars(n, sc.vehicle.ahars, streams)
+        self.ahars = build_ahars(sc, streams)
         self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = [self.create_publisher(Imu, f"{vehicle_namespace(i)}/imu/data", QOS_RELIABLE)

@@ -35,9 +35,12 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.engine.builders import ContinuingStreams, PlumeModel, build_scenario_plume, plume_wind
+from qrsim_ros.core.engine.builders import (
+    PlumeModel,
+    build_plume_sensor,
+)
+from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
-from qrsim_ros.core.world.wind import MeanWind
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
@@ -69,9 +72,8 @@ class PlumeFieldNode(Node):
             self.get_logger().warning(f"scenario {sc.name!r} (task {sc.task.type!r}) has no plume: "
                                       "nothing to do")
             return
-        self.wind = MeanWind.from_params(sc.wind, streams)
-        self._plume_rng = ContinuingStreams(streams)
-        self.sensor = PlumeSensor(n, sc.vehicle.plume_sensor, streams)
+        self.world = ScenarioWorld(sc, streams, area=False, plume_reference=False)
+        self.sensor = build_plume_sensor(sc, streams)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = [self.create_publisher(Concentration, f"{vehicle_namespace(i)}/plume/concentration",
                                             QOS_RELIABLE) for i in range(n)]
@@ -89,9 +91,8 @@ class PlumeFieldNode(Node):
         out: Outgoing = []
         t_s = k * BASE_DT_S
         if reset:  # Simulator.reset: wind direction, plume, then the sensors' first reading
-            self.wind.reset()
-            self.plume = build_scenario_plume(self.scenario, *plume_wind(self.wind), self._plume_rng,
-                                              reference=False).plume
+            self.world.new_episode()
+            self.plume = self.world.plume
             sensor.reset(x, concentration=self.plume.concentration, t_s=t_s)
             out.append((self._markers, self._marker_array(k)))
             self._field_viz.reset()

@@ -61,11 +61,11 @@ from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
-from qrsim_ros.core.engine.builders import ContinuingStreams, build_scenario_plume, plume_wind
-from qrsim_ros.core.tasks.rules import CatsMouseTask, GenericTask, PlumeTask, TaskContext, make_task
+from qrsim_ros.core.engine.world import ScenarioWorld
+from qrsim_ros.core.tasks.episode import Episode
+from qrsim_ros.core.tasks.rules import CatsMouseTask, GenericTask, PlumeTask
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
-from qrsim_ros.core.world.wind import MeanWind
 from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros import markers as viz
@@ -115,24 +115,19 @@ class RefereeNode(Node):
         if sc.seed == 0:
             self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
                                       "other nodes'; give every node the same concrete seed")
-        streams = RandomStreams(sc.seed)
-        if sc.area.type == "box_with_persons":
-            self.area: BoxArea = BoxWithPersonsArea(n, sc.persons_area_params(), streams)
-        else:
-            self.area = BoxArea(sc.area_limits_ned, sc.origin)
-        self.ctx = TaskContext(sc, self.area)
-        self.task = make_task(self.ctx)
-        self.ticks_per_task_step = ticks_per_update("task.dt_s", sc.task.dt_s)
-        self._wind = MeanWind.from_params(sc.wind, streams) if sc.task.type == "plume" else None
-        self._plume_rng = ContinuingStreams(streams)
-        self.plume_locations_ned = np.zeros((0, 3))
+        # the world (area, persons, plume) and the task's episode, as in the Simulator
+        self.world = ScenarioWorld(sc, RandomStreams(sc.seed))
+        self.area: BoxArea = self.world.area
+        self.episode = Episode(sc, self.area)
+        self.task = self.episode.task
+        self.ticks_per_task_step = self.episode.ticks_per_task_step
+        self.tick = 0
         self.counters = Counters(self, ["status_rejected", "commands_rejected", "ticks_dropped",
                                         "task_steps_missed"])
         self.counters.sim_time_s = 0.0  # stamped with the ground truth's time (see _on_ground_truth)
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
         self._joined = False
-        self._reset_state()
 
         # inputs
         self._gt: dict[int, Array] = {}
@@ -183,38 +178,26 @@ class RefereeNode(Node):
                                f"task step {sc.task.dt_s} s x {sc.task.duration_steps}")
 
     # --- episode state --------------------------------------------------------------------------------
-    def _reset_state(self) -> None:
-        self.step_count = 0
-        self.tick = 0
-        self.last_reward = 0.0
-        self.total_reward = 0.0
-        self.done = False
-        self.done_reason = ""
-        self.plume_reward: float | None = None
+    # the episode's state (core ``Episode``)
+    step_count = property(lambda self: self.episode.step_count)
+    last_reward = property(lambda self: self.episode.last_reward)
+    total_reward = property(lambda self: self.episode.total_reward)
+    done = property(lambda self: self.episode.done)
+    done_reason = property(lambda self: self.episode.done_reason)
+    plume_reward = property(lambda self: self.episode.plume_reward)
+    plume_locations_ned = property(lambda self: self.world.plume_locations_ned)
 
     def _new_episode(self, episode: int, k: int, x: Array, valid: Array) -> None:
         """Draw the area (and plume) of ``episode`` (continuing the streams), reset the task on x."""
-        sc = self.scenario
         if k != 0:
             self.get_logger().warning(f"joined episode {episode} at tick {k} (started after "
                                       "vehicle_dynamics?): rewards and finds count from here")
         while self._episode < episode:
-            self.area.reset()
-            if isinstance(self.area, BoxWithPersonsArea) and sc.area.persons_ned is not None:
-                self.area.set_persons(np.asarray(sc.area.persons_ned, float))
-            if self._wind is not None:
-                self._wind.reset()
-                world = build_scenario_plume(sc, *plume_wind(self._wind), self._plume_rng)
-                self.plume_locations_ned = world.locations_ned
-                self.ctx.plume_reference_samples = world.reference_samples
+            self.world.new_episode()
             self._episode += 1
-        self._reset_state()
+        self.episode.set_plume_reference(self.world.plume_reference_samples)
         self.tick = k
-        self.step_count = k // self.ticks_per_task_step  # joined late: the steps already flown count
-        self.ctx.step_count = self.step_count
-        self.ctx.x_true = x
-        self.ctx.valid_flags = valid
-        self.task.reset()
+        self.episode.begin(x, valid, tick=k)  # joined late: the steps already flown count
         self._controls_latest[:] = HOVER_CONTROL
         for hist in self._controls_by_tick:
             hist.clear()
@@ -325,13 +308,12 @@ class RefereeNode(Node):
             if k <= self.tick:  # a tick of this episode already refereed (re-sent): nothing new
                 return
             self.tick = k
-            self.ctx.x_true = x
-            self.ctx.valid_flags = valid
+            self.episode.observe(x, valid)
             if not self.done and self._uses_controls:
-                self.task.on_tick(self._applied_controls(k, fresh))
+                self.episode.on_tick(self._applied_controls(k, fresh))
             if k % self.ticks_per_task_step == 0:
                 if self.done:  # frozen: the final status again, with no reward of its own
-                    self.last_reward = 0.0
+                    self.episode.last_reward = 0.0
                 else:
                     self._task_step(k)
                 self._publish_status(k)
@@ -371,14 +353,7 @@ class RefereeNode(Node):
             self.counters.count("task_steps_missed", max(0, step - self.step_count - 1))
             self.get_logger().warning(f"task step {step} follows step {self.step_count}: the ground truth of "
                                       "the steps between was not refereed", throttle_duration_sec=5.0)
-        self.step_count = step
-        self.ctx.step_count = self.step_count
-        last = self.step_count >= self.scenario.task.duration_steps
-        reward = self.task.step_reward(last)
-        self.last_reward = reward
-        self.total_reward += reward
-        self.done_reason = self.task.done_reason()
-        self.done = bool(self.done_reason)
+        self.episode.end_step(step)
         if self.done:
             self.get_logger().info(f"episode {self._episode} done ({self.done_reason}) after "
                                    f"{self.step_count} steps: cumulative reward {self.total_reward:.6g}")
@@ -396,7 +371,7 @@ class RefereeNode(Node):
             msg.persons_found = int(self.area.found.sum())
             msg.persons_total = self.area.num_persons
         msg.vehicle_names = list(self._names)
-        msg.vehicle_valid = [bool(v) for v in self.ctx.valid_flags]
+        msg.vehicle_valid = [bool(v) for v in self.episode.context.valid_flags]
         msg.done = self.done
         msg.done_reason = self.done_reason
         self._status_pub.publish(msg)
@@ -578,12 +553,11 @@ class RefereeNode(Node):
                                 f"{samples.size}")
             return response
         try:
-            reward = self.task.evaluate(samples.reshape(k_expected, m))
+            reward = self.episode.evaluate_plume(samples.reshape(k_expected, m))
         except ValueError as exc:
             response.accepted = False
             response.message = str(exc)
             return response
-        self.plume_reward = reward
         response.accepted = True
         response.reward = float(reward)
         self.get_logger().info(f"plume estimates: reward {reward:.6g}")

@@ -41,8 +41,7 @@ from visualization_msgs.msg import MarkerArray
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.world.turbulence import DrydenTurbulence
-from qrsim_ros.core.world.wind import MeanWind
+from qrsim_ros.core.engine.builders import build_mean_wind, build_turbulence
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
 from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
@@ -60,8 +59,8 @@ class WindFieldNode(Node):
         n = sc.num_vehicles
         self.num_vehicles = n
         streams = RandomStreams(sc.seed)
-        self.wind = MeanWind.from_params(sc.wind, streams)
-        self.turbulence = DrydenTurbulence(n, sc.vehicle.turbulence, streams)
+        self.wind = build_mean_wind(sc, streams)
+        self.turbulence = build_turbulence(sc, streams)
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
         self._pubs = [self.create_publisher(Vector3Stamped, f"{vehicle_namespace(i)}/wind", QOS_RELIABLE)
                       for i in range(n)]

@@ -1,7 +1,8 @@
 """The estimated state eX (N, 20) (spec 2.1) assembled from the public sensor topics.
 
-This is the ROS side of ``Simulator._assemble_estimated_state``: the same 20 columns, filled from the
-messages an autopilot may read (never the ground truth):
+This is the ROS side of ``Simulator._assemble_estimated_state``: the same 20 columns, written through
+the same layout (``core.vehicles.estimated_state``), filled from the messages an autopilot may read
+(never the ground truth):
 
 ======  =========================================  =====================================================
 eX      Simulator source                           message
@@ -37,11 +38,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned
+from qrsim_ros.core.vehicles.estimated_state import empty_estimated_state, fill_estimated_state
 
 Array = NDArray[np.float64]
 
-#: Width of eX (spec 2.1).
-ESTIMATED_STATE_SIZE = 20
 
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.
@@ -54,14 +54,12 @@ class EstimatedStateAssembler:
     def __init__(self, num_vehicles: int, origin: GeodeticOrigin) -> None:
         self.num_vehicles = int(num_vehicles)
         self.origin = origin
-        self._ex = np.full((self.num_vehicles, ESTIMATED_STATE_SIZE), np.nan)
+        self._ex = empty_estimated_state(self.num_vehicles)
         self.clear()
 
     def clear(self) -> None:
         """Forget every value (new episode): NaN until the sensors report again."""
-        self._ex[:] = np.nan
-        self._ex[:, 6:9] = 0.0
-        self._ex[:, 12] = 0.0
+        self._ex[:] = empty_estimated_state(self.num_vehicles)
         n = self.num_vehicles
         self.has_imu = np.zeros(n, bool)
         self.has_gps_fix = np.zeros(n, bool)
@@ -103,9 +101,8 @@ class EstimatedStateAssembler:
             q = np.array([[v.x, v.y, v.z, v.w] for v in o], float)
             w = np.array([[v.x, v.y, v.z] for v in w], float)
             a = np.array([[v.x, v.y, v.z] for v in f], float)
-            ex[rows, 3:6] = quaternion_enu_flu_to_euler_ned_frd(q)
-            ex[rows, 9:12] = flu_to_frd(w)
-            ex[rows, 13:16] = flu_to_frd(a)
+            fill_estimated_state(ex, rows, euler=quaternion_enu_flu_to_euler_ned_frd(q),
+                                 angular_velocity_frd=flu_to_frd(w), specific_force_frd=flu_to_frd(a))
             self.has_imu[rows] = True
         if fix:
             rows = np.fromiter((i for i, _ in fix), np.intp, len(fix))
@@ -114,17 +111,17 @@ class EstimatedStateAssembler:
             ned = np.full((len(fix), 3), np.nan)
             if ok.any():
                 ned[ok] = lla_to_ned(lla[ok], self.origin).reshape(-1, 3)
-            ex[rows, 0:3] = ned
+            fill_estimated_state(ex, rows, position_ned=ned)
             self.has_gps_fix[rows] = True
         if vel:
             rows = np.fromiter((i for i, _ in vel), np.intp, len(vel))
             v = np.array([[m.twist.linear.x, m.twist.linear.y, m.twist.linear.z] for _, m in vel], float)
-            ex[rows, 17:19] = enu_to_ned(v)[:, 0:2]
+            fill_estimated_state(ex, rows, ground_velocity_ne=enu_to_ned(v)[:, 0:2])
             self.has_gps_vel[rows] = True
         if alt:
             rows = np.fromiter((i for i, _ in alt), np.intp, len(alt))
-            ex[rows, 16] = [m.height for _, m in alt]
-            ex[rows, 19] = [m.vertical_speed for _, m in alt]
+            fill_estimated_state(ex, rows, height_m=[m.height for _, m in alt],
+                                 vertical_speed_mps=[m.vertical_speed for _, m in alt])
             self.has_altitude[rows] = True
 
     # --- output -------------------------------------------------------------------------------------

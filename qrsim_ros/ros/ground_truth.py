@@ -98,6 +98,7 @@ class GroundTruthSync:
                  on_status: Callable[[Any], None] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
+
         from qrsim_ros.msg import VehicleStatus
 
         if source not in GROUND_TRUTH_SOURCES:

@@ -16,7 +16,8 @@ Any other scenario file name (``goto_waypoint``, ``search_rescue_2b``) or a YAML
 too, without a variant. The variant may be written ``2c``, ``2C``, ``c`` or ``C``.
 
 Node set: every scenario runs ``vehicle_dynamics``, ``wind_field``, ``imu``, ``gps``, ``altimeter``
-and ``referee``; ``camera_detector`` for search and rescue, ``plume_field`` for plume mapping,
+and ``referee``; ``camera_detector`` for search and rescue, ``plume_field`` for plume mapping, one node
+per registered sensor the scenario lists under ``vehicle.sensors`` (``core.sensors.registry``),
 ``flight_controller`` when any vehicle is flown through a controller (control mode other than
 ``attitude``), ``example_autopilot`` when requested (every task has a baseline), ``recorder`` when recording,
 ``rviz2`` when requested. Every node is in the root namespace and serves all vehicles (``uav1``...).
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qrsim_ros.core.sensors.registry import SENSORS
+
 #: Scenario families with variants: family -> (variants, default variant).
 FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "search_rescue": (("2a", "2b", "2c", "2d"), "2c"),
@@ -48,9 +51,10 @@ AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity
                    "search_rescue", "plume")
 #: Nodes every scenario runs.
 CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
-#: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them).
+#: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them):
+#: these and every registered sensor's node (``core.sensors.registry``).
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
-                                    "referee", "flight_controller"})
+                                    "referee", "flight_controller"}) | frozenset(SENSORS)
 #: Nodes whose time is their input's: every output is stamped with the time of the tick whose ground
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
@@ -232,6 +236,7 @@ class ResolvedScenario:
     num_vehicles: int
     control_modes: tuple[str, ...]
     duration_s: float  # the episode length (task.duration_steps * task.dt_s) [s]
+    sensors: tuple[str, ...] = ()  # registered sensors the scenario lists (vehicle.sensors)
 
 
 def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
@@ -265,6 +270,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         config=config, task_type=loaded.task.type, seed=int(effective), num_vehicles=loaded.num_vehicles,
         control_modes=tuple(loaded.control_modes()),
         duration_s=loaded.task.duration_steps * loaded.task.dt_s,
+        sensors=tuple(loaded.vehicle.sensors),
     )
 
 
@@ -322,6 +328,7 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("camera_detector", "camera_detector", parameters=dict(common)))
     if res.task_type == "plume":
         specs.append(NodeSpec("plume_field", "plume_field", parameters=dict(common)))
+    specs += [NodeSpec(name, name, parameters=dict(common)) for name in res.sensors]  # registered sensors
     specs.append(NodeSpec("referee", "referee", parameters=dict(common)))
     if any(mode != "attitude" for mode in res.control_modes):
         specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))

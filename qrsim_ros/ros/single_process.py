@@ -19,6 +19,7 @@ then shut the context down (exit status 0).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import inspect
 import json
@@ -58,6 +59,17 @@ def node_class(module_name: str) -> type:
         raise SingleProcessError(f"{module_name}: expected one rclpy Node subclass (or NODE_CLASS), "
                                  f"found {found}")
     return classes[0]
+
+
+def node_factory(spec: NodeSpec) -> Any:
+    """What builds the node of ``spec``: its module's Node class, or for a registered sensor
+    (``core.sensors.registry``) the generic sensor node bound to its name."""
+    from qrsim_ros.core.sensors.registry import SENSORS
+
+    if spec.executable in SENSORS:
+        sensor_node = importlib.import_module(f"{PACKAGE}.nodes.sensor").SensorNode
+        return functools.partial(sensor_node, spec.executable)
+    return node_class(spec.module or "")
 
 
 def load_plan(path: str | os.PathLike[str]) -> list[NodeSpec]:
@@ -117,7 +129,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
     # The clock owner last: every other node exists (and subscribes) before the clock starts.
     specs = sorted(specs, key=lambda s: s.executable == CLOCK_OWNER)
     try:
-        classes = [node_class(spec.module or "") for spec in specs]
+        classes = [node_factory(spec) for spec in specs]
     except (ImportError, SingleProcessError) as exc:
         print(f"[single_process] error: {exc}", file=sys.stderr)
         return 1

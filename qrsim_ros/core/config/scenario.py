@@ -15,7 +15,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
+from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES
 from qrsim_ros.core.world.area import PersonsAreaParams
 from qrsim_ros.core.world.turbulence import TurbulenceParams
@@ -226,6 +227,9 @@ class VehicleParams:
     turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
     camera: CameraParams = field(default_factory=lambda: CameraParams(on=False))
     plume_sensor: PlumeSensorParams = field(default_factory=PlumeSensorParams)
+    #: Registered sensor models (``core.sensors.registry``) this scenario flies, by name: their
+    #: parameters (a section per sensor; present = on board).
+    sensors: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         modes = (self.control,) if isinstance(self.control, str) else (self.control or ())
@@ -407,5 +411,23 @@ def scenario_from_mapping(data: Mapping[str, Any], source: str = "<mapping>") ->
             v,
             turbulence=replace(v.turbulence, z_origin_m=ground),
             ahars=replace(v.ahars, altimeter=replace(v.ahars.altimeter, ground_z_ned_m=ground)),
+            sensors=_registered_sensors(v.sensors, ground, source),
         ),
     )
+
+
+def _registered_sensors(sections: Mapping[str, Any], ground_z_ned_m: float, source: str) -> dict[str, Any]:
+    """``vehicle.sensors``: each section validated onto its registered parameters (``core.sensors.registry``);
+    a ``ground_z_ned_m`` parameter takes the scenario's ground plane."""
+    out: dict[str, Any] = {}
+    for name, section in sections.items():
+        where = f"{source}: vehicle.sensors.{name}"
+        registration = SENSORS.get(str(name))
+        if registration is None:
+            known = ", ".join(sorted(SENSORS)) or "none"
+            raise ScenarioError(f"{where}: unknown sensor (registered: {known})")
+        params = build(registration.params_type, {} if section is None else section, where)
+        if any(f.name == "ground_z_ned_m" for f in fields(params)):
+            params = replace(params, ground_z_ned_m=ground_z_ned_m)
+        out[str(name)] = params
+    return out

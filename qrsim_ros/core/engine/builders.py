@@ -34,6 +34,7 @@ from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
+from qrsim_ros.core.sensors.registry import SENSORS, SensorModel
 from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
 from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
@@ -202,3 +203,17 @@ def build_plume_sensor(scenario: Scenario, streams: RandomStreams) -> PlumeSenso
     if scenario.task.type != "plume":
         return None
     return PlumeSensor(scenario.num_vehicles, scenario.vehicle.plume_sensor, streams)
+
+
+def build_registered_sensor(scenario: Scenario, name: str, streams: RandomStreams) -> SensorModel:
+    """The registered sensor ``name`` (``core.sensors.registry``) with the scenario's parameters for it."""
+    params = scenario.vehicle.sensors[name]
+    return SENSORS[name].build(params, scenario.num_vehicles, streams)
+
+
+def step_registered_sensor(name: str, model: SensorModel, k: int, x: Array, valid: Array,
+                           specific_force: Array | None) -> bool:
+    """Step a registered sensor on tick k's ground truth (with the specific force if it reads it)."""
+    if SENSORS[name].reads_specific_force:
+        return bool(model.step(k, x, valid, specific_force=specific_force))  # type: ignore[call-arg]
+    return bool(model.step(k, x, valid))

@@ -39,10 +39,13 @@ from qrsim_ros.core.engine.builders import (
     build_gps,
     build_mean_wind,
     build_plume_sensor,
+    build_registered_sensor,
     build_turbulence,
+    step_registered_sensor,
 )
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.camera import CameraObservation
+from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
 from qrsim_ros.core.vehicles.estimated_state import (
@@ -94,6 +97,8 @@ class Simulator:
         self.ahars = build_ahars(sc, streams)
         self.camera = build_camera(sc, streams)
         self.plume_sensor = build_plume_sensor(sc, streams)
+        #: registered sensor models the scenario lists (``vehicle.sensors``), by name
+        self.sensors = {name: build_registered_sensor(sc, name, streams) for name in sc.vehicle.sensors}
         # the task's episode and the vehicles' control modes
         self.episode = Episode(sc, self.world.area)
         self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
@@ -136,6 +141,8 @@ class Simulator:
             self.camera.reset(x)
         if self.plume_sensor is not None:
             self.plume_sensor.reset(x, concentration=self.plume.concentration, t_s=0.0)
+        for model in self.sensors.values():
+            model.reset(x)
         self.fleet_control.reset()
         self._assemble_estimated_state()
         self.episode.begin(x, self.fleet.valid)
@@ -221,6 +228,8 @@ class Simulator:
             self.camera.step(k, x, valid, persons.persons_position_ned, persons.terrain_class_at)
         if self.plume_sensor is not None and plume is not None:
             self.plume_sensor.step(k, x, plume.concentration, t_s=k * self.dt_s)
+        for name, model in self.sensors.items():
+            step_registered_sensor(name, model, k, x, valid, self.fleet.accel_body)
         self._assemble_estimated_state()
         self.episode.on_tick(controls)
 
@@ -284,6 +293,13 @@ class Simulator:
     def camera_observations(self) -> list[CameraObservation | None]:
         """The latest camera observation of every vehicle (search and rescue), None before the first."""
         return list(self.camera.observations) if self.camera is not None else [None] * self.num_vehicles
+
+    def sensor(self, name: str) -> SensorModel:
+        """The registered sensor model ``name`` (``vehicle.sensors.<name>`` of the scenario)."""
+        if name not in self.sensors:
+            raise KeyError(f"scenario {self.scenario.name!r} has no sensor {name!r} "
+                           f"(vehicle.sensors lists: {', '.join(self.sensors) or 'none'})")
+        return self.sensors[name]
 
     def plume_readings(self) -> Array:
         """The latest plume-sensor reading of every vehicle (N,); NaN when there is no plume sensor."""

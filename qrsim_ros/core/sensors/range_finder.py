@@ -1,0 +1,136 @@
+"""Downward laser range finder of N vehicles over QRSim's flat ground (beyond QRSim; the obstacle-free
+case of the range sensors of the AURIS and Mathiesen papers).
+
+The beam points along the body's down axis (FRD +z). Over the flat ground plane of the flight area
+(``ground_z_ned_m``, the area's zmax, as the altimeter), the slant range from the vehicle at height
+h = ground_z_ned_m - z_ned [m] with ZYX attitude (phi, theta) is
+
+    r = h / (cos(phi) cos(theta))            (the body z axis in NED has down component cos phi cos theta)
+
+A reading is taken every ``dt_s``: ``r + sigma eta`` with eta ~ N(0, 1) from the vehicle's own stream
+(``range_finder``), then checked against the sensor's limits: a beam that points at or above the horizon,
+a true range beyond ``max_range_m`` or below ``min_range_m``, or a dropout (probability
+``dropout_probability``, from the stream ``range_finder.dropout``) gives no return, reported as +inf
+(beyond the range) or -inf (closer than the minimum), as sensor_msgs/Range (REP-117) does. Off
+(``on=False``): the true range with the same limits, sampled and held at ``dt_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.noise import PerVehicleNormals
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError, finite, ticks_per_update
+
+#: Name of the noise streams (one per vehicle) and of the dropout streams.
+NOISE_STREAM = "range_finder"
+DROPOUT_STREAM = "range_finder.dropout"
+
+
+@dataclass(frozen=True)
+class RangeFinderParams:
+    """Downward laser range finder (defaults: a small lidar altimeter, e.g. the LightWare/Garmin class).
+
+    on: noisy model if true, else the true range (sample-and-hold). dt_s: update period [s], a multiple
+    of 0.02. min_range_m / max_range_m: measurable range [m]. field_of_view_rad: the beam's full cone
+    angle [rad] (reported in sensor_msgs/Range; the model treats the beam as its centre ray). sigma_m:
+    standard deviation of the range noise [m]. dropout_probability: chance that an update has no return.
+    ground_z_ned_m: the ground plane's NED z [m] (set from the scenario's area).
+    """
+
+    on: bool = False
+    dt_s: float = 0.02
+    min_range_m: float = 0.05
+    max_range_m: float = 40.0
+    field_of_view_rad: float = 0.05
+    sigma_m: float = 0.02
+    dropout_probability: float = 0.0
+    ground_z_ned_m: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.on, (bool, np.bool_)):
+            raise ConfigError(f"range_finder.on={self.on!r} must be true or false")
+        object.__setattr__(self, "on", bool(self.on))
+        ticks_per_update("range_finder.dt_s", self.dt_s)
+        lo = finite("range_finder.min_range_m", self.min_range_m)
+        hi = finite("range_finder.max_range_m", self.max_range_m)
+        if not 0.0 <= lo < hi:
+            raise ConfigError(f"range_finder: min_range_m={lo!r} and max_range_m={hi!r} must satisfy "
+                              "0 <= min_range_m < max_range_m")
+        fov = finite("range_finder.field_of_view_rad", self.field_of_view_rad)
+        if not 0.0 < fov < np.pi:
+            raise ConfigError(f"range_finder.field_of_view_rad={fov!r} must be in (0, pi)")
+        if finite("range_finder.sigma_m", self.sigma_m) < 0:
+            raise ConfigError(f"range_finder.sigma_m={self.sigma_m!r} must be >= 0")
+        p = finite("range_finder.dropout_probability", self.dropout_probability)
+        if not 0.0 <= p < 1.0:
+            raise ConfigError(f"range_finder.dropout_probability={p!r} must be in [0, 1)")
+
+
+def true_range_m(x: ArrayLike, ground_z_ned_m: float = 0.0) -> Array:
+    """Slant range (N,) [m] along the body's down axis to the ground plane from states x (N, >=6);
+    +inf where the beam does not point below the horizon, -inf below the ground plane."""
+    x = np.atleast_2d(np.asarray(x, float))
+    down = np.cos(x[:, 3]) * np.cos(x[:, 4])
+    height = ground_z_ned_m - x[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(down > 1e-9, height / np.where(down > 1e-9, down, 1.0), np.inf)
+    return np.where(height >= 0.0, r, -np.inf)  # under the ground plane: no valid return
+
+
+class RangeFinder:
+    """Downward range readings of N vehicles, sampled and held at ``dt_s`` (see the module docstring)."""
+
+    def __init__(self, num_vehicles: int, params: RangeFinderParams | None = None,
+                 streams: RandomStreams | None = None) -> None:
+        if num_vehicles < 1:
+            raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
+        self.params = params if params is not None else RangeFinderParams()
+        self.num_vehicles = int(num_vehicles)
+        self.ticks_per_update = ticks_per_update("range_finder.dt_s", self.params.dt_s)
+        streams = streams if streams is not None else RandomStreams(0)
+        self._normals = PerVehicleNormals(streams.per_vehicle(NOISE_STREAM, self.num_vehicles), 1)
+        self._dropouts = streams.per_vehicle(DROPOUT_STREAM, self.num_vehicles)
+        self._range = np.full(self.num_vehicles, np.nan)
+
+    @property
+    def range_m(self) -> Array:
+        """Latest reading per vehicle (N,) [m] (a copy): +inf no return / beyond range, -inf closer than
+        the minimum, NaN before the first reading."""
+        return self._range.copy()
+
+    @property
+    def variance_m2(self) -> float:
+        """Variance of the range error [m^2] (0 when off)."""
+        return self.params.sigma_m**2 if self.params.on else 0.0
+
+    def is_update_tick(self, k: int) -> bool:
+        return k % self.ticks_per_update == 0
+
+    def reset(self, x: ArrayLike) -> None:
+        """A reading at once from the initial states (the episode's tick 0)."""
+        self._measure(x)
+
+    def step(self, k: int, x: ArrayLike, valid: ArrayLike | None = None) -> bool:
+        """Measure from states x (N, >=6) if tick k is an update tick; invalid vehicles hold their
+        reading. Returns whether the sensor updated."""
+        if not self.is_update_tick(k):
+            return False
+        self._measure(x, valid)
+        return True
+
+    def _measure(self, x: ArrayLike, valid: ArrayLike | None = None) -> None:
+        p = self.params
+        r = true_range_m(x, p.ground_z_ned_m)
+        if p.on:
+            r = r + p.sigma_m * self._normals.next()[:, 0]
+            drop = np.array([g.random() < p.dropout_probability for g in self._dropouts])
+            r = np.where(drop, np.inf, r)
+        r = np.where(r > p.max_range_m, np.inf, np.where(r < p.min_range_m, -np.inf, r))
+        keep = np.ones(self.num_vehicles, bool) if valid is None else np.asarray(valid, bool)
+        self._range = np.where(keep, r, self._range)

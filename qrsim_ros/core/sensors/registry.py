@@ -1,0 +1,76 @@
+"""The sensor registry: one registration per sensor model, from which both front ends serve it.
+
+A registration says what the model is called, which parameters it takes, how it is built and what it
+reads, and where its ROS message conversion lives. From it follow, with no further code:
+
+- the scenario section ``vehicle.sensors.<name>`` (validated onto ``params_type``, errors naming the file
+  and key path; a sensor runs in a scenario when its section is present);
+- the in-process ``Simulator``: the model built with the scenario's streams, reset on the initial states
+  and stepped every tick after the dynamics (``Simulator.sensor(name)``);
+- the ROS graph: a node named ``<name>`` (the generic ``qrsim_ros.nodes.sensor`` node, executable
+  ``<name>``) that steps the same model on the per-tick ground truth and publishes what the conversion
+  module makes of it, planned by the launch plan for every scenario that lists the sensor, and counted
+  among the ground-truth consumers the start gate waits for.
+
+A model implements ``reset(x)`` (the episode's initial states, N x 13) and ``step(k, x, valid) -> bool``
+(tick k's true states and validity; True when it produced a new reading), with
+``step(k, x, valid, specific_force=a)`` when ``reads_specific_force``. See docs/EXTENDING.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.sensors.range_finder import RangeFinder, RangeFinderParams
+
+
+class SensorModel(Protocol):
+    """What a registered sensor model implements (vectorised over the N vehicles)."""
+
+    def reset(self, x: Any) -> None: ...
+
+    def step(self, k: int, x: Any, valid: Any) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SensorRegistration:
+    """One sensor model (see the module docstring).
+
+    name: the scenario key ``vehicle.sensors.<name>``, the node's name and its executable.
+    summary: one line for docs and logs. params_type: the dataclass of its parameters (a field
+    ``ground_z_ned_m`` is set from the scenario's area). build(params, num_vehicles, streams): the model.
+    ros_conversion: dotted module path of its ROS message conversion (loaded by the node only; see
+    ``qrsim_ros.ros.sensor_conversions``). reads_specific_force: the model's step takes the body
+    specific force too.
+    """
+
+    name: str
+    summary: str
+    params_type: type
+    build: Callable[[Any, int, RandomStreams], SensorModel]
+    ros_conversion: str
+    reads_specific_force: bool = False
+
+
+#: Every registered sensor, by name.
+SENSORS: dict[str, SensorRegistration] = {}
+
+
+def register(registration: SensorRegistration) -> SensorRegistration:
+    """Add a sensor to the registry (names are unique)."""
+    if registration.name in SENSORS:
+        raise ValueError(f"sensor {registration.name!r} is registered twice")
+    SENSORS[registration.name] = registration
+    return registration
+
+
+register(SensorRegistration(
+    name="range_finder",
+    summary="downward laser range finder over the flat ground (sensor_msgs/Range on uavN/range_finder)",
+    params_type=RangeFinderParams,
+    build=lambda params, n, streams: RangeFinder(n, params, streams),
+    ros_conversion="qrsim_ros.ros.conversions.range_finder",
+))

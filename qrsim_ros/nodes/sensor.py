@@ -1,0 +1,86 @@
+"""The generic sensor node: one registered sensor model (``core.sensors.registry``) of every vehicle.
+
+Run as the executable named after the registration (``range_finder``, ...): the node takes that name,
+declares ``scenario``, ``seed``, ``num_vehicles`` and ``ground_truth_source``, builds the model with the
+Simulator's named streams from the scenario's ``vehicle.sensors.<name>`` section, steps it on the
+per-tick ground truth (``ros.ground_truth.GroundTruthSync``: /sim/vehicle_status, or the per-vehicle
+odometry), and publishes what the sensor's conversion module makes of it on ``uavN/<TOPIC>``, stamped
+with the tick's time; the mount's static transforms (if any) go on /tf_static once. With the same seed
+and ground truth the readings equal the in-process Simulator's (``Simulator.sensor(name)``).
+A scenario that does not list the sensor leaves the node idle with a warning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+from rclpy.node import Node
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.engine.builders import build_registered_sensor, step_registered_sensor
+from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.names import vehicle_namespace
+from qrsim_ros.ros.node import declare_scenario, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import stamp_from_tick
+
+
+class SensorNode(Node):
+    """One registered sensor model for all vehicles (see the module docstring)."""
+
+    def __init__(self, sensor: str) -> None:
+        super().__init__(sensor)
+        self.registration = SENSORS[sensor]
+        self.conversion = importlib.import_module(self.registration.ros_conversion)
+        sc = declare_scenario(self)
+        self.scenario = sc
+        if sensor not in sc.vehicle.sensors:
+            self.get_logger().warning(f"scenario {sc.name!r} lists no vehicle.sensors.{sensor}: "
+                                      "nothing to do")
+            return
+        n = sc.num_vehicles
+        streams = RandomStreams(sc.seed)
+        self.model = build_registered_sensor(sc, sensor, streams)
+        self.params = sc.vehicle.sensors[sensor]
+        conv = self.conversion
+        self._pubs = [self.create_publisher(conv.MESSAGE_TYPE, f"{vehicle_namespace(i)}/{conv.TOPIC}",
+                                            QOS_RELIABLE) for i in range(n)]
+        if hasattr(conv, "static_transforms"):
+            from tf2_msgs.msg import TFMessage
+
+            self._tf_static = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
+            self._tf_static.publish(TFMessage(transforms=conv.static_transforms(n, stamp_from_tick(0))))
+        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=self.registration.reads_specific_force,
+                                    with_status=True, source=declare_ground_truth_source(self))
+        self.get_logger().info(f"{sensor}: {self.registration.summary}; {n} vehicles, scenario {sc.name!r}, "
+                               f"seed entropy {streams.entropy}")
+
+    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+                 reset: bool) -> Outgoing:
+        if reset:
+            self.model.reset(x)
+        elif not step_registered_sensor(self.registration.name, self.model, k, x, valid, accel):
+            return []
+        msgs = self.conversion.messages(self.model, self.params, stamp_from_tick(k), np.flatnonzero(present))
+        return [(self._pubs[i], m) for i, m in msgs]
+
+
+def main(argv: Sequence[str] | None = None, sensor: str | None = None) -> int:
+    """Run the node of registered sensor ``sensor`` (default: the executable's name)."""
+    from pathlib import Path
+
+    name = sensor or Path(sys.argv[0]).name
+    if name not in SENSORS:
+        print(f"sensor node: {name!r} is not a registered sensor ({', '.join(sorted(SENSORS))})",
+              file=sys.stderr)
+        return 2
+    return run_node(lambda: SensorNode(name), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

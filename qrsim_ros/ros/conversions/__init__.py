@@ -1,0 +1,6 @@
+"""ROS message conversions of the registered sensor models (``core.sensors.registry``), one module each.
+
+A conversion module defines ``MESSAGE_TYPE`` (the message class), ``TOPIC`` (relative to ``uavN/``),
+``messages(model, params, stamp, vehicles) -> [(vehicle index, message), ...]`` for the vehicles that
+reported the tick, and optionally ``static_transforms(num_vehicles, stamp)`` for the sensor's mount.
+"""

@@ -1,10 +1,6 @@
-"""Cats and mouse (QRSim 1A-1C, default 1a): the nodes of config/cats_mouse_<variant>.yaml.
+"""Cats and mouse (QRSim 1A-1C): ``ros2 launch qrsim_ros cats_mouse.launch.py [variant:=1c]``.
 
-    ros2 launch qrsim_ros cats_mouse.launch.py [variant:=1c use_rviz:=true]
-
-Arguments: variant, num_vehicles, seed, use_rviz, record, autopilot (``ros2 launch qrsim_ros
-cats_mouse.launch.py --show-args``). The node set, namespaces, remappings and parameters come from
-``qrsim_ros.launch_plan.plan``, the same function the embedded launcher (``qrsim launch cats_mouse``) uses.
+Nodes from ``qrsim_ros.launch_plan.plan`` (as ``qrsim launch cats_mouse``); arguments: --show-args.
 """
 
 from qrsim_ros import launch_description

@@ -1,10 +1,6 @@
-"""Keep spot (QRSim TaskKeepSpot, no variants): the nodes of config/keep_spot.yaml.
+"""Keep spot (QRSim TaskKeepSpot): ``ros2 launch qrsim_ros keep_spot.launch.py [seed:=3]``.
 
-    ros2 launch qrsim_ros keep_spot.launch.py [autopilot:=false seed:=3]
-
-Arguments: variant, num_vehicles, seed, use_rviz, record, autopilot (``ros2 launch qrsim_ros
-keep_spot.launch.py --show-args``). The node set, namespaces, remappings and parameters come from
-``qrsim_ros.launch_plan.plan``, the same function the embedded launcher (``qrsim launch keep_spot``) uses.
+Nodes from ``qrsim_ros.launch_plan.plan`` (as ``qrsim launch keep_spot``); arguments: --show-args.
 """
 
 from qrsim_ros import launch_description

@@ -1,10 +1,6 @@
-"""Plume mapping (QRSim 3A-3G, default 3a): the nodes of config/plume_<variant>.yaml.
+"""Plume mapping (QRSim 3A-3G): ``ros2 launch qrsim_ros plume.launch.py [variant:=3b seed:=7]``.
 
-    ros2 launch qrsim_ros plume.launch.py [variant:=3b seed:=7]
-
-Arguments: variant, num_vehicles, seed, use_rviz, record, autopilot (``ros2 launch qrsim_ros
-plume.launch.py --show-args``). The node set, namespaces, remappings and parameters come from
-``qrsim_ros.launch_plan.plan``, the same function the embedded launcher (``qrsim launch plume``) uses.
+Nodes from ``qrsim_ros.launch_plan.plan`` (as ``qrsim launch plume``); arguments: --show-args.
 """
 
 from qrsim_ros import launch_description

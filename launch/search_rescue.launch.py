@@ -1,10 +1,6 @@
-"""Search and rescue (QRSim 2A-2D, default 2c): the nodes of config/search_rescue_<variant>.yaml.
+"""Search and rescue (QRSim 2A-2D): ``ros2 launch qrsim_ros search_rescue.launch.py [variant:=2c]``.
 
-    ros2 launch qrsim_ros search_rescue.launch.py [variant:=2c num_vehicles:=3 record:=true]
-
-Arguments: variant, num_vehicles, seed, use_rviz, record, autopilot (``ros2 launch qrsim_ros
-search_rescue.launch.py --show-args``). The node set, namespaces, remappings and parameters come from
-``qrsim_ros.launch_plan.plan``, the same function the embedded launcher (``qrsim launch search_rescue``) uses.
+Nodes from ``qrsim_ros.launch_plan.plan`` (as ``qrsim launch search_rescue``); arguments: --show-args.
 """
 
 from qrsim_ros import launch_description

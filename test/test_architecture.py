@@ -67,7 +67,7 @@ def test_nodes_holds_node_modules_only() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         nodes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
-                 and any(getattr(b, "id", getattr(b, "attr", "")) == "Node" for b in n.bases)]
+                 and any(getattr(b, "id", getattr(b, "attr", "")).endswith("Node") for b in n.bases)]
         assert "main" in functions, f"{path.name}: no main()"
         assert len(nodes) == 1, f"{path.name}: node classes {nodes}"
         assert nodes[0].endswith("Node"), f"{path.name}: {nodes[0]} (node classes are named *Node)"

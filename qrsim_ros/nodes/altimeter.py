@@ -16,41 +16,31 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.engine.builders import build_ahars
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
-from qrsim_ros.ros.node import declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import base_link_frame
+from qrsim_ros.ros.node import run_node
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import altitude_message
 
 
-class AltimeterNode(Node):
+class AltimeterNode(GroundTruthNode):
     """One Ahars altimeter for all vehicles; publishes ``uavN/altimeter``."""
 
     def __init__(self) -> None:
         super().__init__("altimeter")
         from qrsim_ros.msg import Altitude
 
-        sc = declare_scenario(self)
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
         # The composite applies ``ahars.on``; only its altimeter is used here (the imu node has the rest).
-        self.altimeter = build_ahars(sc, streams).altimeter
+        self.altimeter = build_ahars(self.scenario, self.streams).altimeter
         self._variance_m2 = self.altimeter.variances()[0]
-        self._frames = [base_link_frame(i) for i in range(n)]
-        self._pubs = [self.create_publisher(Altitude, f"{vehicle_namespace(i)}/altimeter", QOS_RELIABLE)
-                      for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
-                                     source=declare_ground_truth_source(self))
-        self.get_logger().info(f"altimeter: {n} vehicles, scenario {sc.name!r}, "
-                               f"seed entropy {streams.entropy}")
+        self._frames = [base_link_frame(i) for i in range(self.num_vehicles)]
+        self._pubs = self.per_vehicle_publishers(Altitude, "altimeter")
+        self.follow_ground_truth("barometric altimeter")
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         alt = self.altimeter
         if reset:

@@ -30,35 +30,30 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_camera, has_camera
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.world.area import BoxWithPersonsArea
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
-from qrsim_ros.ros.node import declare, declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import MAP_FRAME
+from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import detection_fields, detections_message
 
 
-class CameraDetectorNode(Node):
+class CameraDetectorNode(GroundTruthNode):
     """The persons area and N cameras; publishes ``uavN/camera/detections``."""
 
     def __init__(self) -> None:
         super().__init__("camera_detector")
         from sensor_msgs.msg import PointCloud2
 
-        sc = declare_scenario(self)
-        self.scenario = sc
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
+        sc, streams = self.scenario, self.streams
         self.camera: CameraWithClassifier | None = None
         self.area: BoxWithPersonsArea | None = None
         if not has_camera(sc):
@@ -70,20 +65,16 @@ class CameraDetectorNode(Node):
         self.area = self.world.persons_area
         self.camera = build_camera(sc, streams)
         self._fields = detection_fields()
-        self._pubs = [self.create_publisher(PointCloud2, f"{vehicle_namespace(i)}/camera/detections",
-                                            QOS_RELIABLE) for i in range(n)]
+        self._pubs = self.per_vehicle_publishers(PointCloud2, "camera/detections")
         from visualization_msgs.msg import MarkerArray
 
         self._viz = viz.VizThrottle(declare(
             self, "viz_period_s", viz.VIZ_PERIOD_S,
             "least simulated time between two /viz/camera_footprints (0: off) [s]", lo=0.0, hi=3600.0))
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/camera_footprints", QOS_LATCHED)
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
-                                     source=declare_ground_truth_source(self))
-        self.get_logger().info(f"camera_detector: {n} vehicles, scenario {sc.name!r}, "
-                               f"seed entropy {streams.entropy}")
+        self.follow_ground_truth("persons area and cameras with classifier")
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         cam, area = self.camera, self.area
         assert cam is not None and area is not None

@@ -24,22 +24,20 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array, ned_to_enu
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_gps
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
-from qrsim_ros.ros.node import declare, declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
+from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import navsatfix_message, velocity_message
 
 
-class GpsNode(Node):
+class GpsNode(GroundTruthNode):
     """The space segment and N receivers; publishes ``uavN/gps/fix`` and ``uavN/gps/vel``."""
 
     def __init__(self) -> None:
@@ -48,26 +46,20 @@ class GpsNode(Node):
         from sensor_msgs.msg import NavSatFix
         from visualization_msgs.msg import MarkerArray
 
-        sc = declare_scenario(self)
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
-        self.space, self.receiver = build_gps(sc, streams)
+        n = self.num_vehicles
+        self.space, self.receiver = build_gps(self.scenario, self.streams)
         self._frames = [base_link_frame(i) for i in range(n)]
-        self._fix_pubs = [self.create_publisher(NavSatFix, f"{vehicle_namespace(i)}/gps/fix", QOS_RELIABLE)
-                          for i in range(n)]
-        self._vel_pubs = [self.create_publisher(TwistStamped, f"{vehicle_namespace(i)}/gps/vel", QOS_RELIABLE)
-                          for i in range(n)]
+        self._fix_pubs = self.per_vehicle_publishers(NavSatFix, "gps/fix")
+        self._vel_pubs = self.per_vehicle_publishers(TwistStamped, "gps/vel")
         self.viz_period_s = declare(self, "viz_period_s", viz.VIZ_PERIOD_S,
                                     "least simulated time between two /viz/gps (0: off) [s]",
                                     lo=0.0, hi=3600.0)
         self._viz = viz.VizThrottle(self.viz_period_s) if self.viz_period_s > 0 else None
         self._viz_tracks = viz.TrackHistory(n)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/gps", QOS_LATCHED)
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
-                                     source=declare_ground_truth_source(self))
-        self.get_logger().info(f"gps: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
+        self.follow_ground_truth("GPS space segment and receivers")
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         rx = self.receiver
         if reset:  # the Simulator's order: space segment, then receivers

@@ -21,40 +21,32 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.engine.builders import build_ahars
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
-from qrsim_ros.ros.node import declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import base_link_frame
+from qrsim_ros.ros.node import run_node
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import imu_messages
 
 
-class ImuNode(Node):
+class ImuNode(GroundTruthNode):
     """One Ahars (without its altimeter) for all vehicles; publishes ``uavN/imu/data``."""
 
     def __init__(self) -> None:
         super().__init__("imu")
         from sensor_msgs.msg import Imu
 
-        sc = declare_scenario(self)
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
+        n = self.num_vehicles
         # The composite applies ``ahars.on`` to every sensor; its altimeter is built but never used.
-        self.ahars = build_ahars(sc, streams)
+        self.ahars = build_ahars(self.scenario, self.streams)
         self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
         self._frames = [base_link_frame(i) for i in range(n)]
-        self._pubs = [self.create_publisher(Imu, f"{vehicle_namespace(i)}/imu/data", QOS_RELIABLE)
-                      for i in range(n)]
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=True, with_status=True,
-                                     source=declare_ground_truth_source(self))
-        self.get_logger().info(f"imu: {n} vehicles, scenario {sc.name!r}, seed entropy {streams.entropy}")
+        self._pubs = self.per_vehicle_publishers(Imu, "imu/data")
+        self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True)
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         acc_sensor, gyro, orient = self._sensors
         assert accel is not None

@@ -30,10 +30,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array, ned_to_enu
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import (
     PlumeModel,
@@ -42,10 +40,10 @@ from qrsim_ros.core.engine.builders import (
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, vehicle_namespace
-from qrsim_ros.ros.node import declare, declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
+from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import concentration_message
 
@@ -53,7 +51,7 @@ from qrsim_ros.ros.to_messages import concentration_message
 SOURCE_MARKER_SIZE_M = 4.0
 
 
-class PlumeFieldNode(Node):
+class PlumeFieldNode(GroundTruthNode):
     """The plume, the mean wind it depends on, and N plume sensors; publishes concentrations and markers."""
 
     def __init__(self) -> None:
@@ -62,10 +60,7 @@ class PlumeFieldNode(Node):
 
         from qrsim_ros.msg import Concentration
 
-        sc = declare_scenario(self)
-        self.scenario = sc
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
+        sc, streams, n = self.scenario, self.streams, self.num_vehicles
         self.plume: PlumeModel | None = None
         self.sensor: PlumeSensor | None = None
         if sc.task.type != "plume" or sc.plume is None:
@@ -75,16 +70,12 @@ class PlumeFieldNode(Node):
         self.world = ScenarioWorld(sc, streams, area=False, plume_reference=False)
         self.sensor = build_plume_sensor(sc, streams)
         self._frames = [base_link_frame(i) for i in range(n)]
-        self._pubs = [self.create_publisher(Concentration, f"{vehicle_namespace(i)}/plume/concentration",
-                                            QOS_RELIABLE) for i in range(n)]
+        self._pubs = self.per_vehicle_publishers(Concentration, "plume/concentration")
         self._markers = self.create_publisher(MarkerArray, "/plume/markers", QOS_LATCHED)
         self._setup_field()
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
-                                     source=declare_ground_truth_source(self))
-        self.get_logger().info(f"plume_field: {n} vehicles, {sc.plume.type} plume, scenario {sc.name!r}, "
-                               f"seed entropy {streams.entropy}")
+        self.follow_ground_truth(f"{sc.plume.type} plume and plume sensors")
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         sensor = self.sensor
         assert sensor is not None

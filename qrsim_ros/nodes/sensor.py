@@ -17,50 +17,41 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
-from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.engine.builders import build_registered_sensor, step_registered_sensor
 from qrsim_ros.core.sensors.registry import SENSORS
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import vehicle_namespace
-from qrsim_ros.ros.node import declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.node import run_node
+from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 
 
-class SensorNode(Node):
+class SensorNode(GroundTruthNode):
     """One registered sensor model for all vehicles (see the module docstring)."""
 
     def __init__(self, sensor: str) -> None:
         super().__init__(sensor)
         self.registration = SENSORS[sensor]
         self.conversion = importlib.import_module(self.registration.ros_conversion)
-        sc = declare_scenario(self)
-        self.scenario = sc
+        sc = self.scenario
         if sensor not in sc.vehicle.sensors:
             self.get_logger().warning(f"scenario {sc.name!r} lists no vehicle.sensors.{sensor}: "
                                       "nothing to do")
             return
-        n = sc.num_vehicles
-        streams = RandomStreams(sc.seed)
-        self.model = build_registered_sensor(sc, sensor, streams)
+        n = self.num_vehicles
+        self.model = build_registered_sensor(sc, sensor, self.streams)
         self.params = sc.vehicle.sensors[sensor]
         conv = self.conversion
-        self._pubs = [self.create_publisher(conv.MESSAGE_TYPE, f"{vehicle_namespace(i)}/{conv.TOPIC}",
-                                            QOS_RELIABLE) for i in range(n)]
+        self._pubs = self.per_vehicle_publishers(conv.MESSAGE_TYPE, conv.TOPIC)
         if hasattr(conv, "static_transforms"):
             from tf2_msgs.msg import TFMessage
 
             self._tf_static = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
             self._tf_static.publish(TFMessage(transforms=conv.static_transforms(n, stamp_from_tick(0))))
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_accel=self.registration.reads_specific_force,
-                                    with_status=True, source=declare_ground_truth_source(self))
-        self.get_logger().info(f"{sensor}: {self.registration.summary}; {n} vehicles, scenario {sc.name!r}, "
-                               f"seed entropy {streams.entropy}")
+        self.follow_ground_truth(self.registration.summary, with_accel=self.registration.reads_specific_force)
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         if reset:
             self.model.reset(x)

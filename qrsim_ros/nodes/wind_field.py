@@ -35,53 +35,44 @@ import sys
 
 import numpy as np
 from geometry_msgs.msg import Vector3Stamped
-from rclpy.node import Node
 from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_mean_wind, build_turbulence
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
-from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
-from qrsim_ros.ros.node import declare, declare_scenario, run_node
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.names import MAP_FRAME
+from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 
 
-class WindFieldNode(Node):
+class WindFieldNode(GroundTruthNode):
     """Mean wind + Dryden turbulence for all vehicles; publishes ``uavN/wind`` every tick."""
 
     def __init__(self) -> None:
         super().__init__("wind_field")
-        sc = declare_scenario(self)
-        n = sc.num_vehicles
-        self.num_vehicles = n
-        streams = RandomStreams(sc.seed)
-        self.wind = build_mean_wind(sc, streams)
-        self.turbulence = build_turbulence(sc, streams)
+        sc = self.scenario
+        self.wind = build_mean_wind(sc, self.streams)
+        self.turbulence = build_turbulence(sc, self.streams)
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
-        self._pubs = [self.create_publisher(Vector3Stamped, f"{vehicle_namespace(i)}/wind", QOS_RELIABLE)
-                      for i in range(n)]
+        self._pubs = self.per_vehicle_publishers(Vector3Stamped, "wind")
         self._viz = viz.VizThrottle(declare(
             self, "viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/wind (0: off) [s]",
             lo=0.0, hi=3600.0))
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/wind", QOS_LATCHED)
-        self.sync = GroundTruthSync(self, n, self._on_tick, with_status=True,
-                                     source=declare_ground_truth_source(self))
         w, t = sc.wind, sc.vehicle.turbulence
         mean = f"W6 {w.w6_mps:g} m/s" if w.on else "off"
         gusts = f"W6 {t.w6_mps:g} m/s" if t.on else "off"
-        self.get_logger().info(f"scenario {sc.name!r}: {n} vehicles, seed entropy {streams.entropy}, "
-                               f"mean wind {mean}, turbulence {gusts}")
+        self.follow_ground_truth(f"mean wind {mean}, turbulence {gusts}")
 
     def air_velocity_ned(self, x: Array) -> Array:
         """Air velocity (N, 3) NED [m/s] at states x (N, 13): mean wind at each height + the gusts."""
         mean = self.wind.velocity_ned(self.wind.heights_m(x))
         return mean + body_to_ned(dcm_from_state(x), self.turbulence.velocity_body)
 
-    def _on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         if reset:
             if self._updated_ahead:

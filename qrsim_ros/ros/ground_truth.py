@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from rclpy.node import Node
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.ros.from_messages import (
     RAW_ODOM_WIDTH,
@@ -42,8 +43,8 @@ from qrsim_ros.ros.from_messages import (
     states_from_raw_odometry,
 )
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
-from qrsim_ros.ros.node import Counters, declare
-from qrsim_ros.ros.qos import QOS_GROUND_TRUTH
+from qrsim_ros.ros.node import Counters, declare, declare_scenario
+from qrsim_ros.ros.qos import QOS_GROUND_TRUTH, QOS_RELIABLE
 
 #: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
 #: tick), or the per-vehicle odometry and accel topics (any other source of ground truth).
@@ -349,3 +350,37 @@ def declare_ground_truth_source(node: Node) -> str:
                    "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
                    "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
                    "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)
+
+
+class GroundTruthNode(Node):
+    """Base of the nodes that step core models on the fleet's per-tick ground truth (wind_field, the
+    sensors, the generic sensor node): the scenario (``scenario``, ``seed``, ``num_vehicles``), the
+    Simulator's named streams, per-vehicle publishers and the ``GroundTruthSync`` wiring.
+
+    A subclass builds its models from ``self.scenario`` and ``self.streams``, creates its publishers
+    (``per_vehicle_publishers``), then calls ``follow_ground_truth`` and implements ``on_tick`` (the
+    ``TickHandler`` of ``GroundTruthSync``: called once per tick with the whole fleet).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.scenario = declare_scenario(self)
+        self.num_vehicles = self.scenario.num_vehicles
+        self.streams = RandomStreams(self.scenario.seed)
+
+    def per_vehicle_publishers(self, msg_type: Any, topic: str, qos: Any = QOS_RELIABLE) -> list[Any]:
+        """One publisher of ``msg_type`` on ``uavN/<topic>`` per vehicle."""
+        return [self.create_publisher(msg_type, f"{vehicle_namespace(i)}/{topic}", qos)
+                for i in range(self.num_vehicles)]
+
+    def follow_ground_truth(self, summary: str, *, with_accel: bool = False) -> None:
+        """Start stepping on the ground truth (with the specific force if ``with_accel``); log ``summary``."""
+        self.sync = GroundTruthSync(self, self.num_vehicles, self.on_tick, with_accel=with_accel,
+                                    with_status=True, source=declare_ground_truth_source(self))
+        self.get_logger().info(f"{self.get_name()}: {summary}; {self.num_vehicles} vehicles, scenario "
+                               f"{self.scenario.name!r}, seed entropy {self.streams.entropy}")
+
+    def on_tick(self, k: int, x: Array, accel: Array | None, present: BoolArray, valid: BoolArray,
+                reset: bool) -> Outgoing:
+        """Tick k of the ground truth (see ``TickHandler``); the messages to publish."""
+        raise NotImplementedError

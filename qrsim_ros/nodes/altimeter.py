@@ -1,7 +1,7 @@
 """The ``altimeter`` node: the barometric altimeter of every vehicle (spec 3.1, ``AltimeterGM``).
 
 Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
-``sensor_messages.GroundTruthSync``); on every update tick of the altimeter (50 Hz with the QRSim
+``ros.ground_truth.GroundTruthSync``); on every update tick of the altimeter (50 Hz with the QRSim
 configs) publishes ``uavN/altimeter`` (qrsim_ros/Altitude, frame ``uavN/base_link``) stamped t_k:
 height above the scenario's ground [m, up], vertical speed [m/s, up] and the stationary height-error
 variance [m^2] (0 for a noiseless altimeter).

@@ -36,6 +36,7 @@ from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_qua
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.tasks.rules import TaskContext, make_task
+from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
 from qrsim_ros.policies import make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
@@ -240,7 +241,7 @@ class ExampleAutopilotNode(Node):
                 msg.header.frame_id = MAP_FRAME
             elif mode == "attitude":
                 msg = AttitudeCommand()
-                u = a[0:5] if not stop else np.array([0.0, 0.0, 0.59004353928, 0.0, 12.0])
+                u = a[0:5] if not stop else HOVER_CONTROL
                 msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(c) for c in u)
                 msg.header.frame_id = base_link_frd_frame(i)
             else:

@@ -1,7 +1,7 @@
 """The ``gps`` node: the GPS space segment and every vehicle's receiver (spec 1.7, 3.2, 3.3).
 
 Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
-``sensor_messages.GroundTruthSync``); on every receiver tick (5 Hz with the QRSim configs) steps the
+``ros.ground_truth.GroundTruthSync``); on every receiver tick (5 Hz with the QRSim configs) steps the
 shared space segment (one per scenario, in this node) and the receivers, and publishes stamped t_k:
 
 - ``uavN/gps/fix`` (sensor_msgs/NavSatFix, frame ``uavN/base_link``): WGS-84 latitude/longitude

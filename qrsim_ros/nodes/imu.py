@@ -1,7 +1,7 @@
 """The ``imu`` node: accelerometer, gyroscope and orientation estimator of every vehicle (spec 3.1).
 
 Subscribes ``uavN/ground_truth/odom``, ``uavN/ground_truth/accel`` and ``/sim/vehicle_status``
-(the tick's episode; ``sensor_messages.GroundTruthSync``); on every update tick of the
+(the tick's episode; ``ros.ground_truth.GroundTruthSync``); on every update tick of the
 AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Imu, frame
 ``uavN/base_link``, REP-145) stamped t_k:
 
@@ -13,7 +13,7 @@ AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Im
 The models are the core's ``Ahars`` sensors built with the Simulator's streams (``RandomStreams(seed)``,
 stream names ``accelerometer``, ``gyroscope``, ``orientation_estimator``), so with the same seed and
 ground truth the output equals the Simulator's AHARS. The altimeter belongs to the ``altimeter`` node.
-Parameters: ``scenario``, ``seed``, ``num_vehicles`` (see ``common.declare_scenario``).
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (see ``ros.node.declare_scenario``).
 """
 
 from __future__ import annotations

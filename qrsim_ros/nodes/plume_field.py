@@ -1,7 +1,7 @@
 """The ``plume_field`` node: the task's plume and every vehicle's plume sensor (spec 3.4, 4.4).
 
 Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's episode;
-``sensor_messages.GroundTruthSync``); on every plume-sensor tick (2 Hz in the noisy QRSim configs,
+``ros.ground_truth.GroundTruthSync``); on every plume-sensor tick (2 Hz in the noisy QRSim configs,
 50 Hz in the noiseless ones) publishes ``uavN/plume/concentration`` (qrsim_ros/Concentration, frame
 ``uavN/base_link``) stamped t_k: the concentration at the vehicle's true position plus the sensor
 noise, and the noise variance. At every episode start it also publishes ``/plume/markers``

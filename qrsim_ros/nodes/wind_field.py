@@ -6,7 +6,7 @@ the Simulator's named streams (``RandomStreams(seed)``), so a lockstep run repro
 
 Topics (docs/NODE_GRAPH.md "Per tick k", step 2):
   in   ``uavN/ground_truth/odom`` of every vehicle and ``/sim/vehicle_status`` (validity and episode of
-       the tick) through ``sensor_messages.GroundTruthSync``: one handler call per tick with the whole
+       the tick) through ``ros.ground_truth.GroundTruthSync``: one handler call per tick with the whole
        fleet; a new episode counter (or a lower tick) starts an episode; a repeated tick re-sends its
        outputs without stepping again.
   out  ``uavN/wind`` (geometry_msgs/Vector3Stamped, frame ``map``, ENU air velocity [m/s]) stamped t_k:
@@ -22,7 +22,7 @@ turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts
 the reset pre-empted (t_K -> t_K+1, never integrated) are taken back first (``rewind_updates``), so
 the turbulence streams stay aligned with the Simulator's episode after episode. Invalid vehicles, and vehicles
 whose ground truth is missing or non-finite, hold their gust (the Simulator steps the valid ones).
-Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``common.declare_scenario``), ``viz_period_s``.
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``ros.node.declare_scenario``), ``viz_period_s``.
 
 Visualisation: ``/viz/wind`` (visualization_msgs/MarkerArray, latched, ``markers.arrow_markers``): an
 arrow per vehicle from its position along the air velocity (1 m per m/s), at most once per

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
-#: Vehicle namespaces as the nodes name them (``common.vehicle_namespace``): uav1, uav2, ...
+#: Vehicle namespaces as the nodes name them (``ros.names.vehicle_namespace``): uav1, uav2, ...
 _VEHICLE_TOPIC = re.compile(r"^/(uav\d+)/(.+)$")
 #: NavSatFix status below this has no fix (sensor_msgs/NavSatStatus.STATUS_NO_FIX = -1).
 _STATUS_FIX = 0

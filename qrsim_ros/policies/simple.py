@@ -6,11 +6,8 @@ import numpy as np
 
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.controllers import WaypointPID
-from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
+from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.policies.base import Array, AutopilotView, action_bounds
-
-#: Open-loop hover controls [pitch, roll, throttle, yaw_rate, battery] (spec 2.1).
-NEUTRAL_ATTITUDE = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 
 
 class Hover:
@@ -43,7 +40,7 @@ class Hover:
                 u = self.pid.compute_from_estimated_state(ex, self.hold[:, 0:3], self.hold[:, 3])
                 a[attitude] = u[attitude]
             else:
-                a[attitude] = NEUTRAL_ATTITUDE
+                a[attitude] = HOVER_CONTROL
         for r, m in enumerate(self.modes):
             if m == "waypoint":
                 a[r, 0:4] = np.nan_to_num(self.hold[r])

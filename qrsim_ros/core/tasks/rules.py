@@ -26,7 +26,7 @@ Array = NDArray[np.float64]
 
 PENALTY = 1000.0  #: reward -PENALTY whenever any vehicle is invalid (spec 5.1)
 CONTROL_COST_WEIGHTS = np.array([2 / np.pi, 2 / np.pi, 0.5, 1.0])  #: R of the generic tasks (spec 5.2)
-NEUTRAL_CONTROLS = np.array([0.0, 0.0, 0.59, 0.0])  #: u offset of the control cost (spec 5.2)
+CONTROL_COST_OFFSET = np.array([0.0, 0.0, 0.59, 0.0])  #: QRSim's u offset of the control cost (spec 5.2)
 MAX_MOUSE_SPEED_MPS = 3.0  #: VelocityHeightPID's maxv; the mouse flies at mouse_speed_factor x this
 
 DONE_TIME_LIMIT = "time_limit"
@@ -132,7 +132,7 @@ class GenericTask(Task):
         dt = self.sim.dt_s
         valid = self.sim.valid
         if self.params.control_cost:
-            u = (controls[valid, 0:4] - NEUTRAL_CONTROLS) * CONTROL_COST_WEIGHTS
+            u = (controls[valid, 0:4] - CONTROL_COST_OFFSET) * CONTROL_COST_WEIGHTS
             self._accumulated -= float(np.sum(u * u)) * dt
         if self.params.type == "keep_velocity":
             x = self.sim.true_state()[valid]

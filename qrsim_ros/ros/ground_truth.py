@@ -42,7 +42,8 @@ from qrsim_ros.ros.from_messages import (
     states_from_raw_odometry,
 )
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
-from qrsim_ros.ros.node import Counters, declare
+from qrsim_ros.ros.node import Counters
+from qrsim_ros.ros.parameters import Param, declare_param
 from qrsim_ros.ros.qos import QOS_GROUND_TRUTH
 
 #: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
@@ -343,9 +344,14 @@ class GroundTruthSync:
                                              throttle_duration_sec=5.0)
 
 
+#: The ``ground_truth_source`` parameter of a node fed by ``GroundTruthSync`` (a row of its ParamTable).
+GROUND_TRUTH_SOURCE = Param(
+    "ground_truth_source", GROUND_TRUTH_SOURCES[0],
+    "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
+    "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
+    "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)
+
+
 def declare_ground_truth_source(node: Node) -> str:
     """Declare the ``ground_truth_source`` parameter of a node fed by ``GroundTruthSync``."""
-    return declare(node, "ground_truth_source", GROUND_TRUTH_SOURCES[0],
-                   "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
-                   "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
-                   "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)
+    return declare_param(node, GROUND_TRUTH_SOURCE)

@@ -658,8 +658,9 @@ def prepare(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario,
             missing.append(spec.executable)
     if missing:
         raise CliError(f"node executable(s) not installed: {', '.join(missing)} (searched "
-                       f"{', '.join(str(d) for d in executable_dirs())}; after adding scripts run "
-                       "'./qrsim exec -- true' to refresh the colcon install)")
+                       f"{', '.join(str(d) for d in executable_dirs())}; after adding a node to "
+                       "QRSIM_NODES in CMakeLists.txt run './qrsim exec -- true' to refresh the colcon "
+                       "install)")
     bag = bag_dir(keep)
     if bag is not None and os.path.exists(bag) and (not os.path.isdir(bag) or os.listdir(bag)):
         raise CliError(f"--record {bag}: exists and is not an empty directory (a bag is never overwritten)")

@@ -202,7 +202,7 @@ def declare_param(node: Node, param: Param) -> Any:
 
         given = node.declare_parameter(param.name, param.default,
                                        ParameterDescriptor(dynamic_typing=True)).value
-        node.undeclare_parameter(param.name)
+        node.undeclare_parameter(param.name)  # (a read-only one could not be)
         param.check(given)
         raise ParameterError(f"parameter {param.name!r}: {exc}") from None
     return param.check(value)

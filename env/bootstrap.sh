@@ -107,13 +107,13 @@ _qrsim_build_stamp() {
     # Contents of what generates code, names of what is symlinked (edits to those are live).
     (
         cd "$QRSIM_ROOT" || exit 1
-        cat CMakeLists.txt package.xml msg/*.msg srv/*.srv
+        cat CMakeLists.txt package.xml msg/*.msg srv/*.srv scripts/executable.py.in
         local p
         for p in $(_qrsim_local_pkgs); do
             echo "$p"
             find "$p" -type f | LC_ALL=C sort | xargs cat
         done
-        find qrsim_ros scripts/bin launch config urdf rviz -type f \
+        find qrsim_ros launch config urdf rviz -type f \
             ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null | LC_ALL=C sort
         cat "$QRSIM_VENV/.qrsim-venv-stamp"
     ) | _qrsim_hash

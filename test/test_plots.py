@@ -234,7 +234,7 @@ def _require_recorder() -> None:
     from qrsim_ros.launch_plan import NodeSpec
 
     if find_executable(NodeSpec("recorder", "recorder")) is None:
-        pytest.skip("the recorder node is not installed (scripts/bin/recorder; run ./qrsim exec -- true)")
+        pytest.skip("the recorder node is not installed (see QRSIM_NODES in CMakeLists.txt)")
 
 
 @pytest.fixture(scope="module")

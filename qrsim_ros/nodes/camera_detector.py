@@ -38,19 +38,26 @@ from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.world.area import BoxWithPersonsArea
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME
-from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.node import run_node
+from qrsim_ros.ros.parameters import Param, ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import detection_fields, detections_message
+
+PARAMETERS = ParamTable(
+    "camera_detector", *GROUND_TRUTH_NODE_PARAMETERS,
+    Param("viz_period_s", viz.VIZ_PERIOD_S,
+          "least simulated time between two /viz/camera_footprints (0: off) [s]", lo=0.0, hi=3600.0),
+)
 
 
 class CameraDetectorNode(GroundTruthNode):
     """The persons area and N cameras; publishes ``uavN/camera/detections``."""
 
     def __init__(self) -> None:
-        super().__init__("camera_detector")
+        super().__init__("camera_detector", PARAMETERS)
         from sensor_msgs.msg import PointCloud2
 
         sc, streams = self.scenario, self.streams
@@ -68,9 +75,7 @@ class CameraDetectorNode(GroundTruthNode):
         self._pubs = self.per_vehicle_publishers(PointCloud2, "camera/detections")
         from visualization_msgs.msg import MarkerArray
 
-        self._viz = viz.VizThrottle(declare(
-            self, "viz_period_s", viz.VIZ_PERIOD_S,
-            "least simulated time between two /viz/camera_footprints (0: off) [s]", lo=0.0, hi=3600.0))
+        self._viz = viz.VizThrottle(self.params.viz_period_s)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/camera_footprints", QOS_LATCHED)
         self.follow_ground_truth("persons area and cameras with classifier")
 

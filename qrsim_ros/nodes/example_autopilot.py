@@ -43,7 +43,14 @@ from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.parameters import (
+    SCENARIO_PARAMETERS,
+    Param,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
+)
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.stamps import seconds_of_stamp
 
@@ -122,15 +129,23 @@ class TopicView:
         self.valid[:] = True
 
 
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "example_autopilot", *SCENARIO_PARAMETERS,
+    Param("policy", "auto",
+          "baseline policy: " + ", ".join(policy_names()) + " or MODULE:FUNC (qrsim_ros.policies)"),
+)
+
+
 class ExampleAutopilotNode(Node):
     """Runs a baseline policy on the public topics (see the module docstring)."""
 
     def __init__(self) -> None:
         super().__init__("example_autopilot")
-        sc = declare_scenario(self)
+        p = self.params = declare_parameters(self, PARAMETERS)
+        sc = scenario_from_parameters(p)
         self.scenario = sc
-        spec = declare(self, "policy", "auto", "baseline policy: " + ", ".join(policy_names())
-                       + " or MODULE:FUNC (qrsim_ros.policies)")
+        spec = p.policy
         try:
             self.factory = make_factory(spec, sc.task.type)
         except PolicyError as exc:

@@ -68,7 +68,14 @@ from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import Counters, declare, declare_scenario, run_node
+from qrsim_ros.ros.node import Counters, run_node
+from qrsim_ros.ros.parameters import (
+    SCENARIO_PARAMETERS,
+    Param,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
+)
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 
@@ -87,23 +94,27 @@ class _TickInputs:
         self.missing: set[tuple[str, int]] | None = None
 
 
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "flight_controller", *SCENARIO_PARAMETERS,
+    Param("max_pending_ticks", 50, "ticks whose inputs are buffered while incomplete; older ones are skipped",
+          lo=1, hi=100000),
+    Param("report_period_s", 2.0,
+          "wall-clock period of the 'waiting for inputs' report and of /diagnostics [s]", lo=0.1, hi=3600.0),
+    Param("use_vehicle_status", True,
+          "await /sim/vehicle_status of every tick: its validity flags say whose sensors to wait for "
+          "(false: every vehicle is valid, for runs without vehicle_dynamics)"),
+)
+
+
 class FlightControllerNode(Node):
     """Velocity / waypoint PIDs of every vehicle under a controller (see the module docstring)."""
 
     def __init__(self) -> None:
         super().__init__("flight_controller")
-        sc = declare_scenario(self)
+        p = self.params = declare_parameters(self, PARAMETERS)
+        sc = scenario_from_parameters(p)
         self.scenario = sc
-        self.max_pending_ticks = declare(
-            self, "max_pending_ticks", 50,
-            "ticks whose inputs are buffered while incomplete; older ones are skipped", lo=1, hi=100000)
-        self.report_period_s = declare(
-            self, "report_period_s", 2.0,
-            "wall-clock period of the 'waiting for inputs' report and of /diagnostics [s]", lo=0.1, hi=3600.0)
-        self.use_status = declare(
-            self, "use_vehicle_status", True,
-            "await /sim/vehicle_status of every tick: its validity flags say whose sensors to wait for "
-            "(false: every vehicle is valid, for runs without vehicle_dynamics)")
         n = sc.num_vehicles
         self.num_vehicles = n
         self._valid = np.ones(n, bool)
@@ -119,7 +130,7 @@ class FlightControllerNode(Node):
         self._gps_ticks = ticks_per_update("gps_receiver.dt_s", sc.vehicle.gps_receiver.dt_s)
         period = math.lcm(*self._imu_ticks, self._alt_ticks, self._gps_ticks)
         self._clock_trigger = False
-        self._clock_trigger = bool(self.controlled) and not self.use_status and any(
+        self._clock_trigger = bool(self.controlled) and not self.params.use_vehicle_status and any(
             not self._due_inputs(k) for k in range(1, period + 1))
         # placement (held headings), from the scenario seed's task.placement stream
         if sc.seed == 0:
@@ -134,7 +145,7 @@ class FlightControllerNode(Node):
         self.counters = Counters(self, ["setpoint_rejected_non_finite", "setpoint_rejected_frame",
                                         "setpoint_rejected_mode", "setpoint_rejected_no_attitude",
                                         "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected"],
-                                self.report_period_s)
+                                self.params.report_period_s)
         self.ticks_computed = 0
         self._start_episode(FIRST_EPISODE)
         self._await_tick0 = False  # at start-up the first tick seen is taken as it is (joined late)
@@ -152,7 +163,7 @@ class FlightControllerNode(Node):
             sub(PoseStamped, f"{ns}/cmd/pose", partial(self._on_pose_setpoint, i))
             self._cmd_pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
         self.create_subscription(UInt32, "/sim/episode", self._on_episode, QOS_LATCHED)
-        if self.use_status and self.controlled:
+        if self.params.use_vehicle_status and self.controlled:
             self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, QOS_RELIABLE)
         if self._clock_trigger:
             from rosgraph_msgs.msg import Clock as ClockMsg
@@ -160,7 +171,7 @@ class FlightControllerNode(Node):
             self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._waiting_since: float | None = None
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(self.report_period_s, self._report_waiting, clock=self._wall)
+        self.create_timer(self.params.report_period_s, self._report_waiting, clock=self._wall)
         summary = ", ".join(f"{vehicle_namespace(i)}:{modes[i]}" for i in self.controlled) or "none"
         self.get_logger().info(f"scenario {sc.name!r}: controlling {summary}"
                                + (f"; the mouse {vehicle_namespace(self.mouse)} follows the referee"
@@ -224,7 +235,7 @@ class FlightControllerNode(Node):
             self.counters.count("status_rejected")
             self.get_logger().warning(f"/sim/vehicle_status lists {len(msg.valid)} vehicles, the scenario "
                                       f"{self.num_vehicles}: ignored",
-                                      throttle_duration_sec=self.report_period_s)
+                                      throttle_duration_sec=self.params.report_period_s)
             return
         self._episode_seen(int(msg.episode))
         self._buffer(STATUS, -1, msg, int(msg.tick))
@@ -247,20 +258,20 @@ class FlightControllerNode(Node):
             entry = self._pending[k] = _TickInputs()
         entry.msgs[(kind, i)] = msg
         if entry.missing is None:
-            if kind == STATUS or not self.use_status:  # now the tick's due inputs are known
+            if kind == STATUS or not self.params.use_vehicle_status:  # now the tick's due inputs are known
                 entry.missing = set(self._due_inputs(k, self._valid_at(k))) - entry.msgs.keys()
         else:
             entry.missing.discard((kind, i))
         if entry.missing is not None and not entry.missing:
             self._process_through(k)
-        elif len(self._pending) > self.max_pending_ticks:
+        elif len(self._pending) > self.params.max_pending_ticks:
             self._process_through(min(self._pending), compute=False)
 
     def _due_inputs(self, k: int, valid: np.ndarray | None = None) -> list[tuple[str, int]]:
         """The inputs tick k waits for: the sensors due at k of the valid controlled vehicles, the
         mouse's command (cats and mouse), the vehicle status (``use_vehicle_status``); /clock when
         nothing else would come."""
-        keys: list[tuple[str, int]] = [(STATUS, -1)] if self.use_status else []
+        keys: list[tuple[str, int]] = [(STATUS, -1)] if self.params.use_vehicle_status else []
         imu = any(k % t == 0 for t in self._imu_ticks)
         alt = k % self._alt_ticks == 0
         gps = k % self._gps_ticks == 0
@@ -275,7 +286,7 @@ class FlightControllerNode(Node):
 
     def _valid_at(self, k: int) -> np.ndarray | None:
         """Validity at tick k: from its vehicle status (None while it has not arrived)."""
-        if not self.use_status:
+        if not self.params.use_vehicle_status:
             return np.ones(self.num_vehicles, bool)
         entry = self._pending.get(k)
         status = entry.msgs.get((STATUS, -1)) if entry is not None else None
@@ -283,7 +294,7 @@ class FlightControllerNode(Node):
 
     def _resend_trigger(self, k: int) -> tuple[str, int]:
         """The input whose second arrival for an already computed tick means the tick was re-sent."""
-        if self.use_status:
+        if self.params.use_vehicle_status:
             return (STATUS, -1)
         return self._due_inputs(k)[0] if self._due_inputs(k) else (CLOCK, -1)
 
@@ -346,7 +357,7 @@ class FlightControllerNode(Node):
     def _reject(self, reason: str, text: str) -> None:
         count = self.counters.count(f"setpoint_rejected_{reason}")
         self.get_logger().warning(f"{text} ({count} rejected for this reason)",
-                                  throttle_duration_sec=self.report_period_s)
+                                  throttle_duration_sec=self.params.report_period_s)
         return None
 
     # --- the control step -------------------------------------------------------------------------------

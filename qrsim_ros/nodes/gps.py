@@ -29,19 +29,26 @@ from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_gps
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
-from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.node import run_node
+from qrsim_ros.ros.parameters import Param, ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import navsatfix_message, velocity_message
+
+PARAMETERS = ParamTable(
+    "gps", *GROUND_TRUTH_NODE_PARAMETERS,
+    Param("viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/gps (0: off) [s]",
+          lo=0.0, hi=3600.0),
+)
 
 
 class GpsNode(GroundTruthNode):
     """The space segment and N receivers; publishes ``uavN/gps/fix`` and ``uavN/gps/vel``."""
 
     def __init__(self) -> None:
-        super().__init__("gps")
+        super().__init__("gps", PARAMETERS)
         from geometry_msgs.msg import TwistStamped
         from sensor_msgs.msg import NavSatFix
         from visualization_msgs.msg import MarkerArray
@@ -51,9 +58,7 @@ class GpsNode(GroundTruthNode):
         self._frames = [base_link_frame(i) for i in range(n)]
         self._fix_pubs = self.per_vehicle_publishers(NavSatFix, "gps/fix")
         self._vel_pubs = self.per_vehicle_publishers(TwistStamped, "gps/vel")
-        self.viz_period_s = declare(self, "viz_period_s", viz.VIZ_PERIOD_S,
-                                    "least simulated time between two /viz/gps (0: off) [s]",
-                                    lo=0.0, hi=3600.0)
+        self.viz_period_s = self.params.viz_period_s
         self._viz = viz.VizThrottle(self.viz_period_s) if self.viz_period_s > 0 else None
         self._viz_tracks = viz.TrackHistory(n)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/gps", QOS_LATCHED)

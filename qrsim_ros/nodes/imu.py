@@ -13,7 +13,7 @@ AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Im
 The models are the core's ``Ahars`` sensors built with the Simulator's streams (``RandomStreams(seed)``,
 stream names ``accelerometer``, ``gyroscope``, ``orientation_estimator``), so with the same seed and
 ground truth the output equals the Simulator's AHARS. The altimeter belongs to the ``altimeter`` node.
-Parameters: ``scenario``, ``seed``, ``num_vehicles`` (see ``ros.node.declare_scenario``).
+Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``ros.ground_truth.GROUND_TRUTH_NODE_PARAMETERS``).
 """
 
 from __future__ import annotations

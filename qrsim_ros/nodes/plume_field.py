@@ -40,9 +40,10 @@ from qrsim_ros.core.engine.builders import (
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
-from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.node import run_node
+from qrsim_ros.ros.parameters import Param, ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import concentration_message
@@ -51,11 +52,21 @@ from qrsim_ros.ros.to_messages import concentration_message
 SOURCE_MARKER_SIZE_M = 4.0
 
 
+PARAMETERS = ParamTable(
+    "plume_field", *GROUND_TRUTH_NODE_PARAMETERS,
+    Param("field_period_s", 2.0, "least simulated time between two /plume/field clouds of a puff plume "
+          "(0: only at the episode start) [s]", lo=0.0, hi=3600.0),
+    Param("field_resolution_m", 5.0, "grid spacing of /plume/field [m] (coarsened to field_max_points)",
+          lo=0.1, hi=1000.0),
+    Param("field_max_points", 5000, "most grid points /plume/field evaluates", lo=1, hi=10_000_000),
+)
+
+
 class PlumeFieldNode(GroundTruthNode):
     """The plume, the mean wind it depends on, and N plume sensors; publishes concentrations and markers."""
 
     def __init__(self) -> None:
-        super().__init__("plume_field")
+        super().__init__("plume_field", PARAMETERS)
         from visualization_msgs.msg import MarkerArray
 
         from qrsim_ros.msg import Concentration
@@ -104,15 +115,9 @@ class PlumeFieldNode(GroundTruthNode):
     def _setup_field(self) -> None:
         from sensor_msgs.msg import PointCloud2
 
-        self.field_period_s = declare(
-            self, "field_period_s", 2.0,
-            "least simulated time between two /plume/field clouds of a puff plume (0: only at the "
-            "episode start) [s]", lo=0.0, hi=3600.0)
-        self.field_resolution_m = declare(self, "field_resolution_m", 5.0,
-                                          "grid spacing of /plume/field [m] (coarsened to field_max_points)",
-                                          lo=0.1, hi=1000.0)
-        self.field_max_points = declare(self, "field_max_points", 5000,
-                                        "most grid points /plume/field evaluates", lo=1, hi=10_000_000)
+        self.field_period_s = self.params.field_period_s
+        self.field_resolution_m = self.params.field_resolution_m
+        self.field_max_points = self.params.field_max_points
         self._field_pub = self.create_publisher(PointCloud2, "/plume/field", QOS_LATCHED)
         self._field_viz = viz.VizThrottle(self.field_period_s)
         self._field_sampler: viz.FieldSampler | None = None

@@ -49,7 +49,8 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
-from qrsim_ros.ros.node import ParameterError, declare, run_node
+from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -64,6 +65,29 @@ CLOCK_TOPIC = "/clock"
 _GATE_TOPICS = re.compile(r"(/ground_truth/odom|^/sim/vehicle_status)$")
 
 
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "recorder",
+    Param("output_dir", "", "bag directory to create (must not exist or be empty)"),
+    Param("split_period_s", 5.0,
+          "wall seconds per MCAP file: a SIGKILL loses at most the file being written [s]",
+          lo=0.05, hi=86400.0),
+    Param("compression", "zstd", "MCAP chunk compression", choices=COMPRESSIONS),
+    Param("exclude", "^/parameter_events$",
+          "regular expression of topics not to record (empty: record everything)"),
+    Param("queue_depth", 1000, "history depth of every subscription (messages held while busy)",
+          lo=1, hi=1_000_000),
+    Param("discovery_period_s", 0.1, "wall seconds between two looks at the graph for new topics [s]",
+          lo=0.01, hi=60.0),
+    Param("drain_timeout_s", 5.0,
+          "longest wall time spent taking pending messages after SIGINT/SIGTERM before the bag is closed [s]",
+          lo=0.0, hi=60.0),
+    Param("scenario", "", "scenario of the run (written to the bag's custom_data)"),
+    Param("seed", -1, "seed of the run (custom_data)", lo=-1, hi=2**31 - 1),
+    Param("num_vehicles", 0, "vehicles of the run (custom_data)", lo=0, hi=100000),
+)
+
+
 class RecorderNode(Node):
     """Records every discovered topic, serialized, to a SIGKILL-safe rosbag2 bag (module docstring)."""
 
@@ -71,26 +95,8 @@ class RecorderNode(Node):
 
     def __init__(self) -> None:
         super().__init__(self.NODE_NAME)
-        output_dir = declare(self, "output_dir", "", "bag directory to create (must not exist or be empty)")
-        split_period_s = declare(
-            self, "split_period_s", 5.0,
-            "wall seconds per MCAP file: a SIGKILL loses at most the file being written [s]",
-            lo=0.05, hi=86400.0)
-        compression = declare(self, "compression", "zstd", "MCAP chunk compression", choices=COMPRESSIONS)
-        exclude = declare(self, "exclude", "^/parameter_events$",
-                          "regular expression of topics not to record (empty: record everything)")
-        self.queue_depth = declare(self, "queue_depth", 1000,
-                                   "history depth of every subscription (messages held while busy)",
-                                   lo=1, hi=1_000_000)
-        self.discovery_period_s = declare(self, "discovery_period_s", 0.1,
-                                          "wall seconds between two looks at the graph for new topics [s]",
-                                          lo=0.01, hi=60.0)
-        self.drain_timeout_s = declare(self, "drain_timeout_s", 5.0,
-                                       "longest wall time spent taking pending messages after SIGINT/SIGTERM "
-                                       "before the bag is closed [s]", lo=0.0, hi=60.0)
-        scenario = declare(self, "scenario", "", "scenario of the run (written to the bag's custom_data)")
-        seed = declare(self, "seed", -1, "seed of the run (custom_data)", lo=-1, hi=2**31 - 1)
-        num_vehicles = declare(self, "num_vehicles", 0, "vehicles of the run (custom_data)", lo=0, hi=100000)
+        p = self.params = declare_parameters(self, PARAMETERS)
+        output_dir, exclude, scenario = p.output_dir, p.exclude, p.scenario
         if not str(output_dir).strip():
             raise ParameterError("parameter 'output_dir' is empty: give the bag directory to create")
         try:
@@ -103,11 +109,11 @@ class RecorderNode(Node):
         self._store = private_typestore()
         custom = {"qrsim_ros.time": "sim" if self.use_sim_time else "system"}
         if scenario:
-            custom.update({"qrsim_ros.scenario": scenario, "qrsim_ros.seed": str(seed),
-                           "qrsim_ros.num_vehicles": str(num_vehicles)})
+            custom.update({"qrsim_ros.scenario": scenario, "qrsim_ros.seed": str(p.seed),
+                           "qrsim_ros.num_vehicles": str(p.num_vehicles)})
         try:
-            self.writer = SplitBagWriter(output_dir, self._store, compression=compression,
-                                         split_period_s=split_period_s, custom_data=custom)
+            self.writer = SplitBagWriter(output_dir, self._store, compression=p.compression,
+                                         split_period_s=p.split_period_s, custom_data=custom)
         except (BagWriterError, OSError) as exc:
             raise ParameterError(f"parameter 'output_dir'={output_dir!r}: {exc}") from None
 
@@ -122,7 +128,7 @@ class RecorderNode(Node):
         self._ignored: set[str] = set()
         self._warned: set[str] = set()
         self._next_discovery = 0.0
-        self._discovery_wait_s = self.discovery_period_s
+        self._discovery_wait_s = self.params.discovery_period_s
         self._publisher_counts: dict[str, int] = {}
         self._closed = False
         self._started_wall = time.monotonic()
@@ -136,8 +142,8 @@ class RecorderNode(Node):
         self._discover()
         self._timer = self.create_timer(HOUSEKEEPING_S, self._housekeeping,
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.get_logger().info(f"recording to {self.writer.path} ({compression}, a new file every "
-                               f"{split_period_s:g} s, {'sim' if self.use_sim_time else 'system'} time)")
+        self.get_logger().info(f"recording to {self.writer.path} ({p.compression}, a new file every "
+                               f"{p.split_period_s:g} s, {'sim' if self.use_sim_time else 'system'} time)")
 
     # --- discovery ------------------------------------------------------------------------------------
 
@@ -199,7 +205,7 @@ class RecorderNode(Node):
             return
         reliable, transient_local = subscription_policy(offered)
         qos = QoSProfile(
-            history=HistoryPolicy.KEEP_LAST, depth=self.queue_depth,
+            history=HistoryPolicy.KEEP_LAST, depth=self.params.queue_depth,
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
         callback = self._clock_callback(topic_id) if name == CLOCK_TOPIC else self._callback(topic_id)
@@ -277,14 +283,14 @@ class RecorderNode(Node):
             idle = self._received == self._received_at_check
             self._received_at_check = self._received
             waited = now - self._stop_wall
-            if (idle and waited >= DRAIN_IDLE_S) or waited >= self.drain_timeout_s:
+            if (idle and waited >= DRAIN_IDLE_S) or waited >= self.params.drain_timeout_s:
                 self._forward_stop()
             return
         if now >= self._next_discovery:
             # Look often while the graph changes, then back off (up to MAX_DISCOVERY_S): a pass queries
             # the publishers of every topic.
             changed = self._discover()
-            self._discovery_wait_s = (self.discovery_period_s if changed
+            self._discovery_wait_s = (self.params.discovery_period_s if changed
                                       else min(2 * self._discovery_wait_s, MAX_DISCOVERY_S))
             self._next_discovery = now + self._discovery_wait_s
 

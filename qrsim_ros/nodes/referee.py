@@ -70,9 +70,16 @@ from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
-from qrsim_ros.ros.ground_truth import GroundTruthSync, Outgoing, declare_ground_truth_source
+from qrsim_ros.ros.ground_truth import GROUND_TRUTH_SOURCE, GroundTruthSync, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import Counters, ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.node import Counters, ParameterError, run_node
+from qrsim_ros.ros.parameters import (
+    SCENARIO_PARAMETERS,
+    Param,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
+)
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 from qrsim_ros.ros.to_messages import quaternions_enu_flu
@@ -86,31 +93,34 @@ PERSON_MARKER_HEIGHT_M = viz.PERSON_MARKER_HEIGHT_M
 MAX_PENDING_TICKS = 100
 
 
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "referee", *SCENARIO_PARAMETERS,
+    Param("reset_timeout_s", 10.0, "how long /referee/reset waits for /vehicle_dynamics/reset [s, wall]",
+          lo=0.1, hi=600.0),
+    Param("marker_period_s", 1.0, "least simulated time between two /referee/markers [s]", lo=0.0, hi=3600.0),
+    Param("viz_period_s", viz.VIZ_PERIOD_S,
+          "least simulated time between two /viz/task_status (0: no task status, paths or labels) [s]",
+          lo=0.0, hi=3600.0),
+    Param("path_period_s", viz.PATH_PERIOD_S,
+          "least simulated time between two poses (and messages) of uavN/ground_truth/path [s]",
+          lo=0.02, hi=3600.0),
+    Param("path_max_poses", viz.PATH_MAX_POSES,
+          "poses kept in each uavN/ground_truth/path (the oldest go first)", lo=1, hi=1_000_000),
+    Param("robot_description_file", "",
+          "URDF published on uavN/robot_description (empty: the package's urdf/pelican.urdf)"),
+    GROUND_TRUTH_SOURCE,
+)
+
+
 class RefereeNode(Node):
     """The task's rules, the persons area and the mouse (see the module docstring)."""
 
     def __init__(self) -> None:
         super().__init__("referee")
-        sc = declare_scenario(self)
+        p = self.params = declare_parameters(self, PARAMETERS)
+        sc = scenario_from_parameters(p)
         self.scenario = sc
-        self.reset_timeout_s = declare(self, "reset_timeout_s", 10.0,
-                                       "how long /referee/reset waits for /vehicle_dynamics/reset [s, wall]",
-                                       lo=0.1, hi=600.0)
-        self.marker_period_s = declare(self, "marker_period_s", 1.0,
-                                       "least simulated time between two /referee/markers [s]",
-                                       lo=0.0, hi=3600.0)
-        self.viz_period_s = declare(self, "viz_period_s", viz.VIZ_PERIOD_S,
-                                    "least simulated time between two /viz/task_status (0: no task status, "
-                                    "paths or labels) [s]", lo=0.0, hi=3600.0)
-        self.path_period_s = declare(self, "path_period_s", viz.PATH_PERIOD_S,
-                                     "least simulated time between two poses (and messages) of "
-                                     "uavN/ground_truth/path [s]", lo=0.02, hi=3600.0)
-        self.path_max_poses = declare(self, "path_max_poses", viz.PATH_MAX_POSES,
-                                      "poses kept in each uavN/ground_truth/path (the oldest go first)",
-                                      lo=1, hi=1_000_000)
-        self.robot_description_file = declare(
-            self, "robot_description_file", "",
-            "URDF published on uavN/robot_description (empty: the package's urdf/pelican.urdf)")
         n = self.num_vehicles = sc.num_vehicles
         if sc.seed == 0:
             self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
@@ -134,7 +144,7 @@ class RefereeNode(Node):
         self._status: dict[int, VehicleStatus] = {}
         self._fixes: dict[int, dict[int, NavSatFix]] = {}
         # the status comes with the fleet's ground truth (or on its own topic for 'odometry')
-        self.sync = GroundTruthSync(self, n, self._on_ground_truth, source=declare_ground_truth_source(self),
+        self.sync = GroundTruthSync(self, n, self._on_ground_truth, source=p.ground_truth_source,
                                     on_status=self._on_status)
         self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
         self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
@@ -320,7 +330,7 @@ class RefereeNode(Node):
         persons = isinstance(self.area, BoxWithPersonsArea)
         if persons and not self.done and self.area.step(k + 1, x, valid):
             self._markers_due = True
-        if self._markers_due and (k - self._markers_tick) * BASE_DT_S >= self.marker_period_s:
+        if self._markers_due and (k - self._markers_tick) * BASE_DT_S >= self.params.marker_period_s:
             self._publish_markers(k)
         if self.mouse is not None:
             self._publish_mouse(k, valid)
@@ -437,22 +447,22 @@ class RefereeNode(Node):
         from std_msgs.msg import String
 
         n, sc = self.num_vehicles, self.scenario
-        self._viz_on = self.viz_period_s > 0
+        self._viz_on = self.params.viz_period_s > 0
         self._last_status: TaskStatus | None = None
         self._terrain_viz_pub = self.create_publisher(OccupancyGrid, "/viz/terrain", QOS_LATCHED)
         self._text_pub = self.create_publisher(MarkerArray, "/viz/task_status", QOS_LATCHED)
         self._path_pubs = [self.create_publisher(Path, f"{ns}/ground_truth/path", QOS_LATCHED)
                            for ns in self._names]
-        self._paths = viz.PathHistory(n, MAP_FRAME, self.path_max_poses)
-        self._path_viz = viz.VizThrottle(self.path_period_s)
-        self._text_viz = viz.VizThrottle(self.viz_period_s)
+        self._paths = viz.PathHistory(n, MAP_FRAME, self.params.path_max_poses)
+        self._path_viz = viz.VizThrottle(self.params.path_period_s)
+        self._text_viz = viz.VizThrottle(self.params.viz_period_s)
         # the cats' and mouse's labels go on /referee/markers: that topic's period
-        self._labels_viz = viz.VizThrottle(self.marker_period_s) if self.mouse is not None else None
+        self._labels_viz = viz.VizThrottle(self.params.marker_period_s) if self.mouse is not None else None
         self._text_anchor, self._text_height_m = viz.status_text_anchor(sc.area_limits_ned)
         try:
-            urdf = viz.load_robot_description(self.robot_description_file or None)
+            urdf = viz.load_robot_description(self.params.robot_description_file or None)
         except (FileNotFoundError, OSError) as exc:
-            if self.robot_description_file:
+            if self.params.robot_description_file:
                 raise ParameterError(f"parameter 'robot_description_file': {exc}") from None
             self.get_logger().error(f"{exc}: uavN/robot_description not published (RViz's RobotModel "
                                     "will show nothing; the simulation is not affected)")
@@ -514,7 +524,7 @@ class RefereeNode(Node):
             response.message = "/vehicle_dynamics/reset is not available"
             return response
         future = self._dynamics_reset.call_async(Trigger.Request())
-        timer = self.create_timer(self.reset_timeout_s, future.cancel, clock=self._wall,
+        timer = self.create_timer(self.params.reset_timeout_s, future.cancel, clock=self._wall,
                                   callback_group=self._client_group)
         try:
             result = await future
@@ -522,7 +532,8 @@ class RefereeNode(Node):
             self.destroy_timer(timer)
         if result is None:
             response.success = False
-            response.message = f"/vehicle_dynamics/reset did not answer within {self.reset_timeout_s} s"
+            response.message = (f"/vehicle_dynamics/reset did not answer within "
+                                f"{self.params.reset_timeout_s} s")
         else:
             response.success = bool(result.success)
             response.message = result.message

@@ -41,7 +41,7 @@ class SensorNode(GroundTruthNode):
             return
         n = self.num_vehicles
         self.model = build_registered_sensor(sc, sensor, self.streams)
-        self.params = sc.vehicle.sensors[sensor]
+        self.sensor_params = sc.vehicle.sensors[sensor]
         conv = self.conversion
         self._pubs = self.per_vehicle_publishers(conv.MESSAGE_TYPE, conv.TOPIC)
         if hasattr(conv, "static_transforms"):
@@ -57,7 +57,8 @@ class SensorNode(GroundTruthNode):
             self.model.reset(x)
         elif not step_registered_sensor(self.registration.name, self.model, k, x, valid, accel):
             return []
-        msgs = self.conversion.messages(self.model, self.params, stamp_from_tick(k), np.flatnonzero(present))
+        msgs = self.conversion.messages(self.model, self.sensor_params, stamp_from_tick(k),
+                                        np.flatnonzero(present))
         return [(self._pubs[i], m) for i, m in msgs]
 
 
@@ -70,7 +71,11 @@ def main(argv: Sequence[str] | None = None, sensor: str | None = None) -> int:
         print(f"sensor node: {name!r} is not a registered sensor ({', '.join(sorted(SENSORS))})",
               file=sys.stderr)
         return 2
-    return run_node(lambda: SensorNode(name), argv)
+    def factory() -> SensorNode:
+        return SensorNode(name)
+
+    factory.__name__ = name  # named in a start-up error line
+    return run_node(factory, argv)
 
 
 if __name__ == "__main__":

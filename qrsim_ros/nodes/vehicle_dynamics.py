@@ -80,7 +80,14 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_pl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import ParameterError, declare, declare_scenario, run_node
+from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.parameters import (
+    SCENARIO_PARAMETERS,
+    Param,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
+)
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
@@ -108,50 +115,45 @@ BURST_S = 0.01
 FINAL_ACK_S = 2.0
 
 
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "vehicle_dynamics", *SCENARIO_PARAMETERS,
+    Param("real_time_factor", 1.0,
+          "simulated seconds per wall-clock second (1.0: real time; 0: as fast as the inputs allow)",
+          lo=0.0, hi=10000.0),
+    Param("lockstep", False,
+          "step k+1 only after the wind (and flight_controller commands) stamped t_k arrived"),
+    Param("lockstep_timeout_s", 1.0,
+          "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
+          lo=0.001, hi=3600.0),
+    Param("lockstep_on_timeout", "wait",
+          "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
+          choices=("wait", "continue")),
+    Param("command_timeout_s", 0.5,
+          "simulated seconds a cmd/attitude is held before the vehicle falls back to level hover "
+          "(0: held forever) [s]", lo=0.0, hi=1e6),
+    Param("duration_s", 0.0,
+          "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
+          lo=0.0, hi=1e9),
+    Param("wait_for_commands", False,
+          "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude"),
+    Param("start_subscribers", 0,
+          "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
+          "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
+          "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000),
+    Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]", lo=0.0, hi=3600.0),
+    Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", lo=0, hi=100000),
+)
+
+
 class VehicleDynamicsNode(Node):
     """The fleet's integrator and the simulation clock (see the module docstring)."""
 
     def __init__(self) -> None:
         super().__init__("vehicle_dynamics")
-        sc = declare_scenario(self)
+        p = self.params = declare_parameters(self, PARAMETERS)
+        sc = scenario_from_parameters(p)
         self.scenario = sc
-        self.real_time_factor = declare(
-            self, "real_time_factor", 1.0,
-            "simulated seconds per wall-clock second (1.0: real time; 0: as fast as the inputs allow)",
-            lo=0.0, hi=10000.0)
-        self.lockstep = declare(
-            self, "lockstep", False,
-            "step k+1 only after the wind (and flight_controller commands) stamped t_k arrived")
-        self.lockstep_timeout_s = declare(
-            self, "lockstep_timeout_s", 1.0,
-            "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
-            lo=0.001, hi=3600.0)
-        self.lockstep_on_timeout = declare(
-            self, "lockstep_on_timeout", "wait",
-            "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
-            choices=("wait", "continue"))
-        self.command_timeout_s = declare(
-            self, "command_timeout_s", 0.5,
-            "simulated seconds a cmd/attitude is held before the vehicle falls back to level hover "
-            "(0: held forever) [s]", lo=0.0, hi=1e6)
-        self.duration_s = declare(
-            self, "duration_s", 0.0,
-            "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
-            lo=0.0, hi=1e9)
-        self.wait_for_commands = declare(
-            self, "wait_for_commands", False,
-            "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude")
-        self.start_subscribers = declare(
-            self, "start_subscribers", 0,
-            "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
-            "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
-            "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000)
-        self.start_timeout_s = declare(
-            self, "start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
-            lo=0.0, hi=3600.0)
-        self.tf_every_n_ticks = declare(
-            self, "tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", lo=0, hi=100000)
-
         n = sc.num_vehicles
         self.num_vehicles = n
         self.names = [vehicle_namespace(i) for i in range(n)]
@@ -186,11 +188,11 @@ class VehicleDynamicsNode(Node):
         self._started_wall = 0.0
         self._stopping = False
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self._period_s = BASE_DT_S / self.real_time_factor if self.real_time_factor > 0 else 0.0
+        self._period_s = BASE_DT_S / p.real_time_factor if p.real_time_factor > 0 else 0.0
         self._pace_wall = 0.0
         self._pace_step = 0
         self._wait_since = time.monotonic()
-        self._max_steps = (math.floor(self.duration_s / BASE_DT_S + 1e-9) if self.duration_s > 0 else 0)
+        self._max_steps = (math.floor(p.duration_s / BASE_DT_S + 1e-9) if p.duration_s > 0 else 0)
 
         self._place()
 
@@ -232,15 +234,15 @@ class VehicleDynamicsNode(Node):
         self._episode_pub.publish(UInt32(data=self.episode))
         # wall-clock timer: pacing (a quarter of a tick's period: steps late by at most that), lockstep
         # timeouts, free-running bursts
-        free_s = 0.01 if self.lockstep else 0.001
-        timer_s = min(max(self._period_s / 4, 0.001), 0.05) if self.real_time_factor > 0 else free_s
+        free_s = 0.01 if p.lockstep else 0.001
+        timer_s = min(max(self._period_s / 4, 0.001), 0.05) if p.real_time_factor > 0 else free_s
         self._gt_listened = True  # until the first check
         self._timer = self.create_timer(timer_s, self._on_timer, clock=self._wall)
         under = [self.names[i] for i in np.flatnonzero(self.controlled)]
         self.get_logger().info(
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
-            f"real_time_factor {self.real_time_factor:g}, lockstep {'on' if self.lockstep else 'off'}"
-            + (f" (awaiting cmd/attitude of {', '.join(under)})" if self.lockstep and under else ""))
+            f"real_time_factor {p.real_time_factor:g}, lockstep {'on' if p.lockstep else 'off'}"
+            + (f" (awaiting cmd/attitude of {', '.join(under)})" if p.lockstep and under else ""))
 
     # --- episodes -------------------------------------------------------------------------------------
     def _place(self) -> None:
@@ -290,11 +292,11 @@ class VehicleDynamicsNode(Node):
     def _on_command(self, i: int, msg: AttitudeCommand) -> None:
         t_ns = stamp_ns(msg.header.stamp)
         now_ns = self._k * TICK_NS
-        awaited = self.lockstep and self.controlled[i] and t_ns == now_ns
+        awaited = self.params.lockstep and self.controlled[i] and t_ns == now_ns
         if awaited:  # the flight_controller's command of t_k came: a rejected one leaves the held one
             self._cmd_seen_ns[i] = t_ns
         self._accept_command(i, msg, t_ns, now_ns)
-        if awaited or self.wait_for_commands:
+        if awaited or self.params.wait_for_commands:
             self._try_advance()
 
     def _accept_command(self, i: int, msg: AttitudeCommand, t_ns: int, now_ns: int) -> None:
@@ -322,9 +324,9 @@ class VehicleDynamicsNode(Node):
                                     f"{now_ns * 1e-9:.3f} s (stamp commands with the /clock time: "
                                     "use_sim_time)")
             return
-        if self.command_timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self.command_timeout_s:
+        if self.params.command_timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self.params.command_timeout_s:
             self._reject_command(i, f"stale: stamp {t_ns * 1e-9:.3f} s is more than command_timeout_s="
-                                    f"{self.command_timeout_s:g} s before the simulated time "
+                                    f"{self.params.command_timeout_s:g} s before the simulated time "
                                     f"{now_ns * 1e-9:.3f} s")
             return
         if flu:  # FLU pitch and yaw rate have the opposite sign of QRSim's (AttitudeCommand.msg)
@@ -351,7 +353,7 @@ class VehicleDynamicsNode(Node):
             w = None
         t_ns = stamp_ns(msg.header.stamp)
         k, rest = divmod(t_ns, TICK_NS)
-        if self.lockstep:
+        if self.params.lockstep:
             if k == self._wind_tick[i] and not rest:
                 if w is not None and not np.array_equal(w, self._wind_rx[i]):  # not a plain repeat
                     self.wind_rejected[i] += 1
@@ -372,9 +374,9 @@ class VehicleDynamicsNode(Node):
 
     def _ready(self) -> bool:
         valid = self.fleet.valid
-        if self.wait_for_commands and not self._has_cmd[valid].all():
+        if self.params.wait_for_commands and not self._has_cmd[valid].all():
             return False
-        if not self.lockstep:
+        if not self.params.lockstep:
             return True
         if np.any(valid & (self._wind_tick != self._k)):
             return False
@@ -385,12 +387,12 @@ class VehicleDynamicsNode(Node):
         valid = self.fleet.valid
         t = f"@t={self._k * BASE_DT_S:.2f}"
         missing: list[str] = []
-        if self.lockstep:
+        if self.params.lockstep:
             no_wind = valid & (self._wind_tick != self._k)
             missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(no_wind)]
             late = valid & self.controlled & (self._cmd_seen_ns != self._k * TICK_NS)
             missing += [f"{self.names[i]}/cmd/attitude{t}" for i in np.flatnonzero(late)]
-        if self.wait_for_commands:
+        if self.params.wait_for_commands:
             missing += [f"{self.names[i]}/cmd/attitude (a first command)"
                         for i in np.flatnonzero(valid & ~self._has_cmd)]
         return missing
@@ -411,11 +413,11 @@ class VehicleDynamicsNode(Node):
         if self._stopping or self._ready():
             return
         waited = time.monotonic() - self._wait_since
-        if waited < self.lockstep_timeout_s:
+        if waited < self.params.lockstep_timeout_s:
             return
         missing = self._missing_inputs()
-        awaiting_first = self.wait_for_commands and not self._has_cmd[self.fleet.valid].all()
-        if self.lockstep and self.lockstep_on_timeout == "continue" and not awaiting_first:
+        awaiting_first = self.params.wait_for_commands and not self._has_cmd[self.fleet.valid].all()
+        if self.params.lockstep and self.params.lockstep_on_timeout == "continue" and not awaiting_first:
             self.get_logger().warning(f"lockstep: no {', '.join(missing)} after {waited:.1f} s: "
                                       "stepping on with the held inputs")
             self._step()
@@ -439,17 +441,18 @@ class VehicleDynamicsNode(Node):
     def _try_start(self) -> None:
         waited = time.monotonic() - self._wait_since
         matched = self._status_pub.get_subscription_count()
-        short = matched < self.start_subscribers
-        if short and waited < self.start_timeout_s:
+        p = self.params
+        short = matched < p.start_subscribers
+        if short and waited < p.start_timeout_s:
             return
         if short:
-            self._warn("start", f"starting with {matched} of {self.start_subscribers} subscribers of the "
+            self._warn("start", f"starting with {matched} of {p.start_subscribers} subscribers of the "
                                 f"ground truth (/sim/vehicle_status) after {waited:.1f} s")
-        if self.lockstep:
+        if p.lockstep:
             missing = self._graph_missing()
             waited = time.monotonic() - self._wait_since
-            if missing and not (self.lockstep_on_timeout == "continue" and waited >= self.lockstep_timeout_s):
-                if waited >= self.lockstep_timeout_s:
+            if missing and not (p.lockstep_on_timeout == "continue" and waited >= p.lockstep_timeout_s):
+                if waited >= p.lockstep_timeout_s:
                     self._warn("start", f"lockstep start: waiting for {', '.join(missing)}")
                 return
         self._check_listeners()
@@ -480,15 +483,16 @@ class VehicleDynamicsNode(Node):
     def _controls(self) -> np.ndarray:
         """The controls (N, 5) of this step: the held commands, or hover where none is fresh."""
         fresh = self._has_cmd.copy()
-        if self.command_timeout_s > 0:
+        timeout_s = self.params.command_timeout_s
+        if timeout_s > 0:
             age_s = (self._k * TICK_NS - self._cmd_ns) * 1e-9
-            fresh &= age_s <= self.command_timeout_s
+            fresh &= age_s <= timeout_s
         expired = self._fresh & ~fresh & self.fleet.valid
         if expired.any():
             self.command_timeouts[expired] += 1
             names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
             self._warn("timeout", f"{names}: no cmd/attitude for more than command_timeout_s="
-                                  f"{self.command_timeout_s:g} s (simulated): level hover until the next")
+                                  f"{timeout_s:g} s (simulated): level hover until the next")
         self._fresh = fresh
         return np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
 
@@ -518,7 +522,7 @@ class VehicleDynamicsNode(Node):
         k = self._k
         stamp = stamp_from_tick(k)
         if self._gt_listened:
-            with_tf = bool(self.tf_every_n_ticks) and k % self.tf_every_n_ticks == 0
+            with_tf = bool(self.params.tf_every_n_ticks) and k % self.params.tf_every_n_ticks == 0
             fill_ground_truth(self._odom_msgs, self._accel_msgs,
                               self._tf_msg.transforms if with_tf else None,
                               self.fleet.state, self.fleet.accel_body, stamp)
@@ -556,7 +560,7 @@ class VehicleDynamicsNode(Node):
         self._timer.cancel()
         wall_s = time.monotonic() - self._started_wall
         rate = self.steps / wall_s
-        self.get_logger().info(f"duration_s={self.duration_s:g} reached: {self.steps} steps in "
+        self.get_logger().info(f"duration_s={self.params.duration_s:g} reached: {self.steps} steps in "
                                f"{wall_s:.2f} s of wall time since tick 0 ({rate:.0f} ticks/s); shutdown")
         deadline = time.monotonic() + FINAL_ACK_S
         for pub in [self._clock_pub, self._status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs]:

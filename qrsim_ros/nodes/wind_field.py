@@ -22,7 +22,8 @@ turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts
 the reset pre-empted (t_K -> t_K+1, never integrated) are taken back first (``rewind_updates``), so
 the turbulence streams stay aligned with the Simulator's episode after episode. Invalid vehicles, and vehicles
 whose ground truth is missing or non-finite, hold their gust (the Simulator steps the valid ones).
-Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``ros.node.declare_scenario``), ``viz_period_s``.
+Parameters (table ``PARAMETERS``): ``scenario``, ``seed``, ``num_vehicles``, ``ground_truth_source``,
+``viz_period_s``.
 
 Visualisation: ``/viz/wind`` (visualization_msgs/MarkerArray, latched, ``markers.arrow_markers``): an
 arrow per vehicle from its position along the air velocity (1 m per m/s), at most once per
@@ -41,26 +42,31 @@ from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_mean_wind, build_turbulence
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
+from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME
-from qrsim_ros.ros.node import declare, run_node
+from qrsim_ros.ros.node import run_node
+from qrsim_ros.ros.parameters import Param, ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
+
+PARAMETERS = ParamTable(
+    "wind_field", *GROUND_TRUTH_NODE_PARAMETERS,
+    Param("viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/wind (0: off) [s]",
+          lo=0.0, hi=3600.0),
+)
 
 
 class WindFieldNode(GroundTruthNode):
     """Mean wind + Dryden turbulence for all vehicles; publishes ``uavN/wind`` every tick."""
 
     def __init__(self) -> None:
-        super().__init__("wind_field")
+        super().__init__("wind_field", PARAMETERS)
         sc = self.scenario
         self.wind = build_mean_wind(sc, self.streams)
         self.turbulence = build_turbulence(sc, self.streams)
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
         self._pubs = self.per_vehicle_publishers(Vector3Stamped, "wind")
-        self._viz = viz.VizThrottle(declare(
-            self, "viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/wind (0: off) [s]",
-            lo=0.0, hi=3600.0))
+        self._viz = viz.VizThrottle(self.params.viz_period_s)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/wind", QOS_LATCHED)
         w, t = sc.wind, sc.vehicle.turbulence
         mean = f"W6 {w.w6_mps:g} m/s" if w.on else "off"

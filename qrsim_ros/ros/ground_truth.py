@@ -43,7 +43,14 @@ from qrsim_ros.ros.from_messages import (
     states_from_raw_odometry,
 )
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
-from qrsim_ros.ros.node import Counters, declare, declare_scenario
+from qrsim_ros.ros.node import Counters
+from qrsim_ros.ros.parameters import (
+    SCENARIO_PARAMETERS,
+    Param,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
+)
 from qrsim_ros.ros.qos import QOS_GROUND_TRUTH, QOS_RELIABLE
 
 #: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
@@ -344,12 +351,16 @@ class GroundTruthSync:
                                              throttle_duration_sec=5.0)
 
 
-def declare_ground_truth_source(node: Node) -> str:
-    """Declare the ``ground_truth_source`` parameter of a node fed by ``GroundTruthSync``."""
-    return declare(node, "ground_truth_source", GROUND_TRUTH_SOURCES[0],
-                   "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
-                   "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
-                   "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)
+#: The ``ground_truth_source`` parameter of a node fed by ``GroundTruthSync`` (a row of its ParamTable).
+GROUND_TRUTH_SOURCE = Param(
+    "ground_truth_source", GROUND_TRUTH_SOURCES[0],
+    "'fleet': the whole fleet's ground truth in /sim/vehicle_status, one message per tick "
+    "(vehicle_dynamics); 'odometry': uavN/ground_truth/odom (+ accel) per vehicle, with "
+    "/sim/vehicle_status for validity when someone publishes it", choices=GROUND_TRUTH_SOURCES)
+
+
+#: The parameters every ground-truth node has: the scenario's and where the ground truth comes from.
+GROUND_TRUTH_NODE_PARAMETERS = ParamTable("ground_truth_node", *SCENARIO_PARAMETERS, GROUND_TRUTH_SOURCE)
 
 
 class GroundTruthNode(Node):
@@ -357,14 +368,18 @@ class GroundTruthNode(Node):
     sensors, the generic sensor node): the scenario (``scenario``, ``seed``, ``num_vehicles``), the
     Simulator's named streams, per-vehicle publishers and the ``GroundTruthSync`` wiring.
 
-    A subclass builds its models from ``self.scenario`` and ``self.streams``, creates its publishers
+    Parameters: one table (``GROUND_TRUTH_NODE_PARAMETERS`` extended by the node's own rows), declared in
+    one call, read as ``self.params``. A subclass builds its models from ``self.scenario`` and
+    ``self.streams``, creates its publishers
     (``per_vehicle_publishers``), then calls ``follow_ground_truth`` and implements ``on_tick`` (the
     ``TickHandler`` of ``GroundTruthSync``: called once per tick with the whole fleet).
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, parameters: ParamTable | None = None) -> None:
         super().__init__(name)
-        self.scenario = declare_scenario(self)
+        #: the node's parameters (its table: ``GROUND_TRUTH_NODE_PARAMETERS`` and its own rows)
+        self.params = declare_parameters(self, parameters or GROUND_TRUTH_NODE_PARAMETERS)
+        self.scenario = scenario_from_parameters(self.params)
         self.num_vehicles = self.scenario.num_vehicles
         self.streams = RandomStreams(self.scenario.seed)
 
@@ -376,9 +391,9 @@ class GroundTruthNode(Node):
     def follow_ground_truth(self, summary: str, *, with_accel: bool = False) -> None:
         """Start stepping on the ground truth (with the specific force if ``with_accel``); log ``summary``."""
         self.sync = GroundTruthSync(self, self.num_vehicles, self.on_tick, with_accel=with_accel,
-                                    with_status=True, source=declare_ground_truth_source(self))
-        self.get_logger().info(f"{self.get_name()}: {summary}; {self.num_vehicles} vehicles, scenario "
-                               f"{self.scenario.name!r}, seed entropy {self.streams.entropy}")
+                                    with_status=True, source=self.params.ground_truth_source)
+        self.get_logger().info(f"{self.get_name()}: {self.num_vehicles} vehicles, scenario "
+                               f"{self.scenario.name!r}, seed entropy {self.streams.entropy}; {summary}")
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: BoolArray, valid: BoolArray,
                 reset: bool) -> Outgoing:

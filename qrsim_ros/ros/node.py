@@ -1,5 +1,7 @@
-"""What every qrsim_ros node shares: the scenario parameter, typed parameter declaration, the /diagnostics
-counters and ``run_node`` (init, spin, clean shutdown on SIGINT/SIGTERM).
+"""What every qrsim_ros node shares: the scenario parameters, the /diagnostics counters and ``run_node``
+(init, spin, clean shutdown on SIGINT/SIGTERM). Parameters are declared from a table
+(``qrsim_ros.ros.parameters``: ``ParamTable``, ``declare_parameters``; ``ParameterError`` is re-exported
+here).
 
 Nodes are thin: they declare parameters, load the scenario (the same YAML the in-process Simulator
 uses), convert messages at the boundary with ``qrsim_ros.core.common.frames`` and call the core models.
@@ -11,86 +13,19 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from qrsim_ros.core.common.validation import ConfigError
-from qrsim_ros.core.config.loader import ScenarioError
-from qrsim_ros.core.config.scenario import Scenario, load_scenario
+from qrsim_ros.ros.parameters import (
+    ParameterError,
+)
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_seconds
-
-
-class ParameterError(ValueError):
-    """A node parameter is invalid; the message names it, its value and what is allowed."""
-
-
-def declare(node: Node, name: str, default: Any, description: str, *,
-            lo: float | None = None, hi: float | None = None, read_only: bool = True,
-            choices: Sequence[str] | None = None) -> Any:
-    """Declare a typed parameter with a description (and range) and return its value, validated.
-
-    Raises ParameterError naming the parameter, its value and the allowed range or choices.
-    """
-    desc = ParameterDescriptor(description=description, read_only=read_only)
-    # a float parameter also takes an integer (`-p duration_s:=20`, a YAML `20`): converted below
-    desc.dynamic_typing = isinstance(default, float)
-    if lo is not None and hi is not None:
-        if isinstance(default, bool):
-            pass
-        elif isinstance(default, int):
-            desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
-        elif isinstance(default, float):
-            desc.floating_point_range = [
-                FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)
-            ]
-    if choices:
-        desc.additional_constraints = "one of: " + ", ".join(choices)
-    try:
-        value = node.declare_parameter(name, default, desc).value
-    except Exception as exc:  # rclpy raises several types for a value outside the descriptor
-        raise ParameterError(f"parameter {name!r}: {exc}") from None
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParameterError(f"parameter {name!r}={value!r} must be a number")
-        value = float(value)
-    if lo is not None and hi is not None and not isinstance(value, (bool, str)) and not lo <= value <= hi:
-        raise ParameterError(f"parameter {name!r}={value!r} outside [{lo}, {hi}]")
-    if choices and value not in choices:
-        raise ParameterError(f"parameter {name!r}={value!r} must be one of {', '.join(choices)}")
-    return value
-
-
-def declare_scenario(node: Node) -> Scenario:
-    """Declare ``scenario`` (name or YAML path), ``seed`` and ``num_vehicles`` and load the scenario.
-
-    ``seed`` -1 / ``num_vehicles`` 0 keep the file's values. Raises ParameterError on a bad scenario.
-    """
-    name = declare(node, "scenario", "search_rescue_2c",
-                   "scenario name (config/<name>.yaml) or path to a scenario YAML file")
-    seed = declare(node, "seed", -1, "random seed (-1: the scenario file's; 0: from the clock)",
-                   lo=-1, hi=2**31 - 1)
-    num = declare(node, "num_vehicles", 0, "number of vehicles (0: the scenario file's)", lo=0, hi=1000)
-    overrides: dict[str, Any] = {}
-    if seed >= 0:
-        overrides["seed"] = seed
-    if num > 0:
-        overrides["num_vehicles"] = num
-    try:
-        scenario = load_scenario(name, overrides)
-    except (ScenarioError, ConfigError) as exc:
-        raise ParameterError(f"parameter 'scenario'={name!r}: {exc}") from None
-    return scenario
-
-
-def with_seed(scenario: Scenario, seed: int) -> Scenario:
-    return replace(scenario, seed=seed)
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,

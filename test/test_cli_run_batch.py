@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from qrsim_ros.cli import batch, run
+from qrsim_ros.cli import CliError, batch, run
 from qrsim_ros.cli.main import main
 from qrsim_ros.core.config.scenario import load_scenario
 
@@ -215,7 +215,7 @@ def test_batch_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[
 def test_episode_seeds_never_use_the_clock() -> None:
     assert batch.episode_seeds(1, 4) == [1, 2, 3, 4]
     assert batch.episode_seeds(10, 2) == [10, 11]
-    with pytest.raises(run.CliError):
+    with pytest.raises(CliError):
         batch.episode_seeds(0, 3)
 
 
@@ -262,3 +262,24 @@ def test_run_failing_policy_exits_1_with_one_line(tmp_path: Path, capsys: pytest
                        f"{tmp_path / 'bad.py'}:wrong_shape", "--no-progress")
     assert rc == 1
     assert err.count("\n") == 1 and "step 1:" in err and "shape (2, 3)" in err
+
+
+# --- one error type ---------------------------------------------------------------------------------
+
+def test_every_subcommand_uses_the_one_cli_error() -> None:
+    import argparse
+    import importlib
+    import inspect
+
+    from qrsim_ros import cli
+    from qrsim_ros.cli import main as cli_main
+
+    parser = cli_main.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == {"batch", "demo", "launch", "plot", "replay", "run"}
+    for module in [cli_main, *(importlib.import_module(f"qrsim_ros.cli.{name}") for name in sub.choices)]:
+        own = [name for name, obj in vars(module).items()
+               if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__]
+        assert own == [], f"{module.__name__} defines its own error class(es) {own}"
+        assert getattr(module, "CliError", cli.CliError) is cli.CliError
+    assert issubclass(cli.CliError, ValueError)

@@ -32,16 +32,20 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from qrsim_ros.cli import one_line_errors, standalone_main
-from qrsim_ros.cli.run import (
+from qrsim_ros.cli import (
     CliError,
+    check_output_path,
+    one_line_errors,
+    report,
+    standalone_main,
+    write_csv_atomic,
+)
+from qrsim_ros.cli.run import (
     ProgressBar,
     add_common_arguments,
-    check_output_path,
     check_scenario,
     fmt_float,
     scenario_overrides,
-    write_csv_atomic,
 )
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.scenario import available_scenarios
@@ -223,24 +227,21 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None:
             check_output_path(args.out)
     except (CliError, ConfigError) as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
     bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress)
     wall0 = time.perf_counter()
     try:
         results = run_batch(args.scenario, overrides, args.policy, seeds, workers, bar)
     except PolicyError as exc:
         bar.close()
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 1
+        return report(PROG, exc, 1)
     bar.close()
     wall_s = time.perf_counter() - wall0
     if args.out is not None:
         try:
             write_csv_atomic(args.out, RESULTS_HEADER, results_rows(results))
         except CliError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return 1
+            return report(PROG, exc, 1)
     sim_s = sum(r.sim_time_s for r in results)
     print(f"{args.scenario}, policy {args.policy}: {len(results)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
           f"on {workers} worker(s) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time overall)")

@@ -56,7 +56,7 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import CliError, one_line_errors, report, standalone_main
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -83,10 +83,6 @@ RECORDER = "recorder"
 STARTUP_TIMEOUT_S = 60.0
 #: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
 _CLEAN_STOP = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
-
-
-class CliError(ValueError):
-    """Bad command-line input: one line on stderr, exit status 2."""
 
 
 # --- arguments ---------------------------------------------------------------------------------------
@@ -671,8 +667,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         specs, resolved, notes = prepare(args)
     except CliError as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     console = Console(sys.stdout)
     for note in notes:

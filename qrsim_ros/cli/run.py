@@ -25,18 +25,21 @@ fails during the episode exits with status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
-import os
 import sys
-import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import yaml
 
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import (
+    CliError,
+    check_output_path,
+    one_line_errors,
+    report,
+    standalone_main,
+    write_csv_atomic,
+)
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import available_scenarios, load_scenario
@@ -45,10 +48,6 @@ from qrsim_ros.policies import PolicyError, make_factory, policy_names
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 
 PROG = "qrsim run"
-
-
-class CliError(ValueError):
-    """Bad command-line input; the message is printed as one line and the exit status is 2."""
 
 
 # --- shared with ``qrsim batch`` --------------------------------------------------------------------
@@ -109,46 +108,6 @@ def check_scenario(scenario: str, overrides: Mapping[str, Any], policy: str) -> 
     except PolicyError as exc:
         raise CliError(str(exc)) from None
     return sc.task.type
-
-
-def check_output_path(path: str) -> None:
-    """Fail before running if FILE cannot be written (missing directory, a directory)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CliError(f"{path}: cannot write: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise CliError(f"{path}: cannot write: it is a directory")
-
-
-def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Write a CSV to a temporary file in the same directory, then ``os.replace`` it onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp_path = None
-    try:
-        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
-                                         suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
-            tmp_path = f.name
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows(rows)
-        os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
-        os.replace(tmp_path, path)
-        tmp_path = None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_path)
-
-
-def _new_file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def fmt_float(x: float) -> str:
@@ -262,8 +221,7 @@ def run(args: argparse.Namespace) -> int:
             check_output_path(args.out)
         sim = Simulator.from_scenario(args.scenario, overrides)
     except (CliError, ConfigError) as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
 
     n = sim.num_vehicles
     rows: list[list[str]] = []
@@ -286,15 +244,13 @@ def run(args: argparse.Namespace) -> int:
         result = run_episode(sim, args.policy, seed=seed, on_step=on_step)
     except PolicyError as exc:
         bar.close()
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 1
+        return report(PROG, exc, 1)
     bar.close()
     if args.out is not None:
         try:
             write_csv_atomic(args.out, episode_header(n), rows)
         except CliError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return 1
+            return report(PROG, exc, 1)
     for line in summary_lines(sim.scenario.name, args.policy, result):
         print(line)
     if args.out is not None:

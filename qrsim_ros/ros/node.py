@@ -22,7 +22,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError
-from qrsim_ros.core.config.scenario import Scenario, load_scenario
+from qrsim_ros.core.config.scenario import MAX_SEED, SEED_FROM_FILE, SEED_HELP, Scenario, load_scenario
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_seconds
 
@@ -74,11 +74,10 @@ def declare_scenario(node: Node) -> Scenario:
     """
     name = declare(node, "scenario", "search_rescue_2c",
                    "scenario name (config/<name>.yaml) or path to a scenario YAML file")
-    seed = declare(node, "seed", -1, "random seed (-1: the scenario file's; 0: from the clock)",
-                   lo=-1, hi=2**31 - 1)
+    seed = declare(node, "seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})", lo=SEED_FROM_FILE, hi=MAX_SEED)
     num = declare(node, "num_vehicles", 0, "number of vehicles (0: the scenario file's)", lo=0, hi=1000)
     overrides: dict[str, Any] = {}
-    if seed >= 0:
+    if seed != SEED_FROM_FILE:  # 0 stays 0: each node would draw its own clock seed (they warn)
         overrides["seed"] = seed
     if num > 0:
         overrides["num_vehicles"] = num

@@ -95,7 +95,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--num-vehicles", type=int, default=0, metavar="N",
                    help="number of vehicles (default 0: the scenario file's)")
     p.add_argument("--seed", type=int, default=-1, metavar="S",
-                   help="random seed (-1: the scenario file's, the default; 0: from the clock)")
+                   help="random seed (-1: the scenario file's, the default; 0: from the clock, drawn once "
+                   "for every node; 1..2147483647: that seed)")
     p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
     p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
                    help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -59,8 +58,6 @@ GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "ca
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
 TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller"}
-#: Largest seed a node parameter takes (the nodes' ``seed`` range).
-MAX_SEED = 2**31 - 1
 PACKAGE = "qrsim_ros"
 
 #: The launch files' arguments: (name, description). Defaults come from ``launch_defaults``.
@@ -68,7 +65,8 @@ LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
     ("variant", "scenario variant, e.g. 2c for search_rescue (empty: the family's default; "
                 "keep_spot has none)"),
     ("num_vehicles", "number of vehicles (0: the scenario file's)"),
-    ("seed", "random seed (-1: the scenario file's; 0: from the clock, resolved once for all nodes)"),
+    ("seed", "random seed (-1: the scenario file's; 0: from the clock, resolved once for all nodes; "
+             "1..2147483647: that seed)"),
     ("use_rviz", "start RViz (true/false)"),
     ("record", "record a rosbag2 bag: false, true (bags/<scenario>_<time>) or an output directory"),
     ("autopilot", "fly the built-in example autopilot (true/false)"),
@@ -241,29 +239,32 @@ class ResolvedScenario:
 
 def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
                      seed: int = -1) -> ResolvedScenario:
-    """Load and validate the scenario once; resolve seed -1 (the file's) and 0 (from the clock)."""
+    """Load and validate the scenario once; resolve the seed with the core's convention
+    (``qrsim_ros.core.config.scenario.resolve_seed``: -1 the file's, 0 from the clock, drawn once here
+    so that every node builds the same streams, 1..MAX_SEED as given)."""
     from qrsim_ros.core.common.validation import ConfigError
     from qrsim_ros.core.config.loader import ScenarioError
-    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.core.config.scenario import (
+        MAX_SEED,
+        check_seed,
+        load_scenario,
+        resolve_seed,
+        run_overrides,
+    )
 
     config = config_name(scenario, variant)
     _check_int("num_vehicles", num_vehicles, 0, 10000)
-    _check_int("seed", seed, -1, MAX_SEED)
-    overrides: dict[str, Any] = {}
-    if num_vehicles > 0:
-        overrides["num_vehicles"] = num_vehicles
-    if seed >= 0:
-        overrides["seed"] = seed
     try:
-        loaded = load_scenario(config, overrides)
+        check_seed(seed)
+    except ConfigError as exc:
+        raise PlanError(str(exc)) from None
+    try:
+        loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles))
     except (ScenarioError, ConfigError) as exc:
         raise PlanError(f"scenario {config!r}: {exc}") from None
     if config.endswith((".yaml", ".yml")) or os.sep in config:
         config = os.path.abspath(config)  # nodes may start elsewhere
-    effective = loaded.seed
-    if effective == 0:
-        # "From the clock" must be drawn once here: every node has to build the same streams.
-        effective = secrets.randbelow(MAX_SEED) + 1
+    effective = resolve_seed(seed, loaded.seed)
     if effective > MAX_SEED:
         raise PlanError(f"seed={effective} (from the scenario file) exceeds the nodes' maximum {MAX_SEED}")
     return ResolvedScenario(

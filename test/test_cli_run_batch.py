@@ -7,15 +7,23 @@ import csv
 import io
 import math
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from qrsim_ros.cli import batch, run
+from qrsim_ros.cli import CliError, batch, run
 from qrsim_ros.cli.main import main
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.config import scenario
 from qrsim_ros.core.config.scenario import load_scenario
+from qrsim_ros.core.engine.simulator import Simulator
+
+REPO_CONFIG = Path(__file__).resolve().parents[1] / "config"
 
 
 def qrsim(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -215,7 +223,7 @@ def test_batch_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[
 def test_episode_seeds_never_use_the_clock() -> None:
     assert batch.episode_seeds(1, 4) == [1, 2, 3, 4]
     assert batch.episode_seeds(10, 2) == [10, 11]
-    with pytest.raises(run.CliError):
+    with pytest.raises(CliError):
         batch.episode_seeds(0, 3)
 
 
@@ -262,3 +270,201 @@ def test_run_failing_policy_exits_1_with_one_line(tmp_path: Path, capsys: pytest
                        f"{tmp_path / 'bad.py'}:wrong_shape", "--no-progress")
     assert rc == 1
     assert err.count("\n") == 1 and "step 1:" in err and "shape (2, 3)" in err
+
+
+# --- the seed convention (core.config.scenario: -1 the file's, 0 the clock, >= 1 that seed) --------------
+
+def scenario_with_seed(tmp_path: Path, name: str, seed: int) -> Path:
+    """config/NAME.yaml with its ``seed: 0`` replaced (every shipped file says 0: from the clock)."""
+    text = (REPO_CONFIG / f"{name}.yaml").read_text()
+    assert "\nseed: 0\n" in text
+    path = tmp_path / f"{name}_seed{seed}.yaml"
+    path.write_text(text.replace("\nseed: 0\n", f"\nseed: {seed}\n"))
+    return path
+
+
+def test_resolve_seed_and_check_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (scenario.SEED_FROM_FILE, scenario.SEED_FROM_CLOCK, scenario.MAX_SEED) == (-1, 0, 2**31 - 1)
+    assert scenario.resolve_seed(-1, 5) == scenario.resolve_seed(None, 5) == 5
+    assert scenario.resolve_seed(7, 5) == 7
+    assert scenario.resolve_seed(scenario.MAX_SEED, 0) == scenario.MAX_SEED
+    drawn = {scenario.resolve_seed(0, 5) for _ in range(20)}
+    drawn |= {scenario.resolve_seed(-1, 0) for _ in range(20)}
+    assert all(isinstance(s, int) and 1 <= s <= scenario.MAX_SEED for s in drawn) and len(drawn) > 30
+    monkeypatch.setattr(scenario, "clock_seed", lambda: 77)
+    assert scenario.resolve_seed(0, 5) == scenario.resolve_seed(-1, 0) == scenario.resolve_seed(None, 0) == 77
+    for bad in (-2, scenario.MAX_SEED + 1, True, 1.5, "3", None):
+        with pytest.raises(ConfigError, match=r"must be an integer in \[-1, 2147483647\]"):
+            scenario.check_seed(bad, "--seed")
+    with pytest.raises(ConfigError, match=r"^seed=-2 must be an integer in \[-1, 2147483647\] \(-1: the "
+                       r"scenario file's seed; 0: from the clock; 1\.\.2147483647: that seed\)$"):
+        scenario.resolve_seed(-2, 5)
+    assert [scenario.check_seed(v) for v in (-1, 0, 1, np.int64(3))] == [-1, 0, 1, 3]
+
+
+def test_a_simulator_built_with_a_seed_flies_the_episode_of_reset_with_that_seed() -> None:
+    # what `qrsim run` relies on to build once: Simulator(seed s) == Simulator(...) + reset(seed=s)
+    sc = load_scenario("search_rescue_2b", {"task": {"duration_steps": 30}})
+    built = Simulator(replace(sc, seed=11))
+    reseeded = Simulator(replace(sc, seed=3))
+    reseeded.reset(seed=11)
+    other = Simulator(replace(sc, seed=3))
+    other.reset()  # continues seed 3's streams: a different episode
+    actions = np.tile([1.0, 0.5, 0.0], (sc.num_vehicles, 1))
+    rows = {}
+    for key, sim in (("built", built), ("reseeded", reseeded), ("other", other)):
+        assert sim.step_count == 0
+        states = []
+        while not sim.done:
+            sim.step(actions)
+            states.append(np.concatenate([sim.true_state().ravel(), sim.estimated_state().ravel()]))
+        rows[key] = (np.array(states), sim.total_reward, sim.seed_entropy)
+    np.testing.assert_array_equal(rows["built"][0], rows["reseeded"][0])
+    assert rows["built"][1:] == rows["reseeded"][1:] == (rows["built"][1], 11)
+    assert not np.array_equal(rows["built"][0], rows["other"][0])
+
+
+def count_loads_and_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"yaml": 0, "build": 0, "reset": 0}
+    load_yaml, build, reset = scenario.load_yaml, Simulator._build, Simulator.reset
+
+    def counting(key: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            counts[key] += 1
+            return f(*a, **k)
+        return wrapper
+
+    monkeypatch.setattr(scenario, "load_yaml", counting("yaml", load_yaml))
+    monkeypatch.setattr(Simulator, "_build", counting("build", build))
+    monkeypatch.setattr(Simulator, "reset", counting("reset", reset))
+    return counts
+
+
+@pytest.mark.parametrize("seed_args", [[], ["--seed", "-1"], ["--seed", "0"], ["--seed", "4"]])
+def test_run_reads_the_yaml_once_and_builds_once(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 seed_args: list[str]) -> None:
+    counts = count_loads_and_builds(monkeypatch)
+    rc, _, err = qrsim(capsys, "run", "keep_spot", "--steps", "3", *seed_args, "--no-progress")
+    assert rc == 0, err
+    assert counts == {"yaml": 1, "build": 1, "reset": 1}  # the reset is the constructor's
+
+
+def test_batch_reads_the_yaml_once_and_builds_once_per_episode(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = count_loads_and_builds(monkeypatch)
+    rc, _, err = qrsim(capsys, "batch", "keep_spot", "--runs", "3", "--workers", "1", "--steps", "3",
+                       "--no-progress")
+    assert rc == 0, err
+    assert counts == {"yaml": 1, "build": 3, "reset": 3}
+
+
+def test_run_seed_minus_one_is_the_files_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    five = scenario_with_seed(tmp_path, "cats_mouse_1b", 5)
+    outs = {}
+    for key, args in (("default", []), ("minus_one", ["--seed", "-1"]), ("five", ["--seed", "5"]),
+                      ("six", ["--seed", "6"])):
+        outs[key] = tmp_path / f"{key}.csv"
+        rc, out, err = qrsim(capsys, "run", str(five), "--steps", "5", *args, "--out", str(outs[key]),
+                             "--no-progress")
+        assert rc == 0, err
+        assert f"seed {6 if key == 'six' else 5}\n" in out
+    data = {k: v.read_bytes() for k, v in outs.items()}
+    assert data["default"] == data["minus_one"] == data["five"] != data["six"]
+    # the shipped file (seed 0) under the same name flies the same episode with --seed 5
+    same = tmp_path / "shipped.csv"
+    rc, _, err = qrsim(capsys, "run", "cats_mouse_1b", "--steps", "5", "--seed", "5", "--out", str(same),
+                       "--no-progress")
+    assert rc == 0, err
+    assert same.read_bytes() == data["five"]
+
+
+@pytest.mark.parametrize("seed_args", [["--seed", "0"], [], ["--seed", "-1"]])
+def test_run_clock_seed_is_drawn_once_printed_and_repeatable(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             seed_args: list[str]) -> None:
+    # --seed 0, and -1 with the shipped file's seed 0: a seed from the clock, printed; --seed SEED repeats it
+    first, again = tmp_path / "first.csv", tmp_path / "again.csv"
+    rc, out, err = qrsim(capsys, "run", "keep_spot", "--steps", "5", *seed_args, "--out", str(first),
+                         "--no-progress")
+    assert rc == 0, err
+    seed = int(re.search(r"^scenario keep_spot, policy auto, seed (\d+)$", out, re.M).group(1))
+    assert 1 <= seed <= scenario.MAX_SEED
+    rc, out, err = qrsim(capsys, "run", "keep_spot", "--steps", "5", "--seed", str(seed), "--out", str(again),
+                         "--no-progress")
+    assert rc == 0, err
+    assert f"seed {seed}\n" in out and first.read_bytes() == again.read_bytes()
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+@pytest.mark.parametrize("value", ["-2", "2147483648", "x", "1.5"])
+def test_bad_seed_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], command: str, value: str) -> None:
+    try:
+        runs = ["--runs", "2"] if command == "batch" else []
+        rc, out, err = qrsim(capsys, command, "keep_spot", *runs, "--steps", "3", f"--seed={value}")
+    except SystemExit as exc:  # not an integer: argparse's usage error (one line, status 2)
+        rc, (out, err) = int(exc.code or 0), capsys.readouterr()
+        assert f"argument --seed: invalid int value: '{value}'" in err
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"qrsim {command}: ") and "--seed" in err
+    if value in ("-2", "2147483648"):
+        assert f"--seed={value} must be an integer in [-1, 2147483647] (-1: the scenario file's seed; " \
+               "0: from the clock; 1..2147483647: that seed)" in err
+
+
+def test_batch_seed_convention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    five = scenario_with_seed(tmp_path, "keep_spot", 5)
+    cases = [
+        (["keep_spot"], "seeds 1..3"),  # default -1, the shipped file's seed is 0 (clock): BASE 1
+        (["keep_spot", "--seed", "-1"], "seeds 1..3"),
+        ([str(five)], "seeds 5..7"),  # default -1: the file's seed 5
+        ([str(five), "--seed", "-1"], "seeds 5..7"),
+        ([str(five), "--seed", "9"], "seeds 9..11"),
+        (["keep_spot", "--seed", "2147483645"], "seeds 2147483645..2147483647"),
+    ]
+    for args, seeds in cases:
+        rc, out, err = qrsim(capsys, "batch", *args, "--runs", "3", "--workers", "1", "--steps", "2",
+                             "--no-progress")
+        assert rc == 0, err
+        assert f"3 episodes ({seeds}) on 1 worker(s)" in out, (args, out)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--seed", "0"], "--seed must be >= 1 or -1 (the scenario file's seed), got 0: no batch episode is "
+                      "clock-seeded (episode i gets BASE + i)"),
+    (["--seed", "2147483646"], "the last episode's seed BASE + R - 1 = 2147483646 + 3 - 1 = 2147483648 "
+                               "exceeds the largest seed 2147483647"),
+])
+def test_batch_bad_seed_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                              message: str) -> None:
+    rc, out, err = qrsim(capsys, "batch", "keep_spot", "--runs", "3", *args)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("qrsim batch: ") and message in err
+
+
+def test_batch_resolve_base_seed() -> None:
+    assert batch.resolve_base_seed(-1, 0) == batch.DEFAULT_BASE_SEED == 1
+    assert batch.resolve_base_seed(-1, 8) == 8 and batch.resolve_base_seed(3, 8) == 3
+    with pytest.raises(CliError, match="no batch episode is clock-seeded"):
+        batch.resolve_base_seed(0, 8)
+
+
+# --- one error type ---------------------------------------------------------------------------------
+
+def test_every_subcommand_uses_the_one_cli_error() -> None:
+    import argparse
+    import importlib
+    import inspect
+
+    from qrsim_ros import cli
+    from qrsim_ros.cli import main as cli_main
+
+    parser = cli_main.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == {"batch", "demo", "launch", "plot", "replay", "run"}
+    for module in [cli_main, *(importlib.import_module(f"qrsim_ros.cli.{name}") for name in sub.choices)]:
+        own = [name for name, obj in vars(module).items()
+               if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__]
+        assert own == [], f"{module.__name__} defines its own error class(es) {own}"
+        assert getattr(module, "CliError", cli.CliError) is cli.CliError
+    assert issubclass(cli.CliError, ValueError)

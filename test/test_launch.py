@@ -23,6 +23,8 @@ import pytest
 from rosenv import REPO_ROOT, require_ros, ros_env
 
 from qrsim_ros import launch_plan as lp
+from qrsim_ros.core.config import scenario as scenario_module
+from qrsim_ros.core.config.scenario import MAX_SEED
 from qrsim_ros.launch_plan import NodeSpec, PlanError, plan
 
 LAUNCH_DIR = REPO_ROOT / "launch"
@@ -114,8 +116,34 @@ def test_file_values_are_resolved_for_every_node() -> None:
     seeds = {s.parameters["seed"] for s in specs}
     assert len(seeds) == 1
     seed = seeds.pop()
-    assert isinstance(seed, int) and 1 <= seed <= lp.MAX_SEED
+    assert isinstance(seed, int) and 1 <= seed <= MAX_SEED
     assert {s.parameters["num_vehicles"] for s in specs} == {3}
+
+
+def test_the_seed_convention_is_the_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # -1: the file's seed; 0: from the clock, drawn once (core.config.scenario.resolve_seed); >= 1: as given
+    text = (REPO_ROOT / "config" / "keep_spot.yaml").read_text()
+    assert "\nseed: 0\n" in text
+    five = tmp_path / "five.yaml"
+    five.write_text(text.replace("\nseed: 0\n", "\nseed: 5\n"))
+    assert lp.resolve_scenario(str(five)).seed == 5
+    assert lp.resolve_scenario(str(five), seed=-1).seed == 5
+    assert lp.resolve_scenario(str(five), seed=9).seed == 9
+    assert lp.resolve_scenario("keep_spot", seed=MAX_SEED).seed == MAX_SEED
+    monkeypatch.setattr(scenario_module, "clock_seed", lambda: 1234)
+    assert lp.resolve_scenario(str(five), seed=0).seed == 1234  # 0: the clock, whatever the file says
+    assert lp.resolve_scenario("keep_spot").seed == 1234  # -1 and a file's 0: the clock
+    assert {s.parameters["seed"] for s in plan("keep_spot", seed=0)} == {1234}
+    assert {s.parameters["seed"] for s in lp.plan_from_launch_arguments("keep_spot", {"seed": "0"})} == {1234}
+    big = tmp_path / "big.yaml"
+    big.write_text(text.replace("\nseed: 0\n", f"\nseed: {MAX_SEED + 1}\n"))
+    with pytest.raises(PlanError, match=r"seed=2147483648 \(from the scenario file\) exceeds"):
+        lp.resolve_scenario(str(big))
+    assert lp.resolve_scenario(str(big), seed=3).seed == 3
+    for bad in (-2, MAX_SEED + 1, True, 1.5, "3"):
+        with pytest.raises(PlanError, match=r"must be an integer in \[-1, 2147483647\] \(-1: the scenario "
+                                            r"file's seed; 0: from the clock"):
+            lp.resolve_scenario("keep_spot", seed=bad)
 
 
 def test_node_parameter_overrides() -> None:

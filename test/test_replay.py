@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qrsim_ros.cli import replay
+from qrsim_ros.cli import CliError, replay
 from qrsim_ros.core.common.frames import dcm_from_state, ned_to_body
 from qrsim_ros.core.vehicles.pelican import (
     HOVER_THROTTLE,
@@ -213,7 +213,7 @@ def test_parse_controls_csv_is_usable_on_its_own() -> None:
     lines += ["\n", "\n"]  # trailing blank lines are fine
     u = replay.parse_controls_csv(lines, "mem.csv")
     np.testing.assert_array_equal(u, [[0.1, 0.2, 0.5, 0.3, 11.0], [-0.1, -0.2, 0.6, -0.3, 12.0]])
-    with pytest.raises(replay.ReplayInputError, match=r"^mem\.csv: row 2: expected 5 cells, got 0$"):
+    with pytest.raises(CliError, match=r"^mem\.csv: row 2: expected 5 cells, got 0$"):
         replay.parse_controls_csv([lines[0], lines[1], "\n", lines[2]], "mem.csv")
 
 

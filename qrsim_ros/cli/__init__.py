@@ -1,10 +1,32 @@
-"""Command-line tools of qrsim_ros (pure Python; no rclpy)."""
+"""Command-line tools of qrsim_ros (pure Python; no rclpy), and what their subcommands share: the one
+error type (``CliError``) and how it is reported, one-line usage errors, the standalone entry point and
+atomic CSV output."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import NoReturn
+import contextlib
+import csv
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
+
+
+class CliError(ValueError):
+    """Bad command-line input, the one error type of every ``qrsim`` subcommand.
+
+    The message names the option, file or value at fault; ``report`` prints it as one stderr line,
+    ``PROG: message``. The subcommand returns status 2 for bad input found before anything runs (the
+    usual case) and 1 when an output cannot be written after the work is done.
+    """
+
+
+def report(prog: str, exc: BaseException, status: int = 2) -> int:
+    """Print ``exc`` as one stderr line ``PROG: message`` (line breaks become spaces); return ``status``."""
+    print(f"{prog}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+    return status
 
 
 def one_line_errors(parser: argparse.ArgumentParser, prog: str, *,
@@ -33,3 +55,48 @@ def standalone_main(add_arguments: Callable[[argparse.ArgumentParser], argparse.
     except SystemExit as exc:
         return int(exc.code or 0)
     return run(args)
+
+
+# --- output files --------------------------------------------------------------------------------------
+
+def check_output_path(path: str) -> None:
+    """Fail (CliError) before any work if ``path`` obviously cannot be written: its directory is
+    missing, or it is a directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"{path}: cannot write: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: cannot write: it is a directory")
+
+
+def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Write a CSV (``\\n`` line ends) to a temporary file in the same directory, then ``os.replace`` it
+    onto ``path``: an existing file is never half-written or lost. The new file gets the old file's
+    permissions, or the umask's. An OSError becomes a CliError naming ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp_path = None
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
+                                         suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
+            tmp_path = f.name
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows(rows)
+        os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
+        os.replace(tmp_path, path)
+        tmp_path = None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_path)
+
+
+def _new_file_mode(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o777  # keep an existing file's permissions
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

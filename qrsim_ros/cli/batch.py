@@ -2,10 +2,13 @@
 
     qrsim batch search_rescue_2a --runs 100 --workers 4 --out results.csv
 
-Episode i (0-based) gets seed BASE + i (--seed BASE, default 1, must be >= 1, so no episode is ever
-clock-seeded); every episode builds its own Simulator from that seed (all streams, the policy's included,
-derive from it), so an episode's result depends on its seed only: the results, and results.csv, are
-identical for any --workers W. W processes (multiprocessing, forkserver where available, else spawn) each
+Episode i (0-based) gets seed BASE + i. --seed BASE follows the seed convention of ``qrsim run``
+except that no batch episode is ever clock-seeded: -1 (the default) takes the scenario file's seed as
+BASE, or 1 if the file's seed is 0 (from the clock); 1..2147483647 is BASE itself; 0 is rejected. Every
+episode builds its own Simulator from its seed (all streams, the policy's included, derive from it), so
+an episode's result depends on its seed only: the results, and results.csv, are identical for any
+--workers W, and ``qrsim run --seed BASE+i`` flies episode i again. The scenario file is read once; W
+processes (multiprocessing, forkserver where available, else spawn) get the validated scenario and each
 run whole episodes; W = 1 runs in this process. Results are collected by episode index.
 
 Printed: the probability of every outcome (time_limit, invalid_vehicle, all_persons_found) with its
@@ -25,26 +28,37 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
 
-from qrsim_ros.cli import one_line_errors, standalone_main
-from qrsim_ros.cli.run import (
+from qrsim_ros.cli import (
     CliError,
-    ProgressBar,
-    add_common_arguments,
     check_output_path,
-    check_scenario,
-    fmt_float,
-    scenario_overrides,
+    one_line_errors,
+    report,
+    standalone_main,
     write_csv_atomic,
 )
+from qrsim_ros.cli.run import (
+    ProgressBar,
+    add_common_arguments,
+    fmt_float,
+    load_checked,
+    scenario_overrides,
+    seed_argument,
+)
 from qrsim_ros.core.common.validation import ConfigError
-from qrsim_ros.core.config.scenario import available_scenarios
+from qrsim_ros.core.config.scenario import (
+    MAX_SEED,
+    SEED_FROM_CLOCK,
+    SEED_FROM_FILE,
+    Scenario,
+    available_scenarios,
+    resolve_seed,
+)
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.tasks.rules import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
 from qrsim_ros.policies import PolicyError
@@ -52,6 +66,8 @@ from qrsim_ros.policies.episode import EpisodeResult, run_episode
 
 PROG = "qrsim batch"
 OUTCOMES = (DONE_TIME_LIMIT, DONE_INVALID_VEHICLE, DONE_ALL_PERSONS_FOUND)
+#: BASE when --seed is -1 and the scenario file's seed is 0 (from the clock).
+DEFAULT_BASE_SEED = 1
 RESULTS_HEADER = ("episode", "seed", "reward", "outcome", "steps", "sim_time_s", "persons_found",
                   "persons_total")
 
@@ -101,21 +117,37 @@ class Distribution:
         return cls(float(v.mean()), std, float(v.min()), float(q1), float(med), float(q3), float(v.max()))
 
 
+def resolve_base_seed(requested: int, file_seed: int) -> int:
+    """BASE from --seed (validated with ``seed_argument``): -1 = the scenario file's seed, or
+    DEFAULT_BASE_SEED (1) if the file's is 0 (from the clock); 0 is rejected (no episode is clock-seeded)."""
+    if requested == SEED_FROM_CLOCK:
+        raise CliError(f"--seed must be >= 1 or {SEED_FROM_FILE} (the scenario file's seed), got "
+                       f"{SEED_FROM_CLOCK}: no batch episode is clock-seeded (episode i gets BASE + i)")
+    if requested == SEED_FROM_FILE and file_seed == SEED_FROM_CLOCK:
+        return DEFAULT_BASE_SEED
+    return resolve_seed(requested, file_seed)  # never the clock here
+
+
 def episode_seeds(base_seed: int, runs: int) -> list[int]:
-    """Seed of episode i: base_seed + i (base_seed >= 1: never 0, which would mean the clock)."""
+    """Seed of episode i: base_seed + i (base_seed >= 1: never 0, which would mean the clock; the last
+    at most MAX_SEED, so ``qrsim run`` takes every one of them)."""
     if base_seed < 1:
         raise CliError(f"--seed must be >= 1 (episode i gets BASE + i; 0 would mean the clock), "
                        f"got {base_seed}")
+    if base_seed + runs - 1 > MAX_SEED:
+        raise CliError(f"the last episode's seed BASE + R - 1 = {base_seed} + {runs} - 1 = "
+                       f"{base_seed + runs - 1} exceeds the largest seed {MAX_SEED}")
     return [base_seed + i for i in range(runs)]
 
 
 # --- running -----------------------------------------------------------------------------------------------
 
-def _run_one(job: tuple[int, int, str, Mapping[str, Any], str]) -> tuple[int, EpisodeResult]:
-    """One episode from scratch (picklable for worker processes): a fresh Simulator seeded ``seed``."""
-    index, seed, scenario, overrides, policy = job
-    sim = Simulator.from_scenario(scenario, {**overrides, "seed": seed})
-    return index, run_episode(sim, policy, seed=seed)
+def _run_one(job: tuple[int, int, Scenario, str]) -> tuple[int, EpisodeResult]:
+    """One episode from scratch (picklable for worker processes): a Simulator built from the validated
+    scenario with seed ``seed`` (no YAML read here), at the start of the episode of that seed."""
+    index, seed, scenario, policy = job
+    sim = Simulator(replace(scenario, seed=seed))
+    return index, run_episode(sim, policy)
 
 
 def _context() -> mp.context.BaseContext:
@@ -123,10 +155,11 @@ def _context() -> mp.context.BaseContext:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def run_batch(scenario: str, overrides: Mapping[str, Any], policy: str, seeds: Sequence[int], workers: int,
+def run_batch(scenario: Scenario, policy: str, seeds: Sequence[int], workers: int,
               progress: ProgressBar | None = None) -> list[EpisodeResult]:
-    """Run one episode per seed on ``workers`` processes (1 = in process); results in seed order."""
-    jobs = [(i, s, scenario, dict(overrides), policy) for i, s in enumerate(seeds)]
+    """Run one episode of the validated ``scenario`` per seed on ``workers`` processes (1 = in process);
+    results in seed order."""
+    jobs = [(i, s, scenario, policy) for i, s in enumerate(seeds)]
     results: list[EpisodeResult | None] = [None] * len(jobs)
     done = 0
     if workers <= 1:
@@ -189,8 +222,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=None, metavar="R", help="number of episodes (required)")
     p.add_argument("--workers", type=int, default=None, metavar="W",
                    help="worker processes (default: the CPU count, at most R; 1 = in process)")
-    p.add_argument("--seed", type=int, default=1, metavar="BASE",
-                   help="episode i gets seed BASE + i (BASE >= 1, default 1)")
+    p.add_argument("--seed", type=int, default=SEED_FROM_FILE, metavar="BASE",
+                   help="episode i gets seed BASE + i (-1: the scenario file's seed, or 1 if that is 0, "
+                   "the default; 1..2147483647: BASE; 0, the clock, is not allowed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per episode")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -217,30 +251,28 @@ def run(args: argparse.Namespace) -> int:
         workers = min(args.runs, os.cpu_count() or 1) if args.workers is None else args.workers
         if workers < 1:
             raise CliError(f"--workers must be >= 1, got {workers}")
-        seeds = episode_seeds(args.seed, args.runs)
+        requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
-        check_scenario(args.scenario, overrides, args.policy)
+        scenario, _ = load_checked(args.scenario, overrides, args.policy)
+        seeds = episode_seeds(resolve_base_seed(requested, scenario.seed), args.runs)
         if args.out is not None:
             check_output_path(args.out)
     except (CliError, ConfigError) as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
     bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress)
     wall0 = time.perf_counter()
     try:
-        results = run_batch(args.scenario, overrides, args.policy, seeds, workers, bar)
+        results = run_batch(scenario, args.policy, seeds, workers, bar)
     except PolicyError as exc:
         bar.close()
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 1
+        return report(PROG, exc, 1)
     bar.close()
     wall_s = time.perf_counter() - wall0
     if args.out is not None:
         try:
             write_csv_atomic(args.out, RESULTS_HEADER, results_rows(results))
         except CliError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return 1
+            return report(PROG, exc, 1)
     sim_s = sum(r.sim_time_s for r in results)
     print(f"{args.scenario}, policy {args.policy}: {len(results)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
           f"on {workers} worker(s) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time overall)")

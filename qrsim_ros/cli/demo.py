@@ -12,9 +12,11 @@ import time
 
 import numpy as np
 
+from qrsim_ros.cli import CliError, report
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, PelicanFleet, PelicanParams, default_state_limits
 
+PROG = "qrsim demo"
 #: (duration [s], what, [pitch rad, roll rad, throttle, yaw_rate rad/s, battery V])
 FLIGHT_PLAN: tuple[tuple[float, str, tuple[float, float, float, float, float]], ...] = (
     (2.0, "hover", (0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0)),
@@ -62,8 +64,7 @@ def fly(num_vehicles: int = 1) -> tuple[np.ndarray, np.ndarray, list[str], Pelic
 def run(args: argparse.Namespace) -> int:
     """Fly, print one line per second and a summary."""
     if args.vehicles < 1:
-        print(f"qrsim demo: --vehicles must be >= 1, got {args.vehicles}")
-        return 2
+        return report(PROG, CliError(f"--vehicles must be >= 1, got {args.vehicles}"))
     wall0 = time.perf_counter()
     t, x, phases, fleet = fly(args.vehicles)
     wall_s = time.perf_counter() - wall0

@@ -56,7 +56,7 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import CliError, one_line_errors, report, standalone_main
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -85,10 +85,6 @@ STARTUP_TIMEOUT_S = 60.0
 _CLEAN_STOP = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
-class CliError(ValueError):
-    """Bad command-line input: one line on stderr, exit status 2."""
-
-
 # --- arguments ---------------------------------------------------------------------------------------
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -99,7 +95,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--num-vehicles", type=int, default=0, metavar="N",
                    help="number of vehicles (default 0: the scenario file's)")
     p.add_argument("--seed", type=int, default=-1, metavar="S",
-                   help="random seed (-1: the scenario file's, the default; 0: from the clock)")
+                   help="random seed (-1: the scenario file's, the default; 0: from the clock, drawn once "
+                   "for every node; 1..2147483647: that seed)")
     p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
     p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
                    help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")
@@ -672,8 +669,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         specs, resolved, notes = prepare(args)
     except CliError as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     console = Console(sys.stdout)
     for note in notes:

@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import CliError, one_line_errors, report, standalone_main
 
 PROG = "qrsim plot"
 
@@ -76,9 +76,8 @@ def run(args: argparse.Namespace) -> int:
         only = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = [n for n in only if n not in FIGURES]
         if unknown:
-            print(f"{PROG}: --only: unknown figure(s) {', '.join(unknown)} (known: {', '.join(FIGURES)})",
-                  file=sys.stderr)
-            return 2
+            return report(PROG, CliError(f"--only: unknown figure(s) {', '.join(unknown)} "
+                                         f"(known: {', '.join(FIGURES)})"))
     return render_bag(args.bag, args.out, only)
 
 

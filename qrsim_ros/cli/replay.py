@@ -30,18 +30,22 @@ Values starting with '-' must be attached with '=', e.g. --wind=-2,0,0.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import (
+    CliError,
+    check_output_path,
+    one_line_errors,
+    report,
+    standalone_main,
+    write_csv_atomic,
+)
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
@@ -64,10 +68,6 @@ DEFAULT_AREA = "-1000,1000,-1000,1000,-1000,0"  # NED; ground at z = 0
 DEFAULT_WIND = "0,0,0"
 
 
-class ReplayInputError(ValueError):
-    """Bad command-line value or input file; the message names the option or file, row and column."""
-
-
 # --- parsing ------------------------------------------------------------------------------------
 
 def parse_number_list(text: str, option: str, sizes: Sequence[int]) -> Array:
@@ -75,7 +75,7 @@ def parse_number_list(text: str, option: str, sizes: Sequence[int]) -> Array:
     cells = [c.strip() for c in str(text).split(",")]
     allowed = " or ".join(str(s) for s in sizes)
     if len(cells) not in sizes:
-        raise ReplayInputError(
+        raise CliError(
             f"{option}: expected {allowed} comma-separated numbers, got {len(cells)}: {text!r}"
         )
     values = []
@@ -83,9 +83,9 @@ def parse_number_list(text: str, option: str, sizes: Sequence[int]) -> Array:
         try:
             v = float(cell)
         except ValueError:
-            raise ReplayInputError(f"{option}: element {i}: {cell!r} is not a number") from None
+            raise CliError(f"{option}: element {i}: {cell!r} is not a number") from None
         if not math.isfinite(v):
-            raise ReplayInputError(f"{option}: element {i}: value {v!r} is not finite")
+            raise CliError(f"{option}: element {i}: value {v!r} is not finite")
         values.append(v)
     return np.array(values)
 
@@ -94,7 +94,7 @@ def parse_dt(text: str) -> float:
     """The integration step [s] from ``--dt``: a finite number > 0."""
     dt_s = parse_number_list(text, "--dt", (1,))[0]
     if not dt_s > 0.0:
-        raise ReplayInputError(f"--dt: value {float(dt_s)!r} must be > 0")
+        raise CliError(f"--dt: value {float(dt_s)!r} must be > 0")
     return float(dt_s)
 
 
@@ -103,7 +103,7 @@ def parse_area(text: str) -> Array:
     area = parse_number_list(text, "--area", (6,))
     for axis, (lo, hi) in zip("xyz", area.reshape(3, 2), strict=True):
         if not lo < hi:
-            raise ReplayInputError(f"--area: {axis}min {float(lo)!r} must be < {axis}max {float(hi)!r}")
+            raise CliError(f"--area: {axis}min {float(lo)!r} must be < {axis}max {float(hi)!r}")
     return area
 
 
@@ -112,15 +112,15 @@ def parse_controls_csv(lines: Iterable[str], source: str) -> Array:
 
     Columns are returned in ``CONTROL_NAMES`` order. ``source`` (the file name) starts every error
     message; rows are numbered 1.. from the first data row (see the module doc). Trailing blank
-    lines are ignored, any other blank row is an error. Raises ReplayInputError on the first problem.
+    lines are ignored, any other blank row is an error. Raises CliError on the first problem.
     """
     reader = csv.reader(lines)
     try:
         rows = list(reader)
     except csv.Error as exc:
-        raise ReplayInputError(f"{source}: line {reader.line_num}: not valid CSV: {exc}") from None
+        raise CliError(f"{source}: line {reader.line_num}: not valid CSV: {exc}") from None
     if not rows:
-        raise ReplayInputError(f"{source}: empty file (expected a header row {','.join(CONTROL_NAMES)})")
+        raise CliError(f"{source}: empty file (expected a header row {','.join(CONTROL_NAMES)})")
     header, data = [name.strip() for name in rows[0]], rows[1:]
     while data and not any(cell.strip() for cell in data[-1]):
         data.pop()  # trailing blank lines only
@@ -128,11 +128,11 @@ def parse_controls_csv(lines: Iterable[str], source: str) -> Array:
     column_of: dict[str, int] = {}
     for j, name in enumerate(header):
         if name in column_of:
-            raise ReplayInputError(
+            raise CliError(
                 f"{source}: header: duplicate column {name!r} (columns {column_of[name] + 1} and {j + 1})"
             )
         if name not in CONTROL_NAMES and name != TIME_COLUMN:
-            raise ReplayInputError(
+            raise CliError(
                 f"{source}: header: unknown column {name!r} in column {j + 1} "
                 f"(expected {', '.join(CONTROL_NAMES)} and optionally {TIME_COLUMN})"
             )
@@ -140,44 +140,44 @@ def parse_controls_csv(lines: Iterable[str], source: str) -> Array:
     missing = [name for name in CONTROL_NAMES if name not in column_of]
     if missing:
         plural = "s" if len(missing) > 1 else ""
-        raise ReplayInputError(f"{source}: header: missing column{plural} {', '.join(missing)}")
+        raise CliError(f"{source}: header: missing column{plural} {', '.join(missing)}")
     if not data:
-        raise ReplayInputError(f"{source}: no data rows after the header")
+        raise CliError(f"{source}: no data rows after the header")
 
     # file column -> (index into CONTROL_NAMES, limits); checked in file order so the first bad cell wins
     checks = [(j, CONTROL_NAMES.index(name)) for j, name in enumerate(header) if name in CONTROL_NAMES]
     controls = np.empty((len(data), len(CONTROL_NAMES)))
     for r, row in enumerate(data, start=1):
         if len(row) != len(header):
-            raise ReplayInputError(f"{source}: row {r}: expected {len(header)} cells, got {len(row)}")
+            raise CliError(f"{source}: row {r}: expected {len(header)} cells, got {len(row)}")
         for j, c in checks:
             where = f"{source}: row {r}, column {CONTROL_NAMES[c]}"
             cell = row[j].strip()
             if not cell:
-                raise ReplayInputError(f"{where}: empty value")
+                raise CliError(f"{where}: empty value")
             try:
                 v = float(cell)
             except ValueError:
-                raise ReplayInputError(f"{where}: value {cell!r} is not a number") from None
+                raise CliError(f"{where}: value {cell!r} is not a number") from None
             if not math.isfinite(v):
-                raise ReplayInputError(f"{where}: value {v!r} is not finite")
+                raise CliError(f"{where}: value {v!r} is not finite")
             lo, hi = (float(b) for b in CONTROL_LIMITS[c])
             if not lo <= v <= hi:
-                raise ReplayInputError(f"{where}: value {v!r} outside [{lo!r}, {hi!r}]")
+                raise CliError(f"{where}: value {v!r} outside [{lo!r}, {hi!r}]")
             controls[r - 1, c] = v
     return controls
 
 
 def read_controls_csv(path: str) -> Array:
-    """Read and validate IN.csv (see :func:`parse_controls_csv`); file errors become ReplayInputError."""
+    """Read and validate IN.csv (see :func:`parse_controls_csv`); file errors become CliError."""
     try:
         # utf-8-sig: spreadsheets often prepend a byte-order mark to the header
         with open(path, newline="", encoding="utf-8-sig") as f:
             return parse_controls_csv(f, path)
     except OSError as exc:
-        raise ReplayInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ReplayInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 # --- the replay -----------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ class ReplayResult:
 def make_fleet(state0: Array, dt_s: float = BASE_DT_S, area_ned: Array | None = None) -> PelicanFleet:
     """One noiseless Pelican with the default-configuration state limits of ``area_ned``, set to ``state0``.
 
-    state0 has 6, 12 or 13 elements (spec 2.7 setX); a bad one raises ReplayInputError naming --state0.
+    state0 has 6, 12 or 13 elements (spec 2.7 setX); a bad one raises CliError naming --state0.
     """
     area = parse_area(DEFAULT_AREA) if area_ned is None else np.asarray(area_ned, float)
     params = PelicanParams(dt_s=dt_s, state_limits=default_state_limits(area))
@@ -210,10 +210,10 @@ def make_fleet(state0: Array, dt_s: float = BASE_DT_S, area_ned: Array | None = 
         for name, value, (lo, hi) in zip(STATE_NAMES, x0, params.state_limits, strict=False):
             if not lo <= value <= hi:
                 bounds = f"[{float(lo)!r}, {float(hi)!r}]"
-                raise ReplayInputError(f"--state0: {name}={float(value)!r} outside {bounds}")
+                raise CliError(f"--state0: {name}={float(value)!r} outside {bounds}")
         fleet.set_state(x0[None, :])
     except PelicanInputError as exc:
-        raise ReplayInputError(f"--state0: {str(exc).removeprefix('vehicle 0: ')}") from None
+        raise CliError(f"--state0: {str(exc).removeprefix('vehicle 0: ')}") from None
     return fleet
 
 
@@ -240,52 +240,14 @@ def replay(fleet: PelicanFleet, controls: Array, wind_ned_mps: Array | None = No
 
 
 def write_output_csv(path: str, result: ReplayResult) -> None:
-    """Write OUT.csv atomically: a temporary file in the same directory, then ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp_path = None
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-            newline="", encoding="utf-8", delete=False,
-        ) as f:
-            tmp_path = f.name
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(OUTPUT_HEADER)
-            for k in range(result.states.shape[0]):
-                # repr() of a Python float is the shortest string that parses back to the same double
-                writer.writerow(
-                    [str(k), repr(k * result.dt_s)]
-                    + [repr(float(v)) for v in result.states[k]]
-                    + [repr(float(v)) for v in result.accel_body[k]]
-                    + ["1" if result.valid[k] else "0"]
-                )
-        os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600; give OUT.csv normal permissions
-        os.replace(tmp_path, path)
-        tmp_path = None
-    except OSError as exc:
-        raise ReplayInputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_path)
-
-
-def check_output_path(path: str) -> None:
-    """Fail before integrating if OUT.csv obviously cannot be written (missing directory, a directory)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ReplayInputError(f"{path}: cannot write: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise ReplayInputError(f"{path}: cannot write: it is a directory")
-
-
-def _new_file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o777  # keep an existing file's permissions
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+    """Write OUT.csv atomically (``write_csv_atomic``: a temporary file, then ``os.replace``)."""
+    # repr() of a Python float is the shortest string that parses back to the same double
+    rows = ([str(k), repr(k * result.dt_s)]
+            + [repr(float(v)) for v in result.states[k]]
+            + [repr(float(v)) for v in result.accel_body[k]]
+            + ["1" if result.valid[k] else "0"]
+            for k in range(result.states.shape[0]))
+    write_csv_atomic(path, OUTPUT_HEADER, rows)
 
 
 def summary_line(result: ReplayResult, out_path: str) -> str:
@@ -357,11 +319,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = replay(fleet, controls, wind_ned)
         except PelicanInputError as exc:  # not expected after the checks above; still a clean error
-            raise ReplayInputError(f"{args.inputs}: {exc}") from None
+            raise CliError(f"{args.inputs}: {exc}") from None
         write_output_csv(args.out, result)
-    except ReplayInputError as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+    except CliError as exc:
+        return report(PROG, exc)
     print(summary_line(result, args.out))
     return 0
 

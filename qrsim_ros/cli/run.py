@@ -3,9 +3,10 @@
     qrsim run search_rescue_2a --seed 3 --policy search-pattern --out episode.csv
     qrsim run keep_spot --steps 100 --policy hover --set wind.on=true --set wind.w6_mps=2
 
-SCENARIO is a name from config/ (``qrsim run --list``) or a YAML path. --seed S rebuilds every random
-stream from S (0 = from the clock, as QRSim; default: the scenario file's seed); the seed used is printed
-so a clock-seeded run can be repeated. --steps N ends the episode after N task steps (it sets
+SCENARIO is a name from config/ (``qrsim run --list``) or a YAML path. --seed S: every random stream
+(the policy's included) derives from one seed: -1 (the default) takes the scenario file's seed, 0 draws
+one from the clock (as QRSim; so does a file's seed 0), 1..2147483647 is used as given. The seed used is
+printed, so any run can be repeated with --seed. --steps N ends the episode after N task steps (it sets
 task.duration_steps, so terminal rewards are computed as at the end of a full episode).
 --set KEY=VALUE overrides one scenario key (dotted path, YAML value; repeatable).
 
@@ -25,30 +26,37 @@ fails during the episode exits with status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
-import os
 import sys
-import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 import yaml
 
-from qrsim_ros.cli import one_line_errors, standalone_main
+from qrsim_ros.cli import (
+    CliError,
+    check_output_path,
+    one_line_errors,
+    report,
+    standalone_main,
+    write_csv_atomic,
+)
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import load_yaml
-from qrsim_ros.core.config.scenario import available_scenarios, load_scenario
+from qrsim_ros.core.config.scenario import (
+    SEED_FROM_FILE,
+    Scenario,
+    available_scenarios,
+    check_seed,
+    load_scenario,
+    resolve_seed,
+)
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.policies import PolicyError, make_factory, policy_names
+from qrsim_ros.policies import PolicyError, PolicyFactory, make_factory, policy_names
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 
 PROG = "qrsim run"
-
-
-class CliError(ValueError):
-    """Bad command-line input; the message is printed as one line and the exit status is 2."""
 
 
 # --- shared with ``qrsim batch`` --------------------------------------------------------------------
@@ -98,57 +106,26 @@ def scenario_overrides(sets: Sequence[str] | None, steps: int | None) -> dict[st
     return overrides
 
 
-def check_scenario(scenario: str, overrides: Mapping[str, Any], policy: str) -> str:
-    """Validate scenario, overrides and policy name before anything runs; returns the task type."""
+def load_checked(scenario: str, overrides: Mapping[str, Any], policy: str) -> tuple[Scenario, PolicyFactory]:
+    """Load and validate the scenario (its YAML read once) and resolve the policy for its task, before
+    anything runs; CliError names what is wrong."""
     try:
         sc = load_scenario(scenario, overrides)
     except ConfigError as exc:
         raise CliError(" ".join(str(exc).splitlines())) from None
     try:
-        make_factory(policy, sc.task.type)
+        factory = make_factory(policy, sc.task.type)
     except PolicyError as exc:
         raise CliError(str(exc)) from None
-    return sc.task.type
+    return sc, factory
 
 
-def check_output_path(path: str) -> None:
-    """Fail before running if FILE cannot be written (missing directory, a directory)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CliError(f"{path}: cannot write: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise CliError(f"{path}: cannot write: it is a directory")
-
-
-def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Write a CSV to a temporary file in the same directory, then ``os.replace`` it onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp_path = None
+def seed_argument(value: int) -> int:
+    """``--seed``, validated by the core's convention (``check_seed``): -1, 0 or 1..2147483647."""
     try:
-        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
-                                         suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
-            tmp_path = f.name
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows(rows)
-        os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
-        os.replace(tmp_path, path)
-        tmp_path = None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_path)
-
-
-def _new_file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return check_seed(value, "--seed")
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
 
 
 def fmt_float(x: float) -> str:
@@ -210,8 +187,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_common_arguments(p)
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="reseed every random stream (0 = from the clock; default: the scenario's seed)")
+    p.add_argument("--seed", type=int, default=SEED_FROM_FILE, metavar="S",
+                   help="the seed of every random stream (-1: the scenario file's, the default; "
+                   "0: from the clock; 1..2147483647: that seed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per task step")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -254,16 +232,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.scenario is None:
             raise CliError("the SCENARIO argument is required (qrsim run --list shows them)")
-        if args.seed is not None and args.seed < 0:
-            raise CliError(f"--seed must be >= 0 (0 = from the clock), got {args.seed}")
+        requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
-        check_scenario(args.scenario, overrides, args.policy)
+        scenario, factory = load_checked(args.scenario, overrides, args.policy)
         if args.out is not None:
             check_output_path(args.out)
-        sim = Simulator.from_scenario(args.scenario, overrides)
+        # the concrete seed (a clock seed drawn here, once): the Simulator is built from it and starts
+        # at the episode reset(seed=...) would give, and the printed seed repeats the run
+        seed = resolve_seed(requested, scenario.seed)
+        sim = Simulator(replace(scenario, seed=seed))
     except (CliError, ConfigError) as exc:
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(PROG, exc)
 
     n = sim.num_vehicles
     rows: list[list[str]] = []
@@ -280,21 +259,17 @@ def run(args: argparse.Namespace) -> int:
             rows.append(row)
         bar.update(s.step_count, f"reward {cumulative[0]:.4g}")
 
-    # without --seed: rebuild from the scenario's seed as used, so the printed seed repeats the run
-    seed = args.seed if args.seed is not None else sim.seed_entropy
     try:
-        result = run_episode(sim, args.policy, seed=seed, on_step=on_step)
+        result = run_episode(sim, args.policy, factory=factory, on_step=on_step)
     except PolicyError as exc:
         bar.close()
-        print(f"{PROG}: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 1
+        return report(PROG, exc, 1)
     bar.close()
     if args.out is not None:
         try:
             write_csv_atomic(args.out, episode_header(n), rows)
         except CliError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return 1
+            return report(PROG, exc, 1)
     for line in summary_lines(sim.scenario.name, args.policy, result):
         print(line)
     if args.out is not None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from qrsim_ros.core.engine.simulator import ActionError, Simulator
 from qrsim_ros.policies import make_factory
-from qrsim_ros.policies.base import AutopilotView, PolicyError, check_actions, instantiate
+from qrsim_ros.policies.base import AutopilotView, PolicyError, PolicyFactory, check_actions, instantiate
 
 #: ``on_step(sim, reward)``: called after every task step.
 StepCallback = Callable[[Simulator, float], None]
@@ -40,16 +40,22 @@ def run_episode(
     sim: Simulator,
     policy_spec: str,
     *,
-    seed: int | None = None,
+    factory: PolicyFactory | None = None,
     on_step: StepCallback | None = None,
 ) -> EpisodeResult:
-    """Reset ``sim`` (with ``seed`` if given: every stream rebuilt, 0 = clock), build the policy named by
-    ``policy_spec`` (``qrsim_ros.policies.make_factory``) and step until the episode is done.
+    """Fly the episode ``sim`` is at the start of (a Simulator just built, or just ``reset``): build the
+    policy named by ``policy_spec`` (``qrsim_ros.policies.make_factory``, or the given ``factory``, which
+    ``policy_spec`` then only names in messages) and step until the episode is done.
 
-    Raises PolicyError when the policy cannot be built, raises, or returns malformed actions.
+    Nothing is reset or reseeded here: a Simulator built from a scenario with seed s flies the episode of
+    ``reset(seed=s)``. Raises ValueError if ``sim`` has already stepped, PolicyError when the policy
+    cannot be built, raises, or returns malformed actions.
     """
-    factory = make_factory(policy_spec, sim.scenario.task.type)
-    sim.reset(seed=seed)
+    if sim.step_count != 0:
+        raise ValueError(f"run_episode: the simulator is at step {sim.step_count}, not at the start of an "
+                         "episode (build it, or reset() it, first)")
+    if factory is None:
+        factory = make_factory(policy_spec, sim.scenario.task.type)
     view = AutopilotView(sim)
     wall0 = time.perf_counter()
     try:

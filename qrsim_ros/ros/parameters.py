@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError
-from qrsim_ros.core.config.scenario import Scenario, load_scenario
+from qrsim_ros.core.config.scenario import (
+    MAX_SEED,
+    SEED_FROM_FILE,
+    SEED_HELP,
+    Scenario,
+    load_scenario,
+    run_overrides,
+)
 
 if TYPE_CHECKING:
     from rcl_interfaces.msg import ParameterDescriptor
@@ -215,7 +222,7 @@ SCENARIO_PARAMETERS = ParamTable(
     "scenario",
     Param("scenario", "search_rescue_2c",
           "scenario name (config/<name>.yaml) or path to a scenario YAML file"),
-    Param("seed", -1, "random seed (-1: the scenario file's; 0: from the clock)", lo=-1, hi=2**31 - 1),
+    Param("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})", lo=SEED_FROM_FILE, hi=MAX_SEED),
     Param("num_vehicles", 0, "number of vehicles (0: the scenario file's)", lo=0, hi=1000),
 )
 
@@ -226,12 +233,7 @@ def scenario_from_parameters(values: Any) -> Scenario:
 
     ``seed`` -1 / ``num_vehicles`` 0 keep the file's values. Raises ParameterError on a bad scenario.
     """
-    overrides: dict[str, Any] = {}
-    if values.seed >= 0:
-        overrides["seed"] = values.seed
-    if values.num_vehicles > 0:
-        overrides["num_vehicles"] = values.num_vehicles
     try:
-        return load_scenario(values.scenario, overrides)
+        return load_scenario(values.scenario, run_overrides(values.seed, values.num_vehicles))
     except (ScenarioError, ConfigError) as exc:
         raise ParameterError(f"parameter 'scenario'={values.scenario!r}: {exc}") from None

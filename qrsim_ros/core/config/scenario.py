@@ -7,18 +7,33 @@ simulator, the ROS nodes and the launch files. Missing keys take QRSim's default
 ``pelican_config``); unknown keys, wrong types and out-of-range values are errors naming the file
 and the key path. ``load_scenario(name_or_path, overrides)`` is the entry point; ``overrides`` is a
 nested mapping with the same keys as the YAML (e.g. ``{"seed": 3, "wind": {"w6_mps": 1.0}}``).
+
+Seeds, one convention for every front end (``qrsim run``/``batch``/``launch`` ``--seed``, the launch
+files' ``seed`` argument, the nodes' ``seed`` parameter):
+
+- ``SEED_FROM_FILE`` (-1): the scenario file's ``seed`` (the default everywhere);
+- ``SEED_FROM_CLOCK`` (0): from the clock, QRSim's convention; ``resolve_seed`` draws it once, in
+  [1, MAX_SEED], so it can be printed, passed to every node and given again to repeat the run;
+- 1 .. ``MAX_SEED`` (2**31 - 1, the nodes' integer parameter range): that seed.
+
+``check_seed`` validates a requested seed, ``resolve_seed`` turns it into the concrete seed to build
+with. A scenario file's own ``seed`` is 0 (from the clock) or >= 1. ``qrsim batch`` never clock-seeds
+(its BASE is -1 or >= 1, see ``qrsim_ros.cli.batch``). ``Simulator.reset(seed=None)`` is not a seed value:
+it means "no reseeding, continue the streams".
 """
 
 from __future__ import annotations
 
 import math
 import os
+import secrets
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
@@ -41,6 +56,15 @@ from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES
 from qrsim_ros.core.world.area import PersonsAreaParams
 from qrsim_ros.core.world.turbulence import TurbulenceParams
 from qrsim_ros.core.world.wind import MeanWindParams
+
+#: ``seed`` -1: the scenario file's seed.
+SEED_FROM_FILE = -1
+#: ``seed`` 0: from the clock (QRSim's convention), drawn once by ``resolve_seed``.
+SEED_FROM_CLOCK = 0
+#: The largest seed: the range of the nodes' integer ``seed`` parameter (a clock seed is drawn below it).
+MAX_SEED = 2**31 - 1
+#: What the seed values mean, for help texts and error messages.
+SEED_HELP = f"-1: the scenario file's seed; 0: from the clock; 1..{MAX_SEED}: that seed"
 
 TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
               "search_rescue", "plume")
@@ -265,7 +289,7 @@ class Scenario:
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:
-        if self.seed < 0:
+        if self.seed < SEED_FROM_CLOCK:
             raise ConfigError(f"seed={self.seed!r} must be >= 0 (0 = from the clock)")
         if not 1 <= self.num_vehicles <= 10000:
             raise ConfigError(f"num_vehicles={self.num_vehicles!r} must be in [1, 10000]")
@@ -326,6 +350,52 @@ class Scenario:
             c = {"search_rescue": "velocity", "plume": "velocity", "cats_mouse": "velocity_height"}.get(
                 self.task.type, "attitude")
         return (c,) * self.num_vehicles if isinstance(c, str) else tuple(c)
+
+
+def run_overrides(seed: int = SEED_FROM_FILE, num_vehicles: int = 0) -> dict[str, Any]:
+    """The scenario overrides of a run's ``seed`` and ``num_vehicles`` (as ``load_scenario`` takes them):
+    ``SEED_FROM_FILE`` and 0 vehicles keep the file's values; any other seed (0, the clock, included) is
+    passed on as it is."""
+    overrides: dict[str, Any] = {}
+    if seed != SEED_FROM_FILE:
+        overrides["seed"] = int(seed)
+    if num_vehicles > 0:
+        overrides["num_vehicles"] = int(num_vehicles)
+    return overrides
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """A requested seed, validated: an integer in [SEED_FROM_FILE, MAX_SEED] (see the module docstring).
+
+    Raises ConfigError naming ``name``, the value and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not SEED_FROM_FILE <= value <= MAX_SEED:
+        raise ConfigError(f"{name}={value!r} must be an integer in [{SEED_FROM_FILE}, {MAX_SEED}] "
+                          f"({SEED_HELP})")
+    return int(value)
+
+
+def clock_seed() -> int:
+    """A seed from the clock (OS entropy), in [1, MAX_SEED]."""
+    return secrets.randbelow(MAX_SEED) + 1
+
+
+def resolve_seed(requested: int | None, file_seed: int) -> int:
+    """The concrete seed to build with (>= 1 unless the file's own seed is used as is).
+
+    ``requested``: ``SEED_FROM_FILE`` (-1, or None) takes ``file_seed``, ``SEED_FROM_CLOCK`` (0) draws
+    one from the clock, 1..MAX_SEED is used as given. A clock seed (requested, or the file's 0) is drawn
+    here, once: the caller prints or passes on the result so the run can be repeated. Raises ConfigError
+    for a requested value outside [-1, MAX_SEED] or a negative ``file_seed``.
+    """
+    seed = SEED_FROM_FILE if requested is None else check_seed(requested)
+    if seed == SEED_FROM_FILE:
+        if isinstance(file_seed, bool) or not isinstance(file_seed, (int, np.integer)) or file_seed < 0:
+            raise ConfigError(f"the scenario file's seed={file_seed!r} must be an integer >= 0 "
+                              "(0 = from the clock)")
+        seed = int(file_seed)
+    return clock_seed() if seed == SEED_FROM_CLOCK else seed
 
 
 def config_dirs() -> list[Path]:

@@ -14,8 +14,13 @@ and the air velocity is formed; all vehicles are integrated together (collisions
 positions); then the sensors update (AHARS, GPS, camera, plume sensor) and the estimated states are
 assembled. Components gate themselves on integer tick counters (no floating-point modulo).
 
-``reset()`` continues every random stream; ``reset(seed=s)`` rebuilds all streams from ``s``: two runs
-with the same seed and actions are bit-identical. Seed 0 means "from the clock" (as QRSim).
+A new Simulator is at the start of its first episode, built from ``scenario.seed``: the same as
+``reset(seed=scenario.seed)``, so ``Simulator(scenario with seed s)`` and ``reset(seed=s)`` fly the same
+episode. ``reset()`` (seed None: no reseeding, not a seed value) continues every random stream;
+``reset(seed=s)`` rebuilds all streams from ``s``: two runs with the same seed and actions are
+bit-identical. Seed 0 means "from the clock" (as QRSim). The front ends' seed values (-1: the scenario
+file's, 0: the clock, drawn once) are resolved before the core with
+``qrsim_ros.core.config.scenario.resolve_seed``.
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ class Simulator:
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
-        """Start a new episode. ``seed``: rebuild every random stream from it (0 = from the clock)."""
+        """Start a new episode. ``seed`` None: continue every random stream (the next episode of the
+        same streams); an integer >= 0: rebuild every random stream from it (0 = from the clock)."""
         if seed is not None:
             self.scenario = replace(self.scenario, seed=int(seed))
             self._build(RandomStreams(int(seed)))

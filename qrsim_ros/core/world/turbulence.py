@@ -53,7 +53,14 @@ from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.common.validation import ConfigError, finite, in_range, non_negative, ticks_per_update
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    finite,
+    flag,
+    in_range,
+    non_negative,
+    ticks_per_update,
+)
 from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
 from qrsim_ros.core.world.wind import FT_M
 
@@ -106,8 +113,7 @@ class TurbulenceParams:
         if isinstance(self.spin_up_steps, bool) or not isinstance(self.spin_up_steps, (int, np.integer)) \
                 or self.spin_up_steps < 0:
             raise ConfigError(f"turbulence.spin_up_steps={self.spin_up_steps!r} must be an integer >= 0")
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"turbulence.on={self.on!r} must be a bool")
+        flag("turbulence.on", self.on)
 
 
 # --- kernels (spec 4.2): the recursion's one formula, explicit loops over vehicles ----------------

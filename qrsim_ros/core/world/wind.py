@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import ConfigError, finite, non_negative
+from qrsim_ros.core.common.validation import finite, flag, non_negative
 
 #: Metres per foot (QRSim's ``mToFt``/``ftToM``).
 FT_M = 0.3048
@@ -75,8 +75,7 @@ class MeanWindParams:
         if self.direction_rad is not None:
             finite("wind.direction_rad", self.direction_rad)
         finite("wind.z_origin_m", self.z_origin_m)
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"wind.on={self.on!r} must be a bool")
+        flag("wind.on", self.on)
 
 
 class MeanWind:

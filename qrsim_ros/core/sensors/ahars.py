@@ -46,6 +46,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of, forwarded
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals, ou_coefficients
 from qrsim_ros.core.common.rng import RandomStreams
@@ -142,7 +143,7 @@ class GyroscopeParams(_WhiteNoiseVectorParams):
 class OrientationEstimatorParams(SampledSensorParams):
     """Orientation estimator: Ornstein-Uhlenbeck error per Euler angle (spec 3.1).
 
-    on, dt_s: as for the accelerometer.
+    on, dt_s: see ``SampledSensorParams``.
     beta_per_s: mean-reversion rate BETA [1/s] (> 0), per axis or scalar.
     sigma: OU diffusion SIGMA [rad/sqrt(s)]; stationary std is SIGMA / sqrt(2 BETA) (3.54e-3 rad default).
     """
@@ -163,7 +164,7 @@ class OrientationEstimatorParams(SampledSensorParams):
 class AltimeterParams(SampledSensorParams):
     """Altimeter: first-order Gauss-Markov height error (spec 3.1).
 
-    on, dt_s: as for the accelerometer.
+    on, dt_s: see ``SampledSensorParams``.
     decay_rate_per_s: QRSim's ``TAU``, which QRSim uses as a *rate*: coefficient exp(-rate dt) [1/s, > 0].
         The default 300 makes the error practically white (coefficient 0.0025 at 0.02 s).
     sigma_m: driving-noise std per update SIGMA [m].
@@ -266,15 +267,8 @@ class _WhiteNoiseVectorSensor(SampledSensor):
                               if self._bias_rw > 0 else None)
         self._bias_reset_rngs = streams.per_vehicle(f"{name}.bias.reset", n) if self._bias_init > 0 else []
 
-    @property
-    def measurement(self) -> Array:
-        """Last measurement (N, 3), body FRD (a copy)."""
-        return self._meas.copy()
-
-    @property
-    def bias(self) -> Array:
-        """Current bias (N, 3) (zero unless the bias model is enabled) (a copy)."""
-        return self._bias.state.copy()
+    measurement = copy_of("_meas", "Last measurement (N, 3), body FRD (a copy).")
+    bias = copy_of("_bias.state", "Current bias (N, 3) (zero unless the bias model is enabled) (a copy).")
 
     def variance(self) -> Array:
         """Per-axis error variance right after reset: SIGMA^2 + initial_bias_sigma^2 (0 when off)."""
@@ -370,15 +364,8 @@ class OrientationEstimator(SampledSensor):
         self._meas = np.zeros((self.num_vehicles, 3))
         self.reseed(streams if streams is not None else RandomStreams(0))
 
-    @property
-    def measurement(self) -> Array:
-        """Last estimated Euler angles (N, 3) [rad] (a copy)."""
-        return self._meas.copy()
-
-    @property
-    def error(self) -> Array:
-        """Current OU error state (N, 3) [rad] (a copy)."""
-        return self._error.state.copy()
+    measurement = copy_of("_meas", "Last estimated Euler angles (N, 3) [rad] (a copy).")
+    error = copy_of("_error.state", "Current OU error state (N, 3) [rad] (a copy).")
 
     def variance(self) -> Array:
         """Stationary error variance per angle SIGMA^2 / (2 BETA) [rad^2] (0 when off)."""
@@ -422,15 +409,8 @@ class Altimeter(SampledSensor):
         self._speed = np.zeros(self.num_vehicles)
         self.reseed(streams if streams is not None else RandomStreams(0))
 
-    @property
-    def height_m(self) -> Array:
-        """Last height above the ground reference (N,) [m, up] (a copy)."""
-        return self._height.copy()
-
-    @property
-    def vertical_speed_mps(self) -> Array:
-        """Last vertical speed (N,) [m/s, up] (a copy)."""
-        return self._speed.copy()
+    height_m = copy_of("_height", "Last height above the ground reference (N,) [m, up] (a copy).")
+    vertical_speed_mps = copy_of("_speed", "Last vertical speed (N,) [m/s, up] (a copy).")
 
     @property
     def error(self) -> Array:
@@ -504,9 +484,7 @@ class Ahars:
         #: The composite's period: the fastest sensor's (``AHARSPelican.m:126-127``).
         self.dt_s = min(s.dt_s for s in self._sensors)
 
-    @property
-    def on(self) -> bool:
-        return self.params.on
+    on = forwarded("params.on", "Whether the AHARS is noisy (False: all four sensors noiseless).")
 
     @property
     def _sensors(self) -> tuple[SampledSensor, ...]:
@@ -534,30 +512,12 @@ class Ahars:
         self.altimeter.reset(x, vehicles)
         self.orientation_estimator.reset(x, vehicles)
 
-    @property
-    def orientation(self) -> Array:
-        """Estimated ZYX Euler angles (N, 3) [rad]."""
-        return self.orientation_estimator.measurement
-
-    @property
-    def angular_velocity(self) -> Array:
-        """Measured body rates (N, 3), FRD [rad/s]."""
-        return self.gyroscope.measurement
-
-    @property
-    def acceleration(self) -> Array:
-        """Measured specific force (N, 3), FRD [m/s^2] (about [0, 0, -9.81] at rest)."""
-        return self.accelerometer.measurement
-
-    @property
-    def height_m(self) -> Array:
-        """Measured height above the ground reference (N,) [m, up]."""
-        return self.altimeter.height_m
-
-    @property
-    def vertical_speed_mps(self) -> Array:
-        """Measured vertical speed (N,) [m/s, up]."""
-        return self.altimeter.vertical_speed_mps
+    orientation = forwarded("orientation_estimator.measurement", "Estimated ZYX Euler angles (N, 3) [rad].")
+    angular_velocity = forwarded("gyroscope.measurement", "Measured body rates (N, 3), FRD [rad/s].")
+    acceleration = forwarded("accelerometer.measurement", "Measured specific force (N, 3), FRD [m/s^2] "
+                                                          "(about [0, 0, -9.81] at rest).")
+    height_m = forwarded("altimeter.height_m", "Measured height above the ground reference (N,) [m, up].")
+    vertical_speed_mps = forwarded("altimeter.vertical_speed_mps", "Measured vertical speed (N,) [m/s, up].")
 
     @property
     def measurement(self) -> Array:

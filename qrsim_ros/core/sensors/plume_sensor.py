@@ -21,6 +21,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -66,10 +67,8 @@ class PlumeSensor(SampledSensor):
         self._reading = np.full(self.num_vehicles, np.nan)
         self.reseed(streams if streams is not None else RandomStreams(0))
 
-    @property
-    def concentration(self) -> Array:
-        """Last reading per vehicle (N,) (a copy); NaN before the first reading."""
-        return self._reading.copy()
+    concentration = copy_of("_reading", "Last reading per vehicle (N,) (a copy); NaN before the first "
+                                        "reading.")
 
     @property
     def variance(self) -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
@@ -102,11 +103,8 @@ class RangeFinder:
         self._dropouts = streams.per_vehicle(DROPOUT_STREAM, self.num_vehicles)
         self._range = np.full(self.num_vehicles, np.nan)
 
-    @property
-    def range_m(self) -> Array:
-        """Latest reading per vehicle (N,) [m] (a copy): +inf no return / beyond range, -inf closer than
-        the minimum, NaN before the first reading."""
-        return self._range.copy()
+    range_m = copy_of("_range", "Latest reading per vehicle (N,) [m] (a copy): +inf no return / beyond "
+                                "range, -inf closer than the minimum, NaN before the first reading.")
 
     @property
     def variance_m2(self) -> float:

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -493,20 +494,10 @@ class PelicanFleet:
         self._collision_distance_m = float(self.params.collision_distance_m)
 
     # --- accessors --------------------------------------------------------------------------
-    @property
-    def state(self) -> Array:
-        """True states (N, 13) (a copy)."""
-        return self._x.copy()
-
-    @property
-    def accel_body(self) -> Array:
-        """RK2-averaged ``a`` (N, 3) of the last step: body acceleration minus gravity [m/s^2]."""
-        return self._a.copy()
-
-    @property
-    def valid(self) -> NDArray[np.bool_]:
-        """Per-vehicle validity (N,)."""
-        return self._valid.copy()
+    state = copy_of("_x", "True states (N, 13) (a copy).")
+    accel_body = copy_of("_a", "RK2-averaged ``a`` (N, 3) of the last step: body acceleration minus gravity "
+                               "[m/s^2].")
+    valid = copy_of("_valid", "Per-vehicle validity (N,).")
 
     @property
     def invalid_reason(self) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
 from qrsim_ros.core.common.rng import RandomStreams
@@ -183,15 +184,9 @@ class BoxWithPersonsArea(BoxArea):
     def num_persons(self) -> int:
         return int(self._centers.shape[0])
 
-    @property
-    def persons_position_ned(self) -> Array:
-        """Person centres (P, 3) [m, NED], on the ground plane z = ``ground_z_m``."""
-        return self._centers.copy()
-
-    @property
-    def persons_class(self) -> NDArray[np.int_]:
-        """Terrain class (P,) each person was placed on."""
-        return self._classes.copy()
+    persons_position_ned = copy_of("_centers", "Person centres (P, 3) [m, NED], on the ground plane z = "
+                                               "``ground_z_m``.")
+    persons_class = copy_of("_classes", "Terrain class (P,) each person was placed on.")
 
     @property
     def person_size_m(self) -> float:
@@ -204,10 +199,7 @@ class BoxWithPersonsArea(BoxArea):
         offsets = half * np.array([[1.0, -1.0, 0.0], [1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], [-1.0, 1.0, 0.0]])
         return self._centers[:, None, :] + offsets[None, :, :]
 
-    @property
-    def found(self) -> NDArray[np.bool_]:
-        """Per person: found by any vehicle since the last reset (P,)."""
-        return self._found.copy()
+    found = copy_of("_found", "Per person: found by any vehicle since the last reset (P,).")
 
     def persons_just_found(self) -> NDArray[np.bool_]:
         """(vehicles x persons) flags of the finds since the last call, then cleared.

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.common.noise import PerVehicleNormals
@@ -306,25 +307,18 @@ class DrydenTurbulence:
         self._reset_rngs = streams.per_vehicle(f"{self.name}.reset", self.num_vehicles)
 
     # --- outputs ------------------------------------------------------------------------------
-    @property
-    def velocity_body(self) -> Array:
-        """Gust air velocity in each body frame FRD [m/s], (N, 3), as of the last update."""
-        return self._v_body.copy()
+    velocity_body = copy_of("_v_body", "Gust air velocity in each body frame FRD [m/s], (N, 3), as of the "
+                                       "last update.")
 
     @property
     def rotational_body(self) -> Array:
         """Rotational turbulence (N, 3) [rad/s]: always zero in this model."""
         return np.zeros((self.num_vehicles, 3))
 
-    @property
-    def gust_windframe_fts(self) -> Array:
-        """Filter state g (N, 3): gusts along the turbulence axes u, v, w [ft/s]."""
-        return self._g_fts.copy()
-
-    @property
-    def direction_rad(self) -> Array:
-        """Per-vehicle turbulence direction (where the wind blows FROM) [rad], (N,)."""
-        return self._direction.copy()
+    gust_windframe_fts = copy_of("_g_fts", "Filter state g (N, 3): gusts along the turbulence axes u, v, w "
+                                           "[ft/s].")
+    direction_rad = copy_of("_direction", "Per-vehicle turbulence direction (where the wind blows FROM) "
+                                          "[rad], (N,).")
 
     def set_direction(self, direction_rad: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Set the direction of the given vehicles (e.g. to tie it to the mean wind); held until

@@ -100,7 +100,7 @@ class _WhiteNoiseVectorParams(SampledSensorParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        sigma = self.sigma_field
+        sigma = self.sigma_field  # the field's name
         set_frozen_field(self, sigma, _per_axis(f"{self.section}.{sigma}", getattr(self, sigma)))
         for name in ("bias_random_walk_sigma", "initial_bias_sigma"):
             set_frozen_field(self, name, single_non_negative(f"{self.section}.{name}", getattr(self, name)))

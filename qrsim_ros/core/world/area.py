@@ -98,7 +98,7 @@ class PersonsSettings:
 
 @dataclass(frozen=True)
 class PersonsAreaParams(PersonsSettings):
-    """Configuration of a ``BoxWithPersonsArea`` (spec 4.3, 5.3): the ``PersonsSettings`` plus
+    """Configuration of a ``BoxWithPersonsArea`` (spec 4.3, 5.3): the ``PersonsSettings`` and these.
 
     limits_ned: [xmin xmax ymin ymax zmin zmax] [m].
     origin: geodetic origin of the NED frame.

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +40,26 @@ def ros_env(tmp_path: Path, domain_id: int | None = None) -> dict[str, str]:
 def python() -> str:
     """The interpreter running the tests (the project venv's under ./qrsim test)."""
     return sys.executable
+
+
+def interrupt(proc: subprocess.Popen[Any], timeout_s: float) -> None:
+    """End ``proc`` as Ctrl-C does if it still runs: SIGINT, wait up to ``timeout_s``, then kill it
+    (a last resort only)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, step_s: float) -> bool:
+    """Spin an rclpy ``executor`` (``step_s`` per spin) until ``condition()`` holds: True, or False once
+    ``timeout_s`` of wall-clock time has passed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        executor.spin_once(timeout_sec=step_s)
+    return True

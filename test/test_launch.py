@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, require_ros, ros_env
+from rosenv import REPO_ROOT, interrupt, require_ros, ros_env
 
 from qrsim_ros import launch_plan as lp
 from qrsim_ros.core.config import scenario as scenario_module
@@ -430,13 +430,7 @@ def _launch(tmp_path: Path, domain: int, argv: list[str], *, interrupt_after: st
             proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=timeout_s)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        interrupt(proc, 30)
     reader.join(timeout=10)
     return rc, "".join(lines)
 

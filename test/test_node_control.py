@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, python, require_ros, ros_env
+from rosenv import REPO_ROOT, python, require_ros, ros_env, spin_until
 
 pytestmark = pytest.mark.ros
 
@@ -117,19 +117,26 @@ class Probe:
         self.executor.add_node(self.node)
 
     def spin_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
-        import time
-
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                return False
-            self.executor.spin_once(timeout_sec=0.02)
-        return True
+        return spin_until(self.executor, condition, timeout_s, 0.02)
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=2.0)
         self.node.destroy_node()
         self.rclpy.try_shutdown(context=self.context)
+
+
+def _close(graph: Graph, probe: Probe | None, sig: int = signal.SIGINT) -> dict[str, int]:
+    """Close the test's probe (if it was created), then stop the graph's nodes with ``sig``; returns their
+    exit codes."""
+    if probe is not None:
+        probe.close()
+    return graph.stop(sig)
+
+
+def _assert_exit_0(graph: Graph, codes: dict[str, int]) -> None:
+    """Every node exited with 0 (else: the codes and the end of the failed nodes' logs)."""
+    assert all(code == 0 for code in codes.values()), (codes, {
+        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
 
 
 def _qos(depth: int = 1000) -> Any:
@@ -366,11 +373,8 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         p = fresh[-1].pose.pose.position
         assert np.allclose([p.x, p.y, p.z], [0.0, 0.0, 10.0], atol=1e-9)
     finally:
-        if probe is not None:
-            probe.close()
-        codes = graph.stop()
-    assert all(code == 0 for code in codes.values()), (codes, {
-        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
+        codes = _close(graph, probe)
+    _assert_exit_0(graph, codes)
     assert "Traceback" not in graph.log("flight_controller") + graph.log("referee")
 
 
@@ -418,11 +422,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
             {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:],
             graph.log("referee")[-3000:])
     finally:
-        if probe is not None:
-            probe.close()
-        codes = graph.stop()
-    assert all(code == 0 for code in codes.values()), (codes, {
-        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
+        codes = _close(graph, probe)
+    _assert_exit_0(graph, codes)
 
     sim = Simulator.from_scenario("cats_mouse_1b", {"seed": seed})
     for step, k in enumerate(sorted(want), start=1):
@@ -563,9 +564,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
 
         _referee_finds_a_person(probe, scenario, seed=3)
     finally:
-        if probe is not None:
-            probe.close()
-        codes = graph.stop(signal.SIGTERM)
+        codes = _close(graph, probe, signal.SIGTERM)
     assert codes == {"flight_controller": 0, "referee": 0, "example_autopilot": 0}, codes
     for name in codes:
         assert "Traceback" not in graph.log(name), graph.log(name)

@@ -50,6 +50,14 @@ class NodeProcess:
     def stderr(self) -> str:
         return self.stderr_path.read_text()
 
+    def wait_exit(self, timeout_s: float) -> int:
+        """Wait for the process to exit by itself; returns its exit status (stops it if the wait fails)."""
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        finally:
+            if self.proc.poll() is None:
+                self.stop()
+
     def stop(self, timeout_s: float = 10.0) -> int:
         """SIGTERM, wait; returns the exit status (the process is killed if it does not exit)."""
         if self.proc.poll() is None:
@@ -394,11 +402,7 @@ def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     require_ros()
     env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
     p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", "real_time_factor": -1.0}, env, tmp_path)
-    try:
-        code = p.proc.wait(timeout=60)
-    finally:
-        if p.proc.poll() is None:
-            p.stop()
+    code = p.wait_exit(60)
     lines = [line for line in p.stderr().splitlines() if line.strip()]
     assert code == 1
     assert len(lines) == 1 and "real_time_factor" in lines[0] and "-1" in lines[0], lines
@@ -410,11 +414,7 @@ def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
     env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
     for params, want_code in (({"duration_s": 1, "real_time_factor": 0}, 0), ({"duration_s": "abc"}, 1)):
         p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", **params}, env, tmp_path)
-        try:
-            code = p.proc.wait(timeout=60)
-        finally:
-            if p.proc.poll() is None:
-                p.stop()
+        code = p.wait_exit(60)
         err = [line for line in p.stderr().splitlines() if line.strip()]
         assert code == want_code, err
         if want_code:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from rosenv import require_ros, ros_env
+from rosenv import interrupt, require_ros, ros_env
 
 DOMAIN = 60
 NUM_VEHICLES = 2
@@ -241,16 +241,6 @@ def _wait(predicate: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.05)  # polling a file with a deadline, not a synchronisation by sleeping
 
 
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 class GraphWatcher:
     """An rclpy node in this process that collects, from the live graph, every published topic and the
     type hash its publishers announce (polled in a thread while the run lasts)."""
@@ -335,7 +325,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         if watcher is not None:
             watcher.close()
         for p in procs:
-            _stop(p)
+            interrupt(p, 20)
     return Run(read_bag(bag_dir), read_bag(killed_dir), read_bag(terminated_dir), terminated_rc,
                (tmp / "terminated.log").read_text(), launcher_rc, "".join(lines),
                dict(watcher.hashes) if watcher else {}, set(watcher.hashes) if watcher else set(),

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import rosenv
 import yaml
 from rosenv import REPO_ROOT, require_ros, ros_env
 
@@ -504,12 +505,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
     node.create_subscription(TFMessage, "/tf_static", on_tf, _qos("Transient Local"))
 
     def spin_until(cond: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not cond():
-            if time.monotonic() > deadline:
-                return False
-            executor.spin_once(timeout_sec=0.05)
-        return True
+        return rosenv.spin_until(executor, cond, timeout_s, 0.05)
 
     log = tmp_path / f"{family}.log"
     t0 = time.monotonic()
@@ -535,13 +531,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
         spin_until(lambda: proc.poll() is not None, RUN_DEADLINE_S - (time.monotonic() - t0))
         spin_until(lambda: False, 0.3)  # the last messages in flight
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        rosenv.interrupt(proc, 30)
         executor.shutdown(timeout_sec=2.0)
         node.destroy_node()
         rclpy.try_shutdown(context=context)
@@ -776,12 +766,7 @@ def test_referee_visualisation_restarts_with_an_episode(tmp_path: Path) -> None:
     status_pub = node.create_publisher(VehicleStatus, "/sim/vehicle_status", _qos("Volatile"))
 
     def spin_until(cond: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not cond():
-            if time.monotonic() > deadline:
-                return False
-            executor.spin_once(timeout_sec=0.02)
-        return True
+        return rosenv.spin_until(executor, cond, timeout_s, 0.02)
 
     def feed(episode: int, ticks: range) -> None:
         x = np.zeros(13)

@@ -40,6 +40,23 @@ def finite(name: str, value: float) -> float:
     return v
 
 
+def flag(name: str, value: object, *, allow_01: bool = False) -> bool:
+    """A boolean switch (e.g. a model's ``on``) as a bool, else ConfigError; with ``allow_01`` also the
+    integers 0 and 1 (QRSim configs and YAML write ``on: 1``)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if allow_01:
+        if isinstance(value, (int, np.integer)) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{name}={value!r} must be a boolean (true/false or 1/0)")
+    raise ConfigError(f"{name}={value!r} must be true or false")
+
+
+def set_frozen_field(obj: object, field_name: str, value: object) -> None:
+    """Store a normalised value in a field of a frozen dataclass (from its ``__post_init__``)."""
+    object.__setattr__(obj, field_name, value)
+
+
 def non_negative(name: str, value: ArrayLike) -> NDArray[np.float64]:
     """Array of finite values >= 0 (e.g. noise standard deviations), else ConfigError."""
     a = np.asarray(value, dtype=float)
@@ -54,6 +71,22 @@ def positive(name: str, value: ArrayLike) -> NDArray[np.float64]:
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ConfigError(f"{name}={np.asarray(value).tolist()!r} must be finite and > 0")
     return a
+
+
+def single_non_negative(name: str, value: ArrayLike) -> float:
+    """One finite number >= 0 (not a list) as a float, else ConfigError."""
+    return _single(name, value, non_negative(name, value))
+
+
+def single_positive(name: str, value: ArrayLike) -> float:
+    """One finite number > 0 (not a list) as a float, else ConfigError."""
+    return _single(name, value, positive(name, value))
+
+
+def _single(name: str, value: ArrayLike, checked: NDArray[np.float64]) -> float:
+    if checked.ndim != 0:
+        raise ConfigError(f"{name}={np.asarray(value).tolist()!r} must be a single number")
+    return float(checked)
 
 
 def in_range(name: str, value: float, lo: float, hi: float) -> float:

@@ -53,7 +53,7 @@ from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES
-from qrsim_ros.core.world.area import PersonsAreaParams
+from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
 from qrsim_ros.core.world.turbulence import TurbulenceParams
 from qrsim_ros.core.world.wind import MeanWindParams
 
@@ -124,25 +124,18 @@ class TaskParams:
 
 
 @dataclass(frozen=True)
-class AreaParams:
+class AreaParams(PersonsSettings):
     """The flight area: ``box`` (limits only) or ``box_with_persons`` (persons and terrain).
 
+    type: one of AREA_TYPES.
     limits_ned: [xmin xmax ymin ymax zmin zmax] (NED, m); None = the task's default (search and rescue:
-    D = sqrt(200*25*3*N) for N vehicles, spec 5.3). The other fields are the persons/terrain settings of
-    ``PersonsAreaParams`` (``persons_area_params`` adds the limits and origin, and validates them).
+    D = sqrt(200*25*3*N) for N vehicles, spec 5.3). The other fields are the persons/terrain settings
+    (``PersonsSettings``; ``persons_area_params`` adds the limits and origin, and validates them).
     persons_ned: place exactly these persons (list of [n, e, d]) instead of sampling them.
     """
 
     type: str = "box"
     limits_ned: tuple[float, float, float, float, float, float] | None = None
-    dt_s: float = 1.0
-    num_persons_range: tuple[int, int] = (5, 10)
-    person_size_m: float = 0.5
-    found_distance_m: float = 5.0
-    found_speed_mps: float = 0.1
-    terrain_type: str = "PourTerrain"
-    class_percentages: tuple[float, ...] = (0.2, 0.05)
-    person_in_class_prob: tuple[float, ...] = (0.0, 0.0)
     persons_ned: tuple[tuple[float, float, float], ...] | None = None
 
     def __post_init__(self) -> None:
@@ -163,13 +156,7 @@ class AreaParams:
         self, limits_ned: tuple[float, ...], origin: GeodeticOrigin = QRSIM_ORIGIN
     ) -> PersonsAreaParams:
         """The persons area's parameters for the given limits (validates the persons/terrain settings)."""
-        return PersonsAreaParams(
-            limits_ned=tuple(limits_ned), origin=origin, dt_s=self.dt_s,
-            num_persons_range=self.num_persons_range, person_size_m=self.person_size_m,
-            found_distance_m=self.found_distance_m, found_speed_mps=self.found_speed_mps,
-            terrain_type=self.terrain_type, class_percentages=self.class_percentages,
-            person_in_class_prob=self.person_in_class_prob,
-        )
+        return PersonsAreaParams(limits_ned=tuple(limits_ned), origin=origin, **self.persons_settings())
 
 
 @dataclass(frozen=True)

@@ -41,15 +41,26 @@ Deliberate differences from QRSim (spec 10.6, 10.7):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of, forwarded
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals, ou_coefficients
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.common.validation import ConfigError, finite, non_negative, positive, ticks_per_update
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    finite,
+    flag,
+    non_negative,
+    positive,
+    set_frozen_field,
+    single_non_negative,
+    single_positive,
+)
+from qrsim_ros.core.sensors.sampled import SampledSensor, SampledSensorParams, fleet_array, reset_rows
 from qrsim_ros.core.vehicles.pelican import G_MS2
 
 #: QRSim spins the Gauss-Markov processes up for randi(1..1000) iterations at every reset (spec 3.1).
@@ -61,14 +72,7 @@ _BODY_VELOCITY = slice(6, 9)
 _BODY_RATES = slice(9, 12)
 
 
-# --- parameter helpers ---------------------------------------------------------------------------
-
-def _flag(name: str, value: object) -> bool:
-    """A boolean switch; also accepts 0/1 (QRSim configs and YAML write ``on: 1``)."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
-        return bool(value)
-    raise ConfigError(f"{name}={value!r} must be a boolean (true/false or 1/0)")
-
+# --- parameters ----------------------------------------------------------------------------------
 
 def _per_axis(name: str, value: ArrayLike, strictly_positive: bool = False) -> tuple[float, float, float]:
     """A scalar or 3-vector of finite values >= 0 (> 0 if ``strictly_positive``), as an (x, y, z) tuple."""
@@ -80,21 +84,30 @@ def _per_axis(name: str, value: ArrayLike, strictly_positive: bool = False) -> t
     return (float(a[0]), float(a[1]), float(a[2]))
 
 
-def _scalar_non_negative(name: str, value: float) -> float:
-    a = non_negative(name, value)
-    if a.ndim != 0:
-        raise ConfigError(f"{name}={np.asarray(value).tolist()!r} must be a single number")
-    return float(a)
+@dataclass(frozen=True)
+class _WhiteNoiseVectorParams(SampledSensorParams):
+    """A 3-axis white-noise sensor with an optional bias (accelerometer and gyroscope, spec 3.1).
 
+    The white-noise std per axis (scalar or x, y, z) is the subclass's field named ``sigma_field``.
+    bias_random_walk_sigma: bias random-walk intensity [unit/sqrt(s)] (0 = no walk; not in QRSim).
+    initial_bias_sigma: std of the turn-on bias drawn at each reset [unit] (0 = none; not in QRSim).
+    """
 
-def _set(obj: object, name: str, value: object) -> None:
-    object.__setattr__(obj, name, value)  # normalising a frozen dataclass field in __post_init__
+    sigma_field: ClassVar[str] = "sigma"
 
+    bias_random_walk_sigma: float = 0.0
+    initial_bias_sigma: float = 0.0
 
-# --- parameters ----------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        sigma = self.sigma_field  # the field's name
+        set_frozen_field(self, sigma, _per_axis(f"{self.section}.{sigma}", getattr(self, sigma)))
+        for name in ("bias_random_walk_sigma", "initial_bias_sigma"):
+            set_frozen_field(self, name, single_non_negative(f"{self.section}.{name}", getattr(self, name)))
+
 
 @dataclass(frozen=True)
-class AccelerometerParams:
+class AccelerometerParams(_WhiteNoiseVectorParams):
     """Accelerometer (spec 3.1, ``pelican_config.m`` defaults).
 
     on: noisy model if true, else the true value (sample-and-hold).
@@ -104,24 +117,14 @@ class AccelerometerParams:
     initial_bias_sigma: std of the turn-on bias drawn at each reset [m/s^2] (0 = none; not in QRSim).
     """
 
-    on: bool = True
-    dt_s: float = 0.02
-    sigma_ms2: float | tuple[float, float, float] = 0.0025
-    bias_random_walk_sigma: float = 0.0
-    initial_bias_sigma: float = 0.0
+    section: ClassVar[str] = "accelerometer"
+    sigma_field: ClassVar[str] = "sigma_ms2"
 
-    def __post_init__(self) -> None:
-        _set(self, "on", _flag("accelerometer.on", self.on))
-        ticks_per_update("accelerometer.dt_s", self.dt_s)
-        _set(self, "sigma_ms2", _per_axis("accelerometer.sigma_ms2", self.sigma_ms2))
-        _set(self, "bias_random_walk_sigma",
-             _scalar_non_negative("accelerometer.bias_random_walk_sigma", self.bias_random_walk_sigma))
-        _set(self, "initial_bias_sigma",
-             _scalar_non_negative("accelerometer.initial_bias_sigma", self.initial_bias_sigma))
+    sigma_ms2: float | tuple[float, float, float] = 0.0025
 
 
 @dataclass(frozen=True)
-class GyroscopeParams:
+class GyroscopeParams(_WhiteNoiseVectorParams):
     """Gyroscope (spec 3.1, ``pelican_config.m`` defaults).
 
     on, dt_s: as for the accelerometer.
@@ -130,68 +133,63 @@ class GyroscopeParams:
     initial_bias_sigma: std of the turn-on bias drawn at each reset [rad/s] (0 = none; not in QRSim).
     """
 
-    on: bool = True
-    dt_s: float = 0.02
-    sigma_rads: float | tuple[float, float, float] = 0.0002
-    bias_random_walk_sigma: float = 0.0
-    initial_bias_sigma: float = 0.0
+    section: ClassVar[str] = "gyroscope"
+    sigma_field: ClassVar[str] = "sigma_rads"
 
-    def __post_init__(self) -> None:
-        _set(self, "on", _flag("gyroscope.on", self.on))
-        ticks_per_update("gyroscope.dt_s", self.dt_s)
-        _set(self, "sigma_rads", _per_axis("gyroscope.sigma_rads", self.sigma_rads))
-        _set(self, "bias_random_walk_sigma",
-             _scalar_non_negative("gyroscope.bias_random_walk_sigma", self.bias_random_walk_sigma))
-        _set(self, "initial_bias_sigma",
-             _scalar_non_negative("gyroscope.initial_bias_sigma", self.initial_bias_sigma))
+    sigma_rads: float | tuple[float, float, float] = 0.0002
 
 
 @dataclass(frozen=True)
-class OrientationEstimatorParams:
+class OrientationEstimatorParams(SampledSensorParams):
     """Orientation estimator: Ornstein-Uhlenbeck error per Euler angle (spec 3.1).
 
+    on, dt_s: see ``SampledSensorParams``.
     beta_per_s: mean-reversion rate BETA [1/s] (> 0), per axis or scalar.
     sigma: OU diffusion SIGMA [rad/sqrt(s)]; stationary std is SIGMA / sqrt(2 BETA) (3.54e-3 rad default).
     """
 
-    on: bool = True
-    dt_s: float = 0.02
+    section: ClassVar[str] = "orientation_estimator"
+
     beta_per_s: float | tuple[float, float, float] = 1.0 / 100.0
     sigma: float | tuple[float, float, float] = 0.0005
 
     def __post_init__(self) -> None:
-        _set(self, "on", _flag("orientation_estimator.on", self.on))
-        ticks_per_update("orientation_estimator.dt_s", self.dt_s)
+        super().__post_init__()
         beta = _per_axis("orientation_estimator.beta_per_s", self.beta_per_s, strictly_positive=True)
-        _set(self, "beta_per_s", beta)
-        _set(self, "sigma", _per_axis("orientation_estimator.sigma", self.sigma))
+        set_frozen_field(self, "beta_per_s", beta)
+        set_frozen_field(self, "sigma", _per_axis("orientation_estimator.sigma", self.sigma))
 
 
 @dataclass(frozen=True)
-class AltimeterParams:
+class AltimeterParams(SampledSensorParams):
     """Altimeter: first-order Gauss-Markov height error (spec 3.1).
 
+    on, dt_s: see ``SampledSensorParams``.
     decay_rate_per_s: QRSim's ``TAU``, which QRSim uses as a *rate*: coefficient exp(-rate dt) [1/s, > 0].
         The default 300 makes the error practically white (coefficient 0.0025 at 0.02 s).
     sigma_m: driving-noise std per update SIGMA [m].
     ground_z_ned_m: NED z of the ground the height is measured from [m] (QRSim: 0).
     """
 
-    on: bool = True
-    dt_s: float = 0.02
+    section: ClassVar[str] = "altimeter"
+
     decay_rate_per_s: float = 300.0
     sigma_m: float = 0.003
     ground_z_ned_m: float = 0.0
 
     def __post_init__(self) -> None:
-        _set(self, "on", _flag("altimeter.on", self.on))
-        ticks_per_update("altimeter.dt_s", self.dt_s)
-        rate = positive("altimeter.decay_rate_per_s", self.decay_rate_per_s)
-        if rate.ndim != 0:
-            raise ConfigError(f"altimeter.decay_rate_per_s={self.decay_rate_per_s!r} must be a single number")
-        _set(self, "decay_rate_per_s", float(rate))
-        _set(self, "sigma_m", _scalar_non_negative("altimeter.sigma_m", self.sigma_m))
-        _set(self, "ground_z_ned_m", finite("altimeter.ground_z_ned_m", self.ground_z_ned_m))
+        super().__post_init__()
+        rate = single_positive("altimeter.decay_rate_per_s", self.decay_rate_per_s)
+        set_frozen_field(self, "decay_rate_per_s", rate)
+        set_frozen_field(self, "sigma_m", single_non_negative("altimeter.sigma_m", self.sigma_m))
+        set_frozen_field(self, "ground_z_ned_m", finite("altimeter.ground_z_ned_m", self.ground_z_ned_m))
+
+
+#: The four sensors of ``AharsParams``, by field name, in QRSim's order.
+_SENSOR_PARAMS: dict[str, type[SampledSensorParams]] = {
+    "accelerometer": AccelerometerParams, "gyroscope": GyroscopeParams,
+    "orientation_estimator": OrientationEstimatorParams, "altimeter": AltimeterParams,
+}
 
 
 @dataclass(frozen=True)
@@ -205,13 +203,15 @@ class AharsParams:
     altimeter: AltimeterParams = field(default_factory=AltimeterParams)
 
     def __post_init__(self) -> None:
-        _set(self, "on", _flag("ahars.on", self.on))
-        expected = {"accelerometer": AccelerometerParams, "gyroscope": GyroscopeParams,
-                    "orientation_estimator": OrientationEstimatorParams, "altimeter": AltimeterParams}
-        for name, cls in expected.items():
+        set_frozen_field(self, "on", flag("ahars.on", self.on, allow_01=True))
+        for name, cls in _SENSOR_PARAMS.items():
             value = getattr(self, name)
             if not isinstance(value, cls):
                 raise ConfigError(f"ahars.{name} must be a {cls.__name__}, got {type(value).__name__}")
+
+    def noiseless(self) -> AharsParams:
+        """The same parameters with all four sensors off (QRSim's noiseless base classes)."""
+        return replace(self, **{name: replace(getattr(self, name), on=False) for name in _SENSOR_PARAMS})
 
 
 @dataclass(frozen=True)
@@ -234,103 +234,41 @@ class AharsVariances:
     vertical_speed: float
 
 
-# --- common machinery ----------------------------------------------------------------------------
-
-def _check_tick(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"tick k must be >= 1 (k = 1 is t = {BASE_DT_S} s), got {k}")
-
-
-def _reset_rows(x: ArrayLike, vehicles: ArrayLike | None, num_vehicles: int, min_cols: int
-                ) -> tuple[NDArray[np.intp], Array]:
-    """Vehicle indices and their rows of ``x``.
-
-    ``x`` is either the whole fleet's array (N rows, indexed by vehicle) or one row per vehicle in
-    ``vehicles`` (as ``PelicanFleet.set_state`` takes it); N rows always means the whole fleet.
-    """
-    idx = np.arange(num_vehicles) if vehicles is None else np.atleast_1d(np.asarray(vehicles, dtype=np.intp))
-    if idx.ndim != 1 or np.any(idx < 0) or np.any(idx >= num_vehicles):
-        raise ValueError(f"vehicles must be indices in [0, {num_vehicles}), got {vehicles!r}")
-    arr = np.atleast_2d(np.asarray(x, float))
-    if arr.ndim != 2 or arr.shape[1] < min_cols:
-        raise ValueError(f"states must have shape (rows, >={min_cols}), got {arr.shape}")
-    if arr.shape[0] == num_vehicles:
-        return idx, arr[idx]
-    if arr.shape[0] == idx.size:
-        return idx, arr
-    raise ValueError(f"got {arr.shape[0]} state rows for {idx.size} vehicles of a fleet of {num_vehicles}")
-
-
-def _fleet_array(name: str, value: ArrayLike, num_vehicles: int, min_cols: int) -> Array:
-    if (type(value) is np.ndarray and value.dtype == np.float64 and value.ndim == 2
-            and value.shape[0] == num_vehicles and value.shape[1] >= min_cols):
-        return value  # the simulator's per-tick case, without conversions
-    arr = np.asarray(value, float)
-    if arr.ndim == 1 and num_vehicles == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[0] != num_vehicles or arr.shape[1] < min_cols:
-        raise ValueError(f"{name} must have shape ({num_vehicles}, >={min_cols}), got {arr.shape}")
-    return arr
-
-
 def _vertical_speed_up(x: Array) -> Array:
     """True vertical speed [m/s, up] = -(NED down velocity) of states (M, >=9)."""
     return -body_to_ned(dcm_from_state(x), x[:, _BODY_VELOCITY])[:, 2]
 
 
-class _Sensor:
-    """Rate gating and stream bookkeeping shared by the AHARS sensors."""
+# --- the sensors ---------------------------------------------------------------------------------
 
-    def __init__(self, num_vehicles: int, dt_s: float, on: bool, name: str) -> None:
-        if num_vehicles < 1:
-            raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
-        self.num_vehicles = int(num_vehicles)
-        self.stream_name = name
-        self.dt_s = float(dt_s)
-        self.on = bool(on)
-        #: Base ticks between updates (QRSim's Steppable gating with integer ticks).
-        self.ticks_per_update = ticks_per_update(f"{name}.dt_s", dt_s)
-
-    def due(self, k: int) -> bool:
-        """Whether tick ``k`` (>= 1) is an update tick of this sensor."""
-        if k < 1:
-            _check_tick(k)
-        return k % self.ticks_per_update == 0
-
-
-class _WhiteNoiseVectorSensor(_Sensor):
+class _WhiteNoiseVectorSensor(SampledSensor):
     """3-axis white noise plus optional bias random walk (accelerometer and gyroscope)."""
 
-    def __init__(self, num_vehicles: int, dt_s: float, on: bool, sigma: ArrayLike,
-                 bias_rw_sigma: float, initial_bias_sigma: float, streams: RandomStreams | None,
+    noise_width = 3
+
+    def __init__(self, num_vehicles: int, params: _WhiteNoiseVectorParams, streams: RandomStreams | None,
                  name: str) -> None:
-        super().__init__(num_vehicles, dt_s, on, name)
-        self._sigma = np.asarray(sigma, float)
-        self._bias_rw = float(bias_rw_sigma) if self.on else 0.0
-        self._bias_init = float(initial_bias_sigma) if self.on else 0.0
+        self.params = params
+        super().__init__(num_vehicles, params.dt_s, params.on, name)
+        self._sigma = np.asarray(getattr(params, params.sigma_field), float)
+        self._bias_rw = float(params.bias_random_walk_sigma) if self.on else 0.0
+        self._bias_init = float(params.initial_bias_sigma) if self.on else 0.0
         # A random walk is a Gauss-Markov process with a = 1: b += rw sqrt(dt) eta at each update.
         self._bias = GaussMarkov(self.num_vehicles, np.ones(3), self._bias_rw * np.sqrt(self.dt_s))
         self._meas = np.zeros((self.num_vehicles, 3))
         self.reseed(streams if streams is not None else RandomStreams(0))
 
     def reseed(self, streams: RandomStreams) -> None:
-        """Take fresh generators from ``streams`` (call ``reset`` afterwards, as after QRSim's resetSeed)."""
+        """Take fresh generators from ``streams`` (call ``reset`` afterwards, as after QRSim's resetSeed),
+        with the bias streams where the bias model is enabled."""
+        super().reseed(streams)
         n, name = self.num_vehicles, self.stream_name
-        self._normals = PerVehicleNormals(streams.per_vehicle(name, n), 3) if self.on else None
-        self._reset_rngs = streams.per_vehicle(f"{name}.reset", n) if self.on else []
         self._bias_normals = (PerVehicleNormals(streams.per_vehicle(f"{name}.bias", n), 3)
                               if self._bias_rw > 0 else None)
         self._bias_reset_rngs = streams.per_vehicle(f"{name}.bias.reset", n) if self._bias_init > 0 else []
 
-    @property
-    def measurement(self) -> Array:
-        """Last measurement (N, 3), body FRD (a copy)."""
-        return self._meas.copy()
-
-    @property
-    def bias(self) -> Array:
-        """Current bias (N, 3) (zero unless the bias model is enabled) (a copy)."""
-        return self._bias.state.copy()
+    measurement = copy_of("_meas", "Last measurement (N, 3), body FRD (a copy).")
+    bias = copy_of("_bias.state", "Current bias (N, 3) (zero unless the bias model is enabled) (a copy).")
 
     def variance(self) -> Array:
         """Per-axis error variance right after reset: SIGMA^2 + initial_bias_sigma^2 (0 when off)."""
@@ -363,30 +301,26 @@ class _WhiteNoiseVectorSensor(_Sensor):
             self._meas[i] = truth[row] + self._bias.state[i] + self._sigma * eta
 
 
-# --- the four sensors ----------------------------------------------------------------------------
-
 class Accelerometer(_WhiteNoiseVectorSensor):
     """Body-frame (FRD) specific-force sensor [m/s^2] for N vehicles (spec 3.1, ``AccelerometerG``)."""
 
     def __init__(self, num_vehicles: int, params: AccelerometerParams | None = None,
                  streams: RandomStreams | None = None, stream_name: str = "accelerometer") -> None:
-        self.params = params if params is not None else AccelerometerParams()
-        p = self.params
-        super().__init__(num_vehicles, p.dt_s, p.on, p.sigma_ms2, p.bias_random_walk_sigma,
-                         p.initial_bias_sigma, streams, stream_name)
+        super().__init__(num_vehicles, params if params is not None else AccelerometerParams(), streams,
+                         stream_name)
 
     def step(self, k: int, accel_body: ArrayLike) -> bool:
         """Measure ``accel_body`` (N, 3) (``PelicanFleet.accel_body``) if tick k is due; returns whether
         it did."""
         if not self.due(k):
             return False
-        self._update(_fleet_array("accel_body", accel_body, self.num_vehicles, 3)[:, :3])
+        self._update(fleet_array("accel_body", accel_body, self.num_vehicles, 3)[:, :3])
         return True
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles from true states (N or len(vehicles), >=6): the reading becomes the
         specific force at rest in the vehicle's attitude, D [0 0 -g] (plus one noise sample when on)."""
-        idx, rows = _reset_rows(x, vehicles, self.num_vehicles, 6)
+        idx, rows = reset_rows(x, vehicles, self.num_vehicles, 6)
         at_rest = ned_to_body(dcm_from_state(rows), np.array([0.0, 0.0, -G_MS2]))
         self._reset(idx, at_rest)
 
@@ -396,27 +330,27 @@ class Gyroscope(_WhiteNoiseVectorSensor):
 
     def __init__(self, num_vehicles: int, params: GyroscopeParams | None = None,
                  streams: RandomStreams | None = None, stream_name: str = "gyroscope") -> None:
-        self.params = params if params is not None else GyroscopeParams()
-        p = self.params
-        super().__init__(num_vehicles, p.dt_s, p.on, p.sigma_rads, p.bias_random_walk_sigma,
-                         p.initial_bias_sigma, streams, stream_name)
+        super().__init__(num_vehicles, params if params is not None else GyroscopeParams(), streams,
+                         stream_name)
 
     def step(self, k: int, x: ArrayLike) -> bool:
         """Measure the body rates of true states ``x`` (N, >=12) if tick k is due."""
         if not self.due(k):
             return False
-        self._update(_fleet_array("x", x, self.num_vehicles, 12)[:, _BODY_RATES])
+        self._update(fleet_array("x", x, self.num_vehicles, 12)[:, _BODY_RATES])
         return True
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles: reading = true rates (+ one noise sample and the turn-on bias when on)."""
-        idx, rows = _reset_rows(x, vehicles, self.num_vehicles, 12)
+        idx, rows = reset_rows(x, vehicles, self.num_vehicles, 12)
         self._reset(idx, rows[:, _BODY_RATES])
 
 
-class OrientationEstimator(_Sensor):
+class OrientationEstimator(SampledSensor):
     """ZYX Euler angles [phi theta psi] with an Ornstein-Uhlenbeck error [rad] (spec 3.1,
     ``OrientationEstimatorGM``)."""
+
+    noise_width = 3
 
     def __init__(self, num_vehicles: int, params: OrientationEstimatorParams | None = None,
                  streams: RandomStreams | None = None, stream_name: str = "orientation_estimator") -> None:
@@ -430,21 +364,8 @@ class OrientationEstimator(_Sensor):
         self._meas = np.zeros((self.num_vehicles, 3))
         self.reseed(streams if streams is not None else RandomStreams(0))
 
-    def reseed(self, streams: RandomStreams) -> None:
-        """Take fresh generators from ``streams`` (call ``reset`` afterwards)."""
-        n, name = self.num_vehicles, self.stream_name
-        self._normals = PerVehicleNormals(streams.per_vehicle(name, n), 3) if self.on else None
-        self._reset_rngs = streams.per_vehicle(f"{name}.reset", n) if self.on else []
-
-    @property
-    def measurement(self) -> Array:
-        """Last estimated Euler angles (N, 3) [rad] (a copy)."""
-        return self._meas.copy()
-
-    @property
-    def error(self) -> Array:
-        """Current OU error state (N, 3) [rad] (a copy)."""
-        return self._error.state.copy()
+    measurement = copy_of("_meas", "Last estimated Euler angles (N, 3) [rad] (a copy).")
+    error = copy_of("_error.state", "Current OU error state (N, 3) [rad] (a copy).")
 
     def variance(self) -> Array:
         """Stationary error variance per angle SIGMA^2 / (2 BETA) [rad^2] (0 when off)."""
@@ -454,7 +375,7 @@ class OrientationEstimator(_Sensor):
         """Estimate the attitude of true states ``x`` (N, >=6) if tick k is due."""
         if not self.due(k):
             return False
-        angles = _fleet_array("x", x, self.num_vehicles, 6)[:, _ANGLES]
+        angles = fleet_array("x", x, self.num_vehicles, 6)[:, _ANGLES]
         if self.on:
             self._meas = angles + self._error.step(self._normals.next())
         else:
@@ -463,7 +384,7 @@ class OrientationEstimator(_Sensor):
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles: error spun up from zero for randi(1..1000) steps (reset stream)."""
-        idx, rows = _reset_rows(x, vehicles, self.num_vehicles, 6)
+        idx, rows = reset_rows(x, vehicles, self.num_vehicles, 6)
         if self.on:
             for i in idx:
                 rng = self._reset_rngs[i]
@@ -473,7 +394,7 @@ class OrientationEstimator(_Sensor):
             self._meas[idx] = rows[:, _ANGLES]
 
 
-class Altimeter(_Sensor):
+class Altimeter(SampledSensor):
     """Height above the ground reference [m, up] and vertical speed [m/s, up] (spec 3.1, ``AltimeterGM``)."""
 
     def __init__(self, num_vehicles: int, params: AltimeterParams | None = None,
@@ -488,21 +409,8 @@ class Altimeter(_Sensor):
         self._speed = np.zeros(self.num_vehicles)
         self.reseed(streams if streams is not None else RandomStreams(0))
 
-    def reseed(self, streams: RandomStreams) -> None:
-        """Take fresh generators from ``streams`` (call ``reset`` afterwards)."""
-        n, name = self.num_vehicles, self.stream_name
-        self._normals = PerVehicleNormals(streams.per_vehicle(name, n), 1) if self.on else None
-        self._reset_rngs = streams.per_vehicle(f"{name}.reset", n) if self.on else []
-
-    @property
-    def height_m(self) -> Array:
-        """Last height above the ground reference (N,) [m, up] (a copy)."""
-        return self._height.copy()
-
-    @property
-    def vertical_speed_mps(self) -> Array:
-        """Last vertical speed (N,) [m/s, up] (a copy)."""
-        return self._speed.copy()
+    height_m = copy_of("_height", "Last height above the ground reference (N,) [m, up] (a copy).")
+    vertical_speed_mps = copy_of("_speed", "Last vertical speed (N,) [m/s, up] (a copy).")
 
     @property
     def error(self) -> Array:
@@ -523,7 +431,7 @@ class Altimeter(_Sensor):
         """Measure height and vertical speed of true states ``x`` (N, >=9) if tick k is due."""
         if not self.due(k):
             return False
-        x = _fleet_array("x", x, self.num_vehicles, 9)
+        x = fleet_array("x", x, self.num_vehicles, 9)
         if self.on:
             height = self._true_height(x) + self._error.step(self._normals.next())[:, 0]
             self._speed = (height - self._height) / self.dt_s
@@ -536,7 +444,7 @@ class Altimeter(_Sensor):
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles: true height and vertical speed (-(NED down velocity)), plus, when on,
         the spun-up error n and its last increment (n - n_prev) / dt (QRSim ``AltimeterGM.reset``)."""
-        idx, rows = _reset_rows(x, vehicles, self.num_vehicles, 9)
+        idx, rows = reset_rows(x, vehicles, self.num_vehicles, 9)
         height, speed = self._true_height(rows), _vertical_speed_up(rows)
         if self.on:
             for row, i in enumerate(idx):
@@ -565,10 +473,7 @@ class Ahars:
                  streams: RandomStreams | None = None) -> None:
         p = params if params is not None else AharsParams()
         if not p.on:  # QRSim instantiates all four as their noiseless base classes
-            p = replace(p, accelerometer=replace(p.accelerometer, on=False),
-                        gyroscope=replace(p.gyroscope, on=False),
-                        orientation_estimator=replace(p.orientation_estimator, on=False),
-                        altimeter=replace(p.altimeter, on=False))
+            p = p.noiseless()
         self.params = p
         self.num_vehicles = int(num_vehicles)
         streams = streams if streams is not None else RandomStreams(0)
@@ -579,18 +484,16 @@ class Ahars:
         #: The composite's period: the fastest sensor's (``AHARSPelican.m:126-127``).
         self.dt_s = min(s.dt_s for s in self._sensors)
 
-    @property
-    def on(self) -> bool:
-        return self.params.on
+    on = forwarded("params.on", "Whether the AHARS is noisy (False: all four sensors noiseless).")
 
     @property
-    def _sensors(self) -> tuple[_Sensor, ...]:
+    def _sensors(self) -> tuple[SampledSensor, ...]:
         return (self.accelerometer, self.gyroscope, self.orientation_estimator, self.altimeter)
 
     def reseed(self, streams: RandomStreams) -> None:
         """Give every sensor fresh generators from ``streams`` (call ``reset`` afterwards)."""
         for sensor in self._sensors:
-            sensor.reseed(streams)  # type: ignore[attr-defined]
+            sensor.reseed(streams)
 
     def step(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """Step all four sensors at tick k with true states ``x`` (N, 13) and the Pelican's body
@@ -609,30 +512,12 @@ class Ahars:
         self.altimeter.reset(x, vehicles)
         self.orientation_estimator.reset(x, vehicles)
 
-    @property
-    def orientation(self) -> Array:
-        """Estimated ZYX Euler angles (N, 3) [rad]."""
-        return self.orientation_estimator.measurement
-
-    @property
-    def angular_velocity(self) -> Array:
-        """Measured body rates (N, 3), FRD [rad/s]."""
-        return self.gyroscope.measurement
-
-    @property
-    def acceleration(self) -> Array:
-        """Measured specific force (N, 3), FRD [m/s^2] (about [0, 0, -9.81] at rest)."""
-        return self.accelerometer.measurement
-
-    @property
-    def height_m(self) -> Array:
-        """Measured height above the ground reference (N,) [m, up]."""
-        return self.altimeter.height_m
-
-    @property
-    def vertical_speed_mps(self) -> Array:
-        """Measured vertical speed (N,) [m/s, up]."""
-        return self.altimeter.vertical_speed_mps
+    orientation = forwarded("orientation_estimator.measurement", "Estimated ZYX Euler angles (N, 3) [rad].")
+    angular_velocity = forwarded("gyroscope.measurement", "Measured body rates (N, 3), FRD [rad/s].")
+    acceleration = forwarded("accelerometer.measurement", "Measured specific force (N, 3), FRD [m/s^2] "
+                                                          "(about [0, 0, -9.81] at rest).")
+    height_m = forwarded("altimeter.height_m", "Measured height above the ground reference (N,) [m, up].")
+    vertical_speed_mps = forwarded("altimeter.vertical_speed_mps", "Measured vertical speed (N,) [m/s, up].")
 
     @property
     def measurement(self) -> Array:

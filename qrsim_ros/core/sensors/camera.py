@@ -34,7 +34,15 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.common.validation import ConfigError, in_range, positive, shape, ticks_per_update
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    flag,
+    in_range,
+    positive,
+    set_frozen_field,
+    shape,
+    ticks_per_update,
+)
 from qrsim_ros.core.sensors.camera_geometry import FRAME_NON_FINITE_STATE, FRAME_OK, CameraGeometry
 from qrsim_ros.core.sensors.obs_model import OBS_MODELS
 
@@ -70,8 +78,7 @@ class CameraParams:
     min_window_px: float = 8.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"camera.on={self.on!r} must be a boolean")
+        on = flag("camera.on", self.on)
         ticks_per_update("camera.dt_s", self.dt_s)
         f = positive("camera.f_px", shape("camera.f_px", self.f_px, (2,)))
         c = positive("camera.c_px", shape("camera.c_px", self.c_px, (2,)))
@@ -85,8 +92,8 @@ class CameraParams:
         min_px = in_range("camera.min_window_px", self.min_window_px, 1.0, float(2.0 * c.min()))
         for name, value in (("f_px", tuple(f.tolist())), ("c_px", tuple(c.tolist())),
                             ("r_body_rad", tuple(r.tolist())), ("person_size_m", size),
-                            ("min_window_px", min_px), ("on", bool(self.on))):
-            object.__setattr__(self, name, value)
+                            ("min_window_px", min_px), ("on", on)):
+            set_frozen_field(self, name, value)
 
 
 @dataclass(frozen=True, eq=False)

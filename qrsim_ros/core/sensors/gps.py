@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import forwarded
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
 from qrsim_ros.core.common.geodesy import (
     QRSIM_ORIGIN,
@@ -201,14 +202,8 @@ class GpsSpaceSegment:
     def num_satellites(self) -> int:
         return len(self.prns)
 
-    @property
-    def was_reset(self) -> bool:
-        """True once ``reset`` has run (receivers need satellite positions)."""
-        return self._reset_done
-
-    @property
-    def dt_s(self) -> float:
-        return self.params.dt_s
+    was_reset = forwarded("_reset_done", "True once ``reset`` has run (receivers need satellite positions).")
+    dt_s = forwarded("params.dt_s", "Update period of the satellite positions and errors [s].")
 
     @property
     def pseudorange_errors_m(self) -> Array:

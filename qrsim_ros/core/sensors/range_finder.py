@@ -22,10 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import ConfigError, finite, ticks_per_update
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    finite,
+    flag,
+    set_frozen_field,
+    single_non_negative,
+    ticks_per_update,
+)
 
 #: Name of the noise streams (one per vehicle) and of the dropout streams.
 NOISE_STREAM = "range_finder"
@@ -53,9 +61,7 @@ class RangeFinderParams:
     ground_z_ned_m: float = 0.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"range_finder.on={self.on!r} must be true or false")
-        object.__setattr__(self, "on", bool(self.on))
+        set_frozen_field(self, "on", flag("range_finder.on", self.on))
         ticks_per_update("range_finder.dt_s", self.dt_s)
         lo = finite("range_finder.min_range_m", self.min_range_m)
         hi = finite("range_finder.max_range_m", self.max_range_m)
@@ -65,8 +71,7 @@ class RangeFinderParams:
         fov = finite("range_finder.field_of_view_rad", self.field_of_view_rad)
         if not 0.0 < fov < np.pi:
             raise ConfigError(f"range_finder.field_of_view_rad={fov!r} must be in (0, pi)")
-        if finite("range_finder.sigma_m", self.sigma_m) < 0:
-            raise ConfigError(f"range_finder.sigma_m={self.sigma_m!r} must be >= 0")
+        single_non_negative("range_finder.sigma_m", self.sigma_m)
         p = finite("range_finder.dropout_probability", self.dropout_probability)
         if not 0.0 <= p < 1.0:
             raise ConfigError(f"range_finder.dropout_probability={p!r} must be in [0, 1)")
@@ -98,11 +103,8 @@ class RangeFinder:
         self._dropouts = streams.per_vehicle(DROPOUT_STREAM, self.num_vehicles)
         self._range = np.full(self.num_vehicles, np.nan)
 
-    @property
-    def range_m(self) -> Array:
-        """Latest reading per vehicle (N,) [m] (a copy): +inf no return / beyond range, -inf closer than
-        the minimum, NaN before the first reading."""
-        return self._range.copy()
+    range_m = copy_of("_range", "Latest reading per vehicle (N,) [m] (a copy): +inf no return / beyond "
+                                "range, -inf closer than the minimum, NaN before the first reading.")
 
     @property
     def variance_m2(self) -> float:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
@@ -333,10 +334,7 @@ class TaskContext:
         self.valid_flags = np.ones(self.num_vehicles, bool)
         self.plume_reference_samples = np.zeros((0, 0))
 
-    @property
-    def valid(self) -> NDArray[np.bool_]:
-        """Per-vehicle validity (N,) (a copy, as ``Simulator.valid``)."""
-        return self.valid_flags.copy()
+    valid = copy_of("valid_flags", "Per-vehicle validity (N,) (a copy, as ``Simulator.valid``).")
 
     def true_state(self) -> Array:
         """True states X (N, 13)."""

@@ -29,6 +29,7 @@ Deliberate differences from the MATLAB original (all documented where they occur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -169,15 +170,30 @@ def _finalise(pitch: Array, roll: Array, throttle: Array, yaw_rate: Array, ok: A
 
 
 class _Controller:
-    """Shared plumbing: vehicle count, dt, argument shaping, finite-input mask."""
+    """Shared plumbing: vehicle count, dt, the yaw loop's gains, argument shaping, finite-input mask,
+    and the ``compute_from_state`` / ``compute_from_estimated_state`` shortcuts of ``compute``."""
 
-    def __init__(self, num_vehicles: int, dt_s: float) -> None:
+    def __init__(self, num_vehicles: int, dt_s: float, yaw_gains: YawGains | None) -> None:
         if num_vehicles < 1:
             raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
         if not dt_s > 0:
             raise ValueError(f"dt_s must be > 0, got {dt_s}")
         self.num_vehicles = int(num_vehicles)
         self.dt_s = float(dt_s)
+        self.yaw_gains = yaw_gains or YawGains()
+
+    #: One control step, ``compute(position_ned, euler, velocity_body, *set_points)`` -> SI controls (N, 5)
+    #: (each controller defines it with its own set points).
+    compute: Callable[..., Array]
+
+    def compute_from_state(self, x: ArrayLike, *set_points: ArrayLike) -> Array:
+        """``compute`` on true states X (N, 13), with the set points of the controller's ``compute``."""
+        return self.compute(*state_view(x), *set_points)
+
+    def compute_from_estimated_state(self, ex: ArrayLike, *set_points: ArrayLike) -> Array:
+        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``), with the set points
+        of the controller's ``compute``."""
+        return self.compute(*estimated_state_view(ex), *set_points)
 
     def _rows(self, vehicles: ArrayLike | None) -> Array:
         return np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles)
@@ -243,6 +259,77 @@ def _set_point_change(previous: Array, new: Array) -> Array:
     return np.any(previous != new, axis=1)
 
 
+class _HeightController(_Controller):
+    """A controller with the altitude loop ``_AltitudePID`` (VelocityHeightPID, WaypointPID,
+    AnglesHeightPID); ``reset`` clears it and the subclass's own state (``_clear``)."""
+
+    def __init__(self, num_vehicles: int, dt_s: float, altitude_gains: AltitudeGains | None,
+                 yaw_gains: YawGains | None) -> None:
+        super().__init__(num_vehicles, dt_s, yaw_gains)
+        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
+
+    def reset(self, vehicles: ArrayLike | None = None) -> None:
+        """Clear the altitude integrator and past error, and the controller's own PID state and stored
+        set points, of ``vehicles`` (default all)."""
+        rows = self._rows(vehicles)
+        self._clear(rows)
+        self._altitude.reset(rows)
+
+    def _clear(self, rows: Array) -> None:
+        raise NotImplementedError
+
+
+class _BodyVelocityPID:
+    """PID on body-velocity errors, per vehicle and axis (``VelocityPID.m``; the xy loop of
+    ``VelocityHeightPID.m``).
+
+    The integral is a plain sum of the errors [m/s] (per control step), used before it is updated; the
+    derivative is reset to 0 on the step where the set point changes. The state of vehicles whose
+    inputs are not finite is left untouched. Initial set point and past errors are zero (as the original).
+    """
+
+    def __init__(self, num_vehicles: int, axes: int, set_point_size: int) -> None:
+        self.ei = np.zeros((num_vehicles, axes))  # plain sums of the body-velocity errors [m/s]
+        self.e_prev = np.zeros((num_vehicles, axes))
+        self.sp = np.zeros((num_vehicles, set_point_size))  # last set point
+
+    def reset(self, rows: Array) -> None:
+        self.ei[rows] = 0.0
+        self.e_prev[rows] = 0.0
+        self.sp[rows] = 0.0
+
+    def set_point_change(self, sp: Array) -> Array:
+        """Per-vehicle flags: ``sp`` differs from the stored set point."""
+        return _set_point_change(self.sp, sp)
+
+    def step(self, e: Array, sp: Array, sp_change: Array, ok: Array, kp: ArrayLike, ki: ArrayLike,
+             kd: ArrayLike, dt_s: float) -> Array:
+        """PID outputs (N, axes) for the errors ``e``; stores ``sp`` and the new integral and past error
+        of the vehicles where ``ok``."""
+        de = np.where(sp_change[:, None], 0.0, (e - self.e_prev) / dt_s)
+        out = kp * e + ki * self.ei + kd * de  # integral used before it is updated (as original)
+        self.sp = np.where(ok[:, None], sp, self.sp)
+        self.ei = np.where(ok[:, None], self.ei + e, self.ei)
+        self.e_prev = np.where(ok[:, None], e, self.e_prev)
+        return out
+
+
+def _body_velocity_error(euler: Array, velocity_body: Array, v_des_ned: Array, max_speed_mps: float
+                         ) -> Array:
+    """Body-velocity errors (N, 3) [m/s]: ``vt - [u v w]`` with ``vt = Cbn · v_des_ned`` (Cbn = NED->body
+    DCM of the attitude), each body component of ``vt`` clamped to ±max_speed_mps. The x error is
+    negated: nose up (positive pitch) accelerates backwards (towards -x body)."""
+    vt = ned_to_body(dcm_ned_to_body(euler[:, 0], euler[:, 1], euler[:, 2]), v_des_ned)
+    vt = np.clip(vt, -max_speed_mps, max_speed_mps)
+    v = velocity_body
+    return np.column_stack([-(vt[:, 0] - v[:, 0]), vt[:, 1] - v[:, 1], vt[:, 2] - v[:, 2]])
+
+
+def _tilt_commands(out: Array, max_tilt_rad: float) -> tuple[Array, Array]:
+    """(pitch, roll) [rad]: the first two PID outputs clamped to ±max_tilt_rad."""
+    return np.clip(out[:, 0], -max_tilt_rad, max_tilt_rad), np.clip(out[:, 1], -max_tilt_rad, max_tilt_rad)
+
+
 # --- controllers -----------------------------------------------------------------------------------
 
 
@@ -264,20 +351,13 @@ class VelocityPID(_Controller):
         gains: VelocityGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:
-        super().__init__(num_vehicles, dt_s)
+        super().__init__(num_vehicles, dt_s, yaw_gains)
         self.gains = gains or VelocityGains()
-        self.yaw_gains = yaw_gains or YawGains()
-        n = self.num_vehicles
-        self._ei = np.zeros((n, 3))  # plain sums of the body-velocity errors [m/s]
-        self._e_prev = np.zeros((n, 3))
-        self._sp = np.zeros((n, 3))  # last set point (the original starts from zero too)
+        self._loop = _BodyVelocityPID(self.num_vehicles, 3, 3)  # set point: v_des_ned
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
-        rows = self._rows(vehicles)
-        self._ei[rows] = 0.0
-        self._e_prev[rows] = 0.0
-        self._sp[rows] = 0.0
+        self._loop.reset(self._rows(vehicles))
 
     def compute(
         self,
@@ -296,39 +376,20 @@ class VelocityPID(_Controller):
         v_des = self._per_vehicle(velocity_des_ned, 3, "velocity_des_ned", True)
         psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
 
-        sp_change = _set_point_change(self._sp, v_des)
-        vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des)
-        vt = np.clip(vt, -g.max_speed_mps, g.max_speed_mps)
-        # pitch error is negated: nose up (positive pitch) accelerates backwards (towards -x body)
-        e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1], vt[:, 2] - vel[:, 2]])
-        de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
+        sp_change = self._loop.set_point_change(v_des)
+        e = _body_velocity_error(eul, vel, v_des, g.max_speed_mps)
         kp = np.array([g.kvp, g.kvp, g.kwp])
         ki = np.array([g.kvi, g.kvi, g.kwi])
         kd = np.array([g.kvd, g.kvd, g.kwd])
-        out = kp * e + ki * self._ei + kd * de  # integral used before it is updated (as original)
+        out = self._loop.step(e, v_des, sp_change, ok, kp, ki, kd, self.dt_s)
 
-        self._sp = np.where(ok[:, None], v_des, self._sp)
-        self._ei = np.where(ok[:, None], self._ei + e, self._ei)
-        self._e_prev = np.where(ok[:, None], e, self._e_prev)
-
-        pitch = np.clip(out[:, 0], -g.max_tilt_rad, g.max_tilt_rad)
-        roll = np.clip(out[:, 1], -g.max_tilt_rad, g.max_tilt_rad)
+        pitch, roll = _tilt_commands(out, g.max_tilt_rad)
         throttle = np.clip(g.th_hover + out[:, 2], 0.0, 1.0)
         yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
         return _finalise(pitch, roll, throttle, yaw_rate, ok)
 
-    def compute_from_state(self, x: ArrayLike, velocity_des_ned: ArrayLike, psi_des: ArrayLike) -> Array:
-        """``compute`` on true states X (N, 13)."""
-        return self.compute(*state_view(x), velocity_des_ned, psi_des)
 
-    def compute_from_estimated_state(
-        self, ex: ArrayLike, velocity_des_ned: ArrayLike, psi_des: ArrayLike
-    ) -> Array:
-        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
-        return self.compute(*estimated_state_view(ex), velocity_des_ned, psi_des)
-
-
-class VelocityHeightPID(_Controller):
+class VelocityHeightPID(_HeightController):
     """Horizontal velocity + altitude controller (``VelocityHeightPID.m``, spec 6).
 
     xy: the ``VelocityPID`` loop on ``vt = Cbn · [vx_des, vy_des, 0]`` (±3 m/s, ±0.34 rad);
@@ -344,22 +405,12 @@ class VelocityHeightPID(_Controller):
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:
-        super().__init__(num_vehicles, dt_s)
+        super().__init__(num_vehicles, dt_s, altitude_gains, yaw_gains)
         self.gains = gains or VelocityGains()
-        self.yaw_gains = yaw_gains or YawGains()
-        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
-        n = self.num_vehicles
-        self._ei = np.zeros((n, 2))
-        self._e_prev = np.zeros((n, 2))
-        self._sp = np.zeros((n, 3))  # [vx_des, vy_des, z_des]
+        self._loop = _BodyVelocityPID(self.num_vehicles, 2, 3)  # set point: [vx_des, vy_des, z_des]
 
-    def reset(self, vehicles: ArrayLike | None = None) -> None:
-        """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
-        rows = self._rows(vehicles)
-        self._ei[rows] = 0.0
-        self._e_prev[rows] = 0.0
-        self._sp[rows] = 0.0
-        self._altitude.reset(rows)
+    def _clear(self, rows: Array) -> None:
+        self._loop.reset(rows)
 
     def compute(
         self,
@@ -379,38 +430,18 @@ class VelocityHeightPID(_Controller):
         psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
 
         sp = np.column_stack([v_des, z_des])
-        sp_change = _set_point_change(self._sp, sp)
+        sp_change = self._loop.set_point_change(sp)
         v_des3 = np.column_stack([v_des, np.zeros(self.num_vehicles)])
-        vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v_des3)[:, 0:2]
-        vt = np.clip(vt, -g.max_speed_mps, g.max_speed_mps)
-        e = np.column_stack([-(vt[:, 0] - vel[:, 0]), vt[:, 1] - vel[:, 1]])
-        de = np.where(sp_change[:, None], 0.0, (e - self._e_prev) / self.dt_s)
-        out = g.kvp * e + g.kvi * self._ei + g.kvd * de
+        e = _body_velocity_error(eul, vel, v_des3, g.max_speed_mps)[:, 0:2]
+        out = self._loop.step(e, sp, sp_change, ok, g.kvp, g.kvi, g.kvd, self.dt_s)
 
-        self._sp = np.where(ok[:, None], sp, self._sp)
-        self._ei = np.where(ok[:, None], self._ei + e, self._ei)
-        self._e_prev = np.where(ok[:, None], e, self._e_prev)
-
-        pitch = np.clip(out[:, 0], -g.max_tilt_rad, g.max_tilt_rad)
-        roll = np.clip(out[:, 1], -g.max_tilt_rad, g.max_tilt_rad)
+        pitch, roll = _tilt_commands(out, g.max_tilt_rad)
         throttle = self._altitude.step(pos[:, 2], z_des, sp_change, ok, self.dt_s)
         yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
         return _finalise(pitch, roll, throttle, yaw_rate, ok)
 
-    def compute_from_state(
-        self, x: ArrayLike, velocity_des_ne: ArrayLike, z_des_ned: ArrayLike, psi_des: ArrayLike
-    ) -> Array:
-        """``compute`` on true states X (N, 13)."""
-        return self.compute(*state_view(x), velocity_des_ne, z_des_ned, psi_des)
 
-    def compute_from_estimated_state(
-        self, ex: ArrayLike, velocity_des_ne: ArrayLike, z_des_ned: ArrayLike, psi_des: ArrayLike
-    ) -> Array:
-        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
-        return self.compute(*estimated_state_view(ex), velocity_des_ne, z_des_ned, psi_des)
-
-
-class WaypointPID(_Controller):
+class WaypointPID(_HeightController):
     """Waypoint controller (``WaypointPID.m``, spec 6): NED waypoint and heading -> controls.
 
     Horizontal: the waypoint in the heading frame ``b = d·[cos a, sin a]`` with ``d`` the horizontal
@@ -430,17 +461,12 @@ class WaypointPID(_Controller):
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:
-        super().__init__(num_vehicles, dt_s)
+        super().__init__(num_vehicles, dt_s, altitude_gains, yaw_gains)
         self.gains = gains or WaypointGains()
-        self.yaw_gains = yaw_gains or YawGains()
-        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
         self._wp = np.zeros((self.num_vehicles, 3))
 
-    def reset(self, vehicles: ArrayLike | None = None) -> None:
-        """Clear the altitude integrator, past error and stored waypoint of ``vehicles``."""
-        rows = self._rows(vehicles)
+    def _clear(self, rows: Array) -> None:
         self._wp[rows] = 0.0
-        self._altitude.reset(rows)
 
     def compute(
         self,
@@ -456,11 +482,7 @@ class WaypointPID(_Controller):
         """
         return self._compute(position_ned, euler, velocity_body, None, waypoint_ned, psi_des)
 
-    def compute_from_state(self, x: ArrayLike, waypoint_ned: ArrayLike, psi_des: ArrayLike) -> Array:
-        """``compute`` on true states X (N, 13)."""
-        return self.compute(*state_view(x), waypoint_ned, psi_des)
-
-    def compute_from_estimated_state(
+    def compute_from_estimated_state(  # type: ignore[override]
         self, ex: ArrayLike, waypoint_ned: ArrayLike, psi_des: ArrayLike
     ) -> Array:
         """The original's eX branch: position [eX1, eX2, -eX17], heading eX6 and
@@ -506,7 +528,7 @@ class WaypointPID(_Controller):
         return _finalise(pitch, roll, throttle, yaw_rate, ok)
 
 
-class AnglesHeightPID(_Controller):
+class AnglesHeightPID(_HeightController):
     """Attitude pass-through + altitude controller: a working ``AnglesHeightPID.m`` (spec 6, 10.11).
 
     The desired pitch and roll [rad] are passed through (clamped to the model's ±0.9 rad control
@@ -522,16 +544,11 @@ class AnglesHeightPID(_Controller):
         altitude_gains: AltitudeGains | None = None,
         yaw_gains: YawGains | None = None,
     ) -> None:
-        super().__init__(num_vehicles, dt_s)
-        self.yaw_gains = yaw_gains or YawGains()
-        self._altitude = _AltitudePID(self.num_vehicles, altitude_gains or AltitudeGains())
+        super().__init__(num_vehicles, dt_s, altitude_gains, yaw_gains)
         self._z_sp = np.zeros(self.num_vehicles)
 
-    def reset(self, vehicles: ArrayLike | None = None) -> None:
-        """Clear the altitude integrator, past error and stored z set point of ``vehicles``."""
-        rows = self._rows(vehicles)
+    def _clear(self, rows: Array) -> None:
         self._z_sp[rows] = 0.0
-        self._altitude.reset(rows)
 
     def compute(
         self,
@@ -556,25 +573,3 @@ class AnglesHeightPID(_Controller):
         self._z_sp = np.where(ok, z_des, self._z_sp)
         yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
         return _finalise(pitch, roll, throttle, yaw_rate, ok)
-
-    def compute_from_state(
-        self,
-        x: ArrayLike,
-        pitch_des: ArrayLike,
-        roll_des: ArrayLike,
-        z_des_ned: ArrayLike,
-        psi_des: ArrayLike,
-    ) -> Array:
-        """``compute`` on true states X (N, 13)."""
-        return self.compute(*state_view(x), pitch_des, roll_des, z_des_ned, psi_des)
-
-    def compute_from_estimated_state(
-        self,
-        ex: ArrayLike,
-        pitch_des: ArrayLike,
-        roll_des: ArrayLike,
-        z_des_ned: ArrayLike,
-        psi_des: ArrayLike,
-    ) -> Array:
-        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``)."""
-        return self.compute(*estimated_state_view(ex), pitch_des, roll_des, z_des_ned, psi_des)

@@ -41,6 +41,9 @@ GROUND_VELOCITY_NE = slice(17, 19)
 VERTICAL_SPEED = 19
 #: Columns QRSim leaves at zero (body velocity and one spare).
 ZERO_COLUMNS = (6, 7, 8, 12)
+#: The columns ``fill_estimated_state`` writes, in the order of its keyword arguments.
+_FILLED_COLUMNS = (POSITION_NED, EULER, ANGULAR_VELOCITY_FRD, SPECIFIC_FORCE_FRD, HEIGHT, GROUND_VELOCITY_NE,
+                   VERTICAL_SPEED)
 
 
 def empty_estimated_state(num_vehicles: int) -> Array:
@@ -57,20 +60,11 @@ def fill_estimated_state(ex: Array, rows: ArrayLike | slice = slice(None), *,
                          ground_velocity_ne: ArrayLike | None = None,
                          vertical_speed_mps: ArrayLike | None = None) -> None:
     """Write the given sensor values into rows ``rows`` of eX, in place (the others are left as they are)."""
-    if position_ned is not None:
-        ex[rows, POSITION_NED] = position_ned
-    if euler is not None:
-        ex[rows, EULER] = euler
-    if angular_velocity_frd is not None:
-        ex[rows, ANGULAR_VELOCITY_FRD] = angular_velocity_frd
-    if specific_force_frd is not None:
-        ex[rows, SPECIFIC_FORCE_FRD] = specific_force_frd
-    if height_m is not None:
-        ex[rows, HEIGHT] = height_m
-    if ground_velocity_ne is not None:
-        ex[rows, GROUND_VELOCITY_NE] = ground_velocity_ne
-    if vertical_speed_mps is not None:
-        ex[rows, VERTICAL_SPEED] = vertical_speed_mps
+    values = (position_ned, euler, angular_velocity_frd, specific_force_frd, height_m, ground_velocity_ne,
+              vertical_speed_mps)
+    for columns, value in zip(_FILLED_COLUMNS, values, strict=True):
+        if value is not None:
+            ex[rows, columns] = value
 
 
 def hold_pose(ex: ArrayLike) -> Array:

@@ -19,11 +19,13 @@ noise, Heun integration, validity and collisions) is a single kernel call.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -400,6 +402,18 @@ def _rows(value: ArrayLike, n: int, width: int) -> Array:
     return arr if arr.shape == (n, width) else np.broadcast_to(arr, (n, width))
 
 
+def _run_rows(kernel: Callable[..., None], x: ArrayLike, u_fw: ArrayLike, wind_body: ArrayLike,
+              noise: ArrayLike, mass_kg: float, dt_s: float) -> tuple[Array, Array]:
+    """Call a row kernel (``_derivative_rows`` or ``_heun_rows``) on the inputs shaped (N, width) and
+    return its outputs: the new (N, 13) state-sized array and ``a`` (N, 3)."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    n = x.shape[0]
+    out, a = np.empty((n, STATE_SIZE)), np.empty((n, 3))
+    kernel(_rows(x, n, STATE_SIZE), _rows(u_fw, n, CONTROL_SIZE), _rows(wind_body, n, 3), _rows(noise, n, 6),
+           float(mass_kg), float(dt_s), out, a)
+    return out, a
+
+
 def pelican_derivative(
     x: Array, u_fw: Array, wind_body: Array, noise: Array, mass_kg: float, dt_s: float
 ) -> tuple[Array, Array]:
@@ -410,13 +424,7 @@ def pelican_derivative(
     [du dv dw dp dq dr]. Returns (xdot (N, 13), a (N, 3)); ``a`` is body acceleration minus gravity,
     computed before the noise (QRSim's accelerometer input; it omits the omega x v term).
     """
-    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-    n = x.shape[0]
-    xdot, a = np.empty((n, STATE_SIZE)), np.empty((n, 3))
-    _derivative_rows(_rows(x, n, STATE_SIZE), _rows(u_fw, n, CONTROL_SIZE),
-                     _rows(wind_body, n, 3), _rows(noise, n, 6),
-                     float(mass_kg), float(dt_s), xdot, a)
-    return xdot, a
+    return _run_rows(_derivative_rows, x, u_fw, wind_body, noise, mass_kg, dt_s)
 
 
 def heun_step(
@@ -426,13 +434,7 @@ def heun_step(
 
     Returns (x_next (N, 13), a (N, 3)) where ``a`` is the mean of the two stages' ``a``.
     """
-    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-    n = x.shape[0]
-    x_next, a = np.empty((n, STATE_SIZE)), np.empty((n, 3))
-    _heun_rows(_rows(x, n, STATE_SIZE), _rows(u_fw, n, CONTROL_SIZE),
-               _rows(wind_body, n, 3), _rows(noise, n, 6),
-               float(mass_kg), float(dt_s), x_next, a)
-    return x_next, a
+    return _run_rows(_heun_rows, x, u_fw, wind_body, noise, mass_kg, dt_s)
 
 
 class PelicanFleet:
@@ -492,20 +494,10 @@ class PelicanFleet:
         self._collision_distance_m = float(self.params.collision_distance_m)
 
     # --- accessors --------------------------------------------------------------------------
-    @property
-    def state(self) -> Array:
-        """True states (N, 13) (a copy)."""
-        return self._x.copy()
-
-    @property
-    def accel_body(self) -> Array:
-        """RK2-averaged ``a`` (N, 3) of the last step: body acceleration minus gravity [m/s^2]."""
-        return self._a.copy()
-
-    @property
-    def valid(self) -> NDArray[np.bool_]:
-        """Per-vehicle validity (N,)."""
-        return self._valid.copy()
+    state = copy_of("_x", "True states (N, 13) (a copy).")
+    accel_body = copy_of("_a", "RK2-averaged ``a`` (N, 3) of the last step: body acceleration minus gravity "
+                               "[m/s^2].")
+    valid = copy_of("_valid", "Per-vehicle validity (N,).")
 
     @property
     def invalid_reason(self) -> list[str]:

@@ -13,11 +13,13 @@ a vehicle finds a not-yet-found person when its true 3-D distance to the person'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
 from qrsim_ros.core.common.rng import RandomStreams
@@ -66,11 +68,11 @@ class BoxArea:
 
 
 @dataclass(frozen=True)
-class PersonsAreaParams:
-    """Configuration of a ``BoxWithPersonsArea`` (spec 4.3, 5.3; defaults = the SR tasks).
+class PersonsSettings:
+    """The persons and terrain settings of a search-and-rescue area (spec 4.3, 5.3; defaults = the SR
+    tasks), shared by ``PersonsAreaParams`` and the scenario's ``area`` section; checked by
+    ``PersonsAreaParams``.
 
-    limits_ned: [xmin xmax ymin ymax zmin zmax] [m].
-    origin: geodetic origin of the NED frame.
     dt_s: period of the found check [s] (multiple of 0.02; SR tasks 1 s).
     num_persons_range: (min, max) number of persons, drawn uniformly (inclusive) at each reset.
     person_size_m: edge of a person's square footprint [m].
@@ -78,12 +80,8 @@ class PersonsAreaParams:
     terrain_type: QRSim ``terrain.type`` (only "PourTerrain").
     class_percentages: area fractions of terrain classes 1..K (QRSim ``terrain.classpercentages``).
     person_in_class_prob: probability that a person lies on class 1..K (sum <= 1; the rest on 0).
-    max_placement_tries: bound on rejection-sampling draws per person.
     """
 
-    limits_ned: tuple[float, ...] = (-122.47448713915891, 122.47448713915891,
-                                     -122.47448713915891, 122.47448713915891, -80.0, 0.0)
-    origin: GeodeticOrigin = QRSIM_ORIGIN
     dt_s: float = 1.0
     num_persons_range: tuple[int, int] = (5, 10)
     person_size_m: float = 0.5
@@ -92,6 +90,24 @@ class PersonsAreaParams:
     terrain_type: str = "PourTerrain"
     class_percentages: tuple[float, ...] = (0.2, 0.05)
     person_in_class_prob: tuple[float, ...] = (0.0, 0.0)
+
+    def persons_settings(self) -> dict[str, Any]:
+        """These settings by field name (to build a ``PersonsAreaParams`` from a subclass)."""
+        return {f.name: getattr(self, f.name) for f in fields(PersonsSettings)}
+
+
+@dataclass(frozen=True)
+class PersonsAreaParams(PersonsSettings):
+    """Configuration of a ``BoxWithPersonsArea`` (spec 4.3, 5.3): the ``PersonsSettings`` and these.
+
+    limits_ned: [xmin xmax ymin ymax zmin zmax] [m].
+    origin: geodetic origin of the NED frame.
+    max_placement_tries: bound on rejection-sampling draws per person.
+    """
+
+    limits_ned: tuple[float, ...] = (-122.47448713915891, 122.47448713915891,
+                                     -122.47448713915891, 122.47448713915891, -80.0, 0.0)
+    origin: GeodeticOrigin = QRSIM_ORIGIN
     max_placement_tries: int = MAX_PLACEMENT_TRIES
 
     def __post_init__(self) -> None:
@@ -168,15 +184,9 @@ class BoxWithPersonsArea(BoxArea):
     def num_persons(self) -> int:
         return int(self._centers.shape[0])
 
-    @property
-    def persons_position_ned(self) -> Array:
-        """Person centres (P, 3) [m, NED], on the ground plane z = ``ground_z_m``."""
-        return self._centers.copy()
-
-    @property
-    def persons_class(self) -> NDArray[np.int_]:
-        """Terrain class (P,) each person was placed on."""
-        return self._classes.copy()
+    persons_position_ned = copy_of("_centers", "Person centres (P, 3) [m, NED], on the ground plane z = "
+                                               "``ground_z_m``.")
+    persons_class = copy_of("_classes", "Terrain class (P,) each person was placed on.")
 
     @property
     def person_size_m(self) -> float:
@@ -189,10 +199,7 @@ class BoxWithPersonsArea(BoxArea):
         offsets = half * np.array([[1.0, -1.0, 0.0], [1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], [-1.0, 1.0, 0.0]])
         return self._centers[:, None, :] + offsets[None, :, :]
 
-    @property
-    def found(self) -> NDArray[np.bool_]:
-        """Per person: found by any vehicle since the last reset (P,)."""
-        return self._found.copy()
+    found = copy_of("_found", "Per person: found by any vehicle since the last reset (P,).")
 
     def persons_just_found(self) -> NDArray[np.bool_]:
         """(vehicles x persons) flags of the finds since the last call, then cleared.

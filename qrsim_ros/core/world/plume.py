@@ -39,6 +39,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import dcm_ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -489,10 +490,8 @@ class GaussianPuffPlume(_WindFrame, _PlumeModel):
 
     # -- state ------------------------------------------------------------------------------------------
 
-    @property
-    def puffs(self) -> Array:
-        """The active puffs (P, 3): [source index (0-based), emission time [s], mass] (a copy)."""
-        return self._puffs.copy()
+    puffs = copy_of("_puffs", "The active puffs (P, 3): [source index (0-based), emission time [s], "
+                              "mass] (a copy).")
 
     def set_puffs(self, puffs: ArrayLike) -> None:
         """Replace the active puff list (e.g. with a recorded one, for exact replay)."""
@@ -503,10 +502,8 @@ class GaussianPuffPlume(_WindFrame, _PlumeModel):
         """Every puff emitted by this model so far (E, 3), in emission order; replay with ``emissions=``."""
         return np.concatenate(self._log) if self._log else np.empty((0, 3))
 
-    @property
-    def next_emission_times_s(self) -> Array:
-        """Next emission time of each source [s] (a copy; inf when no emission source)."""
-        return self._next_emission_s.copy()
+    next_emission_times_s = copy_of("_next_emission_s", "Next emission time of each source [s] (a copy; inf "
+                                                        "when no emission source).")
 
     def average_model(self) -> GaussianDispersionPlume:
         """The steady model used to select the locations: dispersion formula with Q = q_range[1]/mu_s."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.validation import ConfigError, area_limits
 
 #: Side of the coarse pouring map [cells] (QRSim ``nr = nc = 50`` in ``pourMap``).
@@ -177,10 +178,7 @@ class PourTerrain:
         """Number of classes including the background class 0."""
         return self.class_percentages.size + 1
 
-    @property
-    def grid(self) -> NDArray[np.int_]:
-        """Class of every cell, (nr, nc) ints in 0..K (a copy); geometry in ``geometry``."""
-        return self._grid.copy()
+    grid = copy_of("_grid", "Class of every cell, (nr, nc) ints in 0..K (a copy); geometry in ``geometry``.")
 
     def reseed(self, rng: np.random.Generator) -> None:
         """Replace the Generator (QRSim ``resetSeed``); call ``reset()`` afterwards."""

@@ -48,12 +48,20 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.common.validation import ConfigError, finite, in_range, non_negative, ticks_per_update
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    finite,
+    flag,
+    in_range,
+    non_negative,
+    ticks_per_update,
+)
 from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
 from qrsim_ros.core.world.wind import FT_M
 
@@ -106,8 +114,7 @@ class TurbulenceParams:
         if isinstance(self.spin_up_steps, bool) or not isinstance(self.spin_up_steps, (int, np.integer)) \
                 or self.spin_up_steps < 0:
             raise ConfigError(f"turbulence.spin_up_steps={self.spin_up_steps!r} must be an integer >= 0")
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"turbulence.on={self.on!r} must be a bool")
+        flag("turbulence.on", self.on)
 
 
 # --- kernels (spec 4.2): the recursion's one formula, explicit loops over vehicles ----------------
@@ -300,25 +307,18 @@ class DrydenTurbulence:
         self._reset_rngs = streams.per_vehicle(f"{self.name}.reset", self.num_vehicles)
 
     # --- outputs ------------------------------------------------------------------------------
-    @property
-    def velocity_body(self) -> Array:
-        """Gust air velocity in each body frame FRD [m/s], (N, 3), as of the last update."""
-        return self._v_body.copy()
+    velocity_body = copy_of("_v_body", "Gust air velocity in each body frame FRD [m/s], (N, 3), as of the "
+                                       "last update.")
 
     @property
     def rotational_body(self) -> Array:
         """Rotational turbulence (N, 3) [rad/s]: always zero in this model."""
         return np.zeros((self.num_vehicles, 3))
 
-    @property
-    def gust_windframe_fts(self) -> Array:
-        """Filter state g (N, 3): gusts along the turbulence axes u, v, w [ft/s]."""
-        return self._g_fts.copy()
-
-    @property
-    def direction_rad(self) -> Array:
-        """Per-vehicle turbulence direction (where the wind blows FROM) [rad], (N,)."""
-        return self._direction.copy()
+    gust_windframe_fts = copy_of("_g_fts", "Filter state g (N, 3): gusts along the turbulence axes u, v, w "
+                                           "[ft/s].")
+    direction_rad = copy_of("_direction", "Per-vehicle turbulence direction (where the wind blows FROM) "
+                                          "[rad], (N,).")
 
     def set_direction(self, direction_rad: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Set the direction of the given vehicles (e.g. to tie it to the mean wind); held until

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from qrsim_ros.core.common.accessors import forwarded
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import ConfigError, finite, non_negative
+from qrsim_ros.core.common.validation import finite, flag, non_negative
 
 #: Metres per foot (QRSim's ``mToFt``/``ftToM``).
 FT_M = 0.3048
@@ -75,8 +76,7 @@ class MeanWindParams:
         if self.direction_rad is not None:
             finite("wind.direction_rad", self.direction_rad)
         finite("wind.z_origin_m", self.z_origin_m)
-        if not isinstance(self.on, (bool, np.bool_)):
-            raise ConfigError(f"wind.on={self.on!r} must be a bool")
+        flag("wind.on", self.on)
 
 
 class MeanWind:
@@ -109,22 +109,11 @@ class MeanWind:
         return cls(params.w6_mps, params.direction_rad, params.z_origin_m, params.on, streams, name)
 
     # --- state --------------------------------------------------------------------------------
-    @property
-    def on(self) -> bool:
-        return self.params.on
-
-    @property
-    def w6_mps(self) -> float:
-        return self.params.w6_mps
-
-    @property
-    def direction_rad(self) -> float:
-        """Current direction the wind blows FROM, clockwise from north [rad]."""
-        return self._direction
-
-    @property
-    def z_origin_m(self) -> float:
-        return self.params.z_origin_m
+    on = forwarded("params.on", "Whether the wind blows (False: QRSim's zero-wind base class).")
+    w6_mps = forwarded("params.w6_mps", "Reference speed W6 = W20 [m/s].")
+    direction_rad = forwarded("_direction", "Current direction the wind blows FROM, clockwise from north "
+                                            "[rad].")
+    z_origin_m = forwarded("params.z_origin_m", "NED z of the ground plane [m].")
 
     def reset(self) -> None:
         """Draw a new direction, uniform in [0, 2 pi), if none was configured (QRSim ``reset``)."""

@@ -43,6 +43,21 @@ def one_line_errors(parser: argparse.ArgumentParser, prog: str, *,
     return parser
 
 
+def finish_parser(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], prog: str,
+                  **one_line: str) -> argparse.ArgumentParser:
+    """The last step of a subcommand's arguments: ``run`` as its function, one-line usage errors."""
+    parser.set_defaults(func=run)
+    return one_line_errors(parser, prog, **one_line)
+
+
+def subcommand_parser(subparsers: argparse._SubParsersAction, name: str, help_text: str,
+                      doc: str | None) -> argparse.ArgumentParser:
+    """A ``qrsim NAME`` subcommand's parser on the top-level ``subparsers``, its module docstring as the
+    description (kept as written)."""
+    return subparsers.add_parser(name, help=help_text, description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def standalone_main(add_arguments: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
                     run: Callable[[argparse.Namespace], int], prog: str, doc: str | None,
                     argv: list[str] | None) -> int:

@@ -37,9 +37,10 @@ from scipy import stats
 from qrsim_ros.cli import (
     CliError,
     check_output_path,
-    one_line_errors,
+    finish_parser,
     report,
     standalone_main,
+    subcommand_parser,
     write_csv_atomic,
 )
 from qrsim_ros.cli.run import (
@@ -227,14 +228,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "the default; 1..2147483647: BASE; 0, the clock, is not allowed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per episode")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
-    return one_line_errors(p, PROG)
+    return finish_parser(p, run, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``batch`` subcommand on a ``qrsim`` subparsers object."""
-    p = subparsers.add_parser("batch", help="many seeded episodes in parallel, with outcome statistics",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subcommand_parser(subparsers, "batch",
+                          "many seeded episodes in parallel, with outcome statistics", __doc__)
     return _add_arguments(p)
 
 

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from qrsim_ros.cli import CliError, report
+from qrsim_ros.cli import CliError, report, subcommand_parser
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, PelicanFleet, PelicanParams, default_state_limits
 
@@ -30,12 +30,9 @@ FLIGHT_PLAN: tuple[tuple[float, str, tuple[float, float, float, float, float]], 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``demo`` subcommand."""
-    p = subparsers.add_parser(
-        "demo",
-        help="fly a Pelican open loop through the core model and print a trajectory summary",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser(subparsers, "demo",
+                          "fly a Pelican open loop through the core model and print a trajectory summary",
+                          __doc__)
     p.add_argument("--vehicles", type=int, default=1, help="fly this many identical Pelicans (default 1)")
     p.set_defaults(func=run)
     return p

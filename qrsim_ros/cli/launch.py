@@ -56,7 +56,7 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
-from qrsim_ros.cli import CliError, one_line_errors, report, standalone_main
+from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -115,14 +115,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="run every node in one process on one executor (faster, one log stream)")
     p.add_argument("--param", action="append", default=[], metavar="NODE:NAME=VALUE", dest="params",
                    help="set a node parameter (YAML value; repeatable)")
-    p.set_defaults(func=run)
-    return one_line_errors(p, PROG)
+    return finish_parser(p, run, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``launch`` subcommand on a ``qrsim`` subparsers object."""
-    p = subparsers.add_parser("launch", help="start a scenario's ROS 2 node graph (embedded launcher)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subcommand_parser(subparsers, "launch",
+                          "start a scenario's ROS 2 node graph (embedded launcher)", __doc__)
     return _add_arguments(p)
 
 

@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 
-from qrsim_ros.cli import CliError, one_line_errors, report, standalone_main
+from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
 
 PROG = "qrsim plot"
 
@@ -36,14 +36,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None, metavar="NAMES",
                    help="comma-separated figures to render: top_view, altitude_speed, reward, plume, "
                    "gps_error (default: all)")
-    p.set_defaults(func=run)
-    return one_line_errors(p, PROG)
+    return finish_parser(p, run, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``plot`` subcommand on a ``qrsim`` subparsers object."""
-    p = subparsers.add_parser("plot", help="render PNG figures of a recorded run from its bag",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subcommand_parser(subparsers, "plot",
+                          "render PNG figures of a recorded run from its bag", __doc__)
     return _add_arguments(p)
 
 

@@ -44,6 +44,7 @@ from qrsim_ros.cli import (
     one_line_errors,
     report,
     standalone_main,
+    subcommand_parser,
     write_csv_atomic,
 )
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
@@ -297,12 +298,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``replay`` subcommand (``func=run``) on a ``qrsim`` subparsers object."""
-    p = subparsers.add_parser(
-        "replay",
-        help="replay logged controls through the Pelican model and write the trajectory as CSV",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser(subparsers, "replay",
+                          "replay logged controls through the Pelican model and write the trajectory as CSV",
+                          __doc__)
     return _add_arguments(p)
 
 

@@ -37,9 +37,10 @@ import yaml
 from qrsim_ros.cli import (
     CliError,
     check_output_path,
-    one_line_errors,
+    finish_parser,
     report,
     standalone_main,
+    subcommand_parser,
     write_csv_atomic,
 )
 from qrsim_ros.core.common.validation import ConfigError
@@ -192,14 +193,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "0: from the clock; 1..2147483647: that seed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per task step")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
-    return one_line_errors(p, PROG)
+    return finish_parser(p, run, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``run`` subcommand on a ``qrsim`` subparsers object."""
-    p = subparsers.add_parser("run", help="fly one episode of a scenario with a policy (in process)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subcommand_parser(subparsers, "run",
+                          "fly one episode of a scenario with a policy (in process)", __doc__)
     return _add_arguments(p)
 
 

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from rclpy.node import Node
 from sensor_msgs.msg import Imu, NavSatFix, PointCloud2
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
@@ -43,13 +42,11 @@ from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
-    declare_parameters,
-    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.stamps import seconds_of_stamp
@@ -137,14 +134,12 @@ PARAMETERS = ParamTable(
 )
 
 
-class ExampleAutopilotNode(Node):
+class ExampleAutopilotNode(ScenarioNode):
     """Runs a baseline policy on the public topics (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__("example_autopilot")
-        p = self.params = declare_parameters(self, PARAMETERS)
-        sc = scenario_from_parameters(p)
-        self.scenario = sc
+        super().__init__("example_autopilot", PARAMETERS)
+        p, sc = self.params, self.scenario
         spec = p.policy
         try:
             self.factory = make_factory(spec, sc.task.type)

@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import Imu, NavSatFix
 from std_msgs.msg import UInt32
 
@@ -68,13 +67,11 @@ from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import Counters, run_node
+from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
-    declare_parameters,
-    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
@@ -107,16 +104,13 @@ PARAMETERS = ParamTable(
 )
 
 
-class FlightControllerNode(Node):
+class FlightControllerNode(ScenarioNode):
     """Velocity / waypoint PIDs of every vehicle under a controller (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__("flight_controller")
-        p = self.params = declare_parameters(self, PARAMETERS)
-        sc = scenario_from_parameters(p)
-        self.scenario = sc
-        n = sc.num_vehicles
-        self.num_vehicles = n
+        super().__init__("flight_controller", PARAMETERS)
+        sc = self.scenario
+        n = self.num_vehicles
         self._valid = np.ones(n, bool)
         self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
         modes = self.modes = self.fleet_control.modes

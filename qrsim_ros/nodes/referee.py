@@ -52,7 +52,6 @@ from geometry_msgs.msg import Point, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import NavSatFix
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
@@ -72,13 +71,11 @@ from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_SOURCE, GroundTruthSync, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import Counters, ParameterError, run_node
+from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
-    declare_parameters,
-    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
@@ -113,15 +110,13 @@ PARAMETERS = ParamTable(
 )
 
 
-class RefereeNode(Node):
+class RefereeNode(ScenarioNode):
     """The task's rules, the persons area and the mouse (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__("referee")
-        p = self.params = declare_parameters(self, PARAMETERS)
-        sc = scenario_from_parameters(p)
-        self.scenario = sc
-        n = self.num_vehicles = sc.num_vehicles
+        super().__init__("referee", PARAMETERS)
+        p, sc = self.params, self.scenario
+        n = self.num_vehicles
         if sc.seed == 0:
             self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
                                       "other nodes'; give every node the same concrete seed")

@@ -64,7 +64,6 @@ from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
-from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import UInt32
@@ -80,13 +79,11 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_pl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
-    declare_parameters,
-    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
@@ -146,16 +143,13 @@ PARAMETERS = ParamTable(
 )
 
 
-class VehicleDynamicsNode(Node):
+class VehicleDynamicsNode(ScenarioNode):
     """The fleet's integrator and the simulation clock (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__("vehicle_dynamics")
-        p = self.params = declare_parameters(self, PARAMETERS)
-        sc = scenario_from_parameters(p)
-        self.scenario = sc
-        n = sc.num_vehicles
-        self.num_vehicles = n
+        super().__init__("vehicle_dynamics", PARAMETERS)
+        p, sc = self.params, self.scenario
+        n = self.num_vehicles
         self.names = [vehicle_namespace(i) for i in range(n)]
         streams = RandomStreams(sc.seed)
         self.seed_entropy = streams.entropy

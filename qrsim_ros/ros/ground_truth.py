@@ -43,13 +43,11 @@ from qrsim_ros.ros.from_messages import (
     states_from_raw_odometry,
 )
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
-from qrsim_ros.ros.node import Counters
+from qrsim_ros.ros.node import Counters, ScenarioNode
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
-    declare_parameters,
-    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_GROUND_TRUTH, QOS_RELIABLE
 
@@ -363,7 +361,7 @@ GROUND_TRUTH_SOURCE = Param(
 GROUND_TRUTH_NODE_PARAMETERS = ParamTable("ground_truth_node", *SCENARIO_PARAMETERS, GROUND_TRUTH_SOURCE)
 
 
-class GroundTruthNode(Node):
+class GroundTruthNode(ScenarioNode):
     """Base of the nodes that step core models on the fleet's per-tick ground truth (wind_field, the
     sensors, the generic sensor node): the scenario (``scenario``, ``seed``, ``num_vehicles``), the
     Simulator's named streams, per-vehicle publishers and the ``GroundTruthSync`` wiring.
@@ -376,11 +374,7 @@ class GroundTruthNode(Node):
     """
 
     def __init__(self, name: str, parameters: ParamTable | None = None) -> None:
-        super().__init__(name)
-        #: the node's parameters (its table: ``GROUND_TRUTH_NODE_PARAMETERS`` and its own rows)
-        self.params = declare_parameters(self, parameters or GROUND_TRUTH_NODE_PARAMETERS)
-        self.scenario = scenario_from_parameters(self.params)
-        self.num_vehicles = self.scenario.num_vehicles
+        super().__init__(name, parameters or GROUND_TRUTH_NODE_PARAMETERS)
         self.streams = RandomStreams(self.scenario.seed)
 
     def per_vehicle_publishers(self, msg_type: Any, topic: str, qos: Any = QOS_RELIABLE) -> list[Any]:

@@ -23,6 +23,9 @@ from rclpy.signals import SignalHandlerOptions
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.ros.parameters import (
     ParameterError,
+    ParamTable,
+    declare_parameters,
+    scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_seconds
@@ -136,3 +139,15 @@ def _events_executor_class() -> Callable[[], Any] | None:
     except ImportError:
         return None
     return EventsExecutor
+
+
+class ScenarioNode(Node):
+    """Base of the simulator's nodes: the node's parameter table (``parameters.ParamTable``, starting with
+    ``SCENARIO_PARAMETERS``) declared in one call and read as ``self.params``, and the scenario it names
+    (``self.scenario``, ``self.num_vehicles``). Raises ParameterError on a bad value or scenario."""
+
+    def __init__(self, name: str, parameters: ParamTable) -> None:
+        super().__init__(name)
+        self.params = declare_parameters(self, parameters)
+        self.scenario = scenario_from_parameters(self.params)
+        self.num_vehicles = self.scenario.num_vehicles

@@ -201,11 +201,16 @@ def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     model = RangeFinder(2, params, RandomStreams(seed))
     model.reset(truth[0])
     checked = 0
+    x = truth[0]
     for k in range(0, max(truth) + 1):
-        if k > 0 and not model.step(k, truth[k]):
+        # a tick the recorder missed (it can drop one under load): step on the last state anyway, so
+        # the noise and dropout streams stay aligned (their draws do not depend on the state), and
+        # compare only ticks whose ground truth is in the bag
+        x = truth.get(k, x)
+        if k > 0 and not model.step(k, x):
             continue
         for i in range(2):
-            if (i, k) in ranges:
+            if k in truth and (i, k) in ranges:
                 expected = float(np.float32(model.range_m[i]))  # Range.range is float32
                 assert ranges[(i, k)] == expected, (i, k)
                 checked += 1

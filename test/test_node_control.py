@@ -383,7 +383,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     default (zero velocity, no set point), the mouse flees on the referee's escape command. The ground
     truth after 1 s and 2 s equals the in-process Simulator's with zero actions."""
     from nav_msgs.msg import Odometry
-    from qrsim_ros.msg import TaskStatus
+    from qrsim_ros.msg import TaskStatus, VehicleStatus
 
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.ros.from_messages import state_from_odometry
@@ -395,12 +395,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     got: dict[int, dict[int, np.ndarray]] = {k: {} for k in want}
     rewards: dict[int, tuple[float, float]] = {}
     try:
-        # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
-        # controller, referee) match, so the referee cannot miss the first task steps during discovery
-        graph.start("vehicle_dynamics", "cats_mouse_1b", seed=seed, lockstep=True, real_time_factor=0.0,
-                    use_sim_time=False, start_subscribers=6)
-        for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
-            graph.start(name, "cats_mouse_1b", seed=seed)
+        # The probe subscribes before the graph starts (the referee's first task steps come within a
+        # fraction of a second of tick 0 at real_time_factor 0: a probe that joined later missed them)
         probe = Probe(151, ros, monkeypatch)
 
         def on_odom(i: int, m: Any) -> None:
@@ -414,12 +410,25 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         probe.node.create_subscription(
             TaskStatus, "/referee/status",
             lambda m: rewards.__setitem__(m.step, (m.reward, m.cumulative_reward)), _qos())
+        # the probe counts in the start gate too (through a /sim/vehicle_status subscription): its
+        # discovery can take a second, which is hundreds of ticks at real_time_factor 0
+        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda m: None, _qos(10))
+        # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
+        # controller, referee) and the probe match, so nobody misses the first task steps during discovery
+        for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
+            graph.start(name, "cats_mouse_1b", seed=seed)
+        # the referee's status publisher discovered before the clock can start (a late match gets only
+        # the latest, latched status)
+        assert probe.spin_until(lambda: probe.node.count_publishers("/referee/status") >= 1, STARTUP_S)
+        graph.start("vehicle_dynamics", "cats_mouse_1b", seed=seed, lockstep=True, real_time_factor=0.0,
+                    use_sim_time=False, start_subscribers=7)
 
         def complete() -> bool:
             return all(len(v) == n for v in got.values()) and {1, 2} <= rewards.keys()
 
         assert probe.spin_until(complete, STARTUP_S), (
-            {k: sorted(v) for k, v in got.items()}, graph.log("flight_controller")[-2000:],
+            {k: sorted(v) for k, v in got.items()}, sorted(rewards)[:10],
+            graph.log("flight_controller")[-2000:],
             graph.log("referee")[-3000:])
     finally:
         codes = _close(graph, probe)

@@ -117,6 +117,7 @@ class Simulator:
         }
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
+        self._ex_has_nan_rows = False
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -249,13 +250,17 @@ class Simulator:
     def _assemble_estimated_state(self) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
         ex = self._ex
-        ex[:, ZERO_COLUMNS] = 0.0
+        if self._ex_has_nan_rows:  # a NaN row (invalid vehicle) has lost QRSim's zero columns too
+            ex[:, ZERO_COLUMNS] = 0.0
         fill_estimated_state(ex, position_ned=self.gps.position_ned, euler=self.ahars.orientation,
                              angular_velocity_frd=self.ahars.angular_velocity,
                              specific_force_frd=self.ahars.acceleration, height_m=self.ahars.height_m,
                              ground_velocity_ne=self.gps.velocity_ned[:, 0:2],
                              vertical_speed_mps=self.ahars.vertical_speed_mps)
-        ex[~self.fleet.valid] = np.nan
+        invalid = ~self.fleet.valid
+        self._ex_has_nan_rows = bool(invalid.any())
+        if self._ex_has_nan_rows:
+            ex[invalid] = np.nan
 
     # --- accessors ----------------------------------------------------------------------------------
     @property

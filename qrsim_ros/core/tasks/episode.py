@@ -71,7 +71,7 @@ class Episode:
     def on_tick(self, controls: ArrayLike) -> None:
         """The controls (N, 5) flown in the tick just observed (running costs); nothing once done."""
         if not self.done:
-            self.task.on_tick(np.asarray(controls, float))
+            self.task.on_tick(controls)  # type: ignore[arg-type]
 
     def end_step(self, step: int | None = None) -> float:
         """Close task step ``step`` (default: the next one) and return its reward; sets ``done`` and

@@ -57,6 +57,10 @@ class FleetControl:
         self.flight_z_ned_m = float(flight_z_ned_m)
         self.rows = {m: np.array([i for i, mm in enumerate(self.modes) if mm == m], int)
                      for m in CONTROL_MODES}
+        # per tick: the hover rows to start from, the modes that have vehicles, the flight height
+        self._hover = np.tile(HOVER_CONTROL, (self.num_vehicles, 1))
+        self._active = [(m, r, len(CONTROL_MODES[m])) for m, r in self.rows.items() if r.size]
+        self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self.rows["velocity"]))),
             "velocity_height": VelocityHeightPID(max(1, len(self.rows["velocity_height"]))),
@@ -84,15 +88,12 @@ class FleetControl:
         ex = np.asarray(ex, float)
         invalid = ~np.asarray(valid, bool)
         headings = np.asarray(headings_rad, float)
-        u = np.tile(HOVER_CONTROL, (self.num_vehicles, 1))
-        for mode, rows in self.rows.items():
-            if rows.size == 0:
-                continue
-            width = len(CONTROL_MODES[mode])
+        u = self._hover.copy()
+        for mode, rows, width in self._active:
             t = t_all[rows, :width]
             if mode == "attitude":
-                keep = invalid[rows] | ~np.all(np.isfinite(t), axis=1)
-                u[rows] = np.where(keep[:, None], u[rows], t)
+                fly = ~invalid[rows] & np.isfinite(t).all(axis=1)
+                u[rows] = np.where(fly[:, None], t, u[rows])
                 continue
             t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
             e = ex[rows]
@@ -100,8 +101,7 @@ class FleetControl:
             if mode == "velocity":
                 u[rows] = c.compute_from_estimated_state(e, t, headings[rows])
             elif mode == "velocity_height":
-                z = np.full(rows.size, self.flight_z_ned_m)
-                u[rows] = c.compute_from_estimated_state(e, t, z, headings[rows])
+                u[rows] = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
             else:
                 u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
         return u

@@ -28,15 +28,9 @@ cell per metre, layout of ``terrain.GridGeometry``) and ``/referee/markers``
 something changed: search and rescue: the persons, red until found then green; cats and mouse: the
 vehicles' labels and a sphere on the mouse; keep spot / goto waypoint: the targets).
 
-Visualisation (``markers``; only when changed; ``viz_period_s`` 0 turns the periodic ones off):
-``uavN/ground_truth/path`` (nav_msgs/Path, latched, one pose per ``path_period_s`` of simulated time,
-the last ``path_max_poses`` poses of the valid vehicles' ground truth), ``/viz/task_status``
-(visualization_msgs/MarkerArray, latched, at most once per ``viz_period_s``: the TaskStatus as a text
-above the area), ``/viz/terrain``
-(nav_msgs/OccupancyGrid, latched, per episode: /area/terrain with its classes spread over RViz's
-"costmap" colours) and ``uavN/robot_description`` (std_msgs/String, latched, once: the Pelican URDF,
-``robot_description_file`` or the package's urdf/pelican.urdf, for RViz's RobotModel display with TF
-prefix ``uavN``).
+Visualisation: ``ros.referee_display.RefereeDisplay`` (the URDF on ``uavN/robot_description``, the
+paths ``uavN/ground_truth/path``, ``/viz/task_status``, the cats' and mouse's labels and the targets on
+``/referee/markers``, ``/viz/terrain``; at most once per period and only when changed).
 
 After ``done`` the task is frozen (no further rewards or finds) and the final status is repeated on
 every task step until the next reset.
@@ -71,15 +65,15 @@ from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_SOURCE, GroundTruthSync, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, run_node
+from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
 )
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.referee_display import RefereeDisplay
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
-from qrsim_ros.ros.to_messages import quaternions_enu_flu
 from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
 #: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
@@ -166,7 +160,7 @@ class RefereeNode(ScenarioNode):
         self._last_markers: tuple[Any, ...] | None = None
         self._markers_tick = -(10**9)
         self._markers_due = False
-        self._setup_visualisation()
+        self.display = RefereeDisplay(self, sc, self.params, self._names, self.mouse, self._markers_pub)
         # services
         # The reset service awaits the dynamics' answer: a callback group is busy while its callback
         # runs (an awaiting coroutine included), so the service, and the client with its timeout
@@ -211,7 +205,7 @@ class RefereeNode(ScenarioNode):
         self._publish_terrain(k)
         self._markers_due = True
         self._markers_tick = -(10**9)  # tick numbers restart: publish the new episode's markers at once
-        self._new_episode_visualisation(x)
+        self.display.new_episode(x, self.tick)
 
     # --- inputs -----------------------------------------------------------------------------------------
     def _on_ground_truth(self, k: int, x: Array, accel: Array | None, present: np.ndarray,
@@ -329,14 +323,7 @@ class RefereeNode(ScenarioNode):
             self._publish_markers(k)
         if self.mouse is not None:
             self._publish_mouse(k, valid)
-        if self._viz_on:  # three comparisons per tick; the messages at most once per period
-            t_s = k * BASE_DT_S
-            if self._path_viz.due(t_s):
-                self._publish_paths(k, x, valid)
-            if self._text_viz.due(t_s):
-                self._publish_status_text(k)
-            if self._labels_viz is not None and self._labels_viz.due(t_s):
-                self._publish_labels(k, x, valid)
+        self.display.on_tick(k, x, valid)
 
     def _applied_controls(self, k: int, fresh: Array) -> Array:
         """The controls flown in the step t_(k-1) -> t_k: the command stamped t_(k-1) if received, else
@@ -380,7 +367,7 @@ class RefereeNode(ScenarioNode):
         msg.done = self.done
         msg.done_reason = self.done_reason
         self._status_pub.publish(msg)
-        self._last_status = msg
+        self.display.last_status = msg
 
     # --- cats and mouse ---------------------------------------------------------------------------------
     def _publish_mouse(self, k: int, valid: Array) -> None:
@@ -418,7 +405,7 @@ class RefereeNode(ScenarioNode):
         msg.info.origin.orientation.w = 1.0
         msg.data = terrain.grid.astype(np.int8).ravel().tolist()
         self._terrain_pub.publish(msg)
-        self._terrain_viz_pub.publish(viz.terrain_display_grid(msg, terrain.num_classes - 1))
+        self.display.publish_terrain(msg, terrain.num_classes - 1)
 
     def _publish_markers(self, k: int) -> None:
         if not isinstance(self.area, BoxWithPersonsArea):
@@ -435,82 +422,6 @@ class RefereeNode(ScenarioNode):
         stamp = stamp_from_tick(k)
         self._markers_pub.publish(viz.persons_markers(centres, found, self.area.person_size_m, MAP_FRAME,
                                                       stamp))
-
-    # --- visualisation (markers.py builders; docstring "Visualisation") -----------------------------------
-    def _setup_visualisation(self) -> None:
-        from nav_msgs.msg import Path
-        from std_msgs.msg import String
-
-        n, sc = self.num_vehicles, self.scenario
-        self._viz_on = self.params.viz_period_s > 0
-        self._last_status: TaskStatus | None = None
-        self._terrain_viz_pub = self.create_publisher(OccupancyGrid, "/viz/terrain", QOS_LATCHED)
-        self._text_pub = self.create_publisher(MarkerArray, "/viz/task_status", QOS_LATCHED)
-        self._path_pubs = [self.create_publisher(Path, f"{ns}/ground_truth/path", QOS_LATCHED)
-                           for ns in self._names]
-        self._paths = viz.PathHistory(n, MAP_FRAME, self.params.path_max_poses)
-        self._path_viz = viz.VizThrottle(self.params.path_period_s)
-        self._text_viz = viz.VizThrottle(self.params.viz_period_s)
-        # the cats' and mouse's labels go on /referee/markers: that topic's period
-        self._labels_viz = viz.VizThrottle(self.params.marker_period_s) if self.mouse is not None else None
-        self._text_anchor, self._text_height_m = viz.status_text_anchor(sc.area_limits_ned)
-        try:
-            urdf = viz.load_robot_description(self.params.robot_description_file or None)
-        except (FileNotFoundError, OSError) as exc:
-            if self.params.robot_description_file:
-                raise ParameterError(f"parameter 'robot_description_file': {exc}") from None
-            self.get_logger().error(f"{exc}: uavN/robot_description not published (RViz's RobotModel "
-                                    "will show nothing; the simulation is not affected)")
-            return
-        description = viz.robot_description_message(urdf)
-        self._description_pubs = [self.create_publisher(String, f"{ns}/robot_description", QOS_LATCHED)
-                                  for ns in self._names]
-        for pub in self._description_pubs:
-            pub.publish(description)
-
-    def _new_episode_visualisation(self, x: Array) -> None:
-        """A new episode: empty paths, the status text and labels at once, the task's targets."""
-        self._paths.clear()
-        for throttle in (self._path_viz, self._text_viz, self._labels_viz):
-            if throttle is not None:
-                throttle.reset()
-        task = self.scenario.task
-        if task.type in ("keep_spot", "keep_spot_x10", "goto_waypoint"):
-            # the targets of the terminal reward (GenericTask): the start points, or the waypoint
-            targets = (np.asarray(task.waypoint_ned, float).reshape(1, 3) if task.type == "goto_waypoint"
-                       else np.asarray(x, float)[:, 0:3])
-            stamp = stamp_from_tick(self.tick)
-            self._markers_pub.publish(viz.target_markers(targets, MAP_FRAME, stamp))
-
-    def _publish_paths(self, k: int, x: Array, valid: Array) -> None:
-        key = viz.content_key(np.where(valid[:, None], x[:, 0:3], np.nan))
-        if not self._path_viz.changed(k * BASE_DT_S, key):
-            return
-        stamp = stamp_from_tick(k)
-        vehicles = np.flatnonzero(valid).tolist()
-        self._paths.append(stamp, ned_to_enu(x[:, 0:3]), quaternions_enu_flu(x), vehicles)
-        for i in vehicles:
-            self._path_pubs[i].publish(self._paths.paths[i])
-
-    def _publish_status_text(self, k: int) -> None:
-        if self._last_status is None:
-            return
-        text = viz.task_status_text(self._last_status)
-        if self._text_viz.changed(k * BASE_DT_S, text):
-            self._text_pub.publish(viz.text_markers(text, self._text_anchor, self._text_height_m, MAP_FRAME,
-                                                    stamp_from_tick(k)))
-
-    def _publish_labels(self, k: int, x: Array, valid: Array) -> None:
-        """Cats and mouse: labels above the vehicles (those still valid) and a sphere on the mouse."""
-        assert self._labels_viz is not None and self.mouse is not None
-        pos = np.where(valid[:, None], x[:, 0:3], np.nan)
-        if not self._labels_viz.changed(k * BASE_DT_S, viz.content_key(pos, resolution=0.05)):
-            return
-        labels = [f"cat {i + 1}" for i in range(self.num_vehicles)]
-        labels[self.mouse] = "mouse"
-        self._markers_pub.publish(viz.vehicle_label_markers(pos, labels, MAP_FRAME,
-                                                            stamp_from_tick(k),
-                                                            highlight=self.mouse))
 
     # --- services -----------------------------------------------------------------------------------
     async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

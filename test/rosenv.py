@@ -63,3 +63,31 @@ def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, s
             return False
         executor.spin_once(timeout_sec=step_s)
     return True
+
+
+#: Domains this test process has handed out (a graph's processes may outlive its test by a moment).
+_DOMAINS_TAKEN: set[int] = set()
+
+
+def free_domain() -> int:
+    """A ROS_DOMAIN_ID that no DDS participant on this machine uses now, for one test's graph.
+
+    Fast DDS's first participant of domain d binds UDP port 7410 + 250 d (unicast discovery); if that
+    port can be bound, nobody is on the domain. The search starts at a place that depends on the pid, so
+    two test suites running at once on one machine probe different domains first.
+    """
+    import socket
+
+    start = os.getpid() % 200
+    for j in range(200):
+        domain = 1 + (start + 7 * j) % 200
+        if domain in _DOMAINS_TAKEN:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("", 7410 + 250 * domain))
+            except OSError:
+                continue
+        _DOMAINS_TAKEN.add(domain)
+        return domain
+    raise RuntimeError("no free ROS_DOMAIN_ID in 1..200")

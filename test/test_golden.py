@@ -8,7 +8,6 @@ recorded (the recorder may stop a few ticks before the end) and requires nearly 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -71,19 +70,14 @@ def test_simulator_traces_are_identical(in_process_outputs: Path, name: str) -> 
     _assert_npz_equal(in_process_outputs / name, _golden(name))
 
 
-def _graph_domain(index: int) -> int:
-    # away from the other graph tests' fixed domains; the pid spreads concurrent suites apart
-    return 160 + (os.getpid() * 7 + index * 13) % 60
-
-
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(produce.GRAPH_CASES))
 def test_lockstep_graph_matches_golden(tmp_path: Path, case: str) -> None:
-    from rosenv import require_ros
+    from rosenv import free_domain, require_ros
 
     require_ros()
-    new = produce.graph_run(case, tmp_path, _graph_domain(sorted(produce.GRAPH_CASES).index(case)))
+    new = produce.graph_run(case, tmp_path, free_domain())
     old = dict(np.load(_golden(f"graph_{case}.npz")))
     # ground truth by (episode, tick)
     new_keys = {tuple(k): j for j, k in enumerate(new["episode_tick"])}

@@ -2,7 +2,8 @@
 
 The graph tests run the real nodes of the contract (vehicle_dynamics, wind_field, imu, gps, altimeter,
 flight_controller, referee) in lockstep as fast as possible; this test process is the external
-autopilot (an rclpy node of its own, in its own DDS domain). ROS_DOMAIN_IDs 150-169 are this file's.
+autopilot (an rclpy node of its own, in its own DDS domain). Each test takes a free ROS_DOMAIN_ID
+(``rosenv.free_domain``), so two suites on one machine never mix.
 Every wait is on an event (a message, a service answer, a process exit) with a wall-clock deadline.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, python, require_ros, ros_env, spin_until
+from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, spin_until
 
 pytestmark = pytest.mark.ros
 
@@ -261,7 +262,8 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
 
     scenario = ros / "waypoint.yaml"
     scenario.write_text(WAYPOINT_SCENARIO)
-    graph = Graph(ros, 150)
+    domain = free_domain()
+    graph = Graph(ros, domain)
     probe = None
     try:
         # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
@@ -272,7 +274,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
             graph.start(name, scenario)
         graph.start("flight_controller", scenario, report_period_s=0.2)
         graph.start("referee", scenario)
-        probe = Probe(150, ros, monkeypatch)
+        probe = Probe(domain, ros, monkeypatch)
         from diagnostic_msgs.msg import DiagnosticArray
 
         node = probe.node
@@ -388,7 +390,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.ros.from_messages import state_from_odometry
 
-    graph = Graph(ros, 151)
+    domain = free_domain()
+    graph = Graph(ros, domain)
     probe = None
     n, seed = 4, 5
     want = {50, 100}
@@ -397,7 +400,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     try:
         # The probe subscribes before the graph starts (the referee's first task steps come within a
         # fraction of a second of tick 0 at real_time_factor 0: a probe that joined later missed them)
-        probe = Probe(151, ros, monkeypatch)
+        probe = Probe(domain, ros, monkeypatch)
 
         def on_odom(i: int, m: Any) -> None:
             k = _tick(m.header.stamp)
@@ -458,7 +461,8 @@ def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:
         "referee": ({"reset_timeout_s": -1.0}, "reset_timeout_s"),
         "example_autopilot": ({"policy": "no-such-policy"}, "policy"),
     }
-    graph = Graph(ros, 152)
+    domain = free_domain()
+    graph = Graph(ros, domain)
     for name, (params, _) in cases.items():
         graph.start(name, "search_rescue_2a", **params)
     graph.start("flight_controller", "no_such_scenario", alias="unknown_scenario")
@@ -489,13 +493,14 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
     from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
 
     scenario = "search_rescue_2a"  # one vehicle, velocity control, GPS at 5 Hz (every 10 ticks)
-    graph = Graph(ros, 154)
+    domain = free_domain()
+    graph = Graph(ros, domain)
     probe = None
     try:
         graph.start("flight_controller", scenario, seed=3, use_vehicle_status=False)  # no vehicle_dynamics
         for name in ("referee", "example_autopilot"):
             graph.start(name, scenario, seed=3)
-        probe = Probe(154, ros, monkeypatch)
+        probe = Probe(domain, ros, monkeypatch)
         node = probe.node
         cmds: list[Any] = []
         setpoints: list[Any] = []

@@ -11,7 +11,6 @@ with the same seed, and the mount's static transform.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,7 +159,7 @@ def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) ->
 @pytest.mark.ros
 @pytest.mark.slow
 def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
-    from rosenv import require_ros, ros_env
+    from rosenv import free_domain, require_ros, ros_env
 
     require_ros()
     from rosbags.highlevel import AnyReader
@@ -171,7 +170,7 @@ def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     scenario = _scenario_file(tmp_path, "keep_spot_x10", section, num_vehicles=2)
     seed = 21
     bag = tmp_path / "bag"
-    env = ros_env(tmp_path, 120 + (os.getpid() * 11) % 60)
+    env = ros_env(tmp_path, free_domain())
     cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
            "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0", "--duration", "4",
            "--record", str(bag)]

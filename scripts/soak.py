@@ -280,6 +280,8 @@ DETECT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "autopilot_stop": ("failsafe", "timeout", "expired"),
     "disk_full": ("disk", "space", "full", "write", "dropped", "error"),
 }
+#: Wall seconds to wait for the recorder to report a full disk (it writes in batches).
+DISK_FULL_WAIT_S = 15.0
 #: Launcher output (lines after the injection) that shows a fault.
 OUTPUT_PATTERNS: dict[str, str] = {
     "disk_full": r"no space|free space|disk (is )?full|ENOSPC|errno 28",
@@ -555,7 +557,11 @@ class Run:
         if left_tmp:
             violations.append("leftover launcher directories: " + ", ".join(left_tmp))
         new_shm = shm_files() - self.shm_before
-        stale_shm = sorted(new_shm - mapped_shm_files()) if new_shm else []
+        unmapped = sorted(new_shm - mapped_shm_files()) if new_shm else []
+        # Fast DDS's port mutexes (sem.fastdds_port<N>_mutex) are named semaphores it keeps on purpose
+        # (shared by every participant of the port, opened only while used): counted, not a violation.
+        sems = [p for p in unmapped if re.search(r"/sem\.fast\w*_port\d+_mutex$", p)]
+        stale_shm = [p for p in unmapped if p not in sems]
         if stale_shm:
             violations.append(f"{len(stale_shm)} /dev/shm file(s) nobody maps: "
                               + ", ".join(Path(p).name for p in stale_shm[:4])
@@ -566,7 +572,8 @@ class Run:
         self.probe.close()
         self.end.update(exit_status=rc, summary=summary, died=died, wall_s=round(wall_s, 1),
                         stopped_by_soak=stopped_by_soak, expected_end=self.expected_end, orphans=orphans,
-                        leftover_dirs=left_tmp, leftover_shm=len(stale_shm), bag=bag["describe"],
+                        leftover_dirs=left_tmp, leftover_shm=len(stale_shm), new_port_mutexes=len(sems),
+                        bag=bag["describe"],
                         bag_truncated=bag["truncated"], domain=self.domain,
                         tmpfs=self.fs_mounted or self.fs_error)
         self.bag_ticks = bag["ticks"]
@@ -814,6 +821,12 @@ def check_running_fault(run: Run, res: FaultResult, before: dict[tuple[str, str]
     kind, args = res.fault.kind, run.args
     pos0 = run.probe.position()
     time.sleep(args.settle_s)  # counters publish at most once a second: give them time
+    if kind == "disk_full":  # the recorder notices at its next write: wait for a word from it, then a bit
+        deadline = time.monotonic() + DISK_FULL_WAIT_S
+        while time.monotonic() < deadline and not any(
+                re.search(OUTPUT_PATTERNS[kind], ln, re.I) for ln in run.output_since(t_inject)):
+            time.sleep(0.5)
+        time.sleep(args.settle_s)
     pos1 = run.probe.position()
     after = run.probe.counters()
     evidence = rising(before, after, DETECT_KEYWORDS.get(kind, ()))
@@ -936,25 +949,33 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             end_run(r, by_soak=True)
         return None
 
+    def wait_until(t: float, restart: bool) -> None:
+        """Idle until wall time ``t``, ending a run that stops by itself (episode done) and, with
+        ``restart``, starting the next one (not in the last minute: it would hardly get to tick 0)."""
+        nonlocal run
+        while True:
+            if run is not None and not run.running:
+                end_run(run, by_soak=False)
+                run = None
+            now = time.monotonic()
+            if now >= t:
+                return
+            if run is None and restart and t - now > 60.0:
+                run = new_run()
+            time.sleep(min(t - now, 1.0))
+
     try:
+        run = new_run()
         for fault in schedule:
             if time.monotonic() > deadline:
                 break
-            while True:
-                if run is not None and not run.running:  # ended by itself (episode done) or by a fault
+            wait_until(t_start + fault.at_s, restart=True)
+            if run is None or not run.running:
+                if run is not None:
                     end_run(run, by_soak=False)
-                    run = None
+                run = new_run()
                 if run is None:
-                    run = new_run()
-                    if run is None:
-                        raise RuntimeError("the graph did not start three times in a row: see the logs in "
-                                           f"{workdir}")
-                wait_s = t_start + fault.at_s - time.monotonic()
-                if wait_s <= 0:
-                    break
-                time.sleep(min(wait_s, 1.0))
-            if not run.running:
-                continue
+                    raise RuntimeError(f"the graph did not start three times in a row: see {workdir}")
             print(f"soak: fault {fault.index} at {time.monotonic() - t_start:6.1f} s: {fault.kind} "
                   f"{fault.target} {fault.variant}".rstrip(), flush=True)
             res = run_fault(run, fault)
@@ -973,6 +994,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                     f"detected={res.detected} survived={res.survived}")
                 print(f"soak:   {state}; evidence: {'; '.join(res.evidence) or 'none'}"
                       + (f"; violations: {'; '.join(res.violations)}" if res.violations else ""), flush=True)
+        wait_until(deadline, restart=True)  # the soak lasts --minutes even after the last fault
     finally:
         if run is not None:
             run.expected_end = run.expected_end or "clean"

@@ -274,7 +274,7 @@ DETECT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "flood": ("stale", "stamp", "rejected", "dropped", "flood", "expired"),
     "malformed": ("rejected", "non_finite", "nan", "frame", "invalid"),
     "foreign_run": ("foreign", "run_id", "other_run", "rejected"),
-    "forged_tick": ("tick", "forged", "jump", "rejected"),
+    "forged_tick": ("forged", "jump", "rejected", "out_of_order", "non_consecutive"),
     "stale_stamp": ("stale", "stamp", "rejected", "expired", "old"),
     "future_stamp": ("future", "stamp", "rejected", "ahead"),
     "autopilot_stop": ("failsafe", "timeout", "expired"),
@@ -352,10 +352,11 @@ class Probe:
                 self.run_id = rid
             self.status = msg
             self.ticks_seen[msg.episode].add(msg.tick)
-            # the status counter arrays, summed over vehicles, as pseudo-diagnostics
+            # the status counter arrays, per vehicle, as pseudo-diagnostics
             for name, typ in self._status_fields:
                 if typ.startswith("sequence<uint") or typ.startswith("sequence<int"):
-                    self.diag[("/sim/vehicle_status", name)] = str(sum(getattr(msg, name)))
+                    for vname, value in zip(msg.names, getattr(msg, name), strict=False):
+                        self.diag[(f"/sim/vehicle_status/{vname}", name)] = str(value)
             if self.has_failsafe:
                 for vname, fs in zip(msg.names, msg.failsafe, strict=False):
                     if fs:
@@ -414,10 +415,14 @@ class Probe:
 
 
 def rising(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],
-           keywords: Sequence[str]) -> list[str]:
-    """Counters whose key contains a keyword and that rose from ``before`` (absent: 0) to ``after``."""
+           keywords: Sequence[str], vehicle: str = "") -> list[str]:
+    """Counters whose key contains a keyword and that rose from ``before`` (absent: 0) to ``after``.
+    With ``vehicle``, per-vehicle counters (``/sim/vehicle_status/uavN``) of other vehicles are left out:
+    a fault aimed at one vehicle must show on that one."""
     out = []
     for (name, key), v in after.items():
+        if vehicle and name.startswith("/sim/vehicle_status/") and name.rsplit("/", 1)[1] != vehicle:
+            continue
         if any(w in key.lower() for w in keywords) and v > before.get((name, key), 0.0):
             out.append(f"{name}:{key} {before.get((name, key), 0.0):g}->{v:g}")
     return out
@@ -445,6 +450,7 @@ class Run:
         self.log_path = workdir / f"launch{index}.log"
         self.lines: collections.deque[tuple[float, str]] = collections.deque(maxlen=20000)
         self.started = threading.Event()
+        self.started_at = math.inf  # monotonic time of tick 0
         self.shm_before = shm_files()
         self.pids: dict[str, tuple[int, list[str]]] = {}  # node name -> (pid, cmdline)
         self.expected_end: str | None = None  # why the run should end: a fault kind, 'clean'
@@ -506,6 +512,7 @@ class Run:
         while not self.started.is_set() and self.running and time.monotonic() < deadline:
             self.started.wait(0.2)
         if self.started.is_set():
+            self.started_at = time.monotonic()
             self.probe.wait_for_status(20.0)
             self.refresh_pids()
         return self.started.is_set()
@@ -829,7 +836,11 @@ def check_running_fault(run: Run, res: FaultResult, before: dict[tuple[str, str]
         time.sleep(args.settle_s)
     pos1 = run.probe.position()
     after = run.probe.counters()
-    evidence = rising(before, after, DETECT_KEYWORDS.get(kind, ()))
+    vehicle = res.fault.target if res.fault.target.startswith("uav") else ""
+    evidence = rising(before, after, DETECT_KEYWORDS.get(kind, ()), vehicle)
+    if evidence and "published" in res.detail:  # what the counters saw of what was sent
+        rises = [e.rsplit(" ", 1)[1].split("->") for e in evidence]  # "name:key a->b"
+        res.detail["counted"] = max(float(b) - float(a) for a, b in rises)
     pattern = OUTPUT_PATTERNS.get(kind)
     if pattern:
         evidence += [f"output: {ln[:160]}" for ln in run.output_since(t_inject)
@@ -976,6 +987,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                 run = new_run()
                 if run is None:
                     raise RuntimeError(f"the graph did not start three times in a row: see {workdir}")
+            time.sleep(max(0.0, run.started_at + args.warmup_s - time.monotonic()))  # not at tick 0
             print(f"soak: fault {fault.index} at {time.monotonic() - t_start:6.1f} s: {fault.kind} "
                   f"{fault.target} {fault.variant}".rstrip(), flush=True)
             res = run_fault(run, fault)
@@ -1020,6 +1032,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flood-hz", type=float, default=10000.0, help="flood rate [Hz] (default 10 kHz)")
     ap.add_argument("--settle-s", type=float, default=3.0, help="wall seconds from a fault to its checks")
     ap.add_argument("--start-timeout-s", type=float, default=180.0)
+    ap.add_argument("--warmup-s", type=float, default=5.0,
+                    help="wall seconds from tick 0 to a run's first fault")
     ap.add_argument("--bag-fs-mb", type=int, default=256, help="size of the bag's tmpfs [MB]")
     ap.add_argument("--no-tmpfs", dest="tmpfs", action="store_false", help="bags on the work dir's disk")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (launcher logs)")

@@ -30,7 +30,7 @@ def test_schedule_depends_on_the_seed_alone(soak: ModuleType) -> None:
     # 10 minutes at one fault per ~20 s: about 30 faults, in time order, all inside the soak
     assert 20 <= len(a) <= 45
     times = [f.at_s for f in a]
-    assert times == sorted(times) and 0 < times[0] and times[-1] <= 600.0
+    assert times == sorted(times) and times[0] > 0 and times[-1] <= 600.0
     assert [f.index for f in a] == list(range(len(a)))
 
 
@@ -57,7 +57,7 @@ def test_schedule_of_chosen_kinds_and_bad_input(soak: ModuleType) -> None:
     faults = soak.make_schedule(3, 5.0, kinds=["flood", "kill9"], mean_gap_s=10.0)
     assert {f.kind for f in faults} == {"flood", "kill9"}
     assert soak.make_schedule(3, 0.0) == []
-    with pytest.raises(ValueError, match="unknown fault kind.*'fire'"):
+    with pytest.raises(ValueError, match=r"unknown fault kind.*'fire'"):
         soak.make_schedule(3, 1.0, kinds=["fire"])
     with pytest.raises(ValueError, match="mean_gap_s > 0"):
         soak.make_schedule(3, 1.0, mean_gap_s=0.0)
@@ -92,4 +92,12 @@ def test_detection_looks_for_rising_counters_by_name(soak: ModuleType) -> None:
     found = soak.rising(before, after, soak.DETECT_KEYWORDS["forged_tick"])
     assert found == ["/flight_controller:setpoint_rejected_frame 2->7", "/referee:ticks_rejected 0->1"]
     assert soak.rising(before, before, ("rejected",)) == []
+    # a fault aimed at uav3 shows on uav3's own status counters, not on another vehicle's
+    status_before = {("/sim/vehicle_status/uav3", "commands_rejected"): 0.0,
+                     ("/sim/vehicle_status/uav4", "commands_rejected"): 0.0}
+    status_after = {("/sim/vehicle_status/uav3", "commands_rejected"): 0.0,
+                    ("/sim/vehicle_status/uav4", "commands_rejected"): 9.0}
+    assert soak.rising(status_before, status_after, ("rejected",), vehicle="uav3") == []
+    assert soak.rising(status_before, status_after, ("rejected",), vehicle="uav4") == [
+        "/sim/vehicle_status/uav4:commands_rejected 0->9"]
     assert soak.missing_in({1, 2, 4, 5}, 1, 6) == 2 and soak.missing_in(set(), 5, 4) == 0

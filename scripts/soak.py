@@ -988,6 +988,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                 if run is None:
                     raise RuntimeError(f"the graph did not start three times in a row: see {workdir}")
             time.sleep(max(0.0, run.started_at + args.warmup_s - time.monotonic()))  # not at tick 0
+            if time.monotonic() > deadline:  # a restart took the rest of the soak
+                break
             print(f"soak: fault {fault.index} at {time.monotonic() - t_start:6.1f} s: {fault.kind} "
                   f"{fault.target} {fault.variant}".rstrip(), flush=True)
             res = run_fault(run, fault)

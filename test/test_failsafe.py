@@ -184,3 +184,87 @@ def test_bad_failsafe_settings_are_one_clear_line(tmp_path: Path, key: str, valu
     with pytest.raises((ConfigError, ValueError)) as info:
         simulator(tmp_path, "hold", **{key: value})
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# --- the graph: the same expiry in the flight_controller, stamps checked -----------------------------------
+
+@pytest.mark.ros
+def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lockstep graph flown by one set point stamped 0 (then silence) enters 'hold' at the tick the
+    Simulator does, on the same trajectory; set points stamped -100 s and +1e6 s are rejected and a
+    1e9 m/s one is clamped, each counted in /sim/vehicle_status."""
+    from rosenv import free_domain, require_ros
+    from test_node_control import LIB, STARTUP_S, Graph, Probe, _close, _qos
+
+    require_ros()
+    from geometry_msgs.msg import TwistStamped
+
+    from qrsim_ros.msg import VehicleStatus
+
+    scenario = tmp_path / "velocity_hold.yaml"
+    scenario.write_text(SCENARIO.format(control="velocity", failsafe="hold"))
+    assert (LIB / "flight_controller").exists()
+    graph = Graph(tmp_path, free_domain())
+    probe = None
+    try:
+        graph.start("vehicle_dynamics", scenario, lockstep=True, real_time_factor=1.0, use_sim_time=False,
+                    start_subscribers=6, lockstep_timeout_s=2.0)
+        for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller"):
+            graph.start(name, scenario)
+        probe = Probe(int(graph.env["ROS_DOMAIN_ID"]), tmp_path, monkeypatch)
+        node = probe.node
+        pub = node.create_publisher(TwistStamped, "uav1/cmd/velocity", _qos(10))
+
+        def setpoint(north_mps: float, sec: int = 0, nanosec: int = 0) -> TwistStamped:
+            m = TwistStamped()
+            m.header.frame_id = "map"
+            m.header.stamp.sec, m.header.stamp.nanosec = sec, nanosec
+            m.twist.linear.y = north_mps  # ENU: y is north
+            return m
+
+        # the set point stamped t = 0 reaches the flight controller before the graph starts: the probe's
+        # status subscription is the last of the start gate's 6
+        assert probe.spin_until(lambda: pub.get_subscription_count() >= 1, STARTUP_S)
+        pub.publish(setpoint(2.0))
+        assert probe.spin_until(lambda: False, 1.0) is False  # delivered (reliable) before the start
+        status: dict[int, Any] = {}
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status",
+                                 lambda m: status.setdefault(int(m.tick), m), _qos())
+        assert probe.spin_until(lambda: 200 in status, STARTUP_S), "the graph did not run 200 ticks"
+        onset = min(k for k, m in status.items() if m.failsafe[0])
+        assert status[onset].failsafe[0] == "hold" and status[onset].failsafe_onsets[0] == 1
+
+        # the Simulator: the same set point at the first tick, then silence
+        sim = Simulator(load_scenario(scenario))
+        sim.step(np.array([[2.0, 0.0, 0.0]]))
+        in_process = {1: sim.true_state()}
+        while sim.tick < 200:
+            sim.step(SILENT)
+            in_process[sim.tick] = sim.true_state()
+            if not sim.failsafe[0]:
+                sim_onset = sim.tick + 1
+        assert onset == sim_onset == 1 + EXPIRY
+        worst = max(np.abs(np.array(status[k].state).reshape(-1, 13)[:, :12] - in_process[k][:, :12]).max()
+                    for k in range(1, 201) if k in status)
+        assert worst < 1e-6, worst
+
+        # stamps: 100 s in the past, 1e6 s ahead -> rejected and counted; a 1e9 m/s set point -> clamped
+        pub.publish(setpoint(1.0, sec=-100))
+        pub.publish(setpoint(1.0, sec=1_000_000))
+        assert probe.spin_until(lambda: status[max(status)].setpoints_rejected[0] >= 2, 30), \
+            status[max(status)].setpoints_rejected
+        assert status[max(status)].failsafe[0] == "hold"  # neither was flown
+
+        def fresh_huge() -> bool:
+            last = status[max(status)]
+            pub.publish(setpoint(1e9, last.header.stamp.sec, last.header.stamp.nanosec))
+            return probe.spin_until(lambda: status[max(status)].setpoints_clamped[0] >= 1, 0.3)
+
+        assert probe.spin_until(fresh_huge, 30), "no clamp counted"
+        last = status[max(status)]
+        assert last.setpoints_clamped[0] == 1 and last.setpoints_rejected[0] == 2
+        assert any(not m.failsafe[0] for k, m in status.items() if k > 250)  # flown: out of the failsafe
+    finally:
+        codes = _close(graph, probe)
+    assert all(c == 0 for c in codes.values()), {n: graph.log(n)[-2000:] for n in codes}

@@ -369,6 +369,20 @@ def test_progress_sums_time_over_resets() -> None:
     assert p.real_time_factor == pytest.approx(3.0 / 2.0)
 
 
+def test_progress_shows_failsafes_and_command_faults() -> None:
+    from types import SimpleNamespace
+
+    from qrsim_ros.cli.launch import Progress
+
+    p = Progress()
+    assert p.failsafe_text() == "" and p.command_faults() == ""
+    p.on_vehicle_status(SimpleNamespace(names=["uav1", "uav2"], failsafe=["", "hold"], failsafe_onsets=[0, 1],
+                                        setpoints_rejected=[2, 0], setpoints_clamped=[0, 1],
+                                        commands_rejected=[0, 0], commands_clamped=[0, 0]))
+    assert "failsafe uav2 hold" in p.line()
+    assert p.command_faults() == ("failsafe onsets 1, set points rejected 2, set points clamped 1 (uav2)")
+
+
 def test_console_redraws_the_status_line_on_a_terminal() -> None:
     import io
 

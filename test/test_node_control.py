@@ -293,6 +293,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         def pose(x: float, y: float, z: float, frame: str = "map") -> PoseStamped:
             m = PoseStamped()
             m.header.frame_id = frame
+            m.header.stamp = odom[-1].header.stamp  # issued now: set points expire (command_timeout_s)
             m.pose.position.x, m.pose.position.y, m.pose.position.z = x, y, z
             m.pose.orientation.w = 1.0
             return m

@@ -261,6 +261,7 @@ class Progress:
     _window: collections.deque[tuple[float, float]] = field(default_factory=lambda: collections.deque())
     status: Any = None
     done: bool = False
+    vehicle_status: Any = None  # the latest /sim/vehicle_status (failsafes and input counters)
 
     def on_clock(self, t_s: float, wall: float) -> None:
         if self._last_clock_s is not None and t_s < self._last_clock_s - 1e-9:
@@ -273,6 +274,31 @@ class Progress:
         self._window.append((wall, self.sim_elapsed_s))
         while len(self._window) > 2 and wall - self._window[0][0] > 3.0:
             self._window.popleft()
+
+    def on_vehicle_status(self, msg: Any) -> None:
+        self.vehicle_status = msg
+
+    def failsafe_text(self) -> str:
+        """'uav2 hold, uav5 land' for the vehicles flying their failsafe now ('' if none)."""
+        vs = self.vehicle_status
+        if vs is None:
+            return ""
+        active = [f"{n} {f}" for n, f in zip(vs.names, vs.failsafe, strict=False) if f]
+        return ", ".join(active[:3]) + (f" +{len(active) - 3}" if len(active) > 3 else "")
+
+    def command_faults(self) -> str:
+        """Failsafe onsets and rejected/clamped set points and commands since start ('' if none)."""
+        vs = self.vehicle_status
+        if vs is None:
+            return ""
+        onsets = [n for n, c in zip(vs.names, vs.failsafe_onsets, strict=False) if c]
+        counts = {"failsafe onsets": sum(vs.failsafe_onsets),
+                  "set points rejected": sum(vs.setpoints_rejected),
+                  "set points clamped": sum(vs.setpoints_clamped),
+                  "cmd/attitude rejected": sum(vs.commands_rejected),
+                  "cmd/attitude clamped": sum(vs.commands_clamped)}
+        text = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        return text + (f" ({', '.join(onsets)})" if onsets else "") if text else ""
 
     def on_status(self, msg: Any) -> None:
         self.status = msg
@@ -307,6 +333,9 @@ class Progress:
             parts.append(f"step {st.step}")
             if st.done:
                 parts.append(f"done: {st.done_reason or 'yes'}")
+        failsafe = self.failsafe_text()
+        if failsafe:
+            parts.append(f"failsafe {failsafe}")
         return " | ".join(parts)
 
 
@@ -342,6 +371,8 @@ class StatusListener:
         self.node.create_subscription(Clock, "/clock", lambda m, info: progress.on_clock(
             m.clock.sec + m.clock.nanosec * 1e-9, info["source_timestamp"] * 1e-9), clock_qos)
         self.node.create_subscription(TaskStatus, "/referee/status", progress.on_status, status_qos)
+        self._progress = progress
+        self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
         from rclpy.executors import SingleThreadedExecutor
 
         # a wait-set executor: a poll takes only the latest sample of each subscription
@@ -351,7 +382,17 @@ class StatusListener:
     def spin_once(self, timeout_s: float) -> None:
         """Handle what has arrived (at most a few callbacks), then sleep out the rest of timeout_s."""
         deadline = time.monotonic() + timeout_s
-        for _ in range(3):  # two subscriptions of depth 1: at most two callbacks are ready
+        if self._vehicle_status_sub is None and self._progress.first_wall is not None:
+            # only after the start gate opened (it counts the subscribers of /sim/vehicle_status)
+            from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+            from qrsim_ros.msg import VehicleStatus
+
+            qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
+                             history=HistoryPolicy.KEEP_LAST)
+            self._vehicle_status_sub = self.node.create_subscription(
+                VehicleStatus, "/sim/vehicle_status", self._progress.on_vehicle_status, qos)
+        for _ in range(4):  # three subscriptions of depth 1: at most three callbacks are ready
             self.executor.spin_once(timeout_sec=0.0)
         left = deadline - time.monotonic()
         if left > 0:
@@ -595,6 +636,9 @@ class Launcher:
                 text.append(f"Persons found: {st.persons_found} of {st.persons_total}.")
             text.append(f"Reward: {st.cumulative_reward:.6g} after {st.step} task steps"
                         f"{' (episode done: ' + st.done_reason + ')' if st.done else ''}.")
+        faults = p.command_faults()
+        if faults:
+            text.append(f"Commands: {faults}.")
         bag = bag_dir(self.specs)
         if bag is not None:
             text.append(f"Bag: {bag} ({describe_bag(bag)}).")

@@ -14,7 +14,11 @@ person found; cats and mouse flies ``Pursuit`` and plume mapping ``RandomSearch`
 
 Cadence: the policy is asked for new set points whenever the referee publishes a task step
 (``/referee/status``), as the in-process runner calls it once per task step; the set points are held
-by the flight controller in between. A new episode (the status' step goes back to 0) rebuilds the
+by the flight controller in between. Set points expire (``vehicle.command_timeout_s``, 0.5 s of
+simulated time by default, as PX4's offboard mode wants >= 2 Hz), so the latest ones are re-sent every
+``SETPOINT_PERIOD_TICKS`` ticks of ``/clock``, stamped with its time: the stream that tells the
+simulator the autopilot is alive. When this node dies, the vehicles fly their failsafe.
+A new episode (the status' step goes back to 0) rebuilds the
 policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
 waits for the next episode.
 """
@@ -48,8 +52,11 @@ from qrsim_ros.ros.parameters import (
     Param,
     ParamTable,
 )
-from qrsim_ros.ros.qos import QOS_RELIABLE
-from qrsim_ros.ros.stamps import seconds_of_stamp
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_RELIABLE
+from qrsim_ros.ros.stamps import seconds_of_stamp, tick_of_stamp
+
+#: Set points are re-sent every this many ticks of /clock (0.2 s: 5 Hz, well inside a 0.5 s timeout).
+SETPOINT_PERIOD_TICKS = 10
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,10 @@ class ExampleAutopilotNode(ScenarioNode):
             else:
                 self._pubs[i] = self.create_publisher(TwistStamped, f"{ns}/cmd/velocity", QOS_RELIABLE)
         self.create_subscription(TaskStatus, "/referee/status", self._on_status, QOS_RELIABLE)
+        from rosgraph_msgs.msg import Clock as ClockMsg
+
+        self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
+        self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._last_step: int | None = None
         self.get_logger().info(f"example_autopilot: policy {spec!r} for {sc.task.type!r}, vehicles "
                                f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
@@ -204,6 +215,7 @@ class ExampleAutopilotNode(ScenarioNode):
         self._last_step = int(msg.step)
         view.time_s, view.step_count = float(msg.time), int(msg.step)
         if new_episode:
+            self._held.clear()
             self.policy = None
             self.episode_done = False
             view.new_episode(float(msg.time))
@@ -264,6 +276,16 @@ class ExampleAutopilotNode(ScenarioNode):
             msg.header.stamp = status.header.stamp
             if all(math.isfinite(c) for c in np.ravel(a)):
                 pub.publish(msg)
+                self._held[i] = msg
+
+    def _on_clock(self, msg: Any) -> None:
+        """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks."""
+        k = tick_of_stamp(msg.clock)
+        if k is None or k % SETPOINT_PERIOD_TICKS or not self._held:
+            return
+        for i, sp in self._held.items():
+            sp.header.stamp = msg.clock
+            self._pubs[i].publish(sp)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,15 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
   out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
        ``/diagnostics``: counters of rejected set points and late/skipped/re-sent ticks.
 
+Set points expire (``FleetControl``, as in the Simulator): a set point's stamp is when it was issued;
+one stamped ahead of the latest tick seen by more than one tick (0.02 s), or older than the scenario's
+``vehicle.command_timeout_s``, is rejected (counted: ``setpoint_rejected_stamp``); once the held one is
+older than ``command_timeout_s`` at the tick computed, the vehicle flies ``vehicle.failsafe`` (hold,
+land, level) until a fresh one comes. Each cmd/attitude carries the failsafe flown, ``disarm`` (landed)
+and the vehicle's counts of rejected and clamped set points; vehicle_dynamics reports them in
+/sim/vehicle_status. Clamped velocity set points (beyond the controller's 3 m/s per body axis) are
+counted once each and warned about (throttled).
+
 Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``stamps.tick_of_stamp``; a stamp off
 the tick grid is counted and dropped); tick k is computed once every input due at k has arrived: the
 vehicle status of t_k, then for every valid controlled vehicle IMU and altimeter on their update ticks
@@ -61,6 +70,7 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import hold_pose
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
@@ -74,7 +84,7 @@ from qrsim_ros.ros.parameters import (
     ParamTable,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
-from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
+from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
 
 #: Keys of the buffered inputs of a tick.
 IMU, FIX, VEL, ALT, MOUSE, CLOCK, STATUS = "imu", "fix", "vel", "alt", "mouse", "clock", "status"
@@ -112,7 +122,12 @@ class FlightControllerNode(ScenarioNode):
         sc = self.scenario
         n = self.num_vehicles
         self._valid = np.ones(n, bool)
-        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
+        v = sc.vehicle
+        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m, v.command_timeout_s,
+                                          v.failsafe, v.failsafe_land_rate_m_s)
+        self.setpoints_rejected = np.zeros(n, np.int64)  # per vehicle, since start
+        self._clamped_seen = np.zeros(n, np.int64)
+        self._onsets_seen = np.zeros(n, np.int64)
         modes = self.modes = self.fleet_control.modes
         self.controlled = self.fleet_control.controlled.tolist()
         self.mouse = n - 1 if sc.task.type == "cats_mouse" and modes[n - 1] in CONTROLLED_MODES else None
@@ -138,6 +153,7 @@ class FlightControllerNode(ScenarioNode):
         self.assembler = EstimatedStateAssembler(n, sc.origin)
         self.counters = Counters(self, ["setpoint_rejected_non_finite", "setpoint_rejected_frame",
                                         "setpoint_rejected_mode", "setpoint_rejected_no_attitude",
+                                        "setpoint_rejected_stamp", "setpoints_clamped", "failsafe_onsets",
                                         "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected"],
                                 self.params.report_period_s)
         self.ticks_computed = 0
@@ -182,6 +198,7 @@ class FlightControllerNode(ScenarioNode):
         n = self.num_vehicles
         self._velocity_sp = np.zeros((n, 3))  # NED [m/s]
         self._waypoint_sp = np.full((n, 4), np.nan)  # NED [m] + heading [rad]; NaN = hold the start
+        self._sp_stamp_s = np.full(n, np.nan)  # when each held set point was issued [s]; NaN: none yet
         self._pending: dict[int, _TickInputs] = {}
         self._valid = np.ones(n, bool)
         self._last_tick = -1
@@ -296,21 +313,42 @@ class FlightControllerNode(ScenarioNode):
         v_ned = self._valid_velocity(i, msg)
         if v_ned is None:
             return
+        t_s = self._fresh_stamp(i, "cmd/velocity", msg)
+        if t_s is None:
+            return
         if i == self.mouse:  # the referee's escape command of tick k: awaited, buffered by tick
-            self._buffer(MOUSE, i, v_ned, tick_of_stamp(msg.header.stamp))
+            self._buffer(MOUSE, i, (v_ned, t_s), tick_of_stamp(msg.header.stamp))
         else:
             self._velocity_sp[i] = v_ned
+            self._sp_stamp_s[i] = t_s
+
+    def _fresh_stamp(self, i: int, topic: str, msg: Any) -> float | None:
+        """The set point's stamp [s], or None (rejected, counted, warned): ahead of the latest tick seen
+        by more than one tick, or older than ``command_timeout_s``."""
+        t_s = seconds_of_stamp(msg.header.stamp)
+        now_s = max(self._max_tick_seen, 0) * BASE_DT_S
+        ns = vehicle_namespace(i)
+        if t_s > now_s + BASE_DT_S + 1e-9:
+            return self._reject("stamp", f"{ns}/{topic} rejected: stamp {t_s:.3f} s is ahead of the "
+                                f"simulated time {now_s:.3f} s (stamp set points with the /clock time: "
+                                "use_sim_time)", i)
+        timeout_s = self.fleet_control.command_timeout_s
+        if timeout_s > 0 and now_s - t_s > timeout_s + 1e-9:
+            return self._reject("stamp", f"{ns}/{topic} rejected: stale, stamp {t_s:.3f} s is more than "
+                                f"vehicle.command_timeout_s={timeout_s:g} s before the simulated time "
+                                f"{now_s:.3f} s", i)
+        return t_s
 
     def _valid_velocity(self, i: int, msg: TwistStamped) -> np.ndarray | None:
         """The set point as an NED velocity [m/s], or None (rejected, counted, warned)."""
         ns = vehicle_namespace(i)
         if self.modes[i] not in ("velocity", "velocity_height"):
             return self._reject("mode", f"{ns}/cmd/velocity ignored: {ns} is in {self.modes[i]} mode "
-                                "(send cmd/pose)")
+                                "(send cmd/pose)", i)
         lin = msg.twist.linear
         v = np.array([lin.x, lin.y, lin.z], float)
         if not np.all(np.isfinite(v)):
-            return self._reject("non_finite", f"{ns}/cmd/velocity rejected: non-finite {v.tolist()}")
+            return self._reject("non_finite", f"{ns}/cmd/velocity rejected: non-finite {v.tolist()}", i)
         frame = msg.header.frame_id
         if frame == MAP_FRAME:
             return enu_to_ned(v)
@@ -320,22 +358,22 @@ class FlightControllerNode(ScenarioNode):
             psi = self.assembler.estimated_state()[i, 5]
             if not np.isfinite(psi):
                 return self._reject("no_attitude", f"{ns}/cmd/velocity in {frame} rejected: no attitude "
-                                    "estimate yet (imu/data)")
+                                    "estimate yet (imu/data)", i)
             c, s = math.cos(psi), math.sin(psi)
             fwd, right, down = v[0], -v[1], -v[2]  # FLU -> FRD
             return np.array([c * fwd - s * right, s * fwd + c * right, down])
         return self._reject("frame", f"{ns}/cmd/velocity rejected: frame_id {frame!r} must be "
-                            f"{MAP_FRAME!r} or {base_link_frame(i)!r}")
+                            f"{MAP_FRAME!r} or {base_link_frame(i)!r}", i)
 
     def _on_pose_setpoint(self, i: int, msg: PoseStamped) -> None:
         ns = vehicle_namespace(i)
         if self.modes[i] != "waypoint":
             self._reject("mode", f"{ns}/cmd/pose ignored: {ns} is in {self.modes[i]} mode "
-                         "(send cmd/velocity)")
+                         "(send cmd/velocity)", i)
             return
         if msg.header.frame_id != MAP_FRAME:
             self._reject("frame", f"{ns}/cmd/pose rejected: frame_id {msg.header.frame_id!r} must be "
-                         f"{MAP_FRAME!r}")
+                         f"{MAP_FRAME!r}", i)
             return
         p, o = msg.pose.position, msg.pose.orientation
         pos = np.array([p.x, p.y, p.z], float)
@@ -343,12 +381,17 @@ class FlightControllerNode(ScenarioNode):
         psi = float(quaternion_enu_flu_to_euler_ned_frd(q)[2])
         if not (np.all(np.isfinite(pos)) and math.isfinite(psi)):
             self._reject("non_finite", f"{ns}/cmd/pose rejected: position {pos.tolist()} or orientation "
-                         f"{q.tolist()} not finite (or a zero quaternion)")
+                         f"{q.tolist()} not finite (or a zero quaternion)", i)
+            return
+        t_s = self._fresh_stamp(i, "cmd/pose", msg)
+        if t_s is None:
             return
         self._waypoint_sp[i, 0:3] = enu_to_ned(pos)
         self._waypoint_sp[i, 3] = psi
+        self._sp_stamp_s[i] = t_s
 
-    def _reject(self, reason: str, text: str) -> None:
+    def _reject(self, reason: str, text: str, i: int) -> None:
+        self.setpoints_rejected[i] += 1
         count = self.counters.count(f"setpoint_rejected_{reason}")
         self.get_logger().warning(f"{text} ({count} rejected for this reason)",
                                   throttle_duration_sec=self.params.report_period_s)
@@ -373,15 +416,15 @@ class FlightControllerNode(ScenarioNode):
             if kind in by_kind:
                 by_kind[kind].append((i, msg))
             elif kind == MOUSE:
-                self._velocity_sp[i] = msg  # already validated and turned into NED
+                self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
         self.assembler.update(imu=by_kind[IMU], fix=by_kind[FIX], vel=by_kind[VEL], alt=by_kind[ALT])
 
-    def controls(self, ex: np.ndarray) -> np.ndarray:
+    def controls(self, ex: np.ndarray, now_s: float | None = None) -> np.ndarray:
         """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20):
         the held set points through ``FleetControl`` (rows of vehicles not under a controller are not
-        published)."""
+        published); ``now_s``: the tick's simulated time [s] (None: nothing expires)."""
         # a waypoint vehicle without a set point holds its position and heading of the episode start
         hold = np.isnan(self._waypoint_sp[:, 0]) & (np.asarray(self.modes) == "waypoint")
         if hold.any():
@@ -392,10 +435,13 @@ class FlightControllerNode(ScenarioNode):
         targets[:, 0:3] = self._velocity_sp
         waypoint = self.fleet_control.rows["waypoint"]
         targets[waypoint, 0:4] = self._waypoint_sp[waypoint]
-        return self.fleet_control.controls(targets, ex, self._valid, self._headings)
+        return self.fleet_control.controls(targets, ex, self._valid, self._headings, now_s, self._sp_stamp_s)
 
     def _compute_and_publish(self, k: int) -> None:
-        u = self.controls(self.assembler.estimated_state(self._valid))
+        u = self.controls(self.assembler.estimated_state(self._valid), k * BASE_DT_S)
+        fc = self.fleet_control
+        self._report_failsafe(k)
+        failsafe = fc.failsafe
         stamp = stamp_from_tick(k)
         self._last_cmds = []
         for i in self.controlled:
@@ -403,9 +449,32 @@ class FlightControllerNode(ScenarioNode):
             msg.header.stamp = stamp
             msg.header.frame_id = base_link_frd_frame(i)
             msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(v) for v in u[i])
+            msg.failsafe, msg.disarm = failsafe[i], bool(fc.landed[i])
+            msg.setpoints_rejected = int(self.setpoints_rejected[i])
+            msg.setpoints_clamped = int(fc.setpoints_clamped[i])
             self._cmd_pubs[i].publish(msg)
             self._last_cmds.append((self._cmd_pubs[i], msg))
         self.ticks_computed += 1
+
+    def _report_failsafe(self, k: int) -> None:
+        """Count and warn (throttled) about the clamps and failsafe onsets of this tick."""
+        fc = self.fleet_control
+        for name, values, seen in (("setpoints_clamped", fc.setpoints_clamped, self._clamped_seen),
+                                   ("failsafe_onsets", fc.failsafe_onsets, self._onsets_seen)):
+            new = np.flatnonzero(values != seen)
+            if not new.size:
+                continue
+            self.counters.count(name, int((values - seen).sum()))
+            seen[:] = values
+            who = ", ".join(vehicle_namespace(int(i)) for i in new)
+            if name == "setpoints_clamped":
+                text = (f"{who}: velocity set point clamped to the controller's {MAX_SPEED_MPS:g} m/s per "
+                        f"body axis ({int(values.sum())} clamped so far)")
+            else:
+                text = (f"{who}: no set point for more than vehicle.command_timeout_s="
+                        f"{fc.command_timeout_s:g} s at t = {k * BASE_DT_S:.2f} s: failsafe "
+                        f"{fc.failsafe_mode!r} until the next")
+            self.get_logger().warning(text, throttle_duration_sec=self.params.report_period_s)
 
     def _report_waiting(self) -> None:
         """Say which inputs the oldest incomplete tick still waits for (lockstep debugging)."""

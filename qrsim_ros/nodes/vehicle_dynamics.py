@@ -25,9 +25,14 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        wrong frame_id, a stamp older than the held command's, older than ``command_timeout_s`` or ahead
        of the simulated time are rejected; values outside QRSim's limits are clamped; each with a
        throttled warning and a per-vehicle counter (VehicleStatus). The latest valid command is held;
-       once it is older than ``command_timeout_s`` (simulated time, by its stamp) the vehicle flies
-       level at hover throttle until a new one arrives (counted). Before its first command a vehicle
-       hovers the same way.
+       once it is older than ``command_timeout_s`` (simulated time, by its stamp; default the scenario's
+       ``vehicle.command_timeout_s``) the vehicle flies the scenario's ``vehicle.failsafe`` until a new one
+       arrives (counted): ``FleetControl``'s hold / land / level, computed here on the exact state (the
+       ground truth in the eX layout: this node has no estimated state; the in-process Simulator uses
+       its estimated state). Before its first command a vehicle hovers level. The flight_controller's
+       commands carry its own failsafe, ``disarm`` and set-point counters (AttitudeCommand), reported in
+       the status; a command with ``disarm`` (touched down in ``land``) disarms the vehicle: frozen,
+       invalid until the next episode.
        ``uavN/wind`` (geometry_msgs/Vector3Stamped, ``map``, ENU air velocity from wind_field) stamped
        t_k: the air velocity for the step t_k -> t_k+1, rotated into the body frame with the exact state.
        Non-finite or not in ``map``: rejected (counted), the held wind stays. In lockstep a second,
@@ -76,6 +81,8 @@ from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
+from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
@@ -126,9 +133,9 @@ PARAMETERS = ParamTable(
     Param("lockstep_on_timeout", "wait",
           "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
           choices=("wait", "continue")),
-    Param("command_timeout_s", 0.5,
-          "simulated seconds a cmd/attitude is held before the vehicle falls back to level hover "
-          "(0: held forever) [s]", lo=0.0, hi=1e6),
+    Param("command_timeout_s", -1.0,
+          "simulated seconds a cmd/attitude is held before the vehicle flies its failsafe "
+          "(0: held forever; -1: the scenario's vehicle.command_timeout_s) [s]", lo=-1.0, hi=1e6),
     Param("duration_s", 0.0,
           "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
           lo=0.0, hi=1e9),
@@ -163,6 +170,16 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd_ns = np.full(n, -1, np.int64)  # stamp of the held command [ns]; -1: none yet
         self._cmd_seen_ns = np.full(n, -1, np.int64)  # lockstep: stamp of the last command of t_k seen
         self._has_cmd = np.zeros(n, bool)
+        self._cmd_failsafe = [""] * n  # what the flight_controller's held command says (AttitudeCommand)
+        self._cmd_disarm = np.zeros(n, bool)
+        self._timeout_s = p.command_timeout_s if p.command_timeout_s >= 0 else sc.vehicle.command_timeout_s
+        # the failsafe of an expired cmd/attitude (every vehicle taken as attitude mode, on the exact state)
+        self._failsafe_control = FleetControl(["attitude"] * n, sc.task.flight_z_ned_m, self._timeout_s,
+                                              sc.vehicle.failsafe, sc.vehicle.failsafe_land_rate_m_s)
+        self.failsafe = [""] * n  # what the last step flew
+        self.failsafe_onsets = np.zeros(n, np.int64)
+        self.setpoints_rejected = np.zeros(n, np.int64)
+        self.setpoints_clamped = np.zeros(n, np.int64)
         self._fresh = np.zeros(n, bool)  # the last step flew the held command (not the hover fallback)
         self._wind_ned = np.zeros((n, 3))
         self._wind_tick = np.full(n, -1, np.int64)
@@ -253,6 +270,9 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd_seen_ns[:] = -1
         # a held command stays, as if given at the episode start (stamps restart from 0)
         self._cmd_ns[self._has_cmd] = 0
+        self._cmd_disarm[:] = False
+        self._failsafe_control.reset()
+        self.failsafe = [""] * self.num_vehicles
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         if self._stopping:
@@ -318,9 +338,9 @@ class VehicleDynamicsNode(ScenarioNode):
                                     f"{now_ns * 1e-9:.3f} s (stamp commands with the /clock time: "
                                     "use_sim_time)")
             return
-        if self.params.command_timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self.params.command_timeout_s:
+        if self._timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self._timeout_s:
             self._reject_command(i, f"stale: stamp {t_ns * 1e-9:.3f} s is more than command_timeout_s="
-                                    f"{self.params.command_timeout_s:g} s before the simulated time "
+                                    f"{self._timeout_s:g} s before the simulated time "
                                     f"{now_ns * 1e-9:.3f} s")
             return
         if flu:  # FLU pitch and yaw rate have the opposite sign of QRSim's (AttitudeCommand.msg)
@@ -335,6 +355,10 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd[i] = clamped
         self._cmd_ns[i] = t_ns
         self._has_cmd[i] = True
+        self._cmd_failsafe[i] = msg.failsafe
+        self._cmd_disarm[i] = msg.disarm
+        self.setpoints_rejected[i] = msg.setpoints_rejected
+        self.setpoints_clamped[i] = msg.setpoints_clamped
 
     def _on_wind(self, i: int, msg: Vector3Stamped) -> None:
         v = msg.vector
@@ -475,20 +499,40 @@ class VehicleDynamicsNode(ScenarioNode):
                 return
 
     def _controls(self) -> np.ndarray:
-        """The controls (N, 5) of this step: the held commands, or hover where none is fresh."""
+        """The controls (N, 5) of this step: the held commands, hover before the first, the failsafe
+        where the held one expired; disarms the vehicles whose command says so."""
         fresh = self._has_cmd.copy()
-        timeout_s = self.params.command_timeout_s
+        timeout_s = self._timeout_s
+        valid = self.fleet.valid
         if timeout_s > 0:
             age_s = (self._k * TICK_NS - self._cmd_ns) * 1e-9
             fresh &= age_s <= timeout_s
-        expired = self._fresh & ~fresh & self.fleet.valid
+        expired = self._fresh & ~fresh & valid
+        fc = self._failsafe_control
         if expired.any():
             self.command_timeouts[expired] += 1
             names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
-            self._warn("timeout", f"{names}: no cmd/attitude for more than command_timeout_s="
-                                  f"{timeout_s:g} s (simulated): level hover until the next")
+            self._warn("timeout", f"{names}: no cmd/attitude for more than command_timeout_s={timeout_s:g} s "
+                                  f"(simulated): failsafe {fc.failsafe_mode!r} until the next")
         self._fresh = fresh
-        return np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
+        u = np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
+        if (self._has_cmd & ~fresh & valid).any() or fc.failsafe_code.any():
+            ex = exact_estimated_state(self.fleet.state, self.fleet.accel_body)
+            issued_s = np.where(self._has_cmd, self._cmd_ns * 1e-9, np.nan)
+            u = fc.controls(np.where(self._has_cmd[:, None], self._cmd, np.nan), ex, valid,
+                            np.zeros(self.num_vehicles), self._k * BASE_DT_S, issued_s)
+        if any(self._cmd_failsafe) or any(self.failsafe) or fc.failsafe_code.any():
+            own = fc.failsafe
+            failsafe = [own[i] or (self._cmd_failsafe[i] if fresh[i] else "")
+                        for i in range(self.num_vehicles)]
+            for i, (old, new) in enumerate(zip(self.failsafe, failsafe, strict=True)):
+                if new and not old:
+                    self.failsafe_onsets[i] += 1
+            self.failsafe = failsafe
+        disarm = valid & ((fresh & self._cmd_disarm) | fc.landed)
+        if disarm.any():  # touched down in the land failsafe: motors off for good (this episode)
+            self.fleet.disarm(np.flatnonzero(disarm))
+        return u
 
     def _step(self) -> None:
         """Integrate step k+1 with the held inputs and publish its ground truth."""
@@ -544,6 +588,10 @@ class VehicleDynamicsNode(ScenarioNode):
         s.commands_clamped = self.commands_clamped.tolist()
         s.command_timeouts = self.command_timeouts.tolist()
         s.wind_rejected = self.wind_rejected.tolist()
+        s.failsafe = list(self.failsafe)
+        s.setpoints_rejected = self.setpoints_rejected.tolist()
+        s.setpoints_clamped = self.setpoints_clamped.tolist()
+        s.failsafe_onsets = self.failsafe_onsets.tolist()
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self._status_pub.publish(s)

@@ -52,7 +52,7 @@ from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
-from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES
+from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
 from qrsim_ros.core.world.turbulence import TurbulenceParams
 from qrsim_ros.core.world.wind import MeanWindParams
@@ -224,6 +224,11 @@ class VehicleParams:
     control: how the agent's action drives the vehicles: one of CONTROL_MODES, or one per vehicle;
     None = the task's native input. initial_states: per-vehicle states of 6, 12 or 13 values
     overriding the task's placement. The sensor/turbulence sections are the models' own parameters.
+    command_timeout_s: simulated seconds a vehicle's set point (any mode) stays valid after it was
+    issued (its stamp); older, the vehicle flies its failsafe (0: never expires). failsafe: what a
+    vehicle does then, one of FAILSAFES: ``hold`` (closed-loop position and height hold where it was,
+    on the estimated state), ``land`` (descend at ``failsafe_land_rate_m_s`` [m/s] and disarm on the
+    ground) or ``level`` (open-loop level attitude at hover throttle).
     """
 
     control: str | tuple[str, ...] | None = None
@@ -233,6 +238,9 @@ class VehicleParams:
     rate_limit_rads: float = 3.0
     velocity_limit_mps: float = 15.0
     initial_states: tuple[tuple[float, ...], ...] | None = None
+    command_timeout_s: float = 0.5
+    failsafe: str = "hold"
+    failsafe_land_rate_m_s: float = 0.5
     ahars: AharsParams = field(default_factory=AharsParams)
     gps_receiver: GpsReceiverParams = field(default_factory=GpsReceiverParams)
     turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
@@ -252,6 +260,10 @@ class VehicleParams:
         non_negative("vehicle.collision_distance_m", self.collision_distance_m)
         in_range("vehicle.rate_limit_rads", self.rate_limit_rads, 0.1, 100.0)
         in_range("vehicle.velocity_limit_mps", self.velocity_limit_mps, 0.1, 1000.0)
+        in_range("vehicle.command_timeout_s", self.command_timeout_s, 0.0, 3600.0)
+        if self.failsafe not in FAILSAFES:
+            raise ConfigError(f"vehicle.failsafe={self.failsafe!r} must be one of {', '.join(FAILSAFES)}")
+        in_range("vehicle.failsafe_land_rate_m_s", self.failsafe_land_rate_m_s, 0.1, 3.0)
         for i, row in enumerate(self.initial_states or ()):
             if len(row) not in (6, 12, 13):
                 raise ConfigError(f"vehicle.initial_states[{i}] has {len(row)} values; a state has 6 "

@@ -106,7 +106,9 @@ class Simulator:
         self.sensors = {name: build_registered_sensor(sc, name, streams) for name in sc.vehicle.sensors}
         # the task's episode and the vehicles' control modes
         self.episode = Episode(sc, self.world.area)
-        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m)
+        v = sc.vehicle
+        self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m, v.command_timeout_s,
+                                          v.failsafe, v.failsafe_land_rate_m_s)
         self.control_modes = list(self.fleet_control.modes)
         agent_rows = self.task.agent_vehicles
         agent_modes = [self.control_modes[i] for i in agent_rows]
@@ -118,6 +120,8 @@ class Simulator:
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
         self._ex_has_nan_rows = False
+        self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)
+        self._issued_s = np.full(n, np.nan)  # when it was issued [s] (the time of the tick's state)
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -151,6 +155,8 @@ class Simulator:
         for model in self.sensors.values():
             model.reset(x)
         self.fleet_control.reset()
+        self._held[:] = np.nan
+        self._issued_s[:] = np.nan
         self._assemble_estimated_state()
         self.episode.begin(x, self.fleet.valid)
 
@@ -171,6 +177,11 @@ class Simulator:
         columns are its mode's inputs (attitude: pitch, roll [rad], throttle [0..1], yaw rate [rad/s],
         battery [V]; velocity: NED m/s; velocity_height: north/east m/s; waypoint: NED m + heading
         rad); extra columns are ignored. Rows of invalid vehicles are ignored.
+
+        A row of NaN means "no new set point this step" (an autopilot that fell silent): the vehicle
+        keeps its last set point, which expires ``vehicle.command_timeout_s`` after the last tick it
+        was given for; then the vehicle flies ``vehicle.failsafe`` (``failsafe``) until a row comes
+        again. A set point given in a step counts as issued at every tick of that step.
         """
         if self.done:
             raise RuntimeError("the episode is over (done); call reset()")
@@ -195,7 +206,8 @@ class Simulator:
             width = len(CONTROL_MODES[mode])
             block = a[action_rows, :width]
             check = live[action_rows]
-            bad_rows = check & ~np.all(np.isfinite(block), axis=1)
+            silent = np.all(np.isnan(block), axis=1)  # no new set point (see ``step``)
+            bad_rows = check & ~np.all(np.isfinite(block), axis=1) & ~silent
             if bad_rows.any():
                 r = int(action_rows[np.argmax(bad_rows)])
                 raise ActionError(
@@ -222,6 +234,10 @@ class Simulator:
         if plume is not None:
             plume.step(k)
         controls = self._controls(targets)
+        landed = self.fleet_control.landed
+        if landed.any() and (landed & valid).any():  # failsafe land touched down: motors off for good
+            self.fleet.disarm(np.flatnonzero(landed & valid))
+            valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
         self.fleet.step(controls, wind_body)
@@ -242,10 +258,16 @@ class Simulator:
 
     def _controls(self, targets: Array) -> Array:
         """Controls (N, 5) for this tick: the task's own vehicles (the mouse) get the task's actions, then
-        every vehicle goes through its mode (``FleetControl``)."""
+        every vehicle goes through its mode (``FleetControl``) with its latest set point, issued at the
+        time of the state the controls start from (t_(k-1), as the graph's flight_controller stamps)."""
         for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
-        return self.fleet_control.controls(targets, self._ex, self.fleet.valid, self._headings)
+        now_s = (self.tick - 1) * self.dt_s
+        given = ~np.isnan(targets[:, 0])
+        self._held[given] = targets[given]
+        self._issued_s[given] = now_s
+        return self.fleet_control.controls(self._held, self._ex, self.fleet.valid, self._headings, now_s,
+                                           self._issued_s)
 
     def _assemble_estimated_state(self) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
@@ -272,6 +294,11 @@ class Simulator:
     def valid(self) -> NDArray[np.bool_]:
         """Per-vehicle validity (N,)."""
         return self.fleet.valid
+
+    @property
+    def failsafe(self) -> list[str]:
+        """Per vehicle: the failsafe its last tick flew ('' = its set point; 'hold', 'land', 'level')."""
+        return self.fleet_control.failsafe
 
     def true_state(self) -> Array:
         """True states X (N, 13): NED position, ZYX Euler angles, body velocity, body rates, thrust."""

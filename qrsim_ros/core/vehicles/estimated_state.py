@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+
 Array = NDArray[np.float64]
 
 #: Width of eX.
@@ -72,3 +74,16 @@ def hold_pose(ex: ArrayLike) -> Array:
     (minus the altimeter height) [m] and heading [rad]."""
     e = np.atleast_2d(np.asarray(ex, float))
     return np.column_stack([e[:, 0], e[:, 1], -e[:, HEIGHT], e[:, HEADING]])
+
+
+def exact_estimated_state(x: ArrayLike, specific_force_frd: ArrayLike) -> Array:
+    """eX (N, 20) built from true states X (N, 13) and the FRD specific force (N, 3) [m/s^2]: what
+    perfect sensors would report (height = -down, the ground reference at NED z = 0). Used where only
+    the ground truth is at hand (vehicle_dynamics' failsafe of attitude-mode vehicles)."""
+    x = np.atleast_2d(np.asarray(x, float))
+    v_ned = body_to_ned(dcm_from_state(x), x[:, 6:9])
+    ex = empty_estimated_state(x.shape[0])
+    fill_estimated_state(ex, position_ned=x[:, 0:3], euler=x[:, 3:6], angular_velocity_frd=x[:, 9:12],
+                         specific_force_frd=specific_force_frd, height_m=-x[:, 2],
+                         ground_velocity_ne=v_ned[:, 0:2], vertical_speed_mps=-v_ned[:, 2])
+    return ex

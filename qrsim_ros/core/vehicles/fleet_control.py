@@ -14,6 +14,20 @@ One controller per mode runs over the vehicles in that mode (vectorised). Invali
 targets, as in QRSim (they are frozen by the dynamics anyway), and so does a row whose target is not
 finite (no set point yet); an attitude row of an invalid vehicle, or without a finite target, is the
 hover row ``pelican.HOVER_CONTROL``.
+
+Expiry and failsafe (not in QRSim): given the time of the tick (``now_s``) and the time each vehicle's
+set point was issued (``issued_s``), a set point older than ``command_timeout_s`` puts the vehicle into
+its failsafe until a fresh one comes (whatever its mode, attitude included):
+
+- ``hold``: a ``WaypointPID`` to the estimated position, height and heading the vehicle had when the
+  set point expired (closed loop on the estimated state);
+- ``land``: a ``VelocityPID`` to a descent of ``failsafe_land_rate_m_s`` holding that heading; once the
+  estimated height is at most ``LAND_TOUCHDOWN_HEIGHT_M`` the vehicle is ``landed``: throttle off, and
+  the front end disarms it (``PelicanFleet.disarm``: frozen, invalid) -- for good, until the next episode;
+- ``level``: the open-loop hover row ``pelican.HOVER_CONTROL`` (QRSim-era fallback; it drifts).
+
+Velocity set points the controllers will clamp (a body component beyond ``MAX_SPEED_MPS``) are counted
+per vehicle in ``setpoints_clamped``, once per clamped set point.
 """
 
 from __future__ import annotations
@@ -23,8 +37,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.vehicles.controllers import VelocityHeightPID, VelocityPID, WaypointPID
-from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
+from qrsim_ros.core.common.frames import dcm_ned_to_body, ned_to_body
+from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS, VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, hold_pose
+from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
 
 Array = NDArray[np.float64]
 
@@ -40,18 +56,40 @@ CONTROL_MODES: dict[str, tuple[str, ...]] = {
 CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
 #: Width of a target row (the widest mode).
 TARGET_WIDTH = 5
+#: What a vehicle does once its set point expired (``vehicle.failsafe``; see the module docstring).
+FAILSAFES = ("hold", "land", "level")
+#: A landing vehicle whose estimated height is at most this has touched down and is disarmed [m].
+LAND_TOUCHDOWN_HEIGHT_M = 0.3
+#: The controls of a disarmed vehicle: level, throttle off.
+DISARMED_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
 
 
 class FleetControl:
     """The controllers of a fleet whose vehicles each have a control mode (see the module docstring).
 
-    ``modes``: one mode per vehicle; ``flight_z_ned_m``: the height ``velocity_height`` vehicles hold.
+    ``modes``: one mode per vehicle; ``flight_z_ned_m``: the height ``velocity_height`` vehicles hold;
+    ``command_timeout_s`` [s, simulated] (0: set points never expire), ``failsafe`` (one of FAILSAFES) and
+    ``failsafe_land_rate_m_s`` [m/s]: the scenario's ``vehicle`` settings of the same names.
+
+    Per vehicle, read by the front ends: ``failsafe_code`` (0: flying its set point, else 1 + the index
+    in FAILSAFES), ``landed`` (touched down in ``land``: disarm it), counters since construction
+    ``failsafe_onsets`` and ``setpoints_clamped``.
     """
 
-    def __init__(self, modes: Sequence[str], flight_z_ned_m: float) -> None:
+    def __init__(self, modes: Sequence[str], flight_z_ned_m: float, command_timeout_s: float = 0.0,
+                 failsafe: str = "hold", failsafe_land_rate_m_s: float = 0.5) -> None:
         unknown = sorted(set(modes) - set(CONTROL_MODES))
         if unknown:
             raise ValueError(f"unknown control mode(s) {unknown}; one of {', '.join(CONTROL_MODES)}")
+        if failsafe not in FAILSAFES:
+            raise ValueError(f"failsafe {failsafe!r} must be one of {', '.join(FAILSAFES)}")
+        if not (np.isfinite(command_timeout_s) and command_timeout_s >= 0):
+            raise ValueError(f"command_timeout_s={command_timeout_s!r} must be >= 0")
+        if not (np.isfinite(failsafe_land_rate_m_s) and failsafe_land_rate_m_s > 0):
+            raise ValueError(f"failsafe_land_rate_m_s={failsafe_land_rate_m_s!r} must be > 0")
+        self.command_timeout_s = float(command_timeout_s)
+        self.failsafe_mode = failsafe
+        self.failsafe_land_rate_m_s = float(failsafe_land_rate_m_s)
         self.modes = tuple(modes)
         self.num_vehicles = len(self.modes)
         self.flight_z_ned_m = float(flight_z_ned_m)
@@ -66,23 +104,46 @@ class FleetControl:
             "velocity_height": VelocityHeightPID(max(1, len(self.rows["velocity_height"]))),
             "waypoint": WaypointPID(max(1, len(self.rows["waypoint"]))),
         }
+        # failsafe: state per vehicle, its own controllers over the whole fleet
+        n = self.num_vehicles
+        self.failsafe_code = np.zeros(n, np.int8)
+        self.landed = np.zeros(n, bool)
+        self.failsafe_onsets = np.zeros(n, np.int64)
+        self.setpoints_clamped = np.zeros(n, np.int64)
+        self._hold = np.zeros((n, 4))  # NED position [m] and heading [rad] held (hold) / heading (land)
+        self._hold_pid = WaypointPID(n)
+        self._land_pid = VelocityPID(n)
+        self._clamped_sp = np.full((n, 3), np.nan)  # the set point last counted as clamped
+        self._velocity_rows = [(r, len(CONTROL_MODES[m])) for m, r, _ in self._active
+                               if m in ("velocity", "velocity_height")]
 
     @property
     def controlled(self) -> NDArray[np.int_]:
         """Indices of the vehicles flown through a controller (mode other than attitude)."""
         return np.array([i for i, m in enumerate(self.modes) if m in CONTROLLED_MODES], int)
 
-    def reset(self) -> None:
-        """Forget every controller's state (new episode)."""
-        for c in self._controllers.values():
-            c.reset()
+    @property
+    def failsafe(self) -> list[str]:
+        """Per vehicle: the failsafe it flies ('' while it flies its set point; 'hold', 'land', 'level')."""
+        return ["" if c == 0 else FAILSAFES[c - 1] for c in self.failsafe_code]
 
-    def controls(self, targets: ArrayLike, ex: ArrayLike, valid: ArrayLike, headings_rad: ArrayLike) -> Array:
+    def reset(self) -> None:
+        """Forget every controller's state and the failsafes (new episode); the counters stay."""
+        for c in (*self._controllers.values(), self._hold_pid, self._land_pid):
+            c.reset()
+        self.failsafe_code[:] = 0
+        self.landed[:] = False
+        self._clamped_sp[:] = np.nan
+
+    def controls(self, targets: ArrayLike, ex: ArrayLike, valid: ArrayLike, headings_rad: ArrayLike,
+                 now_s: float | None = None, issued_s: ArrayLike | None = None) -> Array:
         """Controls (N, 5) for this tick.
 
         ``targets`` (N, >=4): each vehicle's target in its mode's columns (``CONTROL_MODES``); ``ex``
         (N, 20): estimated states; ``valid`` (N,); ``headings_rad`` (N,): the heading each velocity
-        controller holds.
+        controller holds. ``now_s``: the simulated time of the tick [s] (of the state the controls are
+        computed from); ``issued_s`` (N,): when each vehicle's set point was issued [s] (NaN: none yet,
+        nothing to expire). Without them (or with ``command_timeout_s`` 0) nothing expires.
         """
         t_all = np.asarray(targets, float)
         ex = np.asarray(ex, float)
@@ -104,4 +165,76 @@ class FleetControl:
                 u[rows] = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
             else:
                 u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
+        if self._velocity_rows:
+            self._count_clamps(t_all, ex, invalid)
+        if now_s is not None and issued_s is not None and self.command_timeout_s > 0:
+            with np.errstate(invalid="ignore"):  # NaN: no set point yet
+                expired = ~invalid & (now_s - np.asarray(issued_s, float) > self.command_timeout_s + 1e-9)
+            self._update_failsafe(expired, ex)
+        if self.failsafe_code.any():
+            self._failsafe_controls(u, ex, ~invalid)
         return u
+
+    def _count_clamps(self, t_all: Array, ex: Array, invalid: NDArray[np.bool_]) -> None:
+        """Count the velocity set points the controllers clamp (as ``_body_velocity_error``: a body
+        component of the target beyond ``MAX_SPEED_MPS``), once per set point."""
+        for rows, width in self._velocity_rows:
+            v = np.zeros((rows.size, 3))
+            v[:, :width] = t_all[rows, :width]
+            with np.errstate(invalid="ignore"):
+                fast = ~invalid[rows] & (np.linalg.norm(v, axis=1) > MAX_SPEED_MPS)  # else never clamped
+            if not fast.any():
+                continue
+            r = rows[fast]
+            eul = ex[r][:, EULER]
+            vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v[fast])
+            clamped = np.any(np.abs(vt) > MAX_SPEED_MPS, axis=1)
+            new = clamped & np.any(self._clamped_sp[r] != v[fast], axis=1)
+            self.setpoints_clamped[r[new]] += 1
+            self._clamped_sp[r[new]] = v[fast][new]
+
+    def _update_failsafe(self, expired: NDArray[np.bool_], ex: Array) -> None:
+        """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
+        one came (the mode's controller starts afresh); a landed vehicle stays landed."""
+        code = self.failsafe_code
+        recovered = ~expired & (code != 0) & ~self.landed
+        if recovered.any():
+            code[recovered] = 0
+            for mode, rows, _ in self._active:
+                if mode in CONTROLLED_MODES:
+                    local = np.flatnonzero(recovered[rows])
+                    if local.size:
+                        self._controllers[mode].reset(local)
+        onset = expired & (code == 0)
+        if onset.any():
+            idx = np.flatnonzero(onset)
+            code[idx] = FAILSAFES.index(self.failsafe_mode) + 1
+            self.failsafe_onsets[idx] += 1
+            self._hold[idx] = hold_pose(ex[idx])
+            self._hold_pid.reset(idx)
+            self._land_pid.reset(idx)
+
+    def _failsafe_controls(self, u: Array, ex: Array, valid: NDArray[np.bool_]) -> None:
+        """Overwrite the rows of the vehicles in their failsafe (in place)."""
+        active = (self.failsafe_code != 0) & valid
+        if self.failsafe_mode == "hold":
+            known = np.all(np.isfinite(self._hold), axis=1)  # no estimate at the onset: level instead
+            fly = active & known
+            if fly.any():
+                wp = np.where(fly[:, None], self._hold, 0.0)
+                u_hold = self._hold_pid.compute_from_estimated_state(ex, wp[:, 0:3], wp[:, 3])
+                u[fly] = u_hold[fly]
+            u[active & ~known] = HOVER_CONTROL
+        elif self.failsafe_mode == "land":
+            with np.errstate(invalid="ignore"):
+                self.landed |= active & (ex[:, HEIGHT] <= LAND_TOUCHDOWN_HEIGHT_M)
+            fly = active & ~self.landed
+            if fly.any():
+                v = np.zeros((self.num_vehicles, 3))
+                v[:, 2] = self.failsafe_land_rate_m_s
+                psi = np.where(np.isfinite(self._hold[:, 3]), self._hold[:, 3], 0.0)
+                u_land = self._land_pid.compute_from_estimated_state(ex, v, psi)
+                u[fly] = u_land[fly]
+            u[active & self.landed] = DISARMED_CONTROL
+        else:
+            u[active] = HOVER_CONTROL

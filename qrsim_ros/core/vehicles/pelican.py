@@ -532,6 +532,14 @@ class PelicanFleet:
         for i in idx:
             self._invalid_reason[int(i)] = ""
 
+    def disarm(self, vehicles: ArrayLike, reason: str = "landed (failsafe land)") -> None:
+        """Motors off for good: the ``vehicles`` become invalid (frozen where they are, as any invalid
+        vehicle, until ``set_state``) with ``reason`` (a failsafe landing that touched down)."""
+        for i in np.atleast_1d(vehicles):
+            if self._valid[int(i)]:
+                self._valid[int(i)] = False
+                self._invalid_reason[int(i)] = reason
+
     # --- stepping ---------------------------------------------------------------------------
     def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None) -> None:
         """Advance every valid vehicle by ``dt_s``.

@@ -84,6 +84,7 @@ from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
+    limit_range,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
@@ -117,29 +118,30 @@ PARAMETERS = ParamTable(
     "vehicle_dynamics", *SCENARIO_PARAMETERS,
     Param("real_time_factor", 1.0,
           "simulated seconds per wall-clock second (1.0: real time; 0: as fast as the inputs allow)",
-          lo=0.0, hi=10000.0),
+          **limit_range("real_time_factor")),
     Param("lockstep", False,
           "step k+1 only after the wind (and flight_controller commands) stamped t_k arrived"),
     Param("lockstep_timeout_s", 1.0,
           "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
-          lo=0.001, hi=3600.0),
+          **limit_range("lockstep_timeout_s")),
     Param("lockstep_on_timeout", "wait",
           "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
           choices=("wait", "continue")),
     Param("command_timeout_s", 0.5,
           "simulated seconds a cmd/attitude is held before the vehicle falls back to level hover "
-          "(0: held forever) [s]", lo=0.0, hi=1e6),
+          "(0: held forever) [s]", **limit_range("command_timeout_s")),
     Param("duration_s", 0.0,
           "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
-          lo=0.0, hi=1e9),
+          **limit_range("duration_s")),
     Param("wait_for_commands", False,
           "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude"),
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
-          "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000),
-    Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]", lo=0.0, hi=3600.0),
-    Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", lo=0, hi=100000),
+          "so no node misses the first ticks while DDS discovery completes", **limit_range("start_subscribers")),
+    Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
+          **limit_range("start_timeout_s")),
+    Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", **limit_range("tf_every_n_ticks")),
 )
 
 

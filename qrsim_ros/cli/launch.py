@@ -631,9 +631,9 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
         raise CliError(f"--duration {args.duration!r} must be a number of simulated seconds >= 0")
     for option, name in (("--num-vehicles", "num_vehicles"), ("--real-time-factor", "real_time_factor"),
                          ("--duration", "duration_s")):  # the nodes' ranges (core.common.limits)
-        value = getattr(args, name.removesuffix("_s"))
-        if value is not None and not LIMITS[name].contains(value):
-            raise CliError(f"{option} {shorten(value)} must be {LIMITS[name].allowed()} ({LIMITS[name].reason})")
+        value, limit = getattr(args, name.removesuffix("_s")), LIMITS[name]
+        if value is not None and not limit.contains(value):
+            raise CliError(f"{option} {shorten(value)} must be {limit.allowed()} ({limit.reason})")
     record: bool | str = args.record if isinstance(args.record, bool) else str(args.record)
     if getattr(args, "plot", False) and record is False:
         record = True  # --plot without --record records to the default bag directory

@@ -43,7 +43,7 @@ from qrsim_ros.cli import (
     subcommand_parser,
     write_csv_atomic,
 )
-from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import (
     SEED_FROM_FILE,
@@ -73,8 +73,8 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
         try:
             value = load_yaml(text) if text.strip() else None
         except yaml.YAMLError as exc:
-            raise CliError(f"--set {item!r}: the value is not valid YAML: {getattr(exc, 'problem', exc)}") \
-                from None
+            raise CliError(f"--set {shorten(item)}: the value is not valid YAML: "
+                           f"{getattr(exc, 'problem', exc)}") from None
         node = out
         parts = key.split(".")
         for part in parts[:-1]:

@@ -138,7 +138,8 @@ PARAMETERS = ParamTable(
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
-          "so no node misses the first ticks while DDS discovery completes", **limit_range("start_subscribers")),
+          "so no node misses the first ticks while DDS discovery completes",
+          **limit_range("start_subscribers")),
     Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
           **limit_range("start_timeout_s")),
     Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", **limit_range("tf_every_n_ticks")),

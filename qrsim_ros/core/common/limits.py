@@ -78,7 +78,7 @@ _ROWS = (
     Limit("seed", -1, MAX_SEED, "",
           f"-1: the scenario file's; 0: from the clock; 1..{MAX_SEED}: that seed", integer=True),
     Limit("real_time_factor", 0.0, 10000.0, "",
-          "simulated s per wall s; 0: as fast as possible; above 1e4 the pacing timer cannot keep up"),
+          "simulated s per wall s; 1: wall-clock pace; 0: as fast as possible (more is no faster)"),
     Limit("duration_s", 0.0, 1e9, "s", "simulated time to run; 0: until the episode ends"),
     Limit("lockstep_timeout_s", 0.001, 3600.0, "s", "wall time a lockstep input is awaited before a warning"),
     Limit("command_timeout_s", 0.0, 1e6, "s", "simulated age after which a set point expires; 0: never"),

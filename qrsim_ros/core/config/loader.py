@@ -37,6 +37,13 @@ Yaml12Loader.yaml_implicit_resolvers = {
 Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+# YAML 1.2 (and yaml-cpp, which reads the nodes' parameters) read ``1e9`` and ``1.0e3`` as numbers;
+# PyYAML's 1.1 resolver wants a dot and a signed exponent (``1.0e+9``) and would hand the launcher the
+# string '1e9'.
+Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+.0123456789")
+)
 
 
 #: Largest YAML document read [bytes] (a scenario file is ~1 KB; the limit is far above any real one).

@@ -9,6 +9,7 @@ Pure Python (no ROS graph): runs without the test lock.
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,93 @@ def test_domain_ids_are_in_the_table() -> None:
     assert LIMITS["domain_id"].contains(0) and LIMITS["domain_id"].contains(232)
     assert not LIMITS["domain_id"].contains(233)
 
+
+
+# --- qrsim batch --workers, outputs over inputs -----------------------------------------------------------
+
+def test_batch_caps_workers_at_the_usable_cpus(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from qrsim_ros.cli import batch
+    from qrsim_ros.cli.main import main
+
+    started: list[int] = []
+    real = batch.run_batch
+    monkeypatch.setattr(batch, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(batch, "run_batch", lambda *a, **k: started.append(a[3]) or real(*a, **k))
+    t0 = time.perf_counter()
+    rc = main(["batch", "keep_spot", "--runs", "2", "--workers", "100000", "--steps", "3", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert started == [2] and "on 2 worker(s)" in out
+    assert err.count("\n") == 1 and "--workers 100000 capped at the 2 CPU(s)" in err
+    assert time.perf_counter() - t0 < 60
+
+
+def test_usable_cpus_is_the_affinity() -> None:
+    from qrsim_ros.cli.batch import usable_cpus
+
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert usable_cpus() == expected >= 1
+
+
+def _replay_inputs(path: Path) -> str:
+    rows = ["pitch,roll,throttle,yaw_rate,battery"] + ["0,0,0.59004353928,0,12"] * 5
+    text = "\n".join(rows) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+@pytest.mark.parametrize("alias", ["same", "relative", "symlink", "hardlink"])
+def test_replay_refuses_to_write_over_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch, alias: str) -> None:
+    from qrsim_ros.cli.main import main
+
+    log = tmp_path / "log.csv"
+    text = _replay_inputs(log)
+    monkeypatch.chdir(tmp_path)
+    out = {"same": str(log), "relative": "./sub/../log.csv", "symlink": "link.csv",
+           "hardlink": "hard.csv"}[alias]
+    (tmp_path / "sub").mkdir()
+    if alias == "symlink":
+        (tmp_path / "link.csv").symlink_to(log)
+    if alias == "hardlink":
+        os.link(log, tmp_path / "hard.csv")
+    rc = main(["replay", "--inputs", str(log), "--out", out])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "refusing to write the output over the input --inputs" in err
+    assert log.read_text(encoding="utf-8") == text  # untouched
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_replay_to_another_file_still_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from qrsim_ros.cli.main import main
+
+    log = tmp_path / "log.csv"
+    _replay_inputs(log)
+    rc = main(["replay", "--inputs", str(log), "--out", str(tmp_path / "out.csv")])
+    assert rc == 0, capsys.readouterr().err
+    assert (tmp_path / "out.csv").read_text().count("\n") >= 5
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_run_and_batch_refuse_to_write_over_the_scenario_or_policy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    from qrsim_ros.cli.main import main
+
+    scenario = tmp_path / "mine.yaml"
+    text = (REPO_ROOT / "config" / "keep_spot.yaml").read_text(encoding="utf-8")
+    scenario.write_text(text, encoding="utf-8")
+    (tmp_path / "link.yaml").symlink_to(scenario)
+    extra = ["--runs", "1", "--workers", "1"] if command == "batch" else []
+    rc = main([command, str(scenario), "--steps", "2", "--no-progress", *extra, "--out",
+               str(tmp_path / "link.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "over the input scenario" in err, err
+    assert scenario.read_text(encoding="utf-8") == text
+    policy = tmp_path / "hover.py"
+    policy.write_text("import numpy as np\ndef make(view):\n    return lambda v: None\n", encoding="utf-8")
+    rc = main([command, str(scenario), "--steps", "2", "--no-progress", *extra, "--policy",
+               f"{policy}:make", "--out", str(policy)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "over the input --policy" in err, err

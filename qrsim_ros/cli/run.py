@@ -107,6 +107,16 @@ def scenario_overrides(sets: Sequence[str] | None, steps: int | None) -> dict[st
     return overrides
 
 
+def input_files(scenario: Scenario, policy: str) -> list[tuple[str, str]]:
+    """The files a run reads, as ``check_output_path`` takes them: the scenario file and a user
+    policy's Python file (``--policy path.py:factory``)."""
+    files = [("scenario", scenario.source)]
+    module = policy.rsplit(":", 1)[0]
+    if module.endswith(".py"):
+        files.append(("--policy", module))
+    return files
+
+
 def load_checked(scenario: str, overrides: Mapping[str, Any], policy: str) -> tuple[Scenario, PolicyFactory]:
     """Load and validate the scenario (its YAML read once) and resolve the policy for its task, before
     anything runs; CliError names what is wrong."""
@@ -236,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, factory = load_checked(args.scenario, overrides, args.policy)
         if args.out is not None:
-            check_output_path(args.out)
+            check_output_path(args.out, input_files(scenario, args.policy))
         # the concrete seed (a clock seed drawn here, once): the Simulator is built from it and starts
         # at the episode reset(seed=...) would give, and the printed seed repeats the run
         seed = resolve_seed(requested, scenario.seed)

@@ -100,7 +100,7 @@ def markdown_table() -> str:
     lines = ["| value | range | unit | why |", "|---|---|---|---|"]
     for row in _ROWS:
         lines.append(f"| `{row.name}` | {_fmt(row.lo)} .. {_fmt(row.hi)}{' (integer)' * row.integer} | "
-                     f"{row.unit} | {row.reason} |")
+                     f"{row.unit or '—'} | {row.reason} |")
     return "\n".join(lines)
 
 

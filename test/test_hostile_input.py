@@ -105,10 +105,13 @@ def test_exponents_without_a_dot_are_numbers_as_in_yaml_1_2() -> None:
 
 
 def test_the_node_limit_counts_aliases_not_text() -> None:
-    # eight levels (~4.8e7 expanded) is refused like nine; three levels (~800 values) is fine
+    # eight levels (~4.3e7 expanded) is refused like nine; three levels (~800 values) is fine
     with pytest.raises(YamlLimitError, match="aliases expanded"):
         load_yaml(alias_bomb(8))
     assert len(load_yaml(alias_bomb(3))["c"]) == 9
+    # many values without aliases are read whole (a file within the size limit holds < 1e6 nodes)
+    numbers = "[" + ",".join(["1"] * 120_000) + "]"
+    assert len(load_yaml(numbers)) == 120_000
 
 
 def test_shorten_cuts_any_value_quickly() -> None:

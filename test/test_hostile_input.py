@@ -156,7 +156,10 @@ def _node_table(executable: str) -> Any:
     """The ParamTable a planned node declares (its module's PARAMETERS, else the ground-truth nodes')."""
     from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS
 
-    module = importlib.import_module(f"qrsim_ros.nodes.{executable}")
+    try:
+        module = importlib.import_module(f"qrsim_ros.nodes.{executable}")
+    except ModuleNotFoundError:  # a registered sensor's generated executable (nodes/sensor.py)
+        return GROUND_TRUTH_NODE_PARAMETERS
     return getattr(module, "PARAMETERS", GROUND_TRUTH_NODE_PARAMETERS)
 
 

@@ -25,7 +25,6 @@ per registered sensor the scenario lists under ``vehicle.sensors`` (``core.senso
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -33,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qrsim_ros.core.common.limits import LIMITS, MAX_GRAPH_VEHICLES
+from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.sensors.registry import SENSORS
 
 #: Scenario families with variants: family -> (variants, default variant).
@@ -242,7 +243,6 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
     """Load and validate the scenario once; resolve the seed with the core's convention
     (``qrsim_ros.core.config.scenario.resolve_seed``: -1 the file's, 0 from the clock, drawn once here
     so that every node builds the same streams, 1..MAX_SEED as given)."""
-    from qrsim_ros.core.common.validation import ConfigError
     from qrsim_ros.core.config.loader import ScenarioError
     from qrsim_ros.core.config.scenario import (
         MAX_SEED,
@@ -253,7 +253,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
     )
 
     config = config_name(scenario, variant)
-    _check_int("num_vehicles", num_vehicles, 0, 10000)
+    _check_limit("num_vehicles", num_vehicles)
     try:
         check_seed(seed)
     except ConfigError as exc:
@@ -262,6 +262,11 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles))
     except (ScenarioError, ConfigError) as exc:
         raise PlanError(f"scenario {config!r}: {exc}") from None
+    if loaded.num_vehicles > MAX_GRAPH_VEHICLES:  # a file's count: the nodes' num_vehicles range
+        raise PlanError(f"scenario {config!r}: num_vehicles={loaded.num_vehicles} (from the scenario file) "
+                        f"exceeds the node graph's maximum {MAX_GRAPH_VEHICLES} "
+                        "(qrsim run / batch take up to "
+                        f"{LIMITS['scenario_num_vehicles'].hi:g} in process)")
     if config.endswith((".yaml", ".yml")) or os.sep in config:
         config = os.path.abspath(config)  # nodes may start elsewhere
     effective = resolve_seed(seed, loaded.seed)
@@ -299,11 +304,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
             raise PlanError(f"{name}={value!r} must be true or false")
     if lockstep is not None and not isinstance(lockstep, bool):
         raise PlanError(f"lockstep={lockstep!r} must be true, false or unset")
-    if real_time_factor is not None and not _is_non_negative_number(real_time_factor):
-        raise PlanError(f"real_time_factor={real_time_factor!r} must be a number >= 0 "
-                        "(1 = wall-clock pace, 0 = as fast as possible)")
-    if not _is_non_negative_number(duration_s):
-        raise PlanError(f"duration_s={duration_s!r} must be a number of seconds >= 0 (0 = the episode)")
+    if real_time_factor is not None:
+        _check_limit("real_time_factor", real_time_factor)
+    _check_limit("duration_s", duration_s)
     if not isinstance(record, (bool, str, os.PathLike)) or (isinstance(record, str) and not record.strip()):
         raise PlanError(f"record={record!r} must be true, false or an output directory")
 
@@ -363,6 +366,10 @@ def _apply_node_parameters(specs: list[NodeSpec],
     if unknown:
         raise PlanError(f"node parameters for {', '.join(map(repr, unknown))}: not in this plan "
                         f"(nodes: {', '.join(names)})")
+    for node, values in extra.items():  # the nodes declare these ranges from the same table
+        for key, value in values.items():
+            if key in LIMITS:
+                _check_limit(key, value, f"{node}:{key}")
     return [NodeSpec(s.executable, s.name, s.namespace, {**s.parameters, **extra.get(s.name, {})},
                      s.remappings, s.arguments, s.package) for s in specs]
 
@@ -446,11 +453,9 @@ def split_installed(specs: Iterable[NodeSpec], lib_dir: str | os.PathLike[str]) 
     return present, missing
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise PlanError(f"{name}={value!r} must be an integer in [{lo}, {hi}]")
-
-
-def _is_non_negative_number(value: Any) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-            and value >= 0)
+def _check_limit(name: str, value: Any, label: str | None = None) -> None:
+    """PlanError (one line) unless ``value`` is inside the limits table's row ``name``."""
+    try:
+        LIMITS[name].check(value, label)
+    except ConfigError as exc:
+        raise PlanError(str(exc)) from None

@@ -11,12 +11,14 @@ from typing import Any
 
 import yaml
 
+from qrsim_ros.core.config.loader import load_yaml
+
 
 def bag_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """``rosbag2_bagfile_information`` of the bag at ``path``, or None if there is none (yet)."""
     try:
         text = (Path(path) / "metadata.yaml").read_text(encoding="utf-8")
-        info = yaml.safe_load(text)["rosbag2_bagfile_information"]
+        info = load_yaml(text)["rosbag2_bagfile_information"]  # size- and alias-limited
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return None
     return info if isinstance(info, dict) else None

@@ -74,14 +74,28 @@ def standalone_main(add_arguments: Callable[[argparse.ArgumentParser], argparse.
 
 # --- output files --------------------------------------------------------------------------------------
 
-def check_output_path(path: str) -> None:
+def check_output_path(path: str, inputs: Iterable[tuple[str, str | os.PathLike[str] | None]] = ()) -> None:
     """Fail (CliError) before any work if ``path`` obviously cannot be written: its directory is
-    missing, or it is a directory."""
+    missing, it is a directory, or it is one of the ``inputs`` (``(what, path)`` pairs, e.g.
+    ``("--inputs", "log.csv")``) under any name: a symbolic link, another relative path or a hard
+    link to the same file (same device and inode) would be overwritten by the output."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CliError(f"{path}: cannot write: directory {directory} does not exist")
     if os.path.isdir(path):
         raise CliError(f"{path}: cannot write: it is a directory")
+    for what, source in inputs:
+        if source is not None and _same_file(path, source):
+            raise CliError(f"{path}: refusing to write the output over the input {what} "
+                           f"{os.fspath(source)} (the same file); choose another output path")
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one existing file (os.path.samefile: device and inode)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either does not exist (yet): they cannot be the same file
+        return False
 
 
 def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

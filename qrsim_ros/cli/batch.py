@@ -9,7 +9,8 @@ episode builds its own Simulator from its seed (all streams, the policy's includ
 an episode's result depends on its seed only: the results, and results.csv, are identical for any
 --workers W, and ``qrsim run --seed BASE+i`` flies episode i again. The scenario file is read once; W
 processes (multiprocessing, forkserver where available, else spawn) get the validated scenario and each
-run whole episodes; W = 1 runs in this process. Results are collected by episode index.
+run whole episodes; W = 1 runs in this process; a W above the CPUs this process may use (its affinity)
+is capped at that count, with a one-line note. Results are collected by episode index.
 
 Printed: the probability of every outcome (time_limit, invalid_vehicle, all_persons_found) with its
 Wilson 95 % confidence interval, and the distribution (mean, std, min, quartiles, max) of the episode
@@ -47,6 +48,7 @@ from qrsim_ros.cli.run import (
     ProgressBar,
     add_common_arguments,
     fmt_float,
+    input_files,
     load_checked,
     scenario_overrides,
     seed_argument,
@@ -143,6 +145,18 @@ def episode_seeds(base_seed: int, runs: int) -> list[int]:
 
 # --- running -----------------------------------------------------------------------------------------------
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's cpuset),
+    at least 1: the most useful number of worker processes."""
+    count = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if count is not None:
+        return max(1, count() or 1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _run_one(job: tuple[int, int, Scenario, str]) -> tuple[int, EpisodeResult]:
     """One episode from scratch (picklable for worker processes): a Simulator built from the validated
     scenario with seed ``seed`` (no YAML read here), at the start of the episode of that seed."""
@@ -222,7 +236,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_common_arguments(p)
     p.add_argument("--runs", type=int, default=None, metavar="R", help="number of episodes (required)")
     p.add_argument("--workers", type=int, default=None, metavar="W",
-                   help="worker processes (default: the CPU count, at most R; 1 = in process)")
+                   help="worker processes (default: the CPU count, at most R; 1 = in process; more than the "
+                   "CPUs this process may use are capped at that, with a note)")
     p.add_argument("--seed", type=int, default=SEED_FROM_FILE, metavar="BASE",
                    help="episode i gets seed BASE + i (-1: the scenario file's seed, or 1 if that is 0, "
                    "the default; 1..2147483647: BASE; 0, the clock, is not allowed)")
@@ -248,15 +263,20 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("the SCENARIO argument is required (qrsim batch --list shows them)")
         if args.runs is None or args.runs < 1:
             raise CliError(f"--runs R is required and must be >= 1, got {args.runs}")
-        workers = min(args.runs, os.cpu_count() or 1) if args.workers is None else args.workers
+        cpus = usable_cpus()
+        workers = min(args.runs, cpus) if args.workers is None else args.workers
         if workers < 1:
             raise CliError(f"--workers must be >= 1, got {workers}")
+        if workers > cpus:  # more processes than CPUs only cost memory and switching
+            print(f"{PROG}: note: --workers {workers} capped at the {cpus} CPU(s) this process may use",
+                  file=sys.stderr)
+            workers = cpus
         requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, _ = load_checked(args.scenario, overrides, args.policy)
         seeds = episode_seeds(resolve_base_seed(requested, scenario.seed), args.runs)
         if args.out is not None:
-            check_output_path(args.out)
+            check_output_path(args.out, input_files(scenario, args.policy))
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
     bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress)

@@ -57,6 +57,9 @@ import yaml
 
 from qrsim_ros.bag.info import describe_bag
 from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
+from qrsim_ros.core.common.limits import LIMITS
+from qrsim_ros.core.common.validation import shorten
+from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -135,9 +138,10 @@ def parse_node_parameters(items: Sequence[str]) -> dict[str, dict[str, Any]]:
             raise CliError(f"--param {item!r}: expected NODE:NAME=VALUE, e.g. "
                            "vehicle_dynamics:lockstep=false")
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
+            value = load_yaml(text) if text.strip() else ""  # size- and alias-limited
         except yaml.YAMLError as exc:
-            raise CliError(f"--param {item!r}: the value is not valid YAML: {exc}") from None
+            raise CliError(f"--param {shorten(item)}: the value is not valid YAML: "
+                           f"{getattr(exc, 'problem', exc)}") from None
         out.setdefault(node.strip(), {})[key.strip()] = value
     return out
 
@@ -669,6 +673,11 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
     """``launch_plan.plan`` for the command-line arguments (the launch files' call, typed)."""
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration >= 0):
         raise CliError(f"--duration {args.duration!r} must be a number of simulated seconds >= 0")
+    for option, name in (("--num-vehicles", "num_vehicles"), ("--real-time-factor", "real_time_factor"),
+                         ("--duration", "duration_s")):  # the nodes' ranges (core.common.limits)
+        value, limit = getattr(args, name.removesuffix("_s")), LIMITS[name]
+        if value is not None and not limit.contains(value):
+            raise CliError(f"{option} {shorten(value)} must be {limit.allowed()} ({limit.reason})")
     record: bool | str = args.record if isinstance(args.record, bool) else str(args.record)
     if getattr(args, "plot", False) and record is False:
         record = True  # --plot without --record records to the default bag directory

@@ -312,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
         area = parse_area(args.area)
         state0 = parse_number_list(args.state0, "--state0", (6, 12, 13))
         fleet = make_fleet(state0, dt_s, area)
-        check_output_path(args.out)
+        check_output_path(args.out, [("--inputs", args.inputs)])  # never over the log it reads
         controls = read_controls_csv(args.inputs)  # every row validated before any integration
         try:
             result = replay(fleet, controls, wind_ned)

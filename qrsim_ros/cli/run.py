@@ -43,7 +43,7 @@ from qrsim_ros.cli import (
     subcommand_parser,
     write_csv_atomic,
 )
-from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import (
     SEED_FROM_FILE,
@@ -73,8 +73,8 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
         try:
             value = load_yaml(text) if text.strip() else None
         except yaml.YAMLError as exc:
-            raise CliError(f"--set {item!r}: the value is not valid YAML: {getattr(exc, 'problem', exc)}") \
-                from None
+            raise CliError(f"--set {shorten(item)}: the value is not valid YAML: "
+                           f"{getattr(exc, 'problem', exc)}") from None
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
@@ -105,6 +105,16 @@ def scenario_overrides(sets: Sequence[str] | None, steps: int | None) -> dict[st
             raise CliError(f"--steps must be >= 1, got {steps}")
         overrides = merge_overrides(overrides, {"task": {"duration_steps": int(steps)}})
     return overrides
+
+
+def input_files(scenario: Scenario, policy: str) -> list[tuple[str, str]]:
+    """The files a run reads, as ``check_output_path`` takes them: the scenario file and a user
+    policy's Python file (``--policy path.py:factory``)."""
+    files = [("scenario", scenario.source)]
+    module = policy.rsplit(":", 1)[0]
+    if module.endswith(".py"):
+        files.append(("--policy", module))
+    return files
 
 
 def load_checked(scenario: str, overrides: Mapping[str, Any], policy: str) -> tuple[Scenario, PolicyFactory]:
@@ -236,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, factory = load_checked(args.scenario, overrides, args.policy)
         if args.out is not None:
-            check_output_path(args.out)
+            check_output_path(args.out, input_files(scenario, args.policy))
         # the concrete seed (a clock seed drawn here, once): the Simulator is built from it and starts
         # at the episode reset(seed=...) would give, and the printed seed repeats the run
         seed = resolve_seed(requested, scenario.seed)

@@ -50,7 +50,7 @@ from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, sub
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
 from qrsim_ros.ros.node import ParameterError, run_node
-from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters
+from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters, limited
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -83,8 +83,8 @@ PARAMETERS = ParamTable(
           "longest wall time spent taking pending messages after SIGINT/SIGTERM before the bag is closed [s]",
           lo=0.0, hi=60.0),
     Param("scenario", "", "scenario of the run (written to the bag's custom_data)"),
-    Param("seed", -1, "seed of the run (custom_data)", lo=-1, hi=2**31 - 1),
-    Param("num_vehicles", 0, "vehicles of the run (custom_data)", lo=0, hi=100000),
+    limited("seed", -1, "seed of the run (custom_data)"),
+    limited("num_vehicles", 0, "vehicles of the run (custom_data)"),
 )
 
 

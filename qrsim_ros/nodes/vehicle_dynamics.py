@@ -14,7 +14,12 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        -> ``uavN/base_link_frd`` and -> ``uavN/camera_optical`` per the camera mounting);
        ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus) every tick: validity, reasons, input counters
        and the whole fleet's exact state and specific force (the simulator's nodes read only this);
-       ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset.
+       ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset;
+       ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, ``ros.node.Counters``) every wall second,
+       stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
+       commands_clamped, command_timeouts, wind_rejected), lockstep_timeouts (waits longer than
+       lockstep_timeout_s), and started, episode, tick, steps, tick_period_s, tick_rate_hz and
+       real_time_factor (measured since the last array), real_time_factor_target, lockstep.
        Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
        lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
        Odometry, accel and /tf are only built while someone subscribes to one of them (RViz, a
@@ -86,11 +91,12 @@ from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
+from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
+    limit_range,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
@@ -117,6 +123,9 @@ WARN_PERIOD_S = 2.0
 BURST_S = 0.01
 #: Longest the final acknowledgements are waited for at ``duration_s`` [s].
 FINAL_ACK_S = 2.0
+#: The counters on /diagnostics (summed over vehicles; per vehicle they are in /sim/vehicle_status).
+DIAGNOSTIC_COUNTERS = ("commands_rejected", "commands_clamped", "command_timeouts", "wind_rejected",
+                       "lockstep_timeouts")
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -124,29 +133,32 @@ PARAMETERS = ParamTable(
     "vehicle_dynamics", *SCENARIO_PARAMETERS,
     Param("real_time_factor", 1.0,
           "simulated seconds per wall-clock second (1.0: real time; 0: as fast as the inputs allow)",
-          lo=0.0, hi=10000.0),
+          **limit_range("real_time_factor")),
     Param("lockstep", False,
           "step k+1 only after the wind (and flight_controller commands) stamped t_k arrived"),
     Param("lockstep_timeout_s", 1.0,
           "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
-          lo=0.001, hi=3600.0),
+          **limit_range("lockstep_timeout_s")),
     Param("lockstep_on_timeout", "wait",
           "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
           choices=("wait", "continue")),
     Param("command_timeout_s", -1.0,
           "simulated seconds a cmd/attitude is held before the vehicle flies its failsafe "
-          "(0: held forever; -1: the scenario's vehicle.command_timeout_s) [s]", lo=-1.0, hi=1e6),
+          "(0: held forever; -1: the scenario's vehicle.command_timeout_s) [s]",
+          **limit_range("command_timeout_s")),
     Param("duration_s", 0.0,
           "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
-          lo=0.0, hi=1e9),
+          **limit_range("duration_s")),
     Param("wait_for_commands", False,
           "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude"),
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
-          "so no node misses the first ticks while DDS discovery completes", lo=0, hi=1000),
-    Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]", lo=0.0, hi=3600.0),
-    Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", lo=0, hi=100000),
+          "so no node misses the first ticks while DDS discovery completes",
+          **limit_range("start_subscribers")),
+    Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
+          **limit_range("start_timeout_s")),
+    Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", **limit_range("tf_every_n_ticks")),
 )
 
 
@@ -249,6 +261,10 @@ class VehicleDynamicsNode(ScenarioNode):
         timer_s = min(max(self._period_s / 4, 0.001), 0.05) if p.real_time_factor > 0 else free_s
         self._gt_listened = True  # until the first check
         self._timer = self.create_timer(timer_s, self._on_timer, clock=self._wall)
+        # /diagnostics every second: the input counters, lockstep waits and the pace measured
+        self.lockstep_timeouts = 0
+        self._diag_mark = (time.monotonic(), 0)
+        self.diagnostics = Counters(self, DIAGNOSTIC_COUNTERS, info=self._diagnostic_info)
         under = [self.names[i] for i in np.flatnonzero(self.controlled)]
         self.get_logger().info(
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
@@ -434,6 +450,7 @@ class VehicleDynamicsNode(ScenarioNode):
         if waited < self.params.lockstep_timeout_s:
             return
         missing = self._missing_inputs()
+        self.lockstep_timeouts += 1
         awaiting_first = self.params.wait_for_commands and not self._has_cmd[self.fleet.valid].all()
         if self.params.lockstep and self.params.lockstep_on_timeout == "continue" and not awaiting_first:
             self.get_logger().warning(f"lockstep: no {', '.join(missing)} after {waited:.1f} s: "
@@ -445,6 +462,24 @@ class VehicleDynamicsNode(ScenarioNode):
                                   f"tick {self._k} re-sent")
         self._publish_tick()
         self._wait_since = time.monotonic()
+
+    def _diagnostic_info(self) -> dict[str, object]:
+        """/diagnostics (``Counters``): the counters over all vehicles, stamped with the simulated time,
+        and the pace since the last publication (ticks per wall second, the real-time factor achieved)."""
+        d = self.diagnostics
+        for name in DIAGNOSTIC_COUNTERS[:-1]:
+            d.values[name] = int(getattr(self, name).sum())
+        d.values["lockstep_timeouts"] = self.lockstep_timeouts
+        d.sim_time_s = self._k * BASE_DT_S
+        now = time.monotonic()
+        wall_s, steps = now - self._diag_mark[0], self.steps - self._diag_mark[1]
+        self._diag_mark = (now, self.steps)
+        rate_hz = steps / wall_s if wall_s > 0 else 0.0
+        p = self.params
+        return {"started": self._started, "episode": self.episode, "tick": self._k, "steps": self.steps,
+                "tick_period_s": BASE_DT_S, "tick_rate_hz": f"{rate_hz:.1f}",
+                "real_time_factor": f"{rate_hz * BASE_DT_S:.3f}",
+                "real_time_factor_target": p.real_time_factor, "lockstep": p.lockstep}
 
     def _graph_missing(self) -> list[str]:
         """Lockstep start: inputs without a publisher, and whether the ground truth has a subscriber."""

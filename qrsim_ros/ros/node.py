@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import rclpy
@@ -92,12 +92,18 @@ class Counters:
     """Named event counters of a node (rejected set points, late or missing inputs, ...), published
     as one ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` (status name = the node's name,
     one KeyValue per counter) at most once per ``period_s`` of wall time, and only when changed.
+
+    ``info``: called before each publication; returns more key/values that change all the time (rates,
+    settings; after the counters in the message) and may update ``values`` itself. With it, the array
+    goes out every ``period_s``.
     """
 
-    def __init__(self, node: Node, names: Sequence[str], period_s: float = 1.0) -> None:
+    def __init__(self, node: Node, names: Sequence[str], period_s: float = 1.0, *,
+                 info: Callable[[], Mapping[str, object]] | None = None) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.clock import Clock, ClockType
 
+        self.info = info
         self.values: dict[str, int] = dict.fromkeys(names, 0)
         #: simulated time [s] to stamp with (set by nodes that run on their input's ticks rather than
         #: on /clock); None: the node's clock
@@ -115,7 +121,8 @@ class Counters:
         return self.values[name]
 
     def publish_if_changed(self) -> None:
-        if not self._changed:
+        extra = self.info() if self.info is not None else {}
+        if not self._changed and not extra:
             return
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
@@ -125,7 +132,7 @@ class Counters:
             level=DiagnosticStatus.WARN if bad else DiagnosticStatus.OK,
             name=self._node.get_fully_qualified_name(), hardware_id="qrsim_ros",
             message="inputs rejected or missed" if bad else "ok",
-            values=[KeyValue(key=k, value=str(v)) for k, v in self.values.items()])
+            values=[KeyValue(key=k, value=str(v)) for k, v in (*self.values.items(), *extra.items())])
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = (self._node.get_clock().now().to_msg() if self.sim_time_s is None
                             else stamp_from_seconds(self.sim_time_s))

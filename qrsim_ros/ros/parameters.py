@@ -30,10 +30,10 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import (
-    MAX_SEED,
     SEED_FROM_FILE,
     SEED_HELP,
     Scenario,
@@ -172,6 +172,19 @@ class ParamTable:
         return self.struct(**{p.name: p.check(values.get(p.name, p.default)) for p in self.params})
 
 
+def limit_range(name: str) -> dict[str, float]:
+    """``{"lo": ..., "hi": ...}`` of the limits table's row ``name`` (``core.common.limits.LIMITS``), for
+    ``Param(..., **limit_range(name))``: the range the launchers check, so a value they accept is one
+    the node accepts."""
+    limit = LIMITS[name]
+    return {"lo": limit.lo, "hi": limit.hi}
+
+
+def limited(name: str, default: bool | int | float | str, description: str, **kwargs: Any) -> Param:
+    """``Param(name, default, description)`` with the limits table's range of ``name``."""
+    return Param(name, default, description, **limit_range(name), **kwargs)
+
+
 def descriptor(param: Param) -> ParameterDescriptor:
     """The ROS ParameterDescriptor of a row: description, range or choices, read_only, and dynamic
     typing for a float (so that an integer value is accepted and converted)."""
@@ -222,8 +235,8 @@ SCENARIO_PARAMETERS = ParamTable(
     "scenario",
     Param("scenario", "search_rescue_2c",
           "scenario name (config/<name>.yaml) or path to a scenario YAML file"),
-    Param("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})", lo=SEED_FROM_FILE, hi=MAX_SEED),
-    Param("num_vehicles", 0, "number of vehicles (0: the scenario file's)", lo=0, hi=1000),
+    limited("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})"),
+    limited("num_vehicles", 0, "number of vehicles (0: the scenario file's)"),
 )
 
 

@@ -6,6 +6,7 @@ Models call these once, at construction; nothing is silently clamped.
 from __future__ import annotations
 
 import math
+import reprlib
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -15,6 +16,24 @@ from qrsim_ros.core.common.ticks import BASE_DT_S
 
 class ConfigError(ValueError):
     """A model parameter is missing, malformed or out of range."""
+
+
+#: Longest value an error message shows [characters]; longer ones end in "…".
+SHORT_VALUE_CHARS = 80
+
+_repr = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_repr.maxlevel, _repr.maxtuple, _repr.maxlist, _repr.maxdict, _repr.maxset = 3, 6, 6, 4, 6
+_repr.maxstring = _repr.maxother = 60
+
+
+def shorten(value: object, limit: int = SHORT_VALUE_CHARS) -> str:
+    """``repr(value)`` cut to at most ``limit`` characters (ending in "…"), for error messages.
+
+    Nested containers are elided level by level (reprlib) before the text is built, so a huge or
+    deeply shared value (a YAML alias bomb) costs microseconds, never its full expansion.
+    """
+    text = _repr.repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def ticks_per_update(name: str, dt_s: float, base_dt_s: float = BASE_DT_S) -> int:

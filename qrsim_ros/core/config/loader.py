@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import yaml
 
-from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError, shorten
 
 T = TypeVar("T")
 
@@ -37,11 +37,77 @@ Yaml12Loader.yaml_implicit_resolvers = {
 Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+# YAML 1.2 (and yaml-cpp, which reads the nodes' parameters) read ``1e9`` and ``1.0e3`` as numbers;
+# PyYAML's 1.1 resolver wants a dot and a signed exponent (``1.0e+9``) and would hand the launcher the
+# string '1e9'.
+Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+.0123456789")
+)
+
+
+#: Largest YAML document read [bytes] (a scenario file is ~1 KB; the limit is far above any real one).
+MAX_YAML_BYTES = 1_000_000
+#: Most nodes a document may have with every alias expanded (as a consumer walking it would see them):
+#: a "billion laughs" alias bomb of 1.5 KB expands to ~1e9 nodes; real files have a few hundred, and a
+#: file within MAX_YAML_BYTES holds at most ~500,000 without aliases, so only aliases can pass this.
+MAX_YAML_NODES = 1_000_000
+
+
+class YamlLimitError(yaml.YAMLError):
+    """A YAML document is larger than MAX_YAML_BYTES or expands (through aliases) to more than
+    MAX_YAML_NODES nodes; ``problem`` says which, ``problem_mark`` where (when known)."""
+
+    def __init__(self, problem: str, problem_mark: Any = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = problem_mark
+
+    def __str__(self) -> str:
+        return self.problem
+
+
+class _LimitedLoader(Yaml12Loader):
+    """Yaml12Loader that counts every node as a consumer would see it, aliases expanded, while composing:
+    an anchored node's expanded size is computed once and an alias adds it again, so the count costs
+    one addition per node and an alias bomb is refused as soon as it passes MAX_YAML_NODES (before any
+    Python object is built)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        node = super().compose_node(parent, index)
+        size = getattr(node, "qrsim_expanded_nodes", None)
+        if size is None:  # a scalar, or a collection composed below (which set it)
+            size = 1
+            node.qrsim_expanded_nodes = size
+        return node
+
+    def compose_sequence_node(self, anchor: Any) -> Any:
+        node = super().compose_sequence_node(anchor)
+        return self._sized(node, 1 + sum(c.qrsim_expanded_nodes for c in node.value))
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        node = super().compose_mapping_node(anchor)
+        size = 1 + sum(k.qrsim_expanded_nodes + v.qrsim_expanded_nodes for k, v in node.value)
+        return self._sized(node, size)
+
+    @staticmethod
+    def _sized(node: Any, size: int) -> Any:
+        if size > MAX_YAML_NODES:
+            raise YamlLimitError(f"more than {MAX_YAML_NODES} values with its aliases expanded (an alias "
+                                 "bomb?); write the values out or use fewer nested aliases",
+                                 node.start_mark)
+        node.qrsim_expanded_nodes = size
+        return node
 
 
 def load_yaml(stream: Any) -> Any:
-    """Parse YAML text or a stream with YAML 1.2 booleans."""
-    return yaml.load(stream, Loader=Yaml12Loader)
+    """Parse YAML text or a text stream with YAML 1.2 booleans, within limits: at most MAX_YAML_BYTES
+    characters and MAX_YAML_NODES nodes with aliases expanded (else YamlLimitError, a yaml.YAMLError).
+    Ordinary anchors, aliases and merge keys (``<<: *base``) work as usual."""
+    text = stream if isinstance(stream, (str, bytes)) else stream.read(MAX_YAML_BYTES + 1)
+    if len(text) > MAX_YAML_BYTES:
+        raise YamlLimitError(f"larger than {MAX_YAML_BYTES} bytes (the largest YAML document read)")
+    return yaml.load(text, Loader=_LimitedLoader)
 
 
 def _join(where: str, key: str) -> str:
@@ -90,23 +156,23 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if tp is bool:
         if isinstance(value, (bool, np.bool_)):
             return bool(value)
-        raise ScenarioError(f"{where}: expected true or false, got {value!r}")
+        raise ScenarioError(f"{where}: expected true or false, got {shorten(value)}")
     if tp is int:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             return int(value)
-        raise ScenarioError(f"{where}: expected an integer, got {value!r}")
+        raise ScenarioError(f"{where}: expected an integer, got {shorten(value)}")
     if tp is float:
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
             return float(value)
-        raise ScenarioError(f"{where}: expected a number, got {value!r}")
+        raise ScenarioError(f"{where}: expected a number, got {shorten(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ScenarioError(f"{where}: expected a string, got {value!r}")
+        raise ScenarioError(f"{where}: expected a string, got {shorten(value)}")
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{where}: expected a list, got {value!r}")
+            raise ScenarioError(f"{where}: expected a list, got {shorten(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_convert(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
         if len(value) != len(args):
@@ -115,7 +181,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         return tuple(_convert(v, a, f"{where}[{i}]") for i, (v, a) in pairs)
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
-            raise ScenarioError(f"{where}: expected a mapping, got {value!r}")
+            raise ScenarioError(f"{where}: expected a mapping, got {shorten(value)}")
         return dict(value)
     return value
 
@@ -128,7 +194,7 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ScenarioError(f"{where}: expected a mapping of {cls.__name__} settings, got {data!r}")
+        raise ScenarioError(f"{where}: expected a mapping of {cls.__name__} settings, got {shorten(data)}")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     unknown = [k for k in data if k not in fields]

@@ -37,6 +37,7 @@ import numpy as np
 import yaml
 
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import (
     ConfigError,
     area_limits,
@@ -46,7 +47,7 @@ from qrsim_ros.core.common.validation import (
     positive,
     ticks_per_update,
 )
-from qrsim_ros.core.config.loader import ScenarioError, build, load_yaml, merge
+from qrsim_ros.core.config.loader import ScenarioError, YamlLimitError, build, load_yaml, merge
 from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
@@ -61,8 +62,9 @@ from qrsim_ros.core.world.wind import MeanWindParams
 SEED_FROM_FILE = -1
 #: ``seed`` 0: from the clock (QRSim's convention), drawn once by ``resolve_seed``.
 SEED_FROM_CLOCK = 0
-#: The largest seed: the range of the nodes' integer ``seed`` parameter (a clock seed is drawn below it).
-MAX_SEED = 2**31 - 1
+#: The largest seed: the range of the nodes' integer ``seed`` parameter (a clock seed is drawn below it);
+#: from the limits table (``core.common.limits``).
+MAX_SEED = LIMITS["seed"].hi
 #: What the seed values mean, for help texts and error messages.
 SEED_HELP = f"-1: the scenario file's seed; 0: from the clock; 1..{MAX_SEED}: that seed"
 
@@ -260,7 +262,7 @@ class VehicleParams:
         non_negative("vehicle.collision_distance_m", self.collision_distance_m)
         in_range("vehicle.rate_limit_rads", self.rate_limit_rads, 0.1, 100.0)
         in_range("vehicle.velocity_limit_mps", self.velocity_limit_mps, 0.1, 1000.0)
-        in_range("vehicle.command_timeout_s", self.command_timeout_s, 0.0, 3600.0)
+        in_range("vehicle.command_timeout_s", self.command_timeout_s, 0.0, LIMITS["command_timeout_s"].hi)
         if self.failsafe not in FAILSAFES:
             raise ConfigError(f"vehicle.failsafe={self.failsafe!r} must be one of {', '.join(FAILSAFES)}")
         in_range("vehicle.failsafe_land_rate_m_s", self.failsafe_land_rate_m_s, 0.1, 3.0)
@@ -290,8 +292,7 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.seed < SEED_FROM_CLOCK:
             raise ConfigError(f"seed={self.seed!r} must be >= 0 (0 = from the clock)")
-        if not 1 <= self.num_vehicles <= 10000:
-            raise ConfigError(f"num_vehicles={self.num_vehicles!r} must be in [1, 10000]")
+        LIMITS["scenario_num_vehicles"].check(self.num_vehicles, "num_vehicles")
         if self.task.type == "plume" and self.plume is None:
             raise ConfigError("a plume task needs a 'plume' section")
         if self.task.type == "search_rescue" and self.area.type != "box_with_persons":
@@ -457,7 +458,8 @@ def load_scenario(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ScenarioError(f"{path}:{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+        what = "refused" if isinstance(exc, YamlLimitError) else "malformed YAML"
+        raise ScenarioError(f"{path}:{where}: {what}: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, Mapping):
         raise ScenarioError(f"{path}: a scenario file must be a mapping of sections")
     data = merge(data, overrides)

@@ -1,0 +1,109 @@
+"""The one table of bounded run and launch values, with units and reasons.
+
+Both front ends check against it — the launch plan (``qrsim launch`` and ``ros2 launch``), the ``qrsim``
+command, the scenario validation — and every node declares its parameters' ranges from it
+(``qrsim_ros.ros.parameters.limited``), so a value the launcher accepts is one every node accepts::
+
+    from qrsim_ros.core.common.limits import LIMITS
+    LIMITS["real_time_factor"].check(1e9)   # ConfigError: real_time_factor=1000000000.0 must be in ...
+
+Rows are closed ranges ``[lo, hi]``; ``integer`` rows take integers only. The table is printed in
+README.md ("Limits"); ``python -m qrsim_ros.core.common.limits`` prints it as Markdown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from qrsim_ros.core.common.validation import ConfigError, shorten
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One bounded value: its name, closed range ``[lo, hi]``, unit, whether it is an integer, and
+    why the bounds are what they are (for the documentation and the error messages)."""
+
+    name: str
+    lo: float
+    hi: float
+    unit: str
+    reason: str
+    integer: bool = False
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is a number of the right kind inside the range."""
+        if isinstance(value, (bool, np.bool_)):
+            return False
+        if self.integer:
+            return isinstance(value, (int, np.integer)) and self.lo <= value <= self.hi
+        return (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+                and self.lo <= value <= self.hi)
+
+    def allowed(self) -> str:
+        """The range in words: ``an integer in [0, 1000]`` or ``a number in [0, 10000] (s)``."""
+        kind = "an integer" if self.integer else "a number"
+        unit = f" {self.unit}" if self.unit and self.unit != "1" else ""
+        return f"{kind} in [{_fmt(self.lo)}, {_fmt(self.hi)}]{unit}"
+
+    def check(self, value: Any, name: str | None = None) -> Any:
+        """``value`` if inside the range, else ConfigError (one line: name, value shortened, range,
+        reason). ``name``: how the caller calls it (an option, a key path); default the row's."""
+        if not self.contains(value):
+            raise ConfigError(f"{name or self.name}={shorten(value)} must be {self.allowed()} "
+                              f"({self.reason})")
+        return value
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+#: Most vehicles of a launched node graph: every node subscribes and publishes per vehicle, and the
+#: fleet's pairwise proximity check is O(n^2); beyond this a graph no longer starts in reasonable time.
+MAX_GRAPH_VEHICLES = 1000
+#: Most vehicles of an in-process scenario (Simulator, ``qrsim run`` / ``batch``, Gymnasium).
+MAX_SCENARIO_VEHICLES = 10000
+#: The largest seed: ROS integer parameters are 64-bit but the seed is drawn/printed as a C int.
+MAX_SEED = 2**31 - 1
+
+_ROWS = (
+    Limit("num_vehicles", 0, MAX_GRAPH_VEHICLES, "vehicles",
+          "0: the scenario file's; a node graph subscribes and publishes per vehicle", integer=True),
+    Limit("scenario_num_vehicles", 1, MAX_SCENARIO_VEHICLES, "vehicles",
+          "a scenario's num_vehicles in process; the fleet's proximity check is O(n^2)", integer=True),
+    Limit("seed", -1, MAX_SEED, "",
+          f"-1: the scenario file's; 0: from the clock; 1..{MAX_SEED}: that seed", integer=True),
+    Limit("real_time_factor", 0.0, 10000.0, "",
+          "simulated s per wall s; 1: wall-clock pace; 0: as fast as possible (more is no faster)"),
+    Limit("duration_s", 0.0, 1e9, "s", "simulated time to run; 0: until the episode ends"),
+    Limit("lockstep_timeout_s", 0.001, 3600.0, "s", "wall time a lockstep input is awaited before a warning"),
+    Limit("command_timeout_s", -1.0, 1e6, "s",
+          "simulated age after which a set point expires; 0: never; -1 (node parameter): the scenario's"),
+    Limit("start_subscribers", 0, 1000, "subscriptions",
+          "ground-truth consumers the start gate waits for (the planned nodes)", integer=True),
+    Limit("start_timeout_s", 0.0, 3600.0, "s", "wall time the start gate waits for them"),
+    Limit("tf_every_n_ticks", 0, 100000, "ticks", "/tf decimation; 0: never", integer=True),
+    Limit("domain_id", 0, 232, "",
+          "ROS_DOMAIN_ID: Fast DDS's UDP ports overflow above 232 (101 and up depend on the port base)",
+          integer=True),
+)
+
+#: The table: name -> Limit.
+LIMITS: dict[str, Limit] = {row.name: row for row in _ROWS}
+
+
+def markdown_table() -> str:
+    """The table in Markdown (README.md's "Limits")."""
+    lines = ["| value | range | unit | why |", "|---|---|---|---|"]
+    for row in _ROWS:
+        lines.append(f"| `{row.name}` | {_fmt(row.lo)} .. {_fmt(row.hi)}{' (integer)' * row.integer} | "
+                     f"{row.unit or '—'} | {row.reason} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

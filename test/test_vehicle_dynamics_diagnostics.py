@@ -1,0 +1,72 @@
+"""vehicle_dynamics publishes /diagnostics like the other nodes (issue 12): a real node process over real
+DDS (a free domain), a test-side probe that sends it a non-finite and an out-of-limits attitude command
+and reads its DiagnosticArray: the rejected and clamped commands are counted, lockstep waits that timed
+out are counted, and the measured tick rate and real-time factor are reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rosenv import free_domain, require_ros, ros_env
+from test_node_dynamics import NodeProcess, Probe, reliable, wait_for
+
+pytestmark = pytest.mark.ros
+
+
+def _latest(arrays: list[Any], name: str) -> dict[str, str] | None:
+    """The key/values of the latest status named ``name`` in the received DiagnosticArrays."""
+    for array in reversed(arrays):
+        for status in array.status:
+            if status.name == name:
+                return {kv.key: kv.value for kv in status.values}
+    return None
+
+
+def test_vehicle_dynamics_publishes_its_counters_and_pace(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    require_ros()
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from qrsim_ros.msg import AttitudeCommand
+
+    domain = free_domain()
+    # lockstep without a wind_field: every tick waits lockstep_timeout_s, then steps on ("continue")
+    node = NodeProcess("vehicle_dynamics", {
+        "scenario": "keep_spot", "seed": 3, "real_time_factor": 0.0, "lockstep": True,
+        "lockstep_timeout_s": 0.05, "lockstep_on_timeout": "continue", "command_timeout_s": 0.0,
+        "start_timeout_s": 0.0}, ros_env(tmp_path, domain), tmp_path)
+    probe = Probe(tmp_path, domain, monkeypatch)
+    try:
+        arrays: list[Any] = []
+        probe.node.create_subscription(DiagnosticArray, "/diagnostics", arrays.append, reliable())
+        pub = probe.node.create_publisher(AttitudeCommand, "uav1/cmd/attitude", reliable())
+        wait_for(lambda: pub.get_subscription_count() > 0, 30, "vehicle_dynamics's command subscription",
+                 [node])
+        bad = AttitudeCommand(pitch=float("nan"), roll=0.0, throttle=0.5, yaw_rate=0.0, battery_voltage=12.0)
+        too_much = AttitudeCommand(pitch=0.0, roll=0.0, throttle=2.0, yaw_rate=0.0, battery_voltage=12.0)
+        pub.publish(bad)  # stamp 0: never ahead of the simulated time; command_timeout_s 0: never stale
+        pub.publish(too_much)
+
+        def counted() -> bool:
+            v = _latest(arrays, "/vehicle_dynamics")
+            return (v is not None and int(v["commands_rejected"]) >= 1 and int(v["commands_clamped"]) >= 1
+                    and int(v["lockstep_timeouts"]) >= 1 and float(v["tick_rate_hz"]) > 0)
+
+        wait_for(counted, 30, "/diagnostics of vehicle_dynamics with the counters", [node])
+        v = _latest(arrays, "/vehicle_dynamics")
+        assert v is not None
+        assert v["started"] == "True" and v["lockstep"] == "True" and int(v["episode"]) == 1
+        assert float(v["tick_period_s"]) == pytest.approx(0.02)
+        assert float(v["real_time_factor"]) == pytest.approx(float(v["tick_rate_hz"]) * 0.02, abs=2e-3)
+        assert float(v["real_time_factor_target"]) == 0.0
+        assert int(v["commands_rejected"]) == 1 and int(v["commands_clamped"]) == 1  # exactly what was sent
+        assert int(v["wind_rejected"]) == 0 and int(v["steps"]) >= 1
+        status = next(s for a in reversed(arrays) for s in a.status if s.name == "/vehicle_dynamics")
+        assert status.level == DiagnosticStatus.WARN  # inputs were rejected
+        stamp_s = arrays[-1].header.stamp.sec + arrays[-1].header.stamp.nanosec * 1e-9
+        assert stamp_s == pytest.approx(int(_latest(arrays[-1:], "/vehicle_dynamics")["tick"]) * 0.02)
+    finally:
+        probe.close()
+        assert node.stop() == 0, node.stderr()

@@ -80,6 +80,23 @@ def domain_in_use(domain_id: int) -> bool:
     return False
 
 
+def count_participants(domain_id: int, max_participants: int = 64) -> int:
+    """How many DDS participants on this machine use ``domain_id`` now: participant i binds the
+    discovery unicast port 7410 + 250 d + 2 i (i = 0, 1, ...: the first free one), so count the ports
+    of the first ``max_participants`` that cannot be bound."""
+    busy = 0
+    for i in range(max_participants):
+        port = discovery_port(domain_id) + 2 * i
+        if port > 65535:
+            break
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                busy += 1
+    return busy
+
+
 #: Domains this process handed out, each held by an abstract Unix socket until the process ends.
 _RESERVED: dict[int, socket.socket] = {}
 

@@ -70,7 +70,12 @@ def test_a_bound_discovery_port_marks_a_domain_in_use() -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", dds.PORT_BASE + dds.DOMAIN_GAIN * domain))
         assert dds.domain_in_use(domain)
-    assert not dds.domain_in_use(domain)
+    assert not dds.domain_in_use(domain) and dds.count_participants(domain) == 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s0, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s2:
+        s0.bind(("127.0.0.1", dds.discovery_port(domain)))  # participants 0 and 2 (1 has left)
+        s2.bind(("127.0.0.1", dds.discovery_port(domain) + 4))
+        assert dds.count_participants(domain) == 2
     assert dds.discovery_port(dds.DOMAIN_ID_MAX) < 65536 <= dds.discovery_port(dds.DOMAIN_ID_MAX + 1)
 
 

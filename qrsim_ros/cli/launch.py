@@ -68,9 +68,9 @@ from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subc
 from qrsim_ros.dds import (
     DOMAIN_RANGE_HELP,
     DomainError,
+    count_participants,
     dds_environment,
     domain_id_from_environment,
-    domain_in_use,
     free_domain,
     parse_domain_id,
 )
@@ -98,9 +98,9 @@ CLOCK_OWNER = "vehicle_dynamics"
 RECORDER = "recorder"
 #: Wall seconds to wait for the other nodes before starting the clock owner anyway.
 STARTUP_TIMEOUT_S = 60.0
-#: Wall seconds the launcher listens for another simulator in its domain (only when a DDS participant
-#: already uses it): discovery on one machine takes 0.03-0.2 s.
-DOMAIN_CHECK_S = 1.0
+#: Wall seconds the launcher listens at most for another simulator in its domain (only while DDS
+#: participants that were there before it are not all discovered: 0.03-0.2 s when idle, seconds under load).
+DOMAIN_CHECK_S = 10.0
 #: Prefix of the launcher's own rclpy node (followed by its pid).
 LISTENER_PREFIX = "qrsim_launch_"
 #: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
@@ -252,16 +252,24 @@ def other_simulator(node: Any, own_name: str) -> str | None:
     return None
 
 
-def check_domain_free(listener: StatusListener, domain_id: int, someone_there: bool,
+def check_domain_free(listener: StatusListener, domain_id: int, participants: int,
                       wait_s: float = DOMAIN_CHECK_S) -> None:
-    """CliError (one line) if another simulator graph runs in ``domain_id``. Only when a DDS participant
-    was there before the launcher's own (``someone_there``) is the graph listened to, for up to
-    ``wait_s`` (discovery), so a free domain costs nothing."""
-    if not someone_there:
+    """CliError (one line) if another simulator graph runs in ``domain_id``. ``participants``: the DDS
+    participants that were there before the launcher's own (``dds.count_participants``). The graph is
+    listened to until as many other nodes as that were discovered (every participant holds at least
+    one node), at most ``wait_s``: a free domain costs nothing, a loaded machine gets the time its
+    discovery takes."""
+    if participants <= 0:
         return
     deadline = time.monotonic() + wait_s
     while True:
         found = other_simulator(listener.node, listener.node.get_name())
+        if found is None and len(listener.node.get_node_names_and_namespaces()) - 1 >= participants:
+            # all there (the nodes of one process arrive together): one more look after a moment
+            listener.spin_once(0.2)
+            found = other_simulator(listener.node, listener.node.get_name())
+            if found is None:
+                return
         if found is not None:
             raise CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
                            "choose another with --domain-id N (0..232) or --domain-id auto, or stop that one")
@@ -761,7 +769,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         console.line(f"[{PROG}] {note}")
     launcher = Launcher(specs, resolved, args, console)
-    someone_there = domain_in_use(domain_id)  # before the launcher's own participant binds its ports
+    participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
     listener: StatusListener | None = None
     try:
         listener = StatusListener(launcher.progress)
@@ -769,7 +777,7 @@ def run(args: argparse.Namespace) -> int:
         console.line(f"[{PROG}] no status line: {exc}")
     if listener is not None:
         try:
-            check_domain_free(listener, domain_id, someone_there)
+            check_domain_free(listener, domain_id, participants)
         except CliError as exc:  # nothing started yet
             listener.close()
             launcher.cleanup()

@@ -35,6 +35,7 @@ from typing import Any
 from qrsim_ros.core.common.limits import LIMITS, MAX_GRAPH_VEHICLES
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.dds import DomainError, dds_environment, domain_id_from_environment
 
 #: Scenario families with variants: family -> (variants, default variant).
 FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
@@ -451,6 +452,18 @@ def split_installed(specs: Iterable[NodeSpec], lib_dir: str | os.PathLike[str]) 
         else:
             missing.append(s)
     return present, missing
+
+
+def launch_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The DDS variables the launch files set for their nodes, given the environment ``env`` of
+    ``ros2 launch``: Fast DDS on loopback only (``qrsim_ros.dds.dds_environment``; a Fast DDS profile
+    the user set is kept). PlanError, one line, if ``env``'s ROS_DOMAIN_ID is not 0..232."""
+    try:
+        domain_id_from_environment(env)
+    except DomainError as exc:
+        raise PlanError(f"{exc}; choose another, e.g. ROS_DOMAIN_ID=42 ros2 launch ...") from None
+    full = dds_environment(env)
+    return {k: v for k, v in full.items() if env.get(k) != v}
 
 
 def _check_limit(name: str, value: Any, label: str | None = None) -> None:

@@ -154,11 +154,16 @@ def main() -> int:
                     help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
     ap.add_argument("--record", action="store_true", help="record a bag in every run")
-    ap.add_argument("--domain", type=int, default=99, help="ROS_DOMAIN_ID of the runs")
+    ap.add_argument("--domain", type=int, default=None,
+                    help="ROS_DOMAIN_ID of the runs (default: a free one, qrsim_ros.dds.free_domain)")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}  (2-core machine; record={args.record})")
     for key in args.cases.split(","):
         case = CASES[key.strip()]
+        if args.domain is None:
+            from qrsim_ros.dds import free_domain
+
+            args.domain = free_domain()
         rtf, cpu, bag = run(case, args.duration, args.domain, args.record)
         total = sum(cpu.values())
         print(f"\n{case.name}: real-time factor {rtf if rtf is not None else 'FAILED'}"

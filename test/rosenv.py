@@ -26,12 +26,15 @@ def require_ros() -> None:
 
 
 def ros_env(tmp_path: Path, domain_id: int | None = None) -> dict[str, str]:
-    """Environment for child ROS processes: own DDS domain, localhost discovery, logs in tmp_path."""
+    """Environment for child ROS processes: own DDS domain (a free one unless given), Fast DDS on
+    loopback only (qrsim_ros.dds.dds_environment, as ``qrsim launch`` sets it), logs in tmp_path."""
+    from qrsim_ros.dds import dds_environment
+
     env = dict(os.environ)
     # A venv Python re-executes itself with its library path set; let the child do that itself.
     env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 191 + os.getpid() % 40)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)  # the tests check the project's own profile
+    env = dds_environment(env, domain_id if domain_id is not None else free_domain())
     env["ROS_LOG_DIR"] = str(tmp_path / "ros_log")
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -65,29 +68,39 @@ def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, s
     return True
 
 
-#: Domains this test process has handed out (a graph's processes may outlive its test by a moment).
-_DOMAINS_TAKEN: set[int] = set()
-
-
 def free_domain() -> int:
-    """A ROS_DOMAIN_ID that no DDS participant on this machine uses now, for one test's graph.
+    """A ROS_DOMAIN_ID for one test's graph: unused by any DDS participant on this machine and claimed
+    for this test process until it ends (``qrsim_ros.dds.free_domain``), so two tests never share one,
+    not even in two test suites running at once."""
+    from qrsim_ros.dds import free_domain as claim
 
-    Fast DDS's first participant of domain d binds UDP port 7410 + 250 d (unicast discovery); if that
-    port can be bound, nobody is on the domain. The search starts at a place that depends on the pid, so
-    two test suites running at once on one machine probe different domains first.
-    """
-    import socket
+    return claim()
 
-    start = os.getpid() % 200
-    for j in range(200):
-        domain = 1 + (start + 7 * j) % 200
-        if domain in _DOMAINS_TAKEN:
+
+def inet_sockets(pid: int) -> list[tuple[str, str, int]]:
+    """The UDP and TCP sockets process ``pid`` holds, as (protocol, local address, local port): its
+    /proc/<pid>/fd socket inodes matched against /proc/net/{udp,udp6,tcp,tcp6}."""
+    import ipaddress
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
             continue
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind(("", 7410 + 250 * domain))
-            except OSError:
-                continue
-        _DOMAINS_TAKEN.add(domain)
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID in 1..200")
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    out = []
+    for proto in ("udp", "udp6", "tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{proto}", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if int(fields[9]) not in inodes:
+                    continue
+                hex_addr, hex_port = fields[1].split(":")
+                # the kernel prints the address as 32-bit words in host (little-endian) order
+                raw = b"".join(int(hex_addr[i:i + 8], 16).to_bytes(4, "little")
+                               for i in range(0, len(hex_addr), 8))
+                out.append((proto, str(ipaddress.ip_address(raw)), int(hex_port, 16)))
+    return out

@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import require_ros, ros_env
+from rosenv import free_domain, require_ros, ros_env
 from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 
 pytestmark = pytest.mark.ros
 
-DOMAIN_TWO_VEHICLES, DOMAIN_RESET = 120, 121
 SEED = 4242
 #: Attitude actions [pitch, roll, throttle, yaw_rate, battery] (QRSim native, FRD), one per vehicle:
 #: slightly off hover, so the vehicles drift, climb, turn (the state stays inside the area for 5 s).
@@ -173,7 +172,7 @@ def episode_steps(run: Run) -> list[int]:
 
 def test_lockstep_ground_truth_equals_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require_ros()
-    ros, rate = run_nodes(tmp_path, monkeypatch, "keep_spot_x10", ACTIONS, DOMAIN_TWO_VEHICLES, 5.0)
+    ros, rate = run_nodes(tmp_path, monkeypatch, "keep_spot_x10", ACTIONS, free_domain(), 5.0)
     assert episode_steps(ros) == [250]
     ref = simulate("keep_spot_x10", ACTIONS, [250])
     err = max_errors(ros, ref)
@@ -189,7 +188,7 @@ def test_lockstep_agreement_across_a_reset(tmp_path: Path, monkeypatch: pytest.M
     """A reset lands at an unpredictable tick K; the Simulator steps K times, resets and goes on: the
     second episode agrees too (placement, dynamic noise and turbulence streams continued alike)."""
     require_ros()
-    ros, _ = run_nodes(tmp_path, monkeypatch, "keep_spot_x10", ACTIONS, DOMAIN_RESET, 4.0,
+    ros, _ = run_nodes(tmp_path, monkeypatch, "keep_spot_x10", ACTIONS, free_domain(), 4.0,
                        reset_after_tick=40)
     steps = episode_steps(ros)
     assert len(steps) == 2 and steps[0] >= 40 and sum(steps) == 200, steps

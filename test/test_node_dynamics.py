@@ -21,12 +21,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import python, require_ros, ros_env
+from rosenv import free_domain, python, require_ros, ros_env
 
 pytestmark = pytest.mark.ros
 
-#: ROS_DOMAIN_IDs of this file (110-119) and of test_lockstep_agreement.py (120-129).
-DOMAIN_BASIC, DOMAIN_BAD_PARAM, DOMAIN_TIMEOUT = 110, 111, 112
 G = 9.81
 HOVER_THROTTLE = 0.59004353928
 
@@ -246,13 +244,14 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
     from std_srvs.srv import Trigger
     from tf2_msgs.msg import TFMessage
 
-    env = ros_env(tmp_path, DOMAIN_BASIC)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     common = {"scenario": "keep_spot", "seed": 11}
     dyn_params = {**common, "lockstep": True, "real_time_factor": 2.0, "wait_for_commands": True,
                   "command_timeout_s": 0.6}
     procs = [NodeProcess("wind_field", common, env, tmp_path),
              NodeProcess("vehicle_dynamics", dyn_params, env, tmp_path)]
-    probe = Probe(tmp_path, DOMAIN_BASIC, monkeypatch)
+    probe = Probe(tmp_path, domain, monkeypatch)
     steady = threading.Event()
     pilot: threading.Thread | None = None
     try:
@@ -400,7 +399,7 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     require_ros()
-    env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
+    env = ros_env(tmp_path)  # a free domain
     p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", "real_time_factor": -1.0}, env, tmp_path)
     code = p.wait_exit(60)
     lines = [line for line in p.stderr().splitlines() if line.strip()]
@@ -411,7 +410,7 @@ def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
 def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
     """`-p duration_s:=1` (an integer) is the float 1.0; a string is one error line naming it."""
     require_ros()
-    env = ros_env(tmp_path, DOMAIN_BAD_PARAM)
+    env = ros_env(tmp_path)  # a free domain
     for params, want_code in (({"duration_s": 1, "real_time_factor": 0}, 0), ({"duration_s": "abc"}, 1)):
         p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", **params}, env, tmp_path)
         code = p.wait_exit(60)
@@ -430,11 +429,12 @@ def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
     require_ros()
     from nav_msgs.msg import Odometry
 
-    env = ros_env(tmp_path, DOMAIN_TIMEOUT)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     params = {"scenario": "keep_spot", "seed": 3, "lockstep": True, "real_time_factor": 0.0,
               "lockstep_timeout_s": 0.1, "lockstep_on_timeout": "continue"}
     procs = [NodeProcess("vehicle_dynamics", params, env, tmp_path)]
-    probe = Probe(tmp_path, DOMAIN_TIMEOUT, monkeypatch)
+    probe = Probe(tmp_path, domain, monkeypatch)
     odom: list[Any] = []
     try:
         probe.node.create_subscription(Odometry, "/uav1/ground_truth/odom", odom.append, reliable())

@@ -28,12 +28,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, python, require_ros, ros_env
+from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env
 
 pytestmark = pytest.mark.ros
 
-#: ROS_DOMAIN_IDs reserved for this file: 130-149.
-DOMAIN_SR, DOMAIN_PLUME, DOMAIN_BAD = 130, 131, 132
 LIB_DIR = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT = 0.02
 TICK_NS = 20_000_000
@@ -314,7 +312,7 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
     from qrsim_ros.ros.stamps import stamp_from_tick
     from qrsim_ros.ros.to_messages import odometry_from_state
 
-    harness = Harness(tmp_path, DOMAIN_BAD + 1, monkeypatch)
+    harness = Harness(tmp_path, free_domain(), monkeypatch)
     calls: list[tuple[int, bool, list[bool], list[bool]]] = []
 
     def handler(k: int, x: Any, accel: Any, present: Any, valid: Any, reset: bool) -> list[Any]:
@@ -489,10 +487,11 @@ def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkey
             + (["camera/detections"] if k % 50 == 0 else [])
         return [f"/uav{i + 1}/{t}" for i in range(n) for t in kinds]
 
-    env = ros_env(tmp_path, DOMAIN_SR)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     params = {"scenario": scenario, "seed": seed, "num_vehicles": n, "use_sim_time": True}
     procs: list[NodeProcess] = []
-    harness = Harness(tmp_path, DOMAIN_SR, monkeypatch)
+    harness = Harness(tmp_path, domain, monkeypatch)
     try:
         for exe in ("imu", "gps", "altimeter", "camera_detector"):
             procs.append(NodeProcess(exe, params, env, tmp_path / "logs"))
@@ -639,10 +638,11 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
                                                            "sources": s.plume.sources_ned.copy()})
     ticks = round(sim.scenario.vehicle.plume_sensor.dt_s / DT)
 
-    env = ros_env(tmp_path, DOMAIN_PLUME)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     params = {"scenario": scenario, "seed": seed, "num_vehicles": 1, "use_sim_time": True}
     procs: list[NodeProcess] = []
-    harness = Harness(tmp_path, DOMAIN_PLUME, monkeypatch)
+    harness = Harness(tmp_path, domain, monkeypatch)
     markers: list[Any] = []
     latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -689,7 +689,7 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
 
 def test_bad_parameters_exit_with_one_line(tmp_path: Path) -> None:
     require_ros()
-    env = ros_env(tmp_path, DOMAIN_BAD)
+    env = ros_env(tmp_path)  # a free domain
     cases = {
         "imu": ({"seed": -5}, "seed"),
         "gps": ({"scenario": "no_such_scenario"}, "scenario"),

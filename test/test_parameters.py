@@ -5,7 +5,7 @@
   line naming the parameter, its value and what is allowed; the node tables themselves are sound.
 - With rclpy in this process: ``declare_parameters`` on a node with overrides returns the typed struct,
   and rejects what rclpy rejects (wrong type, out of range) in the table's words.
-- Real node processes over DDS (ROS_DOMAIN_IDs 91-92): what ``ros2 param describe`` shows
+- Real node processes over DDS (free ROS_DOMAIN_IDs): what ``ros2 param describe`` shows
   (rcl_interfaces DescribeParameters) is every row of the node's table: its description, range or
   choices and read-only flag; a bad ``-p`` value ends the process with status 1 and one line.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rosenv import python, require_ros, ros_env
+from rosenv import free_domain, python, require_ros, ros_env
 
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
@@ -35,8 +35,6 @@ from qrsim_ros.ros.parameters import (
 
 #: The nodes whose parameters are one table (``PARAMETERS`` in the node module).
 TABLE_NODES = ("vehicle_dynamics", "flight_controller", "referee", "example_autopilot", "recorder")
-#: ROS_DOMAIN_IDs of this file.
-DOMAIN_IN_PROCESS, DOMAIN_DESCRIBE, DOMAIN_BAD = 90, 91, 92
 
 NUMBER = Param("gain", 1.5, "a gain [-]", lo=0.0, hi=10.0)
 COUNT = Param("count", 3, "a count", lo=1, hi=5)
@@ -185,7 +183,7 @@ def rclpy_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
     context = rclpy.Context()
-    rclpy.init(context=context, domain_id=DOMAIN_IN_PROCESS, signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(context=context, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
     yield context
     context.try_shutdown()
 
@@ -263,7 +261,8 @@ def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
     from rcl_interfaces.srv import DescribeParameters, GetParameters
     from test_node_dynamics import Probe
 
-    env = ros_env(tmp_path, DOMAIN_DESCRIBE)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     common = {"scenario": "keep_spot", "seed": 5, "num_vehicles": 2}
     started = {
         "vehicle_dynamics": {**common, "real_time_factor": 1, "lockstep_on_timeout": "continue"},
@@ -273,7 +272,7 @@ def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
         "recorder": {"output_dir": str(tmp_path / "bag"), "compression": "none"},
     }
     procs = {name: _start(name, params, env, tmp_path / f"{name}.log") for name, params in started.items()}
-    probe = Probe(tmp_path, DOMAIN_DESCRIBE, monkeypatch)
+    probe = Probe(tmp_path, domain, monkeypatch)
     kinds = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
              float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}
     try:
@@ -328,7 +327,7 @@ def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
 def test_a_bad_value_exits_1_with_one_line_naming_the_parameter(tmp_path: Path, node: str,
                                                                 params: dict[str, Any], line: str) -> None:
     require_ros()
-    env = ros_env(tmp_path, DOMAIN_BAD)
+    env = ros_env(tmp_path)  # a free domain
     log = tmp_path / "node.log"
     proc = _start(node, {"scenario": "keep_spot", **params} if node != "recorder" else params, env, log)
     try:

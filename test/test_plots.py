@@ -247,7 +247,7 @@ def sr_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     work = tmp_path_factory.mktemp("sr_run")
     r = _cli("launch", "search_rescue", "--variant", "2c", "--num-vehicles", "2", "--seed", "11",
              "--duration", f"{SR_DURATION_S:g}", "--plot", "--single-process", cwd=work,
-             env=ros_env(work, 70), timeout=240)
+             env=ros_env(work), timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     bags = list((work / "bags").glob("search_rescue_2c_*"))
     assert len(bags) == 1, r.stdout[-2000:]
@@ -328,7 +328,7 @@ def test_qrsim_plot_renders_a_recorded_plume_run(tmp_path: Path, capsys: pytest.
 
     bag = tmp_path / "plume_bag"
     r = _cli("launch", "plume", "--variant", "3b", "--seed", "5", "--duration", f"{PLUME_DURATION_S:g}",
-             "--record", str(bag), "--single-process", cwd=tmp_path, env=ros_env(tmp_path, 71), timeout=240)
+             "--record", str(bag), "--single-process", cwd=tmp_path, env=ros_env(tmp_path), timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     out = tmp_path / "figs"
     rc, _, err = _plot(capsys, str(bag), "--out", str(out))

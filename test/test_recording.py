@@ -5,7 +5,7 @@ time) and, next to the launcher's recorder, two standalone recorders on the same
 killed with SIGKILL mid-run, the other stopped with SIGTERM mid-run. The bags are read back with
 ``rosbags.highlevel.AnyReader``; expected topics and rates come from the README/DESIGN topic table and
 the scenario file (loaded with the core), type hashes from the live graph. Writer tests need no ROS.
-ROS_DOMAIN_IDs 60-69.
+Each ROS test takes a free ROS_DOMAIN_ID (rosenv.free_domain).
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from typing import Any
 
 import pytest
 import yaml
-from rosenv import interrupt, require_ros, ros_env
+from rosenv import free_domain, interrupt, require_ros, ros_env
 
-DOMAIN = 60
 NUM_VEHICLES = 2
 DURATION_S = 5.0
 TICK_S = 0.02
@@ -174,7 +173,7 @@ def test_launch_refuses_to_record_over_a_non_empty_directory(tmp_path: Path) -> 
     (tmp_path / "bag").mkdir()
     (tmp_path / "bag" / "old.mcap").write_bytes(b"x")
     proc = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot", "--record",
-                           str(tmp_path / "bag")], env=ros_env(tmp_path, DOMAIN + 1), capture_output=True,
+                           str(tmp_path / "bag")], env=ros_env(tmp_path), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "not an empty directory" in proc.stderr and (tmp_path / "bag" / "old.mcap").read_bytes() == b"x"
@@ -185,7 +184,7 @@ def test_recorder_reports_a_bad_output_dir_in_one_line(tmp_path: Path) -> None:
     require_ros()
     (tmp_path / "bag").mkdir()
     (tmp_path / "bag" / "old.mcap").write_bytes(b"x")
-    proc = subprocess.run(_recorder_command(tmp_path / "bag"), env=ros_env(tmp_path, DOMAIN + 2),
+    proc = subprocess.run(_recorder_command(tmp_path / "bag"), env=ros_env(tmp_path),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
@@ -280,13 +279,16 @@ class GraphWatcher:
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     require_ros()
     tmp = tmp_path_factory.mktemp("recording")
-    env = ros_env(tmp, DOMAIN)
+    domain = free_domain()
+    env = ros_env(tmp, domain)
     bag_dir, killed_dir, terminated_dir = tmp / "bag", tmp / "killed", tmp / "terminated"
     # The extra recorders leave the ground truth out: the clock owner's start gate counts its
     # subscriptions and must wait for the planned consumers, not for them.
     exclude = "^/parameter_events$|/ground_truth/odom$|^/sim/vehicle_status$"
     # Without shared memory the SIGKILLed process leaves no Fast DDS files in /dev/shm.
-    killed_env = {**env, "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+    # So not the loopback profile (it has shared memory): built-in UDP only, discovery on localhost.
+    killed_env = {k: v for k, v in env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    killed_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     procs: list[subprocess.Popen[Any]] = []
     lines: list[str] = []
     watcher: GraphWatcher | None = None
@@ -310,7 +312,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         with pytest.MonkeyPatch.context() as mp:  # this process's node: localhost, logs in tmp
             mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
             mp.setenv("ROS_LOG_DIR", str(tmp / "ros_log"))
-            watcher = GraphWatcher(DOMAIN)
+            watcher = GraphWatcher(domain)
 
         _wait(lambda: _clock_split_written(killed_dir), 120, "a completed split with /clock (SIGKILL case)")
         killed.send_signal(signal.SIGKILL)

@@ -4,7 +4,7 @@
   rviz_default_plugins with a topic and full QoS); the URDF has QRSim's graphics dimensions (spec 2.4)
   and is a well-formed robot for robot_state_publisher; the message builders of
   ``qrsim_ros.nodes.markers`` and the throttle, against values worked out here.
-- Live (one launch per family, shared by its tests; ROS_DOMAIN_IDs 80-83): ``qrsim launch <family>
+- Live (one launch per family, shared by its tests; each in a free ROS_DOMAIN_ID): ``qrsim launch <family>
   --single-process`` runs the family's default variant for a few simulated seconds at the wall-clock
   pace (so the probe node in this process is matched long before the run ends; as fast as possible,
   6 s took 1 s) while the probe records the graph. Every topic a config references must be published with
@@ -33,15 +33,13 @@ import numpy as np
 import pytest
 import rosenv
 import yaml
-from rosenv import REPO_ROOT, require_ros, ros_env
+from rosenv import REPO_ROOT, free_domain, require_ros, ros_env
 
 RVIZ_DIR = REPO_ROOT / "rviz"
 URDF = REPO_ROOT / "urdf" / "pelican.urdf"
 FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
 #: Vehicles of each family's default variant (2c, 3a, 1a, keep_spot).
 DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1}
-DOMAINS = {"search_rescue": 80, "plume": 81, "cats_mouse": 82, "keep_spot": 83}
-DOMAIN_BAD_URDF = 84
 #: Simulated seconds each family runs (long enough for ~16 periods of the 0.5 s throttle).
 RUN_S = 6.0
 #: Wall-clock deadlines: discovery of every referenced topic, and the whole run.
@@ -436,7 +434,7 @@ def test_robot_description_lookup(tmp_path: Path) -> None:
 @pytest.mark.ros
 def test_referee_with_a_missing_urdf_exits_with_one_line(tmp_path: Path) -> None:
     require_ros()
-    env = ros_env(tmp_path, DOMAIN_BAD_URDF)
+    env = ros_env(tmp_path)  # a free domain
     proc = subprocess.run([sys.executable, "-m", "qrsim_ros.nodes.referee", "--ros-args", "-p",
                            "scenario:=keep_spot", "-p", f"robot_description_file:={tmp_path}/none.urdf"],
                           env=env, capture_output=True, text=True, timeout=120)
@@ -481,7 +479,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
     from tf2_msgs.msg import TFMessage
 
     refs = topic_refs(family)
-    domain = DOMAINS[family]
+    domain = free_domain()
     env = ros_env(tmp_path, domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     context = rclpy.Context()
@@ -743,14 +741,15 @@ def test_referee_visualisation_restarts_with_an_episode(tmp_path: Path) -> None:
     for _ in range(2):
         area.reset()
         persons.append(ned_to_enu(area.persons_position_ned))
-    env = ros_env(tmp_path, 86)
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     log = open(tmp_path / "referee.log", "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.nodes.referee", "--ros-args", "-p",
                              f"scenario:={scenario}", "-p", f"seed:={seed}", "-p", "use_sim_time:=true"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     context = rclpy.Context()
-    rclpy.init(context=context, domain_id=86, signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(context=context, domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("viz_reset_probe", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)

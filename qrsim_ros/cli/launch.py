@@ -30,7 +30,15 @@ Exit status: 0 after a clean run; 1 if a node died during the run (it is named) 
 with SIGKILL, or if --plot could not render any figure; 2 for bad arguments or missing node
 executables. A node that exits with an error while stopping is named in the summary but does not
 change the status.
-ROS_AUTOMATIC_DISCOVERY_RANGE defaults to LOCALHOST.
+
+DDS: the graph runs in ROS_DOMAIN_ID (default 0, or --domain-id N; --domain-id auto picks a free one and
+prints it, so an external autopilot joins with ``export ROS_DOMAIN_ID=N``). Before any node starts, the
+launcher looks for another simulator in that domain (a vehicle_dynamics node, a /sim/vehicle_status
+publisher or another launcher) and refuses with one line if it finds one (exit status 2): two graphs in
+one domain fly each other's commands. Fast DDS binds to loopback only (the profile
+config/fastdds_localhost.xml, through FASTDDS_DEFAULT_PROFILES_FILE, unless you set one);
+--network leaves Fast DDS's defaults (every interface, discovery range SUBNET) for an autopilot on
+another machine.
 """
 
 from __future__ import annotations
@@ -60,6 +68,15 @@ from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subc
 from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import shorten
 from qrsim_ros.core.config.loader import load_yaml
+from qrsim_ros.dds import (
+    DOMAIN_RANGE_HELP,
+    DomainError,
+    count_participants,
+    dds_environment,
+    domain_id_from_environment,
+    free_domain,
+    parse_domain_id,
+)
 from qrsim_ros.launch_plan import (
     PACKAGE,
     NodeSpec,
@@ -84,6 +101,11 @@ CLOCK_OWNER = "vehicle_dynamics"
 RECORDER = "recorder"
 #: Wall seconds to wait for the other nodes before starting the clock owner anyway.
 STARTUP_TIMEOUT_S = 60.0
+#: Wall seconds the launcher listens at most for another simulator in its domain (only while DDS
+#: participants that were there before it are not all discovered: 0.03-0.2 s when idle, seconds under load).
+DOMAIN_CHECK_S = 10.0
+#: Prefix of the launcher's own rclpy node (followed by its pid).
+LISTENER_PREFIX = "qrsim_launch_"
 #: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
 _CLEAN_STOP = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
 
@@ -118,6 +140,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="run every node in one process on one executor (faster, one log stream)")
     p.add_argument("--param", action="append", default=[], metavar="NODE:NAME=VALUE", dest="params",
                    help="set a node parameter (YAML value; repeatable)")
+    p.add_argument("--domain-id", default=None, metavar="N|auto",
+                   help=f"ROS_DOMAIN_ID of the graph ({DOMAIN_RANGE_HELP}; default: the environment's "
+                   "ROS_DOMAIN_ID, else 0); auto: a free one, printed")
+    p.add_argument("--network", action="store_true",
+                   help="let nodes on other machines join: Fast DDS on every interface, discovery range "
+                   "SUBNET (default: loopback only)")
     return finish_parser(p, run, PROG)
 
 
@@ -175,7 +203,9 @@ def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     Children run this process's Python. The ROS wheels' bootstrapper re-executes a venv Python with
     its LD_LIBRARY_PATH and marks that with _ROS_WHEELS_BOOTSTRAP_COMPLETE: inheriting both is right
     for the same venv (no second exec), but a marker from another interpreter's environment must be
-    dropped, or the child would run without its own library path (notes/ROS2_ON_PIP.md).
+    dropped, or the child would run without its own library path (notes/ROS2_ON_PIP.md). The DDS
+    settings (domain, loopback profile) are the launcher's own: ``apply_dds_environment`` put them in
+    os.environ.
     """
     env = dict(os.environ if base is None else base)
     ours = os.path.join(sys.prefix, "lib")
@@ -183,10 +213,73 @@ def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
             os.pathsep):
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
         env.pop("LD_LIBRARY_PATH", None)
-    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env["PYTHONUNBUFFERED"] = "1"  # lines reach the launcher as they are printed
     env.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "1")
     return env
+
+
+def resolve_domain(args: argparse.Namespace) -> tuple[int, bool]:
+    """(ROS_DOMAIN_ID of the run, whether --domain-id auto chose it): --domain-id N, auto (a free
+    domain, claimed for this process), else the environment's ROS_DOMAIN_ID (0 if unset). A domain
+    outside 0..232 is a CliError."""
+    choice = getattr(args, "domain_id", None)
+    hint = "; choose one with --domain-id N or --domain-id auto"
+    try:
+        if choice is None:
+            return domain_id_from_environment(), False
+        if str(choice).strip().lower() == "auto":
+            return free_domain(), True
+        return parse_domain_id(choice, "--domain-id"), False
+    except DomainError as exc:
+        raise CliError(f"{exc}{hint}") from None
+
+
+def apply_dds_environment(domain_id: int, network: bool) -> None:
+    """Put the run's DDS settings in os.environ, for the launcher's own rclpy node and every child
+    (``qrsim_ros.dds.dds_environment``: the domain; loopback only, or every interface with --network)."""
+    env = dds_environment(os.environ, domain_id, network=network)
+    for key in set(os.environ) - set(env):
+        del os.environ[key]
+    os.environ.update(env)
+
+
+def other_simulator(node: Any, own_name: str) -> str | None:
+    """What shows another simulator graph in ``node``'s domain (a vehicle_dynamics node, a
+    /sim/vehicle_status publisher, another launcher's listener), or None."""
+    for name, namespace in node.get_node_names_and_namespaces():
+        if name == CLOCK_OWNER:
+            return f"node {namespace.rstrip('/')}/{name}"
+        if name.startswith(LISTENER_PREFIX) and name != own_name:
+            return f"another qrsim launch (node {name})"
+    if node.count_publishers("/sim/vehicle_status") > 0:
+        return "a /sim/vehicle_status publisher"
+    return None
+
+
+def check_domain_free(listener: StatusListener, domain_id: int, participants: int,
+                      wait_s: float = DOMAIN_CHECK_S) -> None:
+    """CliError (one line) if another simulator graph runs in ``domain_id``. ``participants``: the DDS
+    participants that were there before the launcher's own (``dds.count_participants``). The graph is
+    listened to until as many other nodes as that were discovered (every participant holds at least
+    one node), at most ``wait_s``: a free domain costs nothing, a loaded machine gets the time its
+    discovery takes."""
+    if participants <= 0:
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = other_simulator(listener.node, listener.node.get_name())
+        if found is None and len(listener.node.get_node_names_and_namespaces()) - 1 >= participants:
+            # all there (the nodes of one process arrive together): one more look after a moment
+            listener.spin_once(0.2)
+            found = other_simulator(listener.node, listener.node.get_name())
+            if found is None:
+                return
+        if found is not None:
+            raise CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
+                           "choose another with --domain-id N (0..232) or --domain-id auto, or stop that one")
+        if time.monotonic() >= deadline:
+            return
+        listener.spin_once(0.05)
 
 
 def _pdeathsig_wrapper() -> list[str]:
@@ -364,7 +457,7 @@ class StatusListener:
         self.context = rclpy.Context()
         # The launcher handles SIGINT/SIGTERM itself (orderly shutdown of the children).
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(f"qrsim_launch_{os.getpid()}", context=self.context,
+        self.node = rclpy.create_node(f"{LISTENER_PREFIX}{os.getpid()}", context=self.context,
                                       start_parameter_services=False)
         # Best effort, depth 1: the status line needs the latest time, not every tick.
         clock_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -720,24 +813,38 @@ def run(args: argparse.Namespace) -> int:
     """Plan, start, watch, stop, summarise. 0 clean, 1 a node died or needed SIGKILL, 2 bad input."""
     try:
         specs, resolved, notes = prepare(args)
+        domain_id, auto = resolve_domain(args)
     except CliError as exc:
         return report(PROG, exc)
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    network = bool(getattr(args, "network", False))
+    apply_dds_environment(domain_id, network)
     console = Console(sys.stdout)
     for note in notes:
         console.line(f"[{PROG}] {note}")
+    launcher = Launcher(specs, resolved, args, console)
+    participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
+    listener: StatusListener | None = None
+    try:
+        listener = StatusListener(launcher.progress)
+    except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
+        console.line(f"[{PROG}] no status line: {exc}")
+    if listener is not None:
+        try:
+            check_domain_free(listener, domain_id, participants)
+        except CliError as exc:  # nothing started yet
+            listener.close()
+            launcher.cleanup()
+            return report(PROG, exc)
+    chosen = " (free, chosen by --domain-id auto)" if auto else ""
+    console.line(f"[{PROG}] DDS: ROS_DOMAIN_ID {domain_id}{chosen}, "
+                 + ("every interface (--network)" if network else "loopback only")
+                 + f"; an autopilot joins with: export ROS_DOMAIN_ID={domain_id}")
     console.line(f"[{PROG}] {Path(resolved.config).stem}: seed {resolved.seed}, {resolved.num_vehicles} "
                  f"vehicle(s); nodes: {', '.join(s.name for s in specs)}"
                  f"{' (one process)' if args.single_process else ''}")
-    launcher = Launcher(specs, resolved, args, console)
     previous = {s: signal.signal(s, launcher._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    listener: StatusListener | None = None
     t0 = time.monotonic()
     try:
-        try:
-            listener = StatusListener(launcher.progress)
-        except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
-            console.line(f"[{PROG}] no status line: {exc}")
         launcher.start(listener)
         launcher.watch(listener)
     finally:

@@ -1,0 +1,315 @@
+"""DDS isolation (issue 12): domains checked and chosen, another simulator's domain refused, Fast DDS on
+loopback only.
+
+- Pure: ``qrsim_ros.dds`` (ROS_DOMAIN_ID 0..232, free domains claimed across processes, the environment
+  of a graph), the shipped Fast DDS profile, ``launch_plan.launch_environment`` (the launch files' check)
+  and ``qrsim launch``'s domain options (one line for a bad domain, from the option or the environment).
+- Real graphs (``qrsim launch keep_spot``, each in a free domain): a second launch in the same domain is
+  refused with one line before any node starts while ``--domain-id auto`` runs beside it; every UDP/TCP
+  socket of a launched graph's processes is bound to loopback (multicast groups aside), and with
+  ``--network`` they are not.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from rosenv import REPO_ROOT, free_domain, inet_sockets, interrupt, require_ros, ros_env
+
+from qrsim_ros import dds
+from qrsim_ros.launch_plan import PlanError, launch_environment
+
+PROFILE = REPO_ROOT / "config" / dds.LOCALHOST_PROFILE
+NS = {"f": "http://www.eprosima.com"}
+
+
+# --- domains --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "domain"), [("0", 0), ("232", 232), (" 7 ", 7), (42, 42)])
+def test_valid_domain_ids(value: object, domain: int) -> None:
+    assert dds.parse_domain_id(value, "--domain-id") == domain
+
+
+@pytest.mark.parametrize("value", ["-1", "233", "1000", "x", "1.5", "", True, "9" * 200])
+def test_invalid_domain_ids_are_one_line_naming_the_source(value: object) -> None:
+    with pytest.raises(dds.DomainError) as err:
+        dds.parse_domain_id(value, "--domain-id")
+    text = str(err.value)
+    assert text.startswith("--domain-id ") and "0..232" in text and "\n" not in text
+    assert len(text) < 200  # a long value is shortened
+
+
+def test_domain_from_the_environment() -> None:
+    assert dds.domain_id_from_environment({}) == 0  # ROS's default
+    assert dds.domain_id_from_environment({"ROS_DOMAIN_ID": ""}) == 0
+    assert dds.domain_id_from_environment({"ROS_DOMAIN_ID": "17"}) == 17
+    with pytest.raises(dds.DomainError, match=r"the environment's ROS_DOMAIN_ID '300' .* 0\.\.232"):
+        dds.domain_id_from_environment({"ROS_DOMAIN_ID": "300"})
+
+
+def test_a_bound_discovery_port_marks_a_domain_in_use() -> None:
+    domain = free_domain()
+    assert not dds.domain_in_use(domain)
+    # as Fast DDS with the loopback profile: the first participant's unicast port on 127.0.0.1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", dds.discovery_port(domain)))
+        assert dds.domain_in_use(domain)
+    # as any participant listening for multicast discovery: the multicast port, with address reuse
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", dds.PORT_BASE + dds.DOMAIN_GAIN * domain))
+        assert dds.domain_in_use(domain)
+    assert not dds.domain_in_use(domain) and dds.count_participants(domain) == 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s0, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s2:
+        s0.bind(("127.0.0.1", dds.discovery_port(domain)))  # participants 0 and 2 (1 has left)
+        s2.bind(("127.0.0.1", dds.discovery_port(domain) + 4))
+        assert dds.count_participants(domain) == 2
+    assert dds.discovery_port(dds.DOMAIN_ID_MAX) < 65536 <= dds.discovery_port(dds.DOMAIN_ID_MAX + 1)
+
+
+def test_free_domains_are_claimed_across_processes() -> None:
+    """Two suites choosing at the same moment never get the same domain: a claim holds until the
+    process ends, whether or not its graph has bound the ports yet."""
+    mine = {free_domain(), free_domain()}
+    assert len(mine) == 2 and all(1 <= d <= dds.DOMAIN_ID_MAX for d in mine)
+    code = ("import sys; from qrsim_ros import dds; "
+            f"taken = {sorted(mine)}; "
+            "claimable = [d for d in taken if dds._reserve(d)]; "
+            "mine = dds.free_domain(start=taken[0]); "
+            "print(claimable, mine in taken)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "False"], out.stdout
+
+
+def test_the_environment_of_a_graph(tmp_path: Path) -> None:
+    env = dds.dds_environment({"PATH": "/bin"}, 12)
+    assert env["ROS_DOMAIN_ID"] == "12"
+    assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).name == dds.LOCALHOST_PROFILE
+    assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).is_file()
+    # the profile decides: rmw_fastrtps's LOCALHOST range would add a UDP transport on every interface
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT"
+    assert dds.dds_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})[
+        "ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT"  # loopback unless --network
+    own = tmp_path / "mine.xml"
+    users = dds.dds_environment({"FASTDDS_DEFAULT_PROFILES_FILE": str(own)})
+    assert users["FASTDDS_DEFAULT_PROFILES_FILE"] == str(own)  # a user's profile is kept
+    assert users["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    net = dds.dds_environment(env, network=True)
+    assert net["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and "FASTDDS_DEFAULT_PROFILES_FILE" not in net
+    assert dds.dds_environment({"FASTDDS_DEFAULT_PROFILES_FILE": str(own)}, network=True)[
+        "FASTDDS_DEFAULT_PROFILES_FILE"] == str(own)
+
+
+def test_the_profile_binds_every_transport_to_loopback() -> None:
+    root = ET.parse(PROFILE).getroot()
+    assert root.tag == "{http://www.eprosima.com}dds"
+    transports = {t.findtext("f:transport_id", namespaces=NS): t
+                  for t in root.findall("f:profiles/f:transport_descriptors/f:transport_descriptor", NS)}
+    participants = root.findall("f:profiles/f:participant", NS)
+    assert len(participants) == 1 and participants[0].get("is_default_profile") == "true"
+    rtps = participants[0].find("f:rtps", NS)
+    assert rtps.findtext("f:useBuiltinTransports", namespaces=NS) == "false"
+    used = [t.text for t in rtps.findall("f:userTransports/f:transport_id", NS)]
+    assert sorted(used) == sorted(transports)
+    kinds = {transports[u].findtext("f:type", namespaces=NS): transports[u] for u in used}
+    assert set(kinds) == {"SHM", "UDPv4"}
+    allowed = [i.get("name") for i in kinds["UDPv4"].findall("f:interfaces/f:allowlist/f:interface", NS)]
+    assert allowed == ["127.0.0.1"]
+    peers = rtps.findall("f:builtin/f:initialPeersList/f:locator/f:udpv4/f:address", NS)
+    assert [p.text for p in peers] == ["127.0.0.1"]
+    installed = REPO_ROOT / "install" / "qrsim_ros" / "share" / "qrsim_ros" / "config" / dds.LOCALHOST_PROFILE
+    if installed.exists():  # CMakeLists.txt installs config/ to share/
+        assert installed.read_bytes() == PROFILE.read_bytes()
+
+
+def test_the_launch_files_check_the_domain_and_set_the_profile(tmp_path: Path) -> None:
+    with pytest.raises(PlanError) as err:
+        launch_environment({"ROS_DOMAIN_ID": "233"})
+    assert "ROS_DOMAIN_ID '233'" in str(err.value) and "0..232" in str(err.value)
+    assert "\n" not in str(err.value)
+    env = launch_environment({"ROS_DOMAIN_ID": "5", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"})
+    assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).name == dds.LOCALHOST_PROFILE
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT" and "ROS_DOMAIN_ID" not in env
+    own = str(tmp_path / "mine.xml")
+    users = {"FASTDDS_DEFAULT_PROFILES_FILE": own, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}
+    assert launch_environment(users) == {}  # the user's own profile and range
+
+
+# --- qrsim launch: the options ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    (["--domain-id", "233"], {}, "--domain-id '233' is not a ROS_DOMAIN_ID: it must be an integer 0..232"),
+    (["--domain-id", "many"], {}, "--domain-id 'many' is not a ROS_DOMAIN_ID"),
+    ([], {"ROS_DOMAIN_ID": "999"}, "the environment's ROS_DOMAIN_ID '999' is not a ROS_DOMAIN_ID"),
+    ([], {"ROS_DOMAIN_ID": "-3"}, "the environment's ROS_DOMAIN_ID '-3' is not a ROS_DOMAIN_ID"),
+])
+def test_launch_rejects_a_bad_domain_in_one_line(argv: list[str], env: dict[str, str], message: str,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from qrsim_ros.cli.main import main
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    before = dict(os.environ)
+    rc = main(["launch", "keep_spot", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1, err
+    assert "--domain-id auto" in err  # how to choose another
+    assert dict(os.environ) == before  # refused before anything was set up
+
+
+def test_launch_help_names_the_domain_range_and_the_ephemeral_ports(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from qrsim_ros.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["launch", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--domain-id N|auto" in out and "0..232" in out and "ephemeral" in out and "--network" in out
+
+
+# --- real graphs ----------------------------------------------------------------------------------------
+
+class Launch:
+    """``qrsim launch ARGV`` in the background, its output collected line by line."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv],
+                                     env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        """The first output line matching ``pattern``; fails if the launcher ends or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    m = re.search(pattern, line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                assert left > 0 and self.proc.poll() is None, f"no {pattern!r} in:\n{self.output[-4000:]}"
+                self._changed.wait(min(left, 0.5))
+
+    def pids(self) -> dict[str, int]:
+        started = re.finditer(r"\[qrsim launch\] started (\S+) \(pid (\d+)\)", self.output)
+        return {m.group(1): int(m.group(2)) for m in started}
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            rc = self.proc.wait(timeout=timeout_s)
+        finally:
+            interrupt(self.proc, 30)
+        self._reader.join(timeout=10)
+        return rc
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
+    """Two launches in one domain used to fly each other's commands: the second is refused with one line
+    before any node starts, and --domain-id auto runs beside the first in a domain of its own."""
+    require_ros()
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
+    first = Launch(tmp_path, env, ["keep_spot", "--no-autopilot", "--seed", "3", "--duration", "120"])
+    try:
+        first.wait_for(r"\[vehicle_dynamics\].*started: tick 0", 120)
+        t0 = time.monotonic()
+        second = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot",
+                                 "--no-autopilot", "--duration", "1"], env=env, cwd=tmp_path,
+                                capture_output=True, text=True, timeout=120)
+        refused_after_s = time.monotonic() - t0
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.stderr.count("\n") == 1, second.stderr
+        assert f"ROS_DOMAIN_ID {domain} is taken" in second.stderr and "--domain-id auto" in second.stderr
+        assert "started " not in second.stdout, second.stdout  # not one node
+        print(f"\nrefused in {refused_after_s:.1f} s: {second.stderr.strip()}")
+
+        auto = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot",
+                               "--no-autopilot", "--seed", "4", "--duration", "1", "--real-time-factor", "0",
+                               "--domain-id", "auto"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=180)
+        assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr
+        chosen = re.search(r"DDS: ROS_DOMAIN_ID (\d+) \(free, chosen by --domain-id auto\)", auto.stdout)
+        assert chosen and int(chosen.group(1)) != domain, auto.stdout[-3000:]
+        assert f"export ROS_DOMAIN_ID={chosen.group(1)}" in auto.stdout
+        assert "It simulated 1.00 s" in auto.stdout and "All 6 processes stopped cleanly" in auto.stdout
+        # (the first graph may have ended its 20 s episode meanwhile on a loaded machine)
+    finally:
+        rc = first.stop()
+    assert rc == 0, first.output[-3000:]
+    summary = first.wait_for(r"^Summary: .*", 5).group(0)
+    assert "All 6 processes stopped cleanly" in summary, summary
+
+
+def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tuple[str, str, int]]], int]:
+    """Every process of a running keep_spot graph (and the launcher) -> its UDP/TCP sockets; exit status."""
+    tmp_path.mkdir()
+    launch = Launch(tmp_path, ros_env(tmp_path), ["keep_spot", "--no-autopilot", "--duration", "120", *extra])
+    try:
+        launch.wait_for(r"\[vehicle_dynamics\].*started: tick 0", 120)
+        pids = {"launcher": launch.proc.pid, **launch.pids()}
+        assert len(pids) == 7, launch.output[-3000:]
+        sockets = {name: inet_sockets(pid) for name, pid in pids.items()}
+    finally:
+        rc = launch.stop()
+    return sockets, rc
+
+
+def _exposed(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return not (ip.is_loopback or ip.is_multicast)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_launched_graph_binds_loopback_only(tmp_path: Path) -> None:
+    require_ros()
+    sockets, rc = _graph_sockets(tmp_path / "loopback", [])
+    assert rc == 0
+    assert all(sockets.values()), sockets  # every process has its DDS sockets
+    exposed = {name: [s for s in socks if _exposed(s[1])] for name, socks in sockets.items()}
+    assert not any(exposed.values()), exposed
+    n = sum(map(len, sockets.values()))
+    multicast = sum(ipaddress.ip_address(s[1]).is_multicast for socks in sockets.values() for s in socks)
+    print(f"\nloopback: {n} sockets in {len(sockets)} processes, {multicast} of them multicast groups")
+    # --network opens it deliberately (and shows the check above can fail)
+    sockets, rc = _graph_sockets(tmp_path / "network", ["--network"])
+    assert rc == 0
+    exposed = {name: [s for s in socks if _exposed(s[1])] for name, socks in sockets.items()}
+    assert all(exposed.values()), exposed
+    print(f"--network: {sum(map(len, exposed.values()))} of {sum(map(len, sockets.values()))} sockets on "
+          "0.0.0.0 or an external address")

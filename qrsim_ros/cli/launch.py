@@ -674,7 +674,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         console.line(f"[{PROG}] {note}")
     console.line(f"[{PROG}] {Path(resolved.config).stem}: seed {resolved.seed}, {resolved.num_vehicles} "
-                 f"vehicle(s); nodes: {', '.join(s.name for s in specs)}"
+                 f"vehicle(s), run id {resolved.run_id}; nodes: {', '.join(s.name for s in specs)}"
                  f"{' (one process)' if args.single_process else ''}")
     launcher = Launcher(specs, resolved, args, console)
     previous = {s: signal.signal(s, launcher._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -43,14 +43,14 @@ from collections.abc import Callable
 from typing import Any
 
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
 from qrsim_ros.ros.node import ParameterError, run_node
-from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters
+from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters
+from qrsim_ros.ros.run_identity import RunMemberNode
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -85,10 +85,11 @@ PARAMETERS = ParamTable(
     Param("scenario", "", "scenario of the run (written to the bag's custom_data)"),
     Param("seed", -1, "seed of the run (custom_data)", lo=-1, hi=2**31 - 1),
     Param("num_vehicles", 0, "vehicles of the run (custom_data)", lo=0, hi=100000),
+    RUN_ID,
 )
 
 
-class RecorderNode(Node):
+class RecorderNode(RunMemberNode):
     """Records every discovered topic, serialized, to a SIGKILL-safe rosbag2 bag (module docstring)."""
 
     NODE_NAME = "recorder"
@@ -96,6 +97,7 @@ class RecorderNode(Node):
     def __init__(self) -> None:
         super().__init__(self.NODE_NAME)
         p = self.params = declare_parameters(self, PARAMETERS)
+        self.join_run(p.run_id)  # a member of the run: counted by the start gate; other runs not recorded
         output_dir, exclude, scenario = p.output_dir, p.exclude, p.scenario
         if not str(output_dir).strip():
             raise ParameterError("parameter 'output_dir' is empty: give the bag directory to create")

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import rclpy
@@ -28,7 +29,7 @@ from qrsim_ros.ros.parameters import (
     scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_RELIABLE
-from qrsim_ros.ros.run_identity import RunMemberNode
+from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
 from qrsim_ros.ros.stamps import stamp_from_seconds
 
 
@@ -154,6 +155,6 @@ class ScenarioNode(RunMemberNode):
     def __init__(self, name: str, parameters: ParamTable) -> None:
         super().__init__(name)
         self.params = declare_parameters(self, parameters)
-        self.join_run(self.params.run_id)
+        self.join_run(self.params.run_id, partial(Counters, self, RUN_COUNTERS))
         self.scenario = scenario_from_parameters(self.params)
         self.num_vehicles = self.scenario.num_vehicles

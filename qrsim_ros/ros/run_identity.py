@@ -42,6 +42,8 @@ from rclpy.subscription import Subscription
 RUN_MEMBERS_TOPIC = "/sim/run_members"
 #: Bytes of a GID that name its DDS participant (Fast DDS: the GUID prefix).
 PARTICIPANT_BYTES = 12
+#: The counters of a node's run isolation (on /diagnostics, status ``<node>/run``).
+RUN_COUNTERS = ("foreign_run_messages",)
 #: Least wall time between two warnings about the same topic [s].
 WARN_PERIOD_S = 10.0
 
@@ -76,9 +78,8 @@ class RunIsolation:
     """A node's run: its announcement, the runs of the participants seen, the counting of foreign
     messages (see the module docstring)."""
 
-    def __init__(self, node: Node, run_id: str) -> None:
+    def __init__(self, node: Node, run_id: str, counters: Any) -> None:
         from qrsim_ros.msg import RunMember
-        from qrsim_ros.ros.node import Counters
 
         self.node = node
         self.run_id = run_id
@@ -89,7 +90,7 @@ class RunIsolation:
         self.ignored: dict[str, int] = {}  # per topic
         self._warned_at: dict[str, float] = {}
         fqn = node.get_fully_qualified_name()
-        self.counters = Counters(node, ["foreign_run_messages"], name=f"{fqn}/run")
+        self.counters = counters  # a ``node.Counters`` of RUN_COUNTERS
         self._announce = node.create_publisher(RunMember, RUN_MEMBERS_TOPIC, QOS_ANNOUNCE)
         _want_info(Node.create_subscription(node, RunMember, RUN_MEMBERS_TOPIC, self._on_member, QOS_MEMBERS))
         self._announce.publish(RunMember(run_id=run_id, node=fqn))
@@ -145,10 +146,12 @@ class RunMemberNode(Node):
         """The node's run ('' : none)."""
         return self.run_isolation.run_id if self.run_isolation is not None else ""
 
-    def join_run(self, run_id: str) -> None:
-        """Announce membership of ``run_id`` and start ignoring other runs' messages ('' : no run)."""
+    def join_run(self, run_id: str, counters_factory: Callable[[str], Any]) -> None:
+        """Announce membership of ``run_id`` and start ignoring other runs' messages ('' : no run);
+        ``counters_factory(status_name)`` makes the ``node.Counters`` of RUN_COUNTERS."""
         if run_id:
-            self.run_isolation = RunIsolation(self, run_id)
+            counters = counters_factory(f"{self.get_fully_qualified_name()}/run")
+            self.run_isolation = RunIsolation(self, run_id, counters)
 
     def foreign_run(self, msg_run_id: str, topic: str) -> bool:
         """Whether a message carrying ``run_id`` (VehicleStatus, TaskStatus) belongs to another run;

@@ -146,11 +146,11 @@ class RunMemberNode(Node):
         """The node's run ('' : none)."""
         return self.run_isolation.run_id if self.run_isolation is not None else ""
 
-    def join_run(self, run_id: str, counters_factory: Callable[[str], Any]) -> None:
+    def join_run(self, run_id: str, counters_factory: Callable[..., Any]) -> None:
         """Announce membership of ``run_id`` and start ignoring other runs' messages ('' : no run);
-        ``counters_factory(status_name)`` makes the ``node.Counters`` of RUN_COUNTERS."""
+        ``counters_factory(name=status_name)`` makes the ``node.Counters`` of RUN_COUNTERS."""
         if run_id:
-            counters = counters_factory(f"{self.get_fully_qualified_name()}/run")
+            counters = counters_factory(name=f"{self.get_fully_qualified_name()}/run")
             self.run_isolation = RunIsolation(self, run_id, counters)
 
     def foreign_run(self, msg_run_id: str, topic: str) -> bool:

@@ -179,6 +179,11 @@ class GroundTruthSync:
                        f"ground truth stamped {ns * 1e-9:.9f} s is not a multiple of {BASE_DT_S} s: dropped")
             return None
         k = ns // TICK_NS
+        if self._last_tick is not None and k > self._last_tick + MAX_PENDING_TICKS:
+            # far ahead (forged): never waited for, nor taken as a vehicle's progress
+            self._warn("ticks_rejected", f"ground truth of tick {k} rejected: the last tick handled is "
+                       f"{self._last_tick}")
+            return None
         if self._last_tick is not None and k < self._last_tick:
             # a new episode: ticks of the old one still waiting are stale
             for old in [t for t in self._pending if t > k]:
@@ -225,10 +230,6 @@ class GroundTruthSync:
         if self._foreign(msg):
             return
         ns = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-        if ns >= 0 and not ns % TICK_NS and not self._admit(ns // TICK_NS, int(msg.episode)):
-            return
-        if self.on_status is not None:
-            self.on_status(msg)
         arrays = fleet_arrays(msg, self.num_vehicles)
         if isinstance(arrays, str) or len(msg.valid) != self.num_vehicles or ns < 0 or ns % TICK_NS:
             n = self.num_vehicles
@@ -238,6 +239,10 @@ class GroundTruthSync:
             self._warn("ground_truth_rejected", f"{VEHICLE_STATUS_TOPIC} {why}: dropped (ground_truth_source "
                        "'fleet' needs vehicle_dynamics' status; 'odometry' reads uavN/ground_truth/*)")
             return
+        if not self._admit(ns // TICK_NS, int(msg.episode)):
+            return
+        if self.on_status is not None:  # only a well-formed tick that follows the last one
+            self.on_status(msg)
         x, accel = arrays
         self._status_count += 1
         status = (self._status_count, int(msg.episode), np.array(msg.valid, bool))

@@ -26,6 +26,8 @@ per registered sensor the scenario lists under ``vehicle.sensors`` (``core.senso
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -237,13 +239,30 @@ class ResolvedScenario:
     control_modes: tuple[str, ...]
     duration_s: float  # the episode length (task.duration_steps * task.dt_s) [s]
     sensors: tuple[str, ...] = ()  # registered sensors the scenario lists (vehicle.sensors)
+    run_id: str = ""  # the run's identity, given to every node (``resolve_run_id``)
+
+
+#: What a given run identity may contain (it is printed, logged and compared, never parsed).
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def resolve_run_id(run_id: str | None = None) -> str:
+    """The run's identity: ``run_id`` as given (1-64 characters of A-Z a-z 0-9 _ . -), or, for None or
+    '', a random 64-bit hex string drawn once here for every node of the run (like seed 0)."""
+    if run_id is None or run_id == "":
+        return secrets.token_hex(8)
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
+        raise PlanError(f"run_id={run_id!r} must be 1-64 characters of A-Z, a-z, 0-9, '_', '.', '-' "
+                        "(or empty: a random one)")
+    return run_id
 
 
 def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
-                     seed: int = -1) -> ResolvedScenario:
+                     seed: int = -1, run_id: str | None = None) -> ResolvedScenario:
     """Load and validate the scenario once; resolve the seed with the core's convention
     (``qrsim_ros.core.config.scenario.resolve_seed``: -1 the file's, 0 from the clock, drawn once here
-    so that every node builds the same streams, 1..MAX_SEED as given)."""
+    so that every node builds the same streams, 1..MAX_SEED as given) and the run identity
+    (``resolve_run_id``: None draws one)."""
     from qrsim_ros.core.config.loader import ScenarioError
     from qrsim_ros.core.config.scenario import (
         MAX_SEED,
@@ -254,6 +273,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
     )
 
     config = config_name(scenario, variant)
+    run_id = resolve_run_id(run_id)
     _check_limit("num_vehicles", num_vehicles)
     try:
         check_seed(seed)
@@ -277,7 +297,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         config=config, task_type=loaded.task.type, seed=int(effective), num_vehicles=loaded.num_vehicles,
         control_modes=tuple(loaded.control_modes()),
         duration_s=loaded.task.duration_steps * loaded.task.dt_s,
-        sensors=tuple(loaded.vehicle.sensors),
+        sensors=tuple(loaded.vehicle.sensors), run_id=run_id,
     )
 
 
@@ -296,7 +316,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     duration_s: simulated seconds the run should last (0 = until stopped): ``vehicle_dynamics``'s
     ``duration_s`` (it stops the clock there and exits with status 0). node_parameters: extra
     parameters per node name, applied last (e.g. ``{"vehicle_dynamics": {"lockstep_timeout_s": 5.0}}``).
-    resolved: a ``resolve_scenario`` result to reuse (it must match scenario/variant/num_vehicles/seed).
+    resolved: a ``resolve_scenario`` result to reuse (it must match scenario/variant/num_vehicles/seed);
+    its ``run_id`` (else a random one, ``resolve_run_id``) goes to every simulator node.
 
     Raises PlanError naming the bad argument.
     """
@@ -314,6 +335,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     res = resolved or resolve_scenario(scenario, variant, num_vehicles, seed)
     common: dict[str, Any] = {
         "scenario": res.config, "seed": res.seed, "num_vehicles": res.num_vehicles, "use_sim_time": True,
+        # one identity per run: the nodes ignore (and count) the messages of another run's nodes
+        "run_id": res.run_id,
     }
 
     dynamics = dict(common)

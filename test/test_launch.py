@@ -109,6 +109,24 @@ def test_namespaces_and_parameters() -> None:
     assert not {"lockstep", "real_time_factor", "duration_s"} & set(defaults)
 
 
+def test_one_run_identity_per_plan() -> None:
+    # a random 64-bit hex string, drawn once per plan, given to every qrsim_ros node (rviz2 is no member)
+    specs = plan("keep_spot", seed=5, use_rviz=True)
+    ids = {s.parameters.get("run_id") for s in specs if s.package == lp.PACKAGE}
+    assert len(ids) == 1
+    run_id = ids.pop()
+    assert isinstance(run_id, str) and len(run_id) == 16 and int(run_id, 16) >= 0
+    assert "run_id" not in {s.name: s for s in specs}["rviz2"].parameters
+    assert plan("keep_spot", seed=5)[0].parameters["run_id"] != run_id
+    # given: used as it is, for every node (and the ResolvedScenario a launcher prints)
+    resolved = lp.resolve_scenario("keep_spot", seed=5, run_id="nightly-7")
+    assert resolved.run_id == "nightly-7"
+    assert {s.parameters["run_id"] for s in plan("keep_spot", seed=5, resolved=resolved)} == {"nightly-7"}
+    for bad in ("two words", "x" * 65, "a/b"):
+        with pytest.raises(PlanError, match=r"^run_id=.* must be 1-64 characters"):
+            lp.resolve_scenario("keep_spot", run_id=bad)
+
+
 def test_file_values_are_resolved_for_every_node() -> None:
     # num_vehicles 0 -> the file's (2C flies three); seed -1 -> the file's, which is 0 ("from the
     # clock"): drawn once so every node builds the same random streams
@@ -239,13 +257,21 @@ def test_launch_arguments_are_the_issues_six() -> None:
         assert set(lp.launch_defaults(family)) == ISSUE_ARGUMENTS
 
 
+def _without_run_id(specs: list[NodeSpec]) -> list[NodeSpec]:
+    """The plan with its run identity taken out (each plan draws its own)."""
+    return [NodeSpec(s.executable, s.name, s.namespace,
+                     {k: v for k, v in s.parameters.items() if k != "run_id"}, s.remappings, s.arguments,
+                     s.package) for s in specs]
+
+
 def test_plan_from_launch_arguments_is_plan() -> None:
     strings = {"variant": "2B", "num_vehicles": "2", "seed": "4", "use_rviz": "False", "record": "false",
                "autopilot": "0"}
-    assert lp.plan_from_launch_arguments("search_rescue", strings) == plan(
-        "search_rescue", "2b", num_vehicles=2, seed=4, autopilot=False)
+    assert _without_run_id(lp.plan_from_launch_arguments("search_rescue", strings)) == _without_run_id(plan(
+        "search_rescue", "2b", num_vehicles=2, seed=4, autopilot=False))
     # the defaults: the family's default variant, autopilot on
-    assert lp.plan_from_launch_arguments("cats_mouse", {"seed": "8"}) == plan("cats_mouse", "1a", seed=8)
+    assert _without_run_id(lp.plan_from_launch_arguments("cats_mouse", {"seed": "8"})) == _without_run_id(
+        plan("cats_mouse", "1a", seed=8))
     with pytest.raises(PlanError, match="use_rviz='maybe' must be true or false"):
         lp.plan_from_launch_arguments("plume", {"use_rviz": "maybe", "seed": "1"})
     with pytest.raises(PlanError, match="seed='x' must be an integer"):
@@ -316,14 +342,14 @@ def test_cli_plans_what_the_launch_files_plan() -> None:
     args = _parse(["search_rescue", "--variant", "2a", "--num-vehicles", "2", "--seed", "5",
                    "--no-autopilot"])
     specs, _ = cli.plan_for_args(args)
-    assert specs == lp.plan_from_launch_arguments(
-        "search_rescue", {"variant": "2a", "num_vehicles": "2", "seed": "5", "autopilot": "false"})
+    assert _without_run_id(specs) == _without_run_id(lp.plan_from_launch_arguments(
+        "search_rescue", {"variant": "2a", "num_vehicles": "2", "seed": "5", "autopilot": "false"}))
     args = _parse(["keep_spot", "--seed", "3", "--lockstep", "--real-time-factor", "0", "--duration", "4",
                    "--param", "imu:seed=7", "--param", "vehicle_dynamics:lockstep_on_timeout=continue"])
     by_name = {s.name: s for s in cli.plan_for_args(args)[0]}
     assert by_name["imu"].parameters["seed"] == 7
-    assert by_name["vehicle_dynamics"].parameters == {
-        **plan("keep_spot", seed=3)[0].parameters, "lockstep": True, "real_time_factor": 0.0,
+    assert _without_run_id([by_name["vehicle_dynamics"]])[0].parameters == {
+        **_without_run_id(plan("keep_spot", seed=3))[0].parameters, "lockstep": True, "real_time_factor": 0.0,
         "duration_s": 4.0, "lockstep_on_timeout": "continue"}
 
 

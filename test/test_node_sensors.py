@@ -351,12 +351,18 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
         odom(4, 1, nan_row)  # non-finite: handled without that vehicle, counted
         assert calls[-1] == (4, False, [True, False], [True, False])
         odom(7, 0)
-        odom(7, 1)  # ticks 5 and 6 lost: stepping on to 7, counted
-        assert calls[-1][:2] == (7, False)
+        odom(7, 1)  # ticks 5 and 6 lost: 7 does not follow 4, rejected (a forged tick looks the same)
+        assert calls[-1][:2] == (4, False)
+        tick(8)  # 8 continues 7: a gap, not a forgery; stepping on, the ticks between counted
+        assert calls[-1][:2] == (8, False)
         tick(0)  # a new episode starts at tick 0 again
         assert calls[-1][:2] == (0, True)
+        tick(50_000_000)  # far ahead: both vehicles' rejected on arrival, the next tick taken as usual
+        tick(1)
+        assert [c[:2] for c in calls[-2:]] == [(0, True), (1, False)]
         c = sync.counters.values
-        assert (c["ground_truth_rejected"], c["ticks_incomplete"], c["ticks_skipped"]) == (2, 1, 2)
+        counted = (c["ground_truth_rejected"], c["ticks_incomplete"], c["ticks_skipped"], c["ticks_rejected"])
+        assert counted == (2, 1, 3, 3)
 
         # with the fleet status: validity and episode per tick; once a status has been seen, a tick
         # waits for its status while someone publishes it
@@ -383,10 +389,13 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
         stick(2)
         assert calls[-1] == (2, False, [True, True], [True, False])
         status(3, 2, [True, True])
-        stick(3)  # another episode counter: a reset, even though the tick went on (no tick 0 seen)
-        assert calls[-1] == (3, True, [True, True], [True, True])
-        stick(3)
-        status(3, 2, [True, True])  # the same tick of the same episode again: not stepped again
+        stick(3)  # another episode counter without tick 0: rejected (a reset restarts at tick 0)
+        assert len(calls) == 3 and synced.counters.values["ticks_rejected"] == 1
+        status(4, 2, [True, True])
+        stick(4)  # the next tick continues it (tick 0 was missed): the new episode, from here
+        assert calls[-1] == (4, True, [True, True], [True, True])
+        stick(4)
+        status(4, 2, [True, True])  # the same tick of the same episode again: not stepped again
         assert len(calls) == 4
 
         # the fleet source: one /sim/vehicle_status per tick carries the exact state (thrust included)
@@ -409,8 +418,10 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
         fleet_status(1, [True, True], [], [])  # a status without the fleet's state (another publisher)
         assert len(calls) == 1 and fleet.counters.values["ground_truth_rejected"] == 2
         fleet_status(2, [True, False], x.ravel().tolist(), force.ravel().tolist())
-        assert calls[-1] == (2, False, [True, True], [True, False])
-        assert fleet.counters.values["ticks_skipped"] == 1  # tick 1 never came complete
+        assert len(calls) == 1 and fleet.counters.values["ticks_rejected"] == 1  # 2 does not follow 0
+        fleet_status(3, [True, False], x.ravel().tolist(), force.ravel().tolist())
+        assert calls[-1] == (3, False, [True, True], [True, False])
+        assert fleet.counters.values["ticks_skipped"] == 2  # tick 1 never came complete, 2 was rejected
         with pytest.raises(ValueError, match="ground truth source"):
             GroundTruthSync(harness.node, 2, handler, source="gazebo")
     finally:

@@ -107,7 +107,7 @@ def test_a_table_validates_a_dict_into_a_frozen_typed_struct() -> None:
 
 def test_tables_extend_tables() -> None:
     both = ParamTable("x", *SCENARIO_PARAMETERS, COUNT)
-    assert both.names == ("scenario", "seed", "num_vehicles", "count")
+    assert both.names == ("scenario", "seed", "num_vehicles", "run_id", "count")
     assert both.defaults().seed == -1
 
 
@@ -136,7 +136,7 @@ def test_the_node_tables() -> None:
         assert table.validate({}) == table.defaults()
         assert all(p.description and p.read_only for p in table)
         if name != "recorder":
-            assert table.params[:3] == SCENARIO_PARAMETERS.params, name
+            assert table.params[:len(SCENARIO_PARAMETERS)] == SCENARIO_PARAMETERS.params, name
     referee = importlib.import_module("qrsim_ros.nodes.referee").PARAMETERS
     assert referee["ground_truth_source"].choices == ("fleet", "odometry")
 

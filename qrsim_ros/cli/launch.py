@@ -840,7 +840,7 @@ def run(args: argparse.Namespace) -> int:
                  + ("every interface (--network)" if network else "loopback only")
                  + f"; an autopilot joins with: export ROS_DOMAIN_ID={domain_id}")
     console.line(f"[{PROG}] {Path(resolved.config).stem}: seed {resolved.seed}, {resolved.num_vehicles} "
-                 f"vehicle(s); nodes: {', '.join(s.name for s in specs)}"
+                 f"vehicle(s), run id {resolved.run_id}; nodes: {', '.join(s.name for s in specs)}"
                  f"{' (one process)' if args.single_process else ''}")
     previous = {s: signal.signal(s, launcher._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     t0 = time.monotonic()

@@ -207,6 +207,8 @@ class ExampleAutopilotNode(ScenarioNode):
 
     # --- one task step ----------------------------------------------------------------------------------
     def _on_status(self, msg: TaskStatus) -> None:
+        if self.foreign_run(msg.run_id, "/referee/status"):
+            return
         view = self.view
         if len(msg.vehicle_valid) == view.num_vehicles:
             view.valid[:] = np.asarray(msg.vehicle_valid, bool)

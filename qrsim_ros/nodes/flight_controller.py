@@ -242,6 +242,8 @@ class FlightControllerNode(ScenarioNode):
         self._buffer(CLOCK, -1, msg, tick_of_stamp(msg.clock))
 
     def _on_status(self, msg: VehicleStatus) -> None:
+        if self.foreign_run(msg.run_id, "/sim/vehicle_status"):
+            return
         if len(msg.valid) != self.num_vehicles:
             self.counters.count("status_rejected")
             self.get_logger().warning(f"/sim/vehicle_status lists {len(msg.valid)} vehicles, the scenario "

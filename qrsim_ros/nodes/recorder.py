@@ -40,17 +40,18 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
-from qrsim_ros.ros.node import ParameterError, run_node
-from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters, limited
+from qrsim_ros.ros.node import Counters, ParameterError, run_node
+from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters, limited
+from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -85,10 +86,11 @@ PARAMETERS = ParamTable(
     Param("scenario", "", "scenario of the run (written to the bag's custom_data)"),
     limited("seed", -1, "seed of the run (custom_data)"),
     limited("num_vehicles", 0, "vehicles of the run (custom_data)"),
+    RUN_ID,
 )
 
 
-class RecorderNode(Node):
+class RecorderNode(RunMemberNode):
     """Records every discovered topic, serialized, to a SIGKILL-safe rosbag2 bag (module docstring)."""
 
     NODE_NAME = "recorder"
@@ -96,6 +98,8 @@ class RecorderNode(Node):
     def __init__(self) -> None:
         super().__init__(self.NODE_NAME)
         p = self.params = declare_parameters(self, PARAMETERS)
+        # a member of the run: counted by the start gate; other runs' messages are not recorded
+        self.join_run(p.run_id, partial(Counters, self, RUN_COUNTERS))
         output_dir, exclude, scenario = p.output_dir, p.exclude, p.scenario
         if not str(output_dir).strip():
             raise ParameterError("parameter 'output_dir' is empty: give the bag directory to create")

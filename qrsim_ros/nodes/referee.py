@@ -354,6 +354,7 @@ class RefereeNode(ScenarioNode):
         msg = TaskStatus()
         msg.header.stamp = stamp_from_tick(k)
         msg.header.frame_id = MAP_FRAME
+        msg.run_id = self.run_id
         msg.scenario = self.scenario.name
         msg.step = self.step_count
         msg.time = k * BASE_DT_S

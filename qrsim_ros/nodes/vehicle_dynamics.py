@@ -154,7 +154,8 @@ PARAMETERS = ParamTable(
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
-          "so no node misses the first ticks while DDS discovery completes",
+          "so no node misses the first ticks while DDS discovery completes; with a run_id only "
+          "subscriptions of nodes that announced this run count",
           **limit_range("start_subscribers")),
     Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
           **limit_range("start_timeout_s")),
@@ -238,7 +239,7 @@ class VehicleDynamicsNode(ScenarioNode):
         zero = stamp_from_tick(0)
         self._tf_msg = TFMessage(transforms=[transform(MAP_FRAME, base_link_frame(i), np.zeros(3),
                                                        [0.0, 0.0, 0.0, 1.0], zero) for i in range(n)])
-        self._status_msg = VehicleStatus(names=list(self.names))
+        self._status_msg = VehicleStatus(names=list(self.names), run_id=p.run_id)
         self._status_msg.header.frame_id = MAP_FRAME
 
         # inputs
@@ -491,9 +492,18 @@ class VehicleDynamicsNode(ScenarioNode):
             missing.append("a subscriber of /sim/vehicle_status")
         return missing
 
+    def start_gate_count(self) -> int:
+        """Subscribers of /sim/vehicle_status that count for the start gate: the matched ones; in a run
+        (``run_id``) only those of nodes that announced this run (a user's own subscriber, or another
+        run's, cannot open the gate early)."""
+        matched = self._status_pub.get_subscription_count()
+        if self.run_isolation is None:
+            return matched
+        return min(matched, self.run_isolation.member_subscriptions(self._status_pub.topic_name))
+
     def _try_start(self) -> None:
         waited = time.monotonic() - self._wait_since
-        matched = self._status_pub.get_subscription_count()
+        matched = self.start_gate_count()
         p = self.params
         short = matched < p.start_subscribers
         if short and waited < p.start_timeout_s:

@@ -19,6 +19,15 @@ ever gets is a reset too. A tick that repeats the last one in the same episode (
 publishes a tick again when lockstep inputs are late) is not stepped again: the outputs of that tick
 are published again. The counter is taken from the per-tick status rather than the latched
 ``/sim/episode``, so it cannot arrive out of order with the ground truth it belongs to.
+
+Ticks advance by one: after the first tick a node handles, a tick is taken only if it is the last one
+again (a repeat), the next one, or tick 0 of the next episode (the reset vehicle_dynamics announces
+with its episode counter; without a status, a restart at tick 0). Anything else (a forged or stray
+``/sim/vehicle_status`` with tick 50,000,000, a tick of an older episode) is rejected before the node's
+handler or ``on_status`` sees it, counted (``ticks_rejected``) and logged (throttled). A genuine gap (a
+tick lost in a queue overflow, a node that missed a reset's tick 0) shows as a rejected tick that the
+next tick continues: that next tick is taken (the gap counted as ``ticks_skipped``). A
+``/sim/vehicle_status`` of another run (its ``run_id``) is ignored and counted (``run_identity``).
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ MAX_PENDING_TICKS = 100
 
 #: The counters every sensor node publishes on /diagnostics.
 COUNTER_NAMES = ("ground_truth_rejected", "ticks_dropped", "ticks_skipped", "ticks_incomplete",
-                 "model_errors")
+                 "model_errors", "ticks_rejected")
 
 
 BoolArray = NDArray[np.bool_]
@@ -123,6 +132,7 @@ class GroundTruthSync:
         self._pending: dict[int, _Tick] = {}
         self._last_tick: int | None = None
         self._episode: int | None = None  # episode of the last tick handled (when the status told it)
+        self._rejected: tuple[int, int | None] | None = None  # (tick, episode) of the last tick rejected
         self._latest = np.full(n, -1, dtype=np.int64)  # latest tick each vehicle completed
         # /sim/vehicle_status by tick: (arrival number, episode, valid); kept apart from the ground
         # truth entries so that a status never creates, completes or purges a tick
@@ -169,6 +179,11 @@ class GroundTruthSync:
                        f"ground truth stamped {ns * 1e-9:.9f} s is not a multiple of {BASE_DT_S} s: dropped")
             return None
         k = ns // TICK_NS
+        if self._last_tick is not None and k > self._last_tick + MAX_PENDING_TICKS:
+            # far ahead (forged): never waited for, nor taken as a vehicle's progress
+            self._warn("ticks_rejected", f"ground truth of tick {k} rejected: the last tick handled is "
+                       f"{self._last_tick}")
+            return None
         if self._last_tick is not None and k < self._last_tick:
             # a new episode: ticks of the old one still waiting are stale
             for old in [t for t in self._pending if t > k]:
@@ -205,10 +220,15 @@ class GroundTruthSync:
         t.has_accel[i] = True
         self._arrived(k, t, i)
 
+    def _foreign(self, msg: Any) -> bool:
+        """A status of another run (its run_id): ignored, counted by the node's run isolation."""
+        foreign_run = getattr(self.node, "foreign_run", None)
+        return foreign_run is not None and foreign_run(msg.run_id, VEHICLE_STATUS_TOPIC)
+
     def _on_fleet(self, msg: Any) -> None:
         """Fleet source: the whole tick in one /sim/vehicle_status (state, specific force, validity)."""
-        if self.on_status is not None:
-            self.on_status(msg)
+        if self._foreign(msg):
+            return
         ns = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
         arrays = fleet_arrays(msg, self.num_vehicles)
         if isinstance(arrays, str) or len(msg.valid) != self.num_vehicles or ns < 0 or ns % TICK_NS:
@@ -219,12 +239,18 @@ class GroundTruthSync:
             self._warn("ground_truth_rejected", f"{VEHICLE_STATUS_TOPIC} {why}: dropped (ground_truth_source "
                        "'fleet' needs vehicle_dynamics' status; 'odometry' reads uavN/ground_truth/*)")
             return
+        if not self._admit(ns // TICK_NS, int(msg.episode)):
+            return
+        if self.on_status is not None:  # only a well-formed tick that follows the last one
+            self.on_status(msg)
         x, accel = arrays
         self._status_count += 1
         status = (self._status_count, int(msg.episode), np.array(msg.valid, bool))
-        self._handle_arrays(ns // TICK_NS, x, accel, np.ones(self.num_vehicles, bool), status)
+        self._handle_arrays(ns // TICK_NS, x, accel, np.ones(self.num_vehicles, bool), status, admitted=True)
 
     def _on_status(self, msg: Any) -> None:
+        if self._foreign(msg):
+            return
         if self.on_status is not None:
             self.on_status(msg)
         if len(msg.valid) != self.num_vehicles:
@@ -284,10 +310,33 @@ class GroundTruthSync:
     def _handle(self, k: int, t: _Tick) -> None:
         self._handle_arrays(k, states_from_raw_odometry(t.raw), t.accel, t.done, self._statuses.pop(k, None))
 
+    def _admit(self, k: int, episode: int | None) -> bool:
+        """Whether tick k (of ``episode``, None if unknown) may be handled: the first tick, a repeat, the
+        next tick, tick 0 of the next episode; or the tick after a rejected one (a gap resynchronised).
+        Otherwise counted, logged and False (see the module docstring)."""
+        last = self._last_tick
+        if last is None:
+            ok = True
+        elif episode is not None and self._episode is not None and episode != self._episode:
+            ok = k == 0 and episode > self._episode  # the reset vehicle_dynamics announced
+        else:
+            ok = k in (last, last + 1) or (k == 0 and episode is None)  # no status: a restart is a reset
+        if ok or self._rejected == (k - 1, episode):
+            self._rejected = None
+            return True
+        self._rejected = (k, episode)
+        ep = f" of episode {episode}" if episode is not None else ""
+        self._warn("ticks_rejected", f"tick {k}{ep} rejected: the last tick handled is {last} of episode "
+                   f"{self._episode} (ticks advance by one, or restart at 0 with the next episode)")
+        return False
+
     def _handle_arrays(self, k: int, x: Array, accel_in: Array, done: BoolArray,
-                       status: tuple[int, int, BoolArray] | None) -> None:
+                       status: tuple[int, int, BoolArray] | None, admitted: bool = False) -> None:
         """Step the handler on tick k: states x (N, 13), specific forces (N, 3), which vehicles reported
-        (done) and the tick's (arrival number, episode, valid) status if known."""
+        (done) and the tick's (arrival number, episode, valid) status if known; ``admitted``: ``_admit``
+        already said yes."""
+        if not admitted and not self._admit(k, status[1] if status is not None else None):
+            return
         self.counters.sim_time_s = k * BASE_DT_S  # the node's time is its input's
         finite = np.all(np.isfinite(x[:, :12]), axis=1)
         if self.with_accel:

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import rclpy
@@ -28,6 +29,7 @@ from qrsim_ros.ros.parameters import (
     scenario_from_parameters,
 )
 from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
 from qrsim_ros.ros.stamps import stamp_from_seconds
 
 
@@ -99,6 +101,7 @@ class Counters:
     """
 
     def __init__(self, node: Node, names: Sequence[str], period_s: float = 1.0, *,
+                 name: str | None = None,
                  info: Callable[[], Mapping[str, object]] | None = None) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.clock import Clock, ClockType
@@ -109,6 +112,7 @@ class Counters:
         #: on /clock); None: the node's clock
         self.sim_time_s: float | None = None
         self._node = node
+        self._name = name  # the status name (None: the node's fully qualified name)
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", QOS_RELIABLE)
         self._changed = True
         self._timer = node.create_timer(period_s, self.publish_if_changed,
@@ -130,7 +134,7 @@ class Counters:
         bad = any(self.values.values())
         status = DiagnosticStatus(
             level=DiagnosticStatus.WARN if bad else DiagnosticStatus.OK,
-            name=self._node.get_fully_qualified_name(), hardware_id="qrsim_ros",
+            name=self._name or self._node.get_fully_qualified_name(), hardware_id="qrsim_ros",
             message="inputs rejected or missed" if bad else "ok",
             values=[KeyValue(key=k, value=str(v)) for k, v in (*self.values.items(), *extra.items())])
         msg = DiagnosticArray(status=[status])
@@ -148,13 +152,16 @@ def _events_executor_class() -> Callable[[], Any] | None:
     return EventsExecutor
 
 
-class ScenarioNode(Node):
+class ScenarioNode(RunMemberNode):
     """Base of the simulator's nodes: the node's parameter table (``parameters.ParamTable``, starting with
-    ``SCENARIO_PARAMETERS``) declared in one call and read as ``self.params``, and the scenario it names
-    (``self.scenario``, ``self.num_vehicles``). Raises ParameterError on a bad value or scenario."""
+    ``SCENARIO_PARAMETERS``) declared in one call and read as ``self.params``, the scenario it names
+    (``self.scenario``, ``self.num_vehicles``) and its run (``run_id``: announced on /sim/run_members,
+    other runs' messages ignored and counted, ``run_identity``). Raises ParameterError on a bad value or
+    scenario."""
 
     def __init__(self, name: str, parameters: ParamTable) -> None:
         super().__init__(name)
         self.params = declare_parameters(self, parameters)
+        self.join_run(self.params.run_id, partial(Counters, self, RUN_COUNTERS))
         self.scenario = scenario_from_parameters(self.params)
         self.num_vehicles = self.scenario.num_vehicles

@@ -20,7 +20,7 @@ number outside ``[lo, hi]`` or a string not among ``choices`` is rejected. Every
 dynamic typing for floats so that ``-p duration_s:=20`` is 20.0) and returns the validated struct. A
 value rclpy rejects (wrong type, out of range) is reported with the table's message, not rclpy's.
 
-``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles) is the table every simulation node starts with;
+``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles, run_id) is the table every simulation node starts with;
 ``scenario_from_parameters`` loads the scenario they name.
 """
 
@@ -230,6 +230,11 @@ def declare_param(node: Node, param: Param) -> Any:
 
 # --- the scenario ------------------------------------------------------------------------------------
 
+#: A run's identity (``ros.run_identity``): the launchers give every node of a run the same one.
+RUN_ID = Param("run_id", "",
+               "the run this node belongs to (launch_plan: one random hex string per launch); messages of "
+               "another run's nodes are ignored and counted ('': no run, nothing is filtered)")
+
 #: The parameters naming the scenario of every simulation node (``scenario_from_parameters``).
 SCENARIO_PARAMETERS = ParamTable(
     "scenario",
@@ -237,6 +242,7 @@ SCENARIO_PARAMETERS = ParamTable(
           "scenario name (config/<name>.yaml) or path to a scenario YAML file"),
     limited("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})"),
     limited("num_vehicles", 0, "number of vehicles (0: the scenario file's)"),
+    RUN_ID,
 )
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import fcntl
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
+
+from qrsim_ros.cli.leftovers import remove_stale_temporaries, temporary_prefix
 
 
 class CliError(ValueError):
@@ -76,24 +79,31 @@ def standalone_main(add_arguments: Callable[[argparse.ArgumentParser], argparse.
 
 def check_output_path(path: str) -> None:
     """Fail (CliError) before any work if ``path`` obviously cannot be written: its directory is
-    missing, or it is a directory."""
+    missing, or it is a directory. Removes the temporaries of earlier writers of ``path`` that were
+    killed (``leftovers.remove_stale_temporaries``; a live writer's stays)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CliError(f"{path}: cannot write: directory {directory} does not exist")
     if os.path.isdir(path):
         raise CliError(f"{path}: cannot write: it is a directory")
+    remove_stale_temporaries(path)
 
 
 def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Write a CSV (``\\n`` line ends) to a temporary file in the same directory, then ``os.replace`` it
     onto ``path``: an existing file is never half-written or lost. The new file gets the old file's
-    permissions, or the umask's. An OSError becomes a CliError naming ``path``."""
+    permissions, or the umask's. An OSError becomes a CliError naming ``path``.
+
+    The temporary is flock-ed while it is written: if this process is killed, the next writer of
+    ``path`` finds it unlocked and removes it (``leftovers.remove_stale_temporaries``)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp_path = None
     try:
-        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
+        remove_stale_temporaries(path)
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=temporary_prefix(path),
                                          suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
             tmp_path = f.name
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # held until the file is closed (or we die)
             writer = csv.writer(f, lineterminator="\n")
             writer.writerow(header)
             writer.writerows(rows)

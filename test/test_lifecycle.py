@@ -305,19 +305,16 @@ time.sleep(600)
 """
 
 
-def _shm_files_of(pid: int) -> set[str]:
-    """The Fast DDS shared-memory files a process has mapped or open."""
+def _owned_segments(pid: int) -> set[str]:
+    """The Fast DDS segments a process owns: the ``_el`` lock files it holds open, and their segments
+    (it also maps other processes' segments, which it does not own)."""
     names = set()
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-            if "/dev/shm/fastdds_" in line or "/dev/shm/fastrtps_" in line:
-                names.add(os.path.basename(line.split()[-1]))
     with contextlib.suppress(OSError):
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/fast"):
-                    names.add(os.path.basename(target))
+                target = os.path.basename(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                if re.fullmatch(r"fastdds_[0-9a-z]{16}_el", target):
+                    names |= {target, target[:-3]}
     return names
 
 
@@ -332,10 +329,9 @@ def test_shared_memory_of_a_killed_dds_process_is_removed_a_live_ones_is_not(tmp
             assert p.stdout is not None and p.stdout.readline().strip() == "up"
         killed, alive = procs
         time.sleep(0.5)  # noqa: the segments are mapped by the transport's own threads; nothing to await
-        files = _shm_files_of(killed.pid)
-        segments = {f for f in files if re.fullmatch(r"fastdds_[0-9a-z]{16}(_el)?", f)}
-        assert segments, f"no Fast DDS segment found for pid {killed.pid}: {files}"
-        alive_files = {f for f in _shm_files_of(alive.pid) if f.startswith("fastdds_") and "port" not in f}
+        segments = _owned_segments(killed.pid)
+        assert segments, f"no Fast DDS segment found for pid {killed.pid}"
+        alive_files = _owned_segments(alive.pid)
         killed.kill()
         killed.wait()
         assert all(os.path.exists(f"/dev/shm/{f}") for f in segments)  # SIGKILL leaves them

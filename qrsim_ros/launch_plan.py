@@ -510,10 +510,14 @@ def classify_exit(name: str, returncode: int, *, requested: bool,
     ``requested``: the launcher had asked it to stop (it is stopping the run): a clean status
     (``CLEAN_STOP_STATUSES``) is no failure, anything else is one. Not requested: the normal end of a run
     (``NORMAL_END_PROCESSES`` with status 0) or a user closing ``rviz2`` ends the run cleanly; the
-    recorder failing to write (``RECORDER_FAILED_STATUS``) is a failure that ends the run only if
-    ``record_required``; any other exit, status 0 or a SIGTERM from outside included, is a node that
+    recorder failing to write (``RECORDER_FAILED_STATUS``, even while stopping: the last file did not
+    fit) is a failure that ends the run only if ``record_required``; any other exit, status 0 or a SIGTERM from outside included, is a node that
     stopped before it was asked to: a failure that ends the run.
     """
+    if name == "recorder" and returncode == RECORDER_FAILED_STATUS:  # asked to stop or not
+        if record_required:
+            return ExitVerdict(not requested, True, "the recorder could not write the bag (record required)")
+        return ExitVerdict(False, True, "the recorder could not write the bag: the run goes on without it")
     if requested:
         if returncode in CLEAN_STOP_STATUSES:
             return ExitVerdict(False, False, f"{name} stopped")
@@ -523,10 +527,6 @@ def classify_exit(name: str, returncode: int, *, requested: bool,
         return ExitVerdict(True, False, f"{name} finished ({what})")
     if returncode == 0 and name in USER_CLOSED_PROCESSES:
         return ExitVerdict(True, False, f"{name} was closed")
-    if name == "recorder" and returncode == RECORDER_FAILED_STATUS:
-        if record_required:
-            return ExitVerdict(True, True, "the recorder could not write the bag (record required)")
-        return ExitVerdict(False, True, "the recorder could not write the bag: the run goes on without it")
     if returncode == 0 or returncode in CLEAN_STOP_STATUSES:
         return ExitVerdict(True, True,
                            f"node {name} stopped before it was asked to ({describe_exit(returncode)})")

@@ -66,6 +66,7 @@ from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subc
 from qrsim_ros.cli.leftovers import LockedTempDir, remove_stale_shm, remove_stale_tempdirs
 from qrsim_ros.launch_plan import (
     PACKAGE,
+    RECORDER_FAILED_STATUS,
     NodeSpec,
     PlanError,
     ResolvedScenario,
@@ -585,7 +586,10 @@ class Launcher:
             c.exit_seen = True
             # Exiting by the signal we sent is a clean stop; any other status is not.
             verdict = classify_exit(c.name, rc, requested=True, record_required=self.record_required)
-            if verdict.failure:
+            if verdict.failure and c.name == RECORDER and rc == RECORDER_FAILED_STATUS \
+                    and not self.record_required:
+                self.record_failed = True  # the last file did not fit
+            elif verdict.failure:
                 self.unclean.append(verdict.reason)
 
     def _stop_group(self, children: list[Child], escalated: dict[str, str],

@@ -9,6 +9,7 @@ uses), convert messages at the boundary with ``qrsim_ros.core.common.frames`` an
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -92,6 +93,13 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         watchdog.step = "shutting rclpy down"
         rclpy.try_shutdown()
         watchdog.cancel()
+        # The process is ending: a SIGINT/SIGTERM arriving now (a launcher stopping everything) must not
+        # kill it while the interpreter finalises (it resets Python-handled signals to the default),
+        # which would replace the status below with the signal's (a recorder's "bag not written" was
+        # lost that way). Ignored signals stay ignored.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                signal.signal(sig, signal.SIG_IGN)
     own = getattr(node, "exit_status", None)
     if status == 0 and isinstance(own, int):
         status = own

@@ -511,8 +511,9 @@ def classify_exit(name: str, returncode: int, *, requested: bool,
     (``CLEAN_STOP_STATUSES``) is no failure, anything else is one. Not requested: the normal end of a run
     (``NORMAL_END_PROCESSES`` with status 0) or a user closing ``rviz2`` ends the run cleanly; the
     recorder failing to write (``RECORDER_FAILED_STATUS``, even while stopping: the last file did not
-    fit) is a failure that ends the run only if ``record_required``; any other exit, status 0 or a SIGTERM from outside included, is a node that
-    stopped before it was asked to: a failure that ends the run.
+    fit) is a failure that ends the run only if ``record_required``; any other exit, status 0 or a
+    SIGTERM from outside included, is a node that stopped before it was asked to: a failure that ends
+    the run.
     """
     if name == "recorder" and returncode == RECORDER_FAILED_STATUS:  # asked to stop or not
         if record_required:

@@ -401,10 +401,13 @@ def test_an_unwritable_record_directory_is_refused_before_anything_starts(tmp_pa
 def _full_disk_run(tmp_path: Path, extra: list[str]) -> tuple[int, str, Path]:
     disk = tmp_path / "disk"
     with tmpfs(disk, size="3m"):
+        # Another 1.3 MB file shares the disk: the bag of one vehicle fills the rest after about 12 of the
+        # 15 simulated seconds (uncompressed, a file every 0.2 s of wall time; the episode lasts 20 s).
+        (disk / "other").write_bytes(os.urandom(1_300_000))
         bag = disk / "bag"
-        # uncompressed, a file every 0.2 s: the 3 MB fill within seconds of simulated time run fast
-        rc, out, _ = launch(tmp_path, [*SMALL, "--record", str(bag), "--duration", "60", "--real-time-factor",
-                                       "0", "--param", "recorder:compression=none",
+        # paced (4x real time), so that the recorder keeps up and the bytes per simulated second are known
+        rc, out, _ = launch(tmp_path, [*SMALL, "--record", str(bag), "--duration", "15", "--real-time-factor",
+                                       "4", "--param", "recorder:compression=none",
                                        "--param", "recorder:split_period_s=0.2", *extra])
         from rosbags.highlevel import AnyReader
 
@@ -427,7 +430,7 @@ def test_a_full_disk_stops_the_recorder_not_the_simulation(tmp_path: Path) -> No
     assert "Traceback" not in out
     s = summary(out)
     assert rc == 3, out
-    assert "--duration 60 s reached" in s and "Recording failed" in s, s  # the simulation went on
+    assert "--duration 15 s reached" in s and "Recording failed" in s, s  # the simulation went on
 
 
 @pytest.mark.ros
@@ -438,7 +441,7 @@ def test_a_full_disk_with_record_required_stops_the_run(tmp_path: Path) -> None:
     assert rc == 1, out
     s = summary(out)
     assert "stopped: the recorder could not write the bag (record required)" in s, s
-    assert "--duration 60 s reached" not in s
+    assert "--duration 15 s reached" not in s
 
 
 _BURN = "import time\nwhile True:\n    sum(range(10000))\n"

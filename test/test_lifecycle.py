@@ -475,3 +475,27 @@ def test_every_node_stops_within_5_s_of_sigint_under_cpu_load(tmp_path: Path) ->
             b.kill()
             b.wait()
     print(f"stop times under load (worst node per cycle): {', '.join(f'{w:.2f}' for w in worst)} s")
+
+
+_STUCK = """
+import time
+from qrsim_ros.ros.node import StopWatchdog
+w = StopWatchdog(deadline_s=0.5)
+w.step = "destroying the node"
+w.start("SIGINT")
+time.sleep(60)  # a clean-up step that never returns
+"""
+
+
+def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
+    require_ros()
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", _STUCK], capture_output=True, text=True, timeout=30, check=False)
+    elapsed = time.monotonic() - t0
+    from qrsim_ros.ros.node import STOP_DEADLINE_S, STOP_DEADLINE_STATUS
+
+    assert res.returncode == STOP_DEADLINE_STATUS and elapsed < 10, (res.returncode, elapsed)
+    first = res.stderr.splitlines()[0]
+    assert first == "error: still not stopped 0.5 s after SIGINT (stuck destroying the node): exiting now"
+    assert "time.sleep" in res.stderr or "<string>" in res.stderr  # the stack, to find the cause
+    assert STOP_DEADLINE_S + 1.0 < 5.0  # a stuck node still ends within the 5 s a launcher allows

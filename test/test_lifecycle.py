@@ -490,7 +490,8 @@ time.sleep(60)  # a clean-up step that never returns
 def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
     require_ros()
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-c", _STUCK], capture_output=True, text=True, timeout=30, check=False)
+    res = subprocess.run([sys.executable, "-c", _STUCK], capture_output=True, text=True, timeout=30,
+                         check=False)
     elapsed = time.monotonic() - t0
     from qrsim_ros.ros.node import STOP_DEADLINE_S, STOP_DEADLINE_STATUS
 

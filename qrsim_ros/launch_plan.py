@@ -29,7 +29,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,16 @@ LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
     ("record", "record a rosbag2 bag: false, true (bags/<scenario>_<time>) or an output directory"),
     ("autopilot", "fly the built-in example autopilot (true/false)"),
 )
+
+#: Launch arguments of the supervision (how a launch ends), not of the plan: (name, description).
+#: Defaults: ``SUPERVISION_DEFAULTS``.
+SUPERVISION_ARGUMENTS: tuple[tuple[str, str], ...] = (
+    ("keep_alive", "keep the graph running after the episode is done (true/false; default false: the end "
+                   "of the episode ends the launch, as with qrsim launch)"),
+    ("record_required", "end the whole launch, as a failure, if the recorder cannot write the bag (a full "
+                        "disk) (true/false; default false: the simulation goes on without the recorder)"),
+)
+SUPERVISION_DEFAULTS = {"keep_alive": "false", "record_required": "false"}
 
 
 class PlanError(ValueError):
@@ -495,3 +505,124 @@ def _check_limit(name: str, value: Any, label: str | None = None) -> None:
         LIMITS[name].check(value, label)
     except ConfigError as exc:
         raise PlanError(str(exc)) from None
+
+
+# --- supervision: what the end of a process means (both launchers) --------------------------------
+
+#: Exit statuses of a process that stopped because it was asked to (SIGINT/SIGTERM, by the launcher).
+CLEAN_STOP_STATUSES = (0, -2, -15, 130, 143)
+#: Exit status of the recorder whose bag could not be written (a full disk); = bag.info's
+#: RECORDER_FAILED_STATUS (not imported: the plan and the bag package are independent layers).
+RECORDER_FAILED_STATUS = 3
+#: Processes whose exit with status 0 is the normal end of a run: the clock owner at ``duration_s``, the
+#: referee at the end of the episode (``exit_when_done``), the single process holding both.
+NORMAL_END_PROCESSES = ("vehicle_dynamics", "referee", "single_process")
+#: Processes that may be closed by the user (status 0): it ends the run, not as a failure.
+USER_CLOSED_PROCESSES = ("rviz2",)
+
+
+@dataclass(frozen=True)
+class ExitVerdict:
+    """What one process's exit means for the run: end it? count it as a failure? and why (one line)."""
+
+    ends_run: bool
+    failure: bool
+    reason: str
+
+
+def describe_exit(returncode: int | None) -> str:
+    """``exit status 1``, ``killed by SIGTERM``; for a POSIX return code (negative: the signal)."""
+    import signal
+
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def classify_exit(name: str, returncode: int, *, requested: bool,
+                  record_required: bool = False) -> ExitVerdict:
+    """The meaning of process ``name`` ending with ``returncode``.
+
+    ``requested``: the launcher had asked it to stop (it is stopping the run): a clean status
+    (``CLEAN_STOP_STATUSES``) is no failure, anything else is one. Not requested: the normal end of a run
+    (``NORMAL_END_PROCESSES`` with status 0) or a user closing ``rviz2`` ends the run cleanly; the
+    recorder failing to write (``RECORDER_FAILED_STATUS``, even while stopping: the last file did not
+    fit) is a failure that ends the run only if ``record_required``; any other exit, status 0 or a
+    SIGTERM from outside included, is a node that stopped before it was asked to: a failure that ends
+    the run.
+    """
+    if name == "recorder" and returncode == RECORDER_FAILED_STATUS:  # asked to stop or not
+        if record_required:
+            return ExitVerdict(not requested, True, "the recorder could not write the bag (record required)")
+        return ExitVerdict(False, True, "the recorder could not write the bag: the run goes on without it")
+    if requested:
+        if returncode in CLEAN_STOP_STATUSES:
+            return ExitVerdict(False, False, f"{name} stopped")
+        return ExitVerdict(False, True, f"{name} ({describe_exit(returncode)} while stopping)")
+    if returncode == 0 and name in NORMAL_END_PROCESSES:
+        what = "the episode is done" if name == "referee" else "the end of the run"
+        return ExitVerdict(True, False, f"{name} finished ({what})")
+    if returncode == 0 and name in USER_CLOSED_PROCESSES:
+        return ExitVerdict(True, False, f"{name} was closed")
+    if returncode == 0 or returncode in CLEAN_STOP_STATUSES:
+        return ExitVerdict(True, True,
+                           f"node {name} stopped before it was asked to ({describe_exit(returncode)})")
+    return ExitVerdict(True, True, f"node {name} died ({describe_exit(returncode)})")
+
+
+def parse_supervision(values: Mapping[str, str | bool]) -> dict[str, bool]:
+    """``keep_alive`` and ``record_required`` from the launch files' strings (``SUPERVISION_ARGUMENTS``)."""
+    args = {**SUPERVISION_DEFAULTS, **{k: v for k, v in values.items() if v is not None}}
+    return {name: parse_bool(name, args[name]) for name, _ in SUPERVISION_ARGUMENTS}
+
+
+def end_with_episode(specs: Iterable[NodeSpec], keep_alive: bool = False) -> list[NodeSpec]:
+    """The plan for a launcher that learns of the episode's end from a process exit (``ros2 launch``):
+    the referee gets ``exit_when_done`` (it exits with status 0 once the episode is done), unless
+    ``keep_alive``."""
+    out = list(specs)
+    if keep_alive:
+        return out
+    return [NodeSpec(s.executable, s.name, s.namespace, {**s.parameters, "exit_when_done": True},
+                     s.remappings, s.arguments, s.package) if s.executable == "referee" else s for s in out]
+
+
+def missing_third_party(specs: Iterable[NodeSpec], find: Callable[[NodeSpec], bool]) -> list[str]:
+    """The third-party executables of a plan (rviz2) that ``find`` does not find, with what needs them."""
+    return [f"{s.executable} (package {s.package}; use_rviz:=true needs a ROS 2 distribution with it)"
+            if s.executable == "rviz2" else f"{s.executable} (package {s.package})"
+            for s in specs if s.package != PACKAGE and not find(s)]
+
+
+#: The least free space a record directory must have before a run starts [bytes].
+MIN_RECORD_FREE_BYTES = 1_000_000
+
+
+def check_record_dir(bag: str | os.PathLike[str], min_free_bytes: int = MIN_RECORD_FREE_BYTES) -> None:
+    """PlanError unless the bag directory ``bag`` can be created and written: it must not exist or be an
+    empty directory, its nearest existing parent must be a writable directory, with at least
+    ``min_free_bytes`` free. Checked before any node starts."""
+    import shutil
+
+    path = Path(os.path.abspath(os.fspath(bag)))
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise PlanError(f"record={path}: exists and is not an empty directory (a bag is never overwritten)")
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PlanError(f"record={path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PlanError(f"record={path}: directory {existing} is not writable")
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError as exc:
+        raise PlanError(f"record={path}: cannot tell the free space of {existing}: {exc.strerror}") from None
+    if free < min_free_bytes:
+        raise PlanError(f"record={path}: only {free / 1e6:.2f} MB free on the file system of {existing} "
+                        f"(at least {min_free_bytes / 1e6:.2f} MB needed)")

@@ -15,11 +15,15 @@ the bag directory (an atomic rename: a file of the bag is always complete) and m
 rewritten through a temporary file and a rename. A process killed with SIGKILL therefore leaves a bag
 that ``rosbags.highlevel.AnyReader`` reads without any repair, holding everything up to the last
 completed split (at most ``split_period_s`` of wall time is lost); SIGINT/SIGTERM -> ``close()`` keeps
-everything. No rclpy here: the ``recorder`` node feeds this class.
+everything. A write that fails (a full disk: ENOSPC, or any other OSError) abandons the split being
+written, keeps the completed ones (still listed in metadata.yaml, so the bag reads up to its last complete
+file) and raises ``BagWriteError``: one line naming the bag and the free space left. No rclpy here: the
+``recorder`` node feeds this class.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -55,6 +59,10 @@ COMPRESSIONS = ("zstd", "none")
 
 class BagWriterError(RuntimeError):
     """The bag cannot be written (output directory not empty, unknown message type, ...)."""
+
+
+class BagWriteError(BagWriterError):
+    """Writing failed (disk full, I/O error): the bag is closed and keeps its completed files."""
 
 
 @dataclass
@@ -173,11 +181,14 @@ class SplitBagWriter:
     def write(self, topic_id: int, timestamp_ns: int, data: bytes | memoryview) -> None:
         """Append one serialized message (CDR, as received) with its bag timestamp [ns]."""
         split = self._open
-        if split is None:
-            self._check_open()
-            split = self._open = self._open_split()
+        try:
+            if split is None:
+                self._check_open()
+                split = self._open = self._open_split()
+            split.storage.write(self._topics[topic_id].connection, timestamp_ns, data)
+        except OSError as exc:
+            raise self._give_up(exc) from None
         topic = self._topics[topic_id]
-        split.storage.write(topic.connection, timestamp_ns, data)
         topic.split_count += 1
         split.count += 1
         if timestamp_ns < split.start_ns:
@@ -190,16 +201,22 @@ class SplitBagWriter:
         split = self._open
         if split is None or self._wall() - split.opened_wall < self.split_period_s:
             return False
-        self._close_split()
+        try:
+            self._close_split()
+        except OSError as exc:
+            raise self._give_up(exc) from None
         return True
 
     def close(self) -> None:
         """Finish the split being written and the metadata: the bag is complete. Idempotent."""
         if self._closed:
             return
-        if self._open is not None:
-            self._close_split()
-        self._write_metadata()
+        try:
+            if self._open is not None:
+                self._close_split()
+            self._write_metadata()
+        except OSError as exc:
+            raise self._give_up(exc) from None
         shutil.rmtree(self.path / PARTIAL_DIR, ignore_errors=True)
         self._closed = True
 
@@ -224,6 +241,26 @@ class SplitBagWriter:
     def _check_open(self) -> None:
         if self._closed:
             raise BagWriterError(f"bag {self.path} is closed")
+
+    def _give_up(self, exc: OSError) -> BagWriteError:
+        """After a failed write: drop the split being written (its file has no footer and would not
+        read), keep the completed ones listed in metadata.yaml, close the bag; the error to raise."""
+        free = _free_bytes(self.path)
+        split, self._open = self._open, None
+        if split is not None:
+            with contextlib.suppress(Exception):  # the file's buffers cannot be flushed: let them go
+                split.storage.bio.close()
+        shutil.rmtree(self.path / PARTIAL_DIR, ignore_errors=True)  # frees the space it took
+        with contextlib.suppress(OSError):
+            self._write_metadata()  # a split moved in but not yet listed gets listed
+        with contextlib.suppress(OSError):
+            (self.path / "metadata.yaml.tmp").unlink(missing_ok=True)
+        self._closed = True
+        free_text = f"{free / 1e6:.2f} MB free" if free is not None else "free space unknown"
+        kept = sum(t.count for t in self._topics)
+        return BagWriteError(
+            f"bag {self.path}: {exc.strerror or exc} ({free_text} on its file system): recording stopped; "
+            f"the bag keeps its {len(self._splits)} complete file(s), {kept} messages")
 
     def _split_name(self, index: int) -> str:
         return f"{self.path.name}_{index}"
@@ -252,12 +289,12 @@ class SplitBagWriter:
         the bag never names a file that is not complete)."""
         split = self._open
         assert split is not None
-        self._open = None
         name = f"{self._split_name(split.index)}.mcap"
         info = _SplitInfo(name, split.start_ns, split.end_ns, split.count)
         # The file's own copy of the bag metadata, as rosbag2_storage_mcap writes one.
         split.storage.close(METADATA_VERSION, yaml.safe_dump(self._metadata(info), sort_keys=False))
         os.replace(split.storage.path, self.path / name)
+        self._open = None  # (only now: a failure above leaves it to _give_up to drop)
         shutil.rmtree(split.directory, ignore_errors=True)
         for topic in self._topics:
             topic.count += topic.split_count
@@ -302,6 +339,14 @@ class SplitBagWriter:
         tmp = self.path / "metadata.yaml.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.path / "metadata.yaml")
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Bytes available to this user on the file system of ``path`` (None if unknown)."""
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
 
 
 def _offered(conn: Connection) -> list[Qos]:

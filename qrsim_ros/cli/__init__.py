@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import fcntl
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
+
+from qrsim_ros.cli.leftovers import remove_stale_temporaries, temporary_prefix
 
 
 class CliError(ValueError):
@@ -78,7 +81,9 @@ def check_output_path(path: str, inputs: Iterable[tuple[str, str | os.PathLike[s
     """Fail (CliError) before any work if ``path`` obviously cannot be written: its directory is
     missing, it is a directory, or it is one of the ``inputs`` (``(what, path)`` pairs, e.g.
     ``("--inputs", "log.csv")``) under any name: a symbolic link, another relative path or a hard
-    link to the same file (same device and inode) would be overwritten by the output."""
+    link to the same file (same device and inode) would be overwritten by the output. Removes the
+    temporaries of earlier writers of ``path`` that were killed (``leftovers.remove_stale_temporaries``;
+    a live writer's stays)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CliError(f"{path}: cannot write: directory {directory} does not exist")
@@ -88,6 +93,7 @@ def check_output_path(path: str, inputs: Iterable[tuple[str, str | os.PathLike[s
         if source is not None and _same_file(path, source):
             raise CliError(f"{path}: refusing to write the output over the input {what} "
                            f"{os.fspath(source)} (the same file); choose another output path")
+    remove_stale_temporaries(path)
 
 
 def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -101,13 +107,18 @@ def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
 def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Write a CSV (``\\n`` line ends) to a temporary file in the same directory, then ``os.replace`` it
     onto ``path``: an existing file is never half-written or lost. The new file gets the old file's
-    permissions, or the umask's. An OSError becomes a CliError naming ``path``."""
+    permissions, or the umask's. An OSError becomes a CliError naming ``path``.
+
+    The temporary is flock-ed while it is written: if this process is killed, the next writer of
+    ``path`` finds it unlocked and removes it (``leftovers.remove_stale_temporaries``)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp_path = None
     try:
-        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{os.path.basename(path)}.",
+        remove_stale_temporaries(path)
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=temporary_prefix(path),
                                          suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
             tmp_path = f.name
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # held until the file is closed (or we die)
             writer = csv.writer(f, lineterminator="\n")
             writer.writerow(header)
             writer.writerows(rows)

@@ -26,10 +26,17 @@ any node parameter (YAML value; repeatable), e.g. ``--param vehicle_dynamics:loc
 --plot renders the figures of ``qrsim plot`` from the run's bag into BAG/plots once every process has
 stopped; it implies --record (to the default bag directory unless --record DIR is given).
 
-Exit status: 0 after a clean run; 1 if a node died during the run (it is named) or had to be killed
-with SIGKILL, or if --plot could not render any figure; 2 for bad arguments or missing node
-executables. A node that exits with an error while stopping is named in the summary but does not
-change the status.
+Exit status: 0 after a clean run (the end of the episode or of --duration, Ctrl-C, SIGTERM to the
+launcher); 1 if a node stopped before the launcher asked it to (for any reason: a crash, a SIGTERM or
+SIGKILL from outside, a status 0), exited with an error while stopping, had to be killed with SIGKILL,
+or the recording failed with --record-required, or --plot could not render any figure (every such node
+is named in the summary); 2 for bad arguments, missing node executables or a record directory that
+cannot be written; 3 if the run went to its end but the recorder had stopped early (a full disk: the
+bag holds its complete files up to then).
+
+Before starting, the launcher removes what killed runs left behind: its own scratch directories
+($TMPDIR/qrsim_launch_*) and Fast DDS's shared-memory files in /dev/shm whose owner is dead (their lock
+is not held); a live run's are never touched.
 
 DDS: the graph runs in ROS_DOMAIN_ID (default 0, or --domain-id N; --domain-id auto picks a free one and
 prints it, so an external autopilot joins with ``export ROS_DOMAIN_ID=N``). Before any node starts, the
@@ -53,7 +60,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -65,6 +71,7 @@ import yaml
 
 from qrsim_ros.bag.info import describe_bag
 from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
+from qrsim_ros.cli.leftovers import LockedTempDir, remove_stale_shm, remove_stale_tempdirs
 from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import shorten
 from qrsim_ros.core.config.loader import load_yaml
@@ -79,10 +86,14 @@ from qrsim_ros.dds import (
 )
 from qrsim_ros.launch_plan import (
     PACKAGE,
+    RECORDER_FAILED_STATUS,
     NodeSpec,
     PlanError,
     ResolvedScenario,
     bag_dir,
+    check_record_dir,
+    classify_exit,
+    describe_exit,
     plan,
     resolve_scenario,
 )
@@ -106,8 +117,8 @@ STARTUP_TIMEOUT_S = 60.0
 DOMAIN_CHECK_S = 10.0
 #: Prefix of the launcher's own rclpy node (followed by its pid).
 LISTENER_PREFIX = "qrsim_launch_"
-#: Exit statuses of a node that stopped because of the SIGINT/SIGTERM the launcher sent.
-_CLEAN_STOP = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
+#: Exit status of a run that went to its end while the recorder had stopped early (a full disk).
+EXIT_RECORDING_FAILED = 3
 
 
 # --- arguments ---------------------------------------------------------------------------------------
@@ -125,6 +136,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
     p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
                    help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")
+    p.add_argument("--record-required", action="store_true",
+                   help="if the recorder cannot write the bag (a full disk), stop the run as a failure "
+                   "(exit status 1; default: the simulation goes on without it, exit status 3); implies "
+                   "--record")
     p.add_argument("--plot", action="store_true",
                    help="after the run, render the figures of 'qrsim plot' from its bag into BAG/plots "
                    "(implies --record)")
@@ -510,7 +525,10 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     thread: threading.Thread | None = None
-    required: bool = True  # rviz2 closing ends the run but is not a failure
+    required: bool = True  # (not used for the verdict: launch_plan.classify_exit decides by name)
+    signalled: bool = False  # the launcher asked it to stop
+    exit_seen: bool = False  # its exit was judged (classify_exit)
+    stop_s: float | None = None  # wall seconds from the launcher's SIGINT to its exit
 
 
 class Launcher:
@@ -525,11 +543,15 @@ class Launcher:
         self.children: list[Child] = []
         self.died: list[tuple[str, int]] = []
         self.killed: list[str] = []  # needed SIGKILL: a failure (it also leaves DDS files in /dev/shm)
-        self.unclean: list[str] = []  # exited non-zero while stopping: reported, not a failure
+        self.unclean: list[str] = []  # exited with an error while stopping: a failure
+        self.record_failed = False  # the recorder stopped early (its bag could not be written)
+        self.record_required = bool(getattr(args, "record_required", False))
         self.progress = Progress()
         self.stop_reason: str | None = None
         self._signals = 0
-        self._tmp = Path(tempfile.mkdtemp(prefix="qrsim_launch_"))
+        # locked while this launcher lives: a later launcher removes it if this one is SIGKILLed
+        self._tmpdir = LockedTempDir()
+        self._tmp = self._tmpdir.path
 
     # commands
     def commands(self) -> list[tuple[str, list[str], bool]]:
@@ -620,17 +642,29 @@ class Launcher:
             self.stop_reason = "interrupted (SIGINT)" if signum == signal.SIGINT else "terminated (SIGTERM)"
 
     def _check_children(self) -> None:
+        """Judge every child that ended before the launcher asked it to (``launch_plan.classify_exit``):
+        the clock owner's status 0 is the normal end; any other node's end, status 0 or a SIGTERM from
+        outside included, is a failure that stops the run (the recorder's full disk only with
+        --record-required)."""
         duration = float(self.args.duration or 0.0)
         for child in self.children:
+            if child.exit_seen or child.signalled:
+                continue
             rc = child.proc.poll()
-            if rc is not None and self.stop_reason is None:
-                if child.required and rc != 0:
-                    self.died.append((child.name, rc))
-                    self.stop_reason = f"node {child.name} died ({_describe_exit(rc)})"
-                elif child.name in (CLOCK_OWNER, "single_process") and duration > 0:
-                    self.stop_reason = f"--duration {duration:g} s reached"
-                else:  # a node that ends by itself (status 0) ends the run, as rviz2 closing does
-                    self.stop_reason = f"{child.name} finished"
+            if rc is None:
+                continue
+            child.exit_seen = True
+            verdict = classify_exit(child.name, rc, requested=False, record_required=self.record_required)
+            if verdict.failure and not verdict.ends_run:  # the recorder's full disk: go on without it
+                self.record_failed = True
+                self.console.line(f"[{PROG}] {verdict.reason}")
+            elif verdict.failure:
+                self.died.append((child.name, rc))
+            reason = verdict.reason
+            if not verdict.failure and child.name in (CLOCK_OWNER, "single_process") and duration > 0:
+                reason = f"--duration {duration:g} s reached"
+            if verdict.ends_run and self.stop_reason is None:
+                self.stop_reason = reason
 
     def watch(self, listener: StatusListener | None) -> None:
         duration = float(self.args.duration or 0.0)
@@ -666,29 +700,44 @@ class Launcher:
                     listener.spin_once(0.05)
                 else:
                     time.sleep(0.05)
+                self._check_children()
         # The recorder last: it takes the others' final messages before it closes the bag.
         for group in ([c for c in self.children if c.name != RECORDER],
                       [c for c in self.children if c.name == RECORDER]):
             self._stop_group(group, escalated, listener)
-        died = {name for name, _ in self.died}
+        timed = [c for c in self.children if c.stop_s is not None]
+        if timed:
+            slowest = max(timed, key=lambda c: c.stop_s or 0.0)
+            self.console.line(f"[{PROG}] {len(timed)} process{'es' * (len(timed) != 1)} stopped after "
+                              f"SIGINT; slowest {slowest.name} in {slowest.stop_s:.2f} s")
         for c in self.children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 c.proc.wait(timeout=5.0)
             if c.thread is not None:
                 c.thread.join(timeout=2.0)
             rc = c.proc.returncode
-            if c.name in died:
+            if c.exit_seen:  # ended before it was asked to: judged already
                 continue
             if rc is None or escalated.get(c.name) == "SIGKILL":
                 self.killed.append(c.name)
-            elif rc not in _CLEAN_STOP:
-                # Exiting by the signal we sent is a clean stop; any other status is not.
-                self.unclean.append(f"{c.name} ({_describe_exit(rc)} while stopping)")
+                continue
+            c.exit_seen = True
+            # Exiting by the signal we sent is a clean stop; any other status is not.
+            verdict = classify_exit(c.name, rc, requested=True, record_required=self.record_required)
+            if verdict.failure and c.name == RECORDER and rc == RECORDER_FAILED_STATUS \
+                    and not self.record_required:
+                self.record_failed = True  # the last file did not fit
+            elif verdict.failure:
+                self.unclean.append(verdict.reason)
 
     def _stop_group(self, children: list[Child], escalated: dict[str, str],
                     listener: StatusListener | None) -> None:
         """SIGINT, then SIGTERM, then SIGKILL after the timeouts, until these children have exited."""
+        self._check_children()  # one that ended by itself meanwhile is judged as such, not as stopped
         running = [c for c in children if c.proc.poll() is None]
+        for c in running:
+            c.signalled = True
+        t0 = time.monotonic()
         for sig, timeout_s in ((signal.SIGINT, SIGINT_TIMEOUT_S), (signal.SIGTERM, SIGTERM_TIMEOUT_S),
                                (signal.SIGKILL, 5.0)):
             if not running:
@@ -706,10 +755,20 @@ class Launcher:
                     listener.spin_once(0.05)
                 else:
                     time.sleep(0.05)
-                running = [c for c in running if c.proc.poll() is None]
+                now = time.monotonic()
+                for c in running:
+                    if c.proc.poll() is not None:
+                        c.stop_s = now - t0
+                running = [c for c in running if c.stop_s is None]
 
     def cleanup(self) -> None:
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmpdir.cleanup()
+
+    def exit_status(self) -> int:
+        """The command's exit status for what happened (the module docstring's table), --plot aside."""
+        if self.died or self.killed or self.unclean:
+            return 1
+        return EXIT_RECORDING_FAILED if self.record_failed else 0
 
     # summary
     def summary(self, wall_s: float) -> str:
@@ -745,19 +804,17 @@ class Launcher:
             text.append("Needed SIGKILL: " + ", ".join(self.killed) + ".")
         if self.unclean:
             text.append("Exited with an error while stopping: " + ", ".join(self.unclean) + ".")
-        if not self.died and not self.unclean and not self.killed:
+        if self.record_failed:
+            text.append("Recording failed: the recorder could not write the bag and stopped early (its "
+                        "complete files are kept; see its error line above).")
+        if not self.died and not self.unclean and not self.killed and not self.record_failed:
             text.append(f"All {len(self.children)} process{'es' * (len(self.children) != 1)} "
                         "stopped cleanly.")
         return " ".join(text)
 
 
 def _describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit status {rc}"
+    return describe_exit(rc)
 
 
 # --- the command -------------------------------------------------------------------------------------------
@@ -772,8 +829,8 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
         if value is not None and not limit.contains(value):
             raise CliError(f"{option} {shorten(value)} must be {limit.allowed()} ({limit.reason})")
     record: bool | str = args.record if isinstance(args.record, bool) else str(args.record)
-    if getattr(args, "plot", False) and record is False:
-        record = True  # --plot without --record records to the default bag directory
+    if (getattr(args, "plot", False) or getattr(args, "record_required", False)) and record is False:
+        record = True  # --plot / --record-required without --record: the default bag directory
     try:
         resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed)
         specs = plan(args.scenario, args.variant, args.num_vehicles, args.seed, use_rviz=args.use_rviz,
@@ -804,9 +861,23 @@ def prepare(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedScenario,
                        "QRSIM_NODES in CMakeLists.txt run './qrsim exec -- true' to refresh the colcon "
                        "install)")
     bag = bag_dir(keep)
-    if bag is not None and os.path.exists(bag) and (not os.path.isdir(bag) or os.listdir(bag)):
-        raise CliError(f"--record {bag}: exists and is not an empty directory (a bag is never overwritten)")
+    if bag is not None:
+        try:  # before any node starts: writable, not a bag already, some free space
+            check_record_dir(bag)
+        except PlanError as exc:
+            raise CliError(str(exc).replace("record=", "--record ", 1)) from None
     return keep, resolved, notes
+
+
+def remove_leftovers(console: Console) -> None:
+    """Remove what killed runs left behind (stale scratch directories, dead DDS processes' shared
+    memory; ``cli.leftovers``) and say so in one line."""
+    dirs = remove_stale_tempdirs()
+    shm = remove_stale_shm()
+    if dirs or shm:
+        console.line(f"[{PROG}] removed leftovers of killed runs: {len(dirs)} scratch "
+                     f"director{'ies' if len(dirs) != 1 else 'y'}, {len(shm)} shared-memory file"
+                     f"{'s' * (len(shm) != 1)} of dead DDS processes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -819,6 +890,7 @@ def run(args: argparse.Namespace) -> int:
     network = bool(getattr(args, "network", False))
     apply_dds_environment(domain_id, network)
     console = Console(sys.stdout)
+    remove_leftovers(console)
     for note in notes:
         console.line(f"[{PROG}] {note}")
     launcher = Launcher(specs, resolved, args, console)
@@ -858,7 +930,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
     console.clear_status()
     print(launcher.summary(time.monotonic() - t0), flush=True)
-    status = 1 if launcher.died or launcher.killed else 0
+    status = launcher.exit_status()
     if getattr(args, "plot", False):
         status = max(status, plot_run(specs))
     return status

@@ -25,6 +25,10 @@ parameter ``output_dir``), or alone: ``recorder --ros-args -p output_dir:=bags/r
   split; SIGINT/SIGTERM finish it completely. On SIGINT/SIGTERM the recorder first drains what it has
   received (until nothing arrived for 0.1 s, at most ``drain_timeout_s``), then closes the bag; a
   second signal stops it at once (the bag is still closed).
+- A failed write (a full disk) logs one line naming the bag and the free space left, keeps the bag's
+  completed files (readable, listed in metadata.yaml) and ends the recorder with exit status
+  ``RECORDER_FAILED_STATUS`` (3): the launchers go on without it unless the recording is required
+  (``qrsim launch --record-required``, launch argument ``record_required``).
 
 Parameters: ``output_dir`` (the bag directory; must not exist or be empty), ``split_period_s``,
 ``compression`` (``zstd`` MCAP chunk compression or ``none``), ``exclude``, ``queue_depth``,
@@ -46,9 +50,10 @@ from typing import Any
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from qrsim_ros.bag.info import RECORDER_FAILED_STATUS
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
-from qrsim_ros.bag.writer import COMPRESSIONS, BagWriterError, SplitBagWriter
+from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
 from qrsim_ros.ros.node import Counters, ParameterError, run_node
 from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters, limited
 from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
@@ -136,6 +141,8 @@ class RecorderNode(RunMemberNode):
         self._publisher_counts: dict[str, int] = {}
         self._closed = False
         self._started_wall = time.monotonic()
+        #: set when the node should end (run_node stops spinning and returns it): the bag failed
+        self.exit_status: int | None = None
 
         self._stop: tuple[int, Any] | None = None
         self._stop_wall = 0.0
@@ -243,13 +250,19 @@ class RecorderNode(RunMemberNode):
 
             def on_message_system_time(data: bytes) -> None:
                 self._received += 1
-                write(topic_id, now().nanoseconds, data)
+                try:
+                    write(topic_id, now().nanoseconds, data)
+                except BagWriterError as exc:
+                    self._failed(exc)
 
             return on_message_system_time
 
         def on_message(data: bytes) -> None:
             self._received += 1
-            write(topic_id, self._now_ns, data)
+            try:
+                write(topic_id, self._now_ns, data)
+            except BagWriterError as exc:
+                self._failed(exc)
 
         return on_message
 
@@ -271,7 +284,10 @@ class RecorderNode(RunMemberNode):
                 self._clock_gaps.count(t_ns)
             self._last_clock_ns = t_ns
             self._now_ns = max(self._now_ns, self._offset_ns + t_ns)
-            write(topic_id, self._now_ns, data)
+            try:
+                write(topic_id, self._now_ns, data)
+            except BagWriterError as exc:
+                self._failed(exc)
 
         return on_clock
 
@@ -281,8 +297,12 @@ class RecorderNode(RunMemberNode):
         if self._closed:
             return
         now = time.monotonic()
-        if self.writer.maybe_split():
-            self.get_logger().debug(f"split closed in {time.monotonic() - now:.3f} s")
+        try:
+            if self.writer.maybe_split():
+                self.get_logger().debug(f"split closed in {time.monotonic() - now:.3f} s")
+        except BagWriterError as exc:
+            self._failed(exc)
+            return
         if self._stop is not None:
             idle = self._received == self._received_at_check
             self._received_at_check = self._received
@@ -326,6 +346,15 @@ class RecorderNode(RunMemberNode):
         elif handlers:
             signal.raise_signal(signum)
 
+    def _failed(self, exc: BagWriterError) -> None:
+        """The bag cannot be written (a full disk): one line, stop recording, end the node with
+        RECORDER_FAILED_STATUS (the bag keeps its completed files)."""
+        if self._closed:
+            return
+        self._closed = True  # later messages hit a closed writer and are dropped here
+        self.get_logger().error(str(exc))
+        self.exit_status = RECORDER_FAILED_STATUS
+
     def close_bag(self) -> None:
         """Finish the bag (last split and metadata) and log what it holds. Idempotent."""
         if self._closed:
@@ -338,7 +367,12 @@ class RecorderNode(RunMemberNode):
             self.writer.custom_data["qrsim_ros.missing_clock_ticks"] = str(missing)
             self.get_logger().warning(f"the bag misses {missing} of {ticks} /clock ticks: the recorder fell "
                                       "behind (overloaded machine?); other topics may miss messages too")
-        self.writer.close()
+        try:
+            self.writer.close()
+        except BagWriteError as exc:  # the last split did not fit
+            self.get_logger().error(str(exc))
+            self.exit_status = RECORDER_FAILED_STATUS
+            return
         topics = len(self.writer.topics)
         size_mb = self.writer.size_bytes() / 1e6
         wall = time.monotonic() - self._started_wall

@@ -101,6 +101,8 @@ PARAMETERS = ParamTable(
     Param("robot_description_file", "",
           "URDF published on uavN/robot_description (empty: the package's urdf/pelican.urdf)"),
     GROUND_TRUTH_SOURCE,
+    Param("exit_when_done", False, "end the node (exit status 0) 1 s after the episode is done: how the "
+          "launch files end the run (launch argument keep_alive:=true keeps it running)"),
 )
 
 
@@ -127,6 +129,9 @@ class RefereeNode(ScenarioNode):
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
         self._joined = False
+        self._exit_timer: Any = None
+        #: run_node ends the node with this status once set (exit_when_done)
+        self.exit_status: int | None = None
 
         # inputs
         self._gt: dict[int, Array] = {}
@@ -350,6 +355,10 @@ class RefereeNode(ScenarioNode):
             self.get_logger().info(f"episode {self._episode} done ({self.done_reason}) after "
                                    f"{self.step_count} steps: cumulative reward {self.total_reward:.6g}")
 
+    def _exit_done(self) -> None:
+        self.get_logger().info("the episode is done: exiting (exit_when_done)")
+        self.exit_status = 0
+
     def _publish_status(self, k: int) -> None:
         msg = TaskStatus()
         msg.header.stamp = stamp_from_tick(k)
@@ -368,6 +377,10 @@ class RefereeNode(ScenarioNode):
         msg.done = self.done
         msg.done_reason = self.done_reason
         self._status_pub.publish(msg)
+        if self.done and self.params.exit_when_done and self._exit_timer is None:
+            # a moment for the final (latched) status to reach its subscribers, then run_node returns 0
+            self._exit_timer = self.create_timer(1.0, self._exit_done,
+                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.display.last_status = msg
 
     # --- cats and mouse ---------------------------------------------------------------------------------

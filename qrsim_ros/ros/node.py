@@ -9,6 +9,7 @@ uses), convert messages at the boundary with ``qrsim_ros.core.common.frames`` an
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -34,10 +35,21 @@ from qrsim_ros.ros.stamps import stamp_from_seconds
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
-             events_executor: bool = True) -> int:
+             events_executor: bool = True, exit_process: bool = True) -> int:
     """Create the node, spin it until SIGINT/SIGTERM or shutdown, clean up; return the exit status.
 
-    A bad parameter (ParameterError/ConfigError at construction) prints one line and returns 1.
+    A bad parameter (ParameterError/ConfigError at construction) prints one line and returns 1. A node
+    may end itself by setting an ``exit_status`` attribute (an int): the spin stops and that is the
+    status (the recorder's full disk, the referee's ``exit_when_done``). Once a stop was requested the
+    process ends within ``STOP_DEADLINE_S``: if the clean-up hangs (DDS under load), a watchdog prints
+    one line naming the step it is stuck in and ends the process (status ``STOP_DEADLINE_STATUS``).
+
+    ``exit_process`` (the default; every node executable): once everything is cleaned up (the node
+    destroyed, rclpy shut down, the context and with it the DDS participant deleted, so its shared
+    memory is released), end the process at once with the status (``os._exit`` after flushing stdout and
+    stderr) instead of returning. That skips the interpreter's finalisation, where the DDS library's
+    static destructors ran (about 0.5 s per idle node, seconds under load, and where a node stopping was
+    seen to hang). False: return the status (in-process callers).
     ``events_executor``: spin on ``rclpy.experimental.EventsExecutor`` (when available; the default)
     instead of the SingleThreadedExecutor: about 5x the callback throughput, which is what bounds a
     node that takes a message per vehicle per tick.
@@ -48,8 +60,14 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     rclpy.init(args=list(argv) if argv is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
+    watchdog = StopWatchdog()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        watchdog.start(signal.Signals(signum).name)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     node: Node | None = None
     executor: Any = None
     status = 0
@@ -60,7 +78,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         executor.add_node(node)
         # spin_once with a timeout: EventsExecutor.spin() (Kilted wheels) neither runs timers nor
         # returns on shutdown; the loop also lets the stop flag be seen.
-        while not stop.is_set() and rclpy.ok():
+        while not stop.is_set() and rclpy.ok() and getattr(node, "exit_status", None) is None:
             executor.spin_once(timeout_sec=0.1)
     except (ParameterError, ConfigError) as exc:
         name = node.get_name() if node is not None else getattr(factory, "__name__", "node")
@@ -69,16 +87,82 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        watchdog.start("the end of the spin")  # the clean-up below gets STOP_DEADLINE_S, whatever ended it
         # the executor lets go of the node before it is destroyed (the EventsExecutor still holds
         # its entities otherwise)
         if executor is not None:
             if node is not None:
+                watchdog.step = "removing the node from the executor"
                 _cleanup(executor.remove_node, node)
-            _cleanup(executor.shutdown)
+            watchdog.step = "shutting the executor down"
+            _cleanup(executor.shutdown, 1.0)
         if node is not None:
+            watchdog.step = "destroying the node"
             _cleanup(node.destroy_node)
+        watchdog.step = "shutting rclpy down"
         rclpy.try_shutdown()
+        watchdog.step = "deleting the DDS participant"
+        _cleanup(rclpy.get_default_context().destroy)
+        watchdog.cancel()
+        # The process is ending: a SIGINT/SIGTERM arriving now (a launcher stopping everything) must not
+        # kill it while the interpreter finalises (it resets Python-handled signals to the default),
+        # which would replace the status below with the signal's (a recorder's "bag not written" was
+        # lost that way). Ignored signals stay ignored.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                signal.signal(sig, signal.SIG_IGN)
+    own = getattr(node, "exit_status", None)
+    if status == 0 and isinstance(own, int):
+        status = own
+    if exit_process:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        import os
+
+        os._exit(status)
     return status
+
+
+#: Wall seconds a node has to finish stopping once asked (SIGINT/SIGTERM) before the watchdog ends it.
+STOP_DEADLINE_S = 3.0
+#: Exit status of a node the stop watchdog had to end (its clean-up hung).
+STOP_DEADLINE_STATUS = 4
+
+
+class StopWatchdog:
+    """Ends the process ``STOP_DEADLINE_S`` after ``start`` unless ``cancel`` came first: the guarantee
+    that a node stops within seconds of SIGINT even if a clean-up step blocks (in DDS, under load). It
+    prints one line naming the step (``step``) and the Python stacks (to find the cause), then
+    ``os._exit``: the launcher sees STOP_DEADLINE_STATUS, a failure it names."""
+
+    def __init__(self, deadline_s: float = STOP_DEADLINE_S) -> None:
+        self.deadline_s = deadline_s
+        self.step = "spinning"
+        self._timer: threading.Timer | None = None
+
+    def start(self, why: str) -> None:
+        """Start the countdown (once; later calls do nothing). No lock: it runs in a signal handler,
+        which may interrupt the main thread anywhere."""
+        if self._timer is not None:
+            return
+        timer = threading.Timer(self.deadline_s, self._expire, args=(why,))
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _expire(self, why: str) -> None:
+        import faulthandler
+        import os
+
+        print(f"error: still not stopped {self.deadline_s:g} s after {why} (stuck {self.step}): exiting now",
+              file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        os._exit(STOP_DEADLINE_STATUS)
 
 
 def _cleanup(step: Callable[..., Any], *args: Any) -> None:

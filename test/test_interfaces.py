@@ -13,16 +13,22 @@ pytestmark = pytest.mark.ros
 
 def test_generated_types_have_the_documented_fields() -> None:
     require_ros()
-    from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
+    from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, RunMember, TaskStatus, VehicleStatus
     from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
     assert set(AttitudeCommand.get_fields_and_field_types()) == {
-        "header", "roll", "pitch", "yaw_rate", "throttle", "battery_voltage"}
+        "header", "roll", "pitch", "yaw_rate", "throttle", "battery_voltage",
+        # the flight controller's failsafe state, passed on to vehicle_dynamics (autopilots leave them)
+        "failsafe", "disarm", "setpoints_rejected", "setpoints_clamped"}
+    assert {"run_id", "failsafe", "failsafe_onsets", "setpoints_rejected", "setpoints_clamped"} <= set(
+        VehicleStatus.get_fields_and_field_types())
+    assert "run_id" in RunMember.get_fields_and_field_types()
     assert {"height", "vertical_speed"} <= set(Altitude.get_fields_and_field_types())
     assert "concentration" in Concentration.get_fields_and_field_types()
     status = TaskStatus()
     assert TaskStatus.DONE_ALL_PERSONS_FOUND == "all_persons_found"
-    assert {"reward", "cumulative_reward", "persons_found", "vehicle_valid", "done", "done_reason"} <= set(
+    assert {"reward", "cumulative_reward", "persons_found", "vehicle_valid", "done", "done_reason",
+            "run_id"} <= set(
         status.get_fields_and_field_types())
     assert "locations" in GetPlumeLocations.Response.get_fields_and_field_types()
     assert "samples" in SubmitPlumeEstimates.Request.get_fields_and_field_types()

@@ -62,7 +62,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -460,7 +460,7 @@ class StatusListener:
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, run_id: str = "") -> None:
         import rclpy
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
@@ -482,8 +482,9 @@ class StatusListener:
                                 durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
         self.node.create_subscription(Clock, "/clock", lambda m, info: progress.on_clock(
             m.clock.sec + m.clock.nanosec * 1e-9, info["source_timestamp"] * 1e-9), clock_qos)
-        self.node.create_subscription(TaskStatus, "/referee/status", progress.on_status, status_qos)
+        self.node.create_subscription(TaskStatus, "/referee/status", self._ours(progress.on_status), status_qos)
         self._progress = progress
+        self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
         from rclpy.executors import SingleThreadedExecutor
 
@@ -503,12 +504,19 @@ class StatusListener:
             qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
                              history=HistoryPolicy.KEEP_LAST)
             self._vehicle_status_sub = self.node.create_subscription(
-                VehicleStatus, "/sim/vehicle_status", self._progress.on_vehicle_status, qos)
+                VehicleStatus, "/sim/vehicle_status", self._ours(self._progress.on_vehicle_status), qos)
         for _ in range(4):  # three subscriptions of depth 1: at most three callbacks are ready
             self.executor.spin_once(timeout_sec=0.0)
         left = deadline - time.monotonic()
         if left > 0:
             time.sleep(left)
+
+    def _ours(self, callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``callback`` for the messages of this run only (run_id; another run's in the domain: ignored)."""
+        def filtered(msg: Any) -> None:
+            if not self._run_id or msg.run_id in ("", self._run_id):
+                callback(msg)
+        return filtered
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -897,7 +905,7 @@ def run(args: argparse.Namespace) -> int:
     participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
     listener: StatusListener | None = None
     try:
-        listener = StatusListener(launcher.progress)
+        listener = StatusListener(launcher.progress, resolved.run_id)
     except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
         console.line(f"[{PROG}] no status line: {exc}")
     if listener is not None:

@@ -482,7 +482,8 @@ class StatusListener:
                                 durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
         self.node.create_subscription(Clock, "/clock", lambda m, info: progress.on_clock(
             m.clock.sec + m.clock.nanosec * 1e-9, info["source_timestamp"] * 1e-9), clock_qos)
-        self.node.create_subscription(TaskStatus, "/referee/status", self._ours(progress.on_status), status_qos)
+        self.node.create_subscription(TaskStatus, "/referee/status", self._ours(progress.on_status),
+                                      status_qos)
         self._progress = progress
         self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)

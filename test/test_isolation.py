@@ -42,11 +42,14 @@ def _counter(diags: list[Any], status_name: str, key: str) -> int:
                 for kv in s.values if kv.key == key), default=0)
 
 
-def _pose(x: float, y: float, z: float) -> Any:
+def _pose(x: float, y: float, z: float, stamp: Any = None) -> Any:
+    """A waypoint in ``map``, stamped ``stamp`` (the simulated time: set points expire after 0.5 s)."""
     from geometry_msgs.msg import PoseStamped
 
     m = PoseStamped()
     m.header.frame_id = "map"
+    if stamp is not None:
+        m.header.stamp = stamp
     m.pose.position.x, m.pose.position.y, m.pose.position.z = x, y, z
     m.pose.orientation.w = 1.0
     return m
@@ -64,7 +67,10 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
     from qrsim_ros.ros.run_identity import QOS_ANNOUNCE, RUN_MEMBERS_TOPIC
 
     scenario = ros / "waypoint.yaml"
-    scenario.write_text(WAYPOINT_SCENARIO)
+    # set points held (no expiry): at real_time_factor 0 the simulation outruns this test's set points,
+    # whose expiry is test_failsafe's subject, not this one's
+    scenario.write_text(WAYPOINT_SCENARIO.replace("  control: waypoint\n",
+                                                  "  control: waypoint\n  command_timeout_s: 0.0\n"))
     domain = free_domain()
     graph = Graph(ros, domain)
     user = other = None
@@ -101,17 +107,19 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
             p = odom[-1].pose.pose.position
             return np.array([p.x, p.y, p.z])
 
+        def keep_flying() -> None:
+            if odom and len(odom) % 5 == 0:  # fresh set points (>= 2 Hz of simulated time)
+                user_pose.publish(_pose(*target, stamp=odom[-1].header.stamp))
+
         def heading_west(min_m: float) -> bool:
-            if len(odom) % 25 == 0:
-                user_pose.publish(_pose(*target))  # again now and then: the first may precede discovery
+            keep_flying()
             return bool(odom) and position()[0] < -min_m and position()[1] < -min_m
 
-        user_pose.publish(_pose(*target))
         assert user.spin_until(lambda: heading_west(2.0), 120), "the user's waypoint is not flown"
 
         # run-b's waypoint (east), /clock and status: ignored by every node, counted
         t_other = _tick(odom[-1].header.stamp)
-        other_pose.publish(_pose(30.0, 30.0, 10.0))
+        other_pose.publish(_pose(30.0, 30.0, 10.0, stamp=odom[-1].header.stamp))  # fresh, but another run's
         other_clock.publish(Clock(clock=Time(sec=1_000_000)))
         foreign = VehicleStatus(run_id="run-b", episode=1, tick=t_other + 1, names=["uav1"], valid=[True],
                                 state=[0.0] * 13, specific_force=[0.0] * 3)
@@ -136,12 +144,13 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         sent = [time.monotonic()]
 
         def counted() -> bool:
+            keep_flying()
             other.spin_until(lambda: False, 0.01)  # keep the other run's participant served
             if all(counts()[key] >= n for key, n in expected.items()):
                 return True
             if time.monotonic() - sent[0] > 2.0:  # again now and then: the first may precede a match
                 sent[0] = time.monotonic()
-                other_pose.publish(_pose(30.0, 30.0, 10.0))
+                other_pose.publish(_pose(30.0, 30.0, 10.0, stamp=odom[-1].header.stamp))
                 other_clock.publish(Clock(clock=Time(sec=1_000_000)))
                 other_status.publish(foreign)
                 forger.publish(forged)
@@ -150,7 +159,7 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         assert user.spin_until(counted, 60), counts()
         # the run goes on: 20 more simulated seconds flown towards the user's waypoint
         t_end = t_other + 1000
-        assert user.spin_until(lambda: _tick(odom[-1].header.stamp) >= t_end, 120)
+        assert user.spin_until(lambda: keep_flying() or _tick(odom[-1].header.stamp) >= t_end, 120)
         assert heading_west(8.0), f"the vehicle turned away from the user's waypoint: {position()}"
         after = status[n_status:]
         assert after and all(not s.done and s.step < 1000 for s in after), [

@@ -86,7 +86,7 @@ def _status(ts, t_s: float, step: int, reward: float, total: float):  # type: ig
     return ts.types["qrsim_ros/msg/TaskStatus"](
         header=_header(ts, t_s), scenario="search_rescue_2c", step=step, time=t_s, reward=reward,
         cumulative_reward=total, persons_found=0, persons_total=0, vehicle_names=["uav1"],
-        vehicle_valid=np.array([True]), done=False, done_reason="")
+        vehicle_valid=np.array([True]), done=False, done_reason="", run_id="")
 
 
 def _odometry(ts, t_s: float, enu: np.ndarray, velocity_flu: np.ndarray):  # type: ignore[no-untyped-def]

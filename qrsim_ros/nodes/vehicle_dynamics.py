@@ -266,6 +266,9 @@ class VehicleDynamicsNode(ScenarioNode):
         self.lockstep_timeouts = 0
         self._diag_mark = (time.monotonic(), 0)
         self.diagnostics = Counters(self, DIAGNOSTIC_COUNTERS, info=self._diagnostic_info)
+        self.diagnostics.sim_time_s = 0.0  # stamped with simulated time (tick 0 before it runs)
+        if self.run_isolation is not None:  # stamped with the tick's time, as the diagnostics
+            self.run_isolation.counters.stamp_source = self.diagnostics
         under = [self.names[i] for i in np.flatnonzero(self.controlled)]
         self.get_logger().info(
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "

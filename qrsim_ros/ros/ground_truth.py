@@ -129,6 +129,8 @@ class GroundTruthSync:
         self.with_status = with_status
         self.counters = Counters(node, COUNTER_NAMES)
         self.counters.sim_time_s = 0.0  # until the first tick: the node's time is its input's
+        if getattr(node, "run_isolation", None) is not None:  # its run counters: stamped the same way
+            node.run_isolation.counters.stamp_source = self.counters
         self._pending: dict[int, _Tick] = {}
         self._last_tick: int | None = None
         self._episode: int | None = None  # episode of the last tick handled (when the status told it)

@@ -195,6 +195,9 @@ class Counters:
         #: simulated time [s] to stamp with (set by nodes that run on their input's ticks rather than
         #: on /clock); None: the node's clock
         self.sim_time_s: float | None = None
+        #: another Counters of the node whose ``sim_time_s`` stamps this one's too (e.g. the run counters
+        #: follow the ground-truth counters of a node that runs on its input's ticks)
+        self.stamp_source: Counters | None = None
         self._node = node
         self._name = name  # the status name (None: the node's fully qualified name)
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", QOS_RELIABLE)
@@ -222,8 +225,9 @@ class Counters:
             message="inputs rejected or missed" if bad else "ok",
             values=[KeyValue(key=k, value=str(v)) for k, v in (*self.values.items(), *extra.items())])
         msg = DiagnosticArray(status=[status])
-        msg.header.stamp = (self._node.get_clock().now().to_msg() if self.sim_time_s is None
-                            else stamp_from_seconds(self.sim_time_s))
+        sim_time_s = self.sim_time_s if self.stamp_source is None else self.stamp_source.sim_time_s
+        msg.header.stamp = (self._node.get_clock().now().to_msg() if sim_time_s is None
+                            else stamp_from_seconds(sim_time_s))
         self._pub.publish(msg)
 
 

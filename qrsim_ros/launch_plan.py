@@ -541,6 +541,8 @@ def describe_exit(returncode: int | None) -> str:
             return f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"killed by signal {-returncode}"
+    if returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # a node that stopped on that signal
+        return f"exit status {returncode}: stopped by {signal.Signals(returncode - 128).name}"
     return f"exit status {returncode}"
 
 

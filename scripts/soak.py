@@ -569,6 +569,17 @@ class Run:
         # (shared by every participant of the port, opened only while used): counted, not a violation.
         sems = [p for p in unmapped if re.search(r"/sem\.fast\w*_port\d+_mutex$", p)]
         stale_shm = [p for p in unmapped if p not in sems]
+        removed_shm = 0
+        if stale_shm:
+            # a killed node cannot remove its files: the next `qrsim launch` does, at its start
+            # (cli.leftovers.remove_stale_shm, for files older than SHM_MIN_AGE_S whose lock nobody
+            # holds). Run that same clean-up now; only what it leaves is a violation.
+            from qrsim_ros.cli.leftovers import SHM_MIN_AGE_S, remove_stale_shm
+
+            time.sleep(SHM_MIN_AGE_S)
+            remove_stale_shm()
+            still = [p for p in stale_shm if os.path.exists(p)]
+            removed_shm, stale_shm = len(stale_shm) - len(still), still
         if stale_shm:
             violations.append(f"{len(stale_shm)} /dev/shm file(s) nobody maps: "
                               + ", ".join(Path(p).name for p in stale_shm[:4])
@@ -580,6 +591,7 @@ class Run:
         self.end.update(exit_status=rc, summary=summary, died=died, wall_s=round(wall_s, 1),
                         stopped_by_soak=stopped_by_soak, expected_end=self.expected_end, orphans=orphans,
                         leftover_dirs=left_tmp, leftover_shm=len(stale_shm), new_port_mutexes=len(sems),
+                        shm_removed_by_next_start=removed_shm,
                         bag=bag["describe"],
                         bag_truncated=bag["truncated"], domain=self.domain,
                         tmpfs=self.fs_mounted or self.fs_error)

@@ -127,6 +127,11 @@ def test_an_exit_nobody_asked_for_is_a_failure_that_ends_the_run() -> None:
         v = classify_exit(name, 0, requested=False)
         assert v.ends_run and not v.failure, name
     assert classify_exit("rviz2", -signal.SIGSEGV, requested=False).failure
+    # a SIGTERM from outside to a process whose status 0 is a normal end: run_node ends it with 143
+    # (the soak found vehicle_dynamics and the referee SIGTERMed "finished" with status 0)
+    for name in ("vehicle_dynamics", "referee"):
+        v = classify_exit(name, 128 + signal.SIGTERM, requested=False)
+        assert v.ends_run and v.failure and "stopped by SIGTERM" in v.reason, (name, v)
     # asked to stop: the signal's statuses are clean, anything else is not
     for rc in (0, -signal.SIGINT, -signal.SIGTERM, 130, 143):
         assert not classify_exit("imu", rc, requested=True).failure
@@ -363,7 +368,8 @@ def test_sigterm_to_a_node_from_outside_is_a_failure(tmp_path: Path) -> None:
     rc, out, _ = launch(tmp_path, SMALL, on_line=CLOCK_RUNNING, action=terminate_wind_field)
     assert rc == 1, out  # was 0 with "All 6 processes stopped cleanly"
     s = summary(out)
-    assert "stopped: node wind_field stopped before it was asked to (exit status 0)" in s, s
+    assert ("stopped: node wind_field stopped before it was asked to (exit status 143: stopped by SIGTERM)"
+            in s), s
     assert "Died: wind_field" in s and "stopped cleanly" not in s
     assert_children_gone(out)
 

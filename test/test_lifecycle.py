@@ -506,3 +506,21 @@ def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
     assert first == "error: still not stopped 0.5 s after SIGINT (stuck destroying the node): exiting now"
     assert "time.sleep" in res.stderr or "<string>" in res.stderr  # the stack, to find the cause
     assert STOP_DEADLINE_S + 1.0 < 5.0  # a stuck node still ends within the 5 s a launcher allows
+
+
+def test_port_segments_left_without_their_locks_are_removed_unless_mapped(tmp_path: Path) -> None:
+    """The 10-minute soak found ``fastdds_port<N>`` segments (and their ``sem.*_mutex``) of SIGKILLed
+    nodes with no lock file left: the lock-based rule never removed them."""
+    import mmap
+
+    old = time.time() - 60.0
+    for port in (17001, 17003, 17005):
+        for name in (f"fastdds_port{port}", f"sem.fastdds_port{port}_mutex"):
+            (tmp_path / name).write_bytes(b"\0" * 4096)
+            os.utime(tmp_path / name, (old, old))
+    os.utime(tmp_path / "fastdds_port17003", None)  # young: perhaps being created
+    with open(tmp_path / "fastdds_port17005", "r+b") as f, mmap.mmap(f.fileno(), 4096):  # a live user
+        removed = leftovers.remove_stale_shm(tmp_path, min_age_s=5.0)
+        assert sorted(removed) == ["fastdds_port17001", "sem.fastdds_port17001_mutex"]
+    assert (tmp_path / "fastdds_port17003").exists() and (tmp_path / "fastdds_port17005").exists()
+    assert not (tmp_path / "fastdds_port17001").exists()

@@ -36,6 +36,7 @@ SHM_MIN_AGE_S = 5.0
 #: (``<p>``: ``fastdds`` in Fast DDS 3, ``fastrtps`` before).
 _SHM_SEGMENT_LOCK = re.compile(r"^(fastdds|fastrtps)_[0-9a-z]{16}_(el|sl)$")
 _SHM_PORT_LOCK = re.compile(r"^(fastdds|fastrtps)_port\d{1,5}_(el|sl)$")
+_SHM_PORT = re.compile(r"^(fastdds|fastrtps)_port\d{1,5}$")
 
 
 def is_locked(path: str | os.PathLike[str]) -> bool:
@@ -154,4 +155,46 @@ def remove_stale_shm(shm_dir: str | os.PathLike[str] = "/dev/shm", min_age_s: fl
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(root / f)
                 removed.append(f)
+    removed += _remove_orphan_ports(root, names, now, min_age_s)
     return removed
+
+
+def _remove_orphan_ports(root: Path, names: list[str], now: float, min_age_s: float) -> list[str]:
+    """Port segments left without their lock files (``fastdds_port<N>`` and its ``sem.*_mutex``; the
+    10-minute soak found them after a SIGKILLed node): removed when old enough, this user's and mapped
+    by no live process."""
+    present = set(names)
+    candidates = [n for n in names if _SHM_PORT.match(n) and f"{n}_el" not in present
+                  and f"{n}_sl" not in present]
+    if not candidates:
+        return []
+    mapped = _mapped_shm_names(root)
+    removed: list[str] = []
+    for name in candidates:
+        try:
+            st = (root / name).stat()
+        except OSError:
+            continue
+        if st.st_uid != os.getuid() or now - st.st_mtime < min_age_s or name in mapped:
+            continue
+        for f in (name, f"sem.{name}_mutex"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(root / f)
+                removed.append(f)
+    return removed
+
+
+def _mapped_shm_names(root: Path) -> set[str]:
+    """Names of the files in ``root`` that some live process maps (``/proc/<pid>/maps``)."""
+    prefix = f"{root}/"
+    names: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    i = line.find(prefix)
+                    if i >= 0:
+                        names.add(line[i + len(prefix):].strip().split(" ")[0])
+        except OSError:  # gone, or not ours to read
+            continue
+    return names

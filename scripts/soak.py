@@ -736,12 +736,22 @@ def _forged_status(run: Run, tick: int | None, run_id: str | None) -> Any:
     return m
 
 
+def _wait_matched(pub: Any, timeout_s: float = 3.0) -> None:
+    """Until a fresh publisher has matched a subscriber (a message published before that is lost: the
+    10-min soak once sent its single forged tick into the void)."""
+    deadline = time.monotonic() + timeout_s
+    while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)  # the other subscribers of the same topic match within moments of the first
+
+
 def _publish_status(run: Run, msg: Any, count: int) -> None:
     from qrsim_ros.msg import VehicleStatus
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     pub = run.probe.publisher(VehicleStatus, "/sim/vehicle_status",
                               QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+    _wait_matched(pub)
     for _ in range(count):
         pub.publish(msg)
         time.sleep(0.02)
@@ -767,6 +777,7 @@ def inject_stamp(run: Run, fault: Fault, offset_s: float) -> dict[str, Any]:
 
     now = run.probe.sim_time_s()
     pub = run.probe.publisher(TwistStamped, f"/{fault.target}/cmd/velocity", QOS_RELIABLE)
+    _wait_matched(pub)
     msg = _velocity(now + offset_s, (0.0, 0.0, 0.0), "map")
     for _ in range(10):
         pub.publish(msg)

@@ -64,11 +64,12 @@ def _installed(spec: launch_plan.NodeSpec) -> bool:
 def generate(family: str) -> LaunchDescription:
     """The launch description of scenario family ``family`` (search_rescue, plume, ...)."""
     deferred: list[str] = []  # failures that did not end the run (the recorder's full disk)
+    normal_end: list[str] = []  # the plan's processes whose status 0 ends the run normally
 
     def on_exit(name: str, record_required: bool, event: Any, context: Any) -> list[Any] | None:
         requested = bool(getattr(context, "is_shutdown", False))  # the launch is stopping everything
         verdict = launch_plan.classify_exit(name, int(event.returncode), requested=requested,
-                                            record_required=record_required)
+                                            record_required=record_required, normal_end=normal_end)
         if verdict.failure and (verdict.ends_run or requested):
             raise LaunchFailedError(verdict.reason)
         if verdict.failure:
@@ -90,6 +91,7 @@ def generate(family: str) -> LaunchDescription:
                                                      for name, _ in launch_plan.SUPERVISION_ARGUMENTS})
         specs = launch_plan.plan_from_launch_arguments(family, values)
         specs = launch_plan.end_with_episode(specs, keep_alive=supervision["keep_alive"])
+        normal_end[:] = launch_plan.normal_end_processes(specs)
         # Everything is checked before the first node starts: a refusal leaves nothing running.
         absent = launch_plan.missing_third_party(specs, _installed)
         if absent:

@@ -546,8 +546,22 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit status {returncode}"
 
 
+def normal_end_processes(specs: Iterable[NodeSpec]) -> tuple[str, ...]:
+    """The processes of a plan whose exit with status 0 is the normal end of the run: the clock owner
+    only when it was given a ``duration_s`` (else it never ends by itself), the referee only with
+    ``exit_when_done``, the single process always. So a SIGTERM from outside, after which a node exits
+    0, is not mistaken for their normal end (the 10-minute soak found exactly that)."""
+    names: list[str] = ["single_process"]
+    for s in specs:
+        if ((s.executable == "vehicle_dynamics" and float(s.parameters.get("duration_s", 0.0) or 0.0) > 0)
+                or (s.executable == "referee" and bool(s.parameters.get("exit_when_done", False)))):
+            names.append(s.name)
+    return tuple(names)
+
+
 def classify_exit(name: str, returncode: int, *, requested: bool,
-                  record_required: bool = False) -> ExitVerdict:
+                  record_required: bool = False,
+                  normal_end: Iterable[str] = NORMAL_END_PROCESSES) -> ExitVerdict:
     """The meaning of process ``name`` ending with ``returncode``.
 
     ``requested``: the launcher had asked it to stop (it is stopping the run): a clean status
@@ -566,7 +580,7 @@ def classify_exit(name: str, returncode: int, *, requested: bool,
         if returncode in CLEAN_STOP_STATUSES:
             return ExitVerdict(False, False, f"{name} stopped")
         return ExitVerdict(False, True, f"{name} ({describe_exit(returncode)} while stopping)")
-    if returncode == 0 and name in NORMAL_END_PROCESSES:
+    if returncode == 0 and name in tuple(normal_end):
         what = "the episode is done" if name == "referee" else "the end of the run"
         return ExitVerdict(True, False, f"{name} finished ({what})")
     if returncode == 0 and name in USER_CLOSED_PROCESSES:

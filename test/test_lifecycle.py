@@ -127,11 +127,16 @@ def test_an_exit_nobody_asked_for_is_a_failure_that_ends_the_run() -> None:
         v = classify_exit(name, 0, requested=False)
         assert v.ends_run and not v.failure, name
     assert classify_exit("rviz2", -signal.SIGSEGV, requested=False).failure
-    # a SIGTERM from outside to a process whose status 0 is a normal end: run_node ends it with 143
-    # (the soak found vehicle_dynamics and the referee SIGTERMed "finished" with status 0)
+    # status 0 is their normal end only where the plan gives them one (the soak found vehicle_dynamics
+    # and the referee SIGTERMed from outside reported "finished", exit 0, in a run without --duration)
+    from qrsim_ros.launch_plan import end_with_episode, normal_end_processes, plan
+
+    specs = plan("keep_spot", seed=3, autopilot=False)
     for name in ("vehicle_dynamics", "referee"):
-        v = classify_exit(name, 128 + signal.SIGTERM, requested=False)
-        assert v.ends_run and v.failure and "stopped by SIGTERM" in v.reason, (name, v)
+        v = classify_exit(name, 0, requested=False, normal_end=normal_end_processes(specs))
+        assert v.ends_run and v.failure and "stopped before it was asked to" in v.reason, (name, v)
+    timed = end_with_episode(plan("keep_spot", seed=3, autopilot=False, duration_s=5.0))
+    assert set(normal_end_processes(timed)) == {"vehicle_dynamics", "referee", "single_process"}
     # asked to stop: the signal's statuses are clean, anything else is not
     for rc in (0, -signal.SIGINT, -signal.SIGTERM, 130, 143):
         assert not classify_exit("imu", rc, requested=True).failure
@@ -368,8 +373,7 @@ def test_sigterm_to_a_node_from_outside_is_a_failure(tmp_path: Path) -> None:
     rc, out, _ = launch(tmp_path, SMALL, on_line=CLOCK_RUNNING, action=terminate_wind_field)
     assert rc == 1, out  # was 0 with "All 6 processes stopped cleanly"
     s = summary(out)
-    assert ("stopped: node wind_field stopped before it was asked to (exit status 143: stopped by SIGTERM)"
-            in s), s
+    assert "stopped: node wind_field stopped before it was asked to (exit status 0)" in s, s
     assert "Died: wind_field" in s and "stopped cleanly" not in s
     assert_children_gone(out)
 

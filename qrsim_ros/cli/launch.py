@@ -94,6 +94,7 @@ from qrsim_ros.launch_plan import (
     check_record_dir,
     classify_exit,
     describe_exit,
+    normal_end_processes,
     plan,
     resolve_scenario,
 )
@@ -555,6 +556,7 @@ class Launcher:
         self.unclean: list[str] = []  # exited with an error while stopping: a failure
         self.record_failed = False  # the recorder stopped early (its bag could not be written)
         self.record_required = bool(getattr(args, "record_required", False))
+        self.normal_end = normal_end_processes(specs)  # whose status 0 ends the run normally
         self.progress = Progress()
         self.stop_reason: str | None = None
         self._signals = 0
@@ -663,7 +665,8 @@ class Launcher:
             if rc is None:
                 continue
             child.exit_seen = True
-            verdict = classify_exit(child.name, rc, requested=False, record_required=self.record_required)
+            verdict = classify_exit(child.name, rc, requested=False, record_required=self.record_required,
+                                    normal_end=self.normal_end)
             if verdict.failure and not verdict.ends_run:  # the recorder's full disk: go on without it
                 self.record_failed = True
                 self.console.line(f"[{PROG}] {verdict.reason}")

@@ -61,10 +61,8 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
                signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     watchdog = StopWatchdog()
-    received: list[int] = []  # the signals that stopped the node
 
     def on_signal(signum: int, _frame: Any) -> None:
-        received.append(signum)
         stop.set()
         watchdog.start(signal.Signals(signum).name)
 
@@ -116,11 +114,6 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     own = getattr(node, "exit_status", None)
     if status == 0 and isinstance(own, int):
         status = own
-    elif status == 0 and received and received[0] == signal.SIGTERM:
-        # Stopped by a SIGTERM: the shell's 128 + 15, so that a SIGTERM from outside is not mistaken
-        # for the normal end of the clock owner or the referee (status 0). SIGINT, the launchers' stop
-        # request (Ctrl-C, ros2 launch, qrsim launch), still ends with 0.
-        status = 128 + signal.SIGTERM
     if exit_process:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):

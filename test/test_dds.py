@@ -53,9 +53,11 @@ def test_invalid_domain_ids_are_one_line_naming_the_source(value: object) -> Non
 def test_domain_from_the_environment() -> None:
     assert dds.domain_id_from_environment({}) == 0  # ROS's default
     assert dds.domain_id_from_environment({"ROS_DOMAIN_ID": ""}) == 0
-    assert dds.domain_id_from_environment({"ROS_DOMAIN_ID": "17"}) == 17
-    with pytest.raises(dds.DomainError, match=r"the environment's ROS_DOMAIN_ID '300' .* 0\.\.232"):
-        dds.domain_id_from_environment({"ROS_DOMAIN_ID": "300"})
+    domain = free_domain()  # any valid one: a free one, so nothing here could name another suite's
+    assert dds.domain_id_from_environment({"ROS_DOMAIN_ID": str(domain)}) == domain
+    beyond = dds.DOMAIN_ID_MAX + 68  # out of range: no DDS domain at all
+    with pytest.raises(dds.DomainError, match=rf"the environment's ROS_DOMAIN_ID '{beyond}' .* 0\.\.232"):
+        dds.domain_id_from_environment({"ROS_DOMAIN_ID": str(beyond)})
 
 
 def test_a_bound_discovery_port_marks_a_domain_in_use() -> None:
@@ -138,10 +140,11 @@ def test_the_profile_binds_every_transport_to_loopback() -> None:
 
 def test_the_launch_files_check_the_domain_and_set_the_profile(tmp_path: Path) -> None:
     with pytest.raises(PlanError) as err:
-        launch_environment({"ROS_DOMAIN_ID": "233"})
-    assert "ROS_DOMAIN_ID '233'" in str(err.value) and "0..232" in str(err.value)
+        launch_environment({"ROS_DOMAIN_ID": str(dds.DOMAIN_ID_MAX + 1)})  # the first invalid one
+    assert f"ROS_DOMAIN_ID '{dds.DOMAIN_ID_MAX + 1}'" in str(err.value) and "0..232" in str(err.value)
     assert "\n" not in str(err.value)
-    env = launch_environment({"ROS_DOMAIN_ID": "5", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"})
+    env = launch_environment({"ROS_DOMAIN_ID": str(free_domain()),
+                              "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"})
     assert Path(env["FASTDDS_DEFAULT_PROFILES_FILE"]).name == dds.LOCALHOST_PROFILE
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT" and "ROS_DOMAIN_ID" not in env
     own = str(tmp_path / "mine.xml")

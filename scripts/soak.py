@@ -226,22 +226,9 @@ def node_name_of(argv: Sequence[str]) -> str | None:
 
 def mapped_shm_files() -> set[str]:
     """/dev/shm paths some live process maps or holds open (Fast DDS segments and their locks)."""
-    used: set[str] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError), open(f"/proc/{entry}/maps") as f:
-            for line in f:
-                i = line.find("/dev/shm/")
-                if i >= 0:
-                    used.add(line[i:].strip().removesuffix(" (deleted)"))
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{entry}/fd/{fd}")
-                    if target.startswith("/dev/shm/"):
-                        used.add(target)
-    return used
+    from qrsim_ros.cli.leftovers import shm_in_use
+
+    return {f"/dev/shm/{name}" for name in shm_in_use("/dev/shm")}
 
 
 def shm_files() -> set[str]:

@@ -168,7 +168,7 @@ def _remove_orphan_ports(root: Path, names: list[str], now: float, min_age_s: fl
                   and f"{n}_sl" not in present]
     if not candidates:
         return []
-    mapped = _mapped_shm_names(root)
+    mapped = shm_in_use(root)
     removed: list[str] = []
     for name in candidates:
         try:
@@ -184,17 +184,22 @@ def _remove_orphan_ports(root: Path, names: list[str], now: float, min_age_s: fl
     return removed
 
 
-def _mapped_shm_names(root: Path) -> set[str]:
-    """Names of the files in ``root`` that some live process maps (``/proc/<pid>/maps``)."""
-    prefix = f"{root}/"
+def shm_in_use(root: str | os.PathLike[str] = "/dev/shm") -> set[str]:
+    """Names of the files in ``root`` that some live process maps or holds open (``/proc/<pid>/maps``
+    and ``/proc/<pid>/fd``)."""
+    prefix = f"{os.fspath(root).rstrip('/')}/"
     names: set[str] = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    i = line.find(prefix)
-                    if i >= 0:
-                        names.add(line[i + len(prefix):].strip().split(" ")[0])
-        except OSError:  # gone, or not ours to read
-            continue
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8",
+                                                errors="replace") as maps:
+            for line in maps:
+                i = line.find(prefix)
+                if i >= 0:
+                    names.add(line[i + len(prefix):].strip().removesuffix(" (deleted)"))
+        with contextlib.suppress(OSError):  # gone, or not ours to read
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(prefix):
+                        names.add(target[len(prefix):])
     return names

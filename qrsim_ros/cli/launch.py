@@ -791,7 +791,12 @@ class Launcher:
         text = [f"Summary: {name} (seed {r.seed}, {r.num_vehicles} vehicle{'s' * (r.num_vehicles != 1)}"
                 f"{lockstep}, {mode}) stopped: {self.stop_reason}."]
         rtf = p.real_time_factor
-        if p.first_wall is None:
+        if p.first_wall is None and st is not None:
+            # a short fast run can end before this listener's /clock subscription is discovered; the
+            # referee's latched status still arrives (transient local)
+            text.append(f"It simulated {st.time:.2f} s in {wall_s:.1f} s of wall time (the referee's last "
+                        "status; no /clock reached the launcher, so no real-time factor).")
+        elif p.first_wall is None:
             text.append(f"No /clock was received in {wall_s:.1f} s of wall time.")
         else:
             rtf_text = f"real-time factor {rtf:.2f}" if rtf is not None else "real-time factor n/a"

@@ -348,7 +348,8 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         def task_steps() -> list[Any]:
             return [s for s in status if s.step > 0]
 
-        assert probe.spin_until(lambda: len(task_steps()) >= 10, 60), (len(status), graph.log("referee")[-3000:])
+        assert probe.spin_until(lambda: len(task_steps()) >= 10, 60), (len(status),
+                                                                       graph.log("referee")[-3000:])
         steps = task_steps()
         for s in steps:
             assert s.scenario == "waypoint" and s.vehicle_names == ["uav1"]

@@ -5,7 +5,9 @@ declares ``scenario``, ``seed``, ``num_vehicles`` and ``ground_truth_source``, b
 Simulator's named streams from the scenario's ``vehicle.sensors.<name>`` section, steps it on the
 per-tick ground truth (``ros.ground_truth.GroundTruthSync``: /sim/vehicle_status, or the per-vehicle
 odometry), and publishes what the sensor's conversion module makes of it on ``uavN/<TOPIC>``, stamped
-with the tick's time; the mount's static transforms (if any) go on /tf_static once. With the same seed
+with the tick's time; the mount's static transforms (if any) go on /tf_static once. A sensor that looks
+at the 3-D scene (``uses_scene``) keeps its own copy of the scenario's world (``ScenarioWorld``: ground,
+obstacles, and the persons redrawn at every reset), as camera_detector does. With the same seed
 and ground truth the readings equal the in-process Simulator's (``Simulator.sensor(name)``).
 A scenario that does not list the sensor leaves the node idle with a warning.
 """
@@ -20,6 +22,7 @@ import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_registered_sensor, step_registered_sensor
+from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.node import run_node
@@ -40,7 +43,11 @@ class SensorNode(GroundTruthNode):
                                       "nothing to do")
             return
         n = self.num_vehicles
-        self.model = build_registered_sensor(sc, sensor, self.streams)
+        # a sensor that looks at the 3-D scene holds the world as the Simulator does: the same ground and
+        # obstacles, and the same persons episode after episode (redrawn at every reset)
+        self.world = ScenarioWorld(sc, self.streams, plume=False) if self.registration.uses_scene else None
+        self.model = build_registered_sensor(sc, sensor, self.streams,
+                                             self.world.scene if self.world is not None else None)
         self.sensor_params = sc.vehicle.sensors[sensor]
         conv = self.conversion
         self._pubs = self.per_vehicle_publishers(conv.MESSAGE_TYPE, conv.TOPIC)
@@ -54,6 +61,8 @@ class SensorNode(GroundTruthNode):
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:
         if reset:
+            if self.world is not None:
+                self.world.new_episode()
             self.model.reset(x)
         elif not step_registered_sensor(self.registration.name, self.model, k, x, valid, accel):
             return []

@@ -84,11 +84,12 @@ from qrsim_ros.core.common.frames import dcm_from_state, enu_to_ned, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.config.loader import ScenarioError
-from qrsim_ros.core.engine.builders import build_fleet
+from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.core.world.scene import CRASH_REASON
 from qrsim_ros.msg import AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, run_node
@@ -174,6 +175,8 @@ class VehicleDynamicsNode(ScenarioNode):
         streams = RandomStreams(sc.seed)
         self.seed_entropy = streams.entropy
         self.fleet = build_fleet(sc, streams)
+        #: the 3-D scene's solid obstacles (None: QRSim's open area)
+        self.scene = build_scene(sc, streams)
         self._task = make_task(TaskContext(sc))  # placement reads the scenario
         self._placement_rng = streams.get(PLACEMENT_STREAM)
         self.controlled = np.array([m != "attitude" for m in sc.control_modes()], bool)
@@ -588,6 +591,8 @@ class VehicleDynamicsNode(ScenarioNode):
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
         self.fleet.step(u, wind_body)
+        if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
+            self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         self._k += 1
         self.steps += 1
         self._publish_tick()

@@ -122,8 +122,10 @@ def shape(name: str, value: ArrayLike, expected: tuple[int, ...]) -> NDArray[np.
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise ConfigError(f"{name} must be numeric with shape {expected}") from None
-    if a.shape != expected or not np.all(np.isfinite(a)):
+    if a.shape != expected:
         raise ConfigError(f"{name} must be a finite array of shape {expected}, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ConfigError(f"{name} must be finite, got {shorten(a.tolist())}")
     return a
 
 

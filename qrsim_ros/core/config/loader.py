@@ -136,6 +136,9 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
             if type(None) in options:
                 return None
             raise ScenarioError(f"{where}: may not be null")
+        others = [o for o in options if o is not type(None)]
+        if len(others) == 1:  # Optional[X]: X's own error, with its full key path
+            return _convert(value, others[0], where)
         errors = []
         for option in options:
             if option is type(None):

@@ -55,6 +55,7 @@ from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
+from qrsim_ros.core.world.scene import SceneParams
 from qrsim_ros.core.world.turbulence import TurbulenceParams
 from qrsim_ros.core.world.wind import MeanWindParams
 
@@ -287,6 +288,9 @@ class Scenario:
     wind: MeanWindParams = field(default_factory=lambda: MeanWindParams(on=False))
     gps: GpsSpaceSegmentParams = field(default_factory=GpsSpaceSegmentParams)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
+    #: The 3-D scene (ground shape, person bodies, obstacles) for the scene sensors; None: QRSim's world
+    #: (a flat area; nothing is built and nothing is checked).
+    scene: SceneParams | None = None
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:

@@ -24,11 +24,14 @@ Frames and units: NED [m] in the flight-area frame, seconds of simulated time.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.camera import CameraWithClassifier
@@ -39,6 +42,7 @@ from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
 from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
+from qrsim_ros.core.world.scene import Scene
 from qrsim_ros.core.world.turbulence import DrydenTurbulence
 from qrsim_ros.core.world.wind import MeanWind
 
@@ -205,10 +209,18 @@ def build_plume_sensor(scenario: Scenario, streams: RandomStreams) -> PlumeSenso
     return PlumeSensor(scenario.num_vehicles, scenario.vehicle.plume_sensor, streams)
 
 
-def build_registered_sensor(scenario: Scenario, name: str, streams: RandomStreams) -> SensorModel:
-    """The registered sensor ``name`` (``core.sensors.registry``) with the scenario's parameters for it."""
+def build_registered_sensor(scenario: Scenario, name: str, streams: RandomStreams,
+                            scene: Scene | None = None) -> SensorModel:
+    """The registered sensor ``name`` (``core.sensors.registry``) with the scenario's parameters for it;
+    a sensor that looks at the 3-D scene (``uses_scene``) is given ``scene``."""
     params = scenario.vehicle.sensors[name]
-    return SENSORS[name].build(params, scenario.num_vehicles, streams)
+    registration = SENSORS[name]
+    if not registration.uses_scene:
+        return registration.build(params, scenario.num_vehicles, streams)
+    if scene is None:
+        raise ScenarioError(f"{scenario.source}: vehicle.sensors.{name} looks at the 3-D scene: the scenario "
+                            "needs a 'scene' section")
+    return registration.build(params, scenario.num_vehicles, streams, scene)
 
 
 def step_registered_sensor(name: str, model: SensorModel, k: int, x: Array, valid: Array,
@@ -217,3 +229,22 @@ def step_registered_sensor(name: str, model: SensorModel, k: int, x: Array, vali
     if SENSORS[name].reads_specific_force:
         return bool(model.step(k, x, valid, specific_force=specific_force))  # type: ignore[call-arg]
     return bool(model.step(k, x, valid))
+
+
+def build_scene(scenario: Scenario, streams: RandomStreams) -> Scene | None:
+    """The scenario's 3-D scene (``scene`` section; None without one). Generated obstacles keep clear of
+    the vehicles' listed initial positions, else of the origin and the area's centre."""
+    params = scenario.scene
+    if params is None:
+        return None
+    lim = scenario.area_limits_ned
+    if scenario.vehicle.initial_states is not None:
+        keep = np.array([row[:2] for row in scenario.vehicle.initial_states], float)
+    else:
+        keep = np.array([[0.0, 0.0], [0.5 * (lim[0] + lim[1]), 0.5 * (lim[2] + lim[3])]])
+    source = Path(scenario.source)
+    base_dir = source.parent if source.suffix in (".yaml", ".yml") else None
+    try:
+        return Scene(params, lim, scenario.ground_z_ned_m, streams, keep_out_ne=keep, base_dir=base_dir)
+    except ConfigError as exc:
+        raise ScenarioError(f"{scenario.source}: scene: {exc}") from None

@@ -61,6 +61,7 @@ from qrsim_ros.core.vehicles.estimated_state import (
 from qrsim_ros.core.vehicles.fleet_control import TARGET_WIDTH, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.world.area import BoxArea
+from qrsim_ros.core.world.scene import CRASH_REASON
 
 Array = NDArray[np.float64]
 
@@ -103,7 +104,8 @@ class Simulator:
         self.camera = build_camera(sc, streams)
         self.plume_sensor = build_plume_sensor(sc, streams)
         #: registered sensor models the scenario lists (``vehicle.sensors``), by name
-        self.sensors = {name: build_registered_sensor(sc, name, streams) for name in sc.vehicle.sensors}
+        self.sensors = {name: build_registered_sensor(sc, name, streams, self.world.scene)
+                        for name in sc.vehicle.sensors}
         # the task's episode and the vehicles' control modes
         self.episode = Episode(sc, self.world.area)
         v = sc.vehicle
@@ -241,6 +243,9 @@ class Simulator:
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
         self.fleet.step(controls, wind_body)
+        scene = self.world.scene
+        if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
+            self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         x = self.fleet.state
         valid = self.fleet.valid
         self.episode.observe(x, valid)

@@ -1,5 +1,6 @@
 """The scenario's shared world, redrawn at every episode start: the flight area (terrain classes and
-persons) and the task's plume (spec 1.3, 4.3, 4.4).
+persons), the task's plume (spec 1.3, 4.3, 4.4) and the 3-D scene's person bodies (``core.world.scene``;
+its ground and obstacles are drawn once).
 
 The one place where an episode's world is reset, used by the in-process ``Simulator`` and by the ROS
 nodes that need a copy of it (the referee, camera_detector, plume_field). Every copy is built from the
@@ -20,9 +21,11 @@ from qrsim_ros.core.engine.builders import (
     PlumeModel,
     build_area,
     build_scenario_plume,
+    build_scene,
     plume_wind,
 )
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
+from qrsim_ros.core.world.scene import Scene
 from qrsim_ros.core.world.wind import MeanWind
 
 
@@ -33,13 +36,17 @@ class ScenarioWorld:
     every episode start, before ``new_episode``), else one of the world's own, reset here. ``area`` /
     ``plume``: build them (a node that needs only one skips the other: each draws from its own
     streams, so leaving one out changes nothing in the other). ``plume_reference``: also draw the plume
-    task's reference locations and samples.
+    task's reference locations and samples. ``scene``: build the scenario's 3-D scene (if it has one;
+    it needs the area for its persons).
     """
 
     def __init__(self, scenario: Scenario, streams: RandomStreams, *, wind: MeanWind | None = None,
-                 area: bool = True, plume: bool = True, plume_reference: bool = True) -> None:
+                 area: bool = True, plume: bool = True, plume_reference: bool = True,
+                 scene: bool = True) -> None:
         self.scenario = scenario
-        self.area: BoxArea | None = build_area(scenario, streams) if area else None
+        with_scene = scene and scenario.scene is not None
+        self.area: BoxArea | None = build_area(scenario, streams) if area or with_scene else None
+        self.scene: Scene | None = build_scene(scenario, streams) if with_scene else None
         self._has_plume = plume and scenario.task.type == "plume"
         self._owns_wind = wind is None
         self.wind = wind if wind is not None else (MeanWind.from_params(scenario.wind, streams)
@@ -63,6 +70,9 @@ class ScenarioWorld:
             self.area.reset()
             if isinstance(self.area, BoxWithPersonsArea) and sc.area.persons_ned is not None:
                 self.area.set_persons(np.asarray(sc.area.persons_ned, float))
+        if self.scene is not None:
+            persons = self.persons_area
+            self.scene.set_persons(persons.persons_position_ned if persons is not None else np.zeros((0, 3)))
         if self._has_plume:
             assert self.wind is not None
             if self._owns_wind:

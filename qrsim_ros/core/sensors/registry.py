@@ -44,7 +44,8 @@ class SensorRegistration:
     ``ground_z_ned_m`` is set from the scenario's area). build(params, num_vehicles, streams): the model.
     ros_conversion: dotted module path of its ROS message conversion (loaded by the node only; see
     ``qrsim_ros.ros.sensor_conversions``). reads_specific_force: the model's step takes the body
-    specific force too.
+    specific force too. uses_scene: the model looks at the scenario's 3-D scene (``core.world.scene``):
+    built as ``build(params, num_vehicles, streams, scene)``, and only in a scenario with a ``scene``.
     """
 
     name: str
@@ -53,6 +54,7 @@ class SensorRegistration:
     build: Callable[[Any, int, RandomStreams], SensorModel]
     ros_conversion: str
     reads_specific_force: bool = False
+    uses_scene: bool = False
 
 
 #: Every registered sensor, by name.

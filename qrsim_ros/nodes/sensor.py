@@ -50,12 +50,20 @@ class SensorNode(GroundTruthNode):
                                              self.world.scene if self.world is not None else None)
         self.sensor_params = sc.vehicle.sensors[sensor]
         conv = self.conversion
-        self._pubs = self.per_vehicle_publishers(conv.MESSAGE_TYPE, conv.TOPIC)
+        # one topic (MESSAGE_TYPE on uavN/TOPIC), or several: publications(params) -> {key: (type, topic)}
+        # and messages(...) -> (vehicle, key, message)
+        self._many = hasattr(conv, "publications")
+        if self._many:
+            self._pubs_by_key = {key: self.per_vehicle_publishers(msg_type, topic)
+                                 for key, (msg_type, topic) in conv.publications(self.sensor_params).items()}
+        else:
+            self._pubs = self.per_vehicle_publishers(conv.MESSAGE_TYPE, conv.TOPIC)
         if hasattr(conv, "static_transforms"):
             from tf2_msgs.msg import TFMessage
 
             self._tf_static = self.create_publisher(TFMessage, "/tf_static", QOS_LATCHED)
-            self._tf_static.publish(TFMessage(transforms=conv.static_transforms(n, stamp_from_tick(0))))
+            self._tf_static.publish(TFMessage(transforms=conv.static_transforms(
+                n, stamp_from_tick(0), self.sensor_params)))
         self.follow_ground_truth(self.registration.summary, with_accel=self.registration.reads_specific_force)
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
@@ -68,6 +76,8 @@ class SensorNode(GroundTruthNode):
             return []
         msgs = self.conversion.messages(self.model, self.sensor_params, stamp_from_tick(k),
                                         np.flatnonzero(present))
+        if self._many:
+            return [(self._pubs_by_key[key][i], m) for i, key, m in msgs]
         return [(self._pubs[i], m) for i, m in msgs]
 
 

@@ -45,7 +45,8 @@ def messages(model: RangeFinder, params: RangeFinderParams, stamp: Any,
     return out
 
 
-def static_transforms(num_vehicles: int, stamp: Any) -> list[TransformStamped]:
+def static_transforms(num_vehicles: int, stamp: Any, params: RangeFinderParams | None = None,
+                      ) -> list[TransformStamped]:
     """``uavN/base_link`` -> ``uavN/range_finder_link`` of every vehicle: x turned to point down."""
     out = []
     for i in range(num_vehicles):

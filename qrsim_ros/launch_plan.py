@@ -374,6 +374,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))
     # Start gate: tick 0 waits until every planned consumer of ground truth is matched (discovery).
     dynamics["start_subscribers"] = sum(spec.executable in GROUND_TRUTH_CONSUMERS for spec in specs)
+    # Lockstep window: the clock waits for each node that steps on the ground truth (all but the flight
+    # controller, a lockstep input already) to report its progress (/sim/tick_progress).
+    dynamics["lockstep_consumers"] = sum(spec.executable in TICK_CLOCKED for spec in specs)
     for spec in specs:
         if spec.executable in TICK_CLOCKED:
             spec.parameters["use_sim_time"] = False

@@ -449,3 +449,53 @@ def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
     assert "lockstep: no uav1/wind@t=0.00 after 0.1 s: stepping on with the held inputs" in err, err
     assert "uav1/wind@t=0.02" in err
     assert np.all(np.isfinite([m.pose.pose.position.z for m in odom]))
+
+
+def test_lockstep_window_holds_the_clock_for_a_slow_consumer_and_drains_at_the_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ground-truth consumer that reports its progress (/sim/tick_progress) slowly: in lockstep the
+    clock runs at most lockstep_window_ticks ahead of it, and at duration_s the node stops only once it
+    has handled the last tick (a fast run loses none of its outputs)."""
+    require_ros()
+    from qrsim_ros.msg import TickProgress, VehicleStatus
+
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
+
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
+    window, last_tick = 5, 50
+    common = {"scenario": "keep_spot", "seed": 3}
+    # two consumers: wind_field and this test's; the window waits for both to have reported
+    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "lockstep_timeout_s": 0.2,
+                "lockstep_window_ticks": window, "lockstep_consumers": 2, "duration_s": last_tick * 0.02,
+                "start_subscribers": 2}
+    procs = [NodeProcess("wind_field", common, env, tmp_path),
+             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
+    probe = Probe(tmp_path, domain, monkeypatch)
+    ticks: list[int] = []
+    try:
+        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda m: ticks.append(m.tick),
+                                       reliable())
+        progress = probe.node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+
+        def report(tick: int) -> None:
+            progress.publish(TickProgress(node="/slow_consumer", episode=1, tick=tick))
+
+        wait_for(lambda: bool(ticks), 60, "tick 0", procs)
+        report(10)
+        # the clock stops 5 ticks past the slow consumer and says whom it waits for
+        wait_for(lambda: "the consumer /slow_consumer@t=0.20 (window 5 ticks)" in procs[1].stderr(), 30,
+                 "the window's warning", procs)
+        assert max(ticks) == 10 + window, max(ticks)
+        report(last_tick - 1)
+        wait_for(lambda: max(ticks) == last_tick, 30, "the last tick", procs)
+        assert procs[1].proc.poll() is None  # draining: the consumer has not handled the last tick
+        report(last_tick)
+        assert procs[1].wait_exit(30) == 0
+    finally:
+        probe.close()
+        codes = stop_all(procs)
+    err = procs[1].stderr()
+    assert "duration_s=1 reached" in err and "stopping without" not in err, err
+    assert codes[0] == 0

@@ -220,5 +220,6 @@ def test_a_bad_scene_section_names_the_file_and_key() -> None:
         load_scenario("search_rescue_2a", {"scene": {"obstacles": [{"type": "tree"}]}})
     with pytest.raises(ScenarioError, match=r"scene\.generate\.cont: unknown key"):
         load_scenario("search_rescue_2a", {"scene": {"generate": {"cont": 3}}})
-    with pytest.raises(ScenarioError, match=r"scene\.obstacles\[0\]: center_ne_m must be finite, got \[nan, 0\.0\]"):
+    with pytest.raises(ScenarioError,
+                       match=r"scene\.obstacles\[0\]: center_ne_m must be finite, got \[nan, 0\.0\]"):
         load_scenario("search_rescue_2a", {"scene": {"obstacles": [{"center_ne_m": [math.nan, 0.0]}]}})

@@ -79,7 +79,7 @@ PARAMETERS = ParamTable(
           "wall seconds per MCAP file: a SIGKILL loses at most the file being written [s]",
           lo=0.05, hi=86400.0),
     Param("compression", "zstd", "MCAP chunk compression", choices=COMPRESSIONS),
-    Param("exclude", "^/parameter_events$",
+    Param("exclude", "^/(parameter_events|sim/tick_progress)$",
           "regular expression of topics not to record (empty: record everything)"),
     Param("queue_depth", 1000, "history depth of every subscription (messages held while busy)",
           lo=1, hi=1_000_000),

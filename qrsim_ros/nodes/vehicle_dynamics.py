@@ -90,16 +90,23 @@ from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.core.world.scene import CRASH_REASON
-from qrsim_ros.msg import AttitudeCommand, VehicleStatus
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.msg import AttitudeCommand, TickProgress, VehicleStatus
+from qrsim_ros.ros.names import (
+    MAP_FRAME,
+    TICK_PROGRESS_TOPIC,
+    base_link_frame,
+    base_link_frd_frame,
+    vehicle_namespace,
+)
 from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
     limit_range,
+    limited,
 )
-from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PROGRESS
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
     accel_message,
@@ -124,6 +131,8 @@ WARN_PERIOD_S = 2.0
 BURST_S = 0.01
 #: Longest the final acknowledgements are waited for at ``duration_s`` [s].
 FINAL_ACK_S = 2.0
+#: Longest wall time the node waits at duration_s for the ground-truth consumers to handle the last tick [s].
+DRAIN_TIMEOUT_S = 10.0
 #: The counters on /diagnostics (summed over vehicles; per vehicle they are in /sim/vehicle_status).
 DIAGNOSTIC_COUNTERS = ("commands_rejected", "commands_clamped", "command_timeouts", "wind_rejected",
                        "lockstep_timeouts")
@@ -140,6 +149,13 @@ PARAMETERS = ParamTable(
     Param("lockstep_timeout_s", 1.0,
           "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
           **limit_range("lockstep_timeout_s")),
+    limited("lockstep_window_ticks", 25,
+            "lockstep: how many ticks the clock may run ahead of the slowest ground-truth consumer (its "
+            "/sim/tick_progress); at duration_s every consumer handles the last tick before the node "
+            "stops; 0: consumers do not hold the clock [ticks]"),
+    limited("lockstep_consumers", 0,
+            "lockstep: the ground-truth consumers the window waits for until each has reported once (the "
+            "launch plan's count); 0: only those that have reported"),
     Param("lockstep_on_timeout", "wait",
           "after lockstep_timeout_s: 'wait' on, or 'continue' with the held inputs",
           choices=("wait", "continue")),
@@ -254,6 +270,11 @@ class VehicleDynamicsNode(ScenarioNode):
         self._wind_subs = [self.create_subscription(Vector3Stamped, f"{ns}/wind",
                                                     lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
                            for i, ns in enumerate(self.names)]
+        # lockstep: the ground-truth consumers' progress, node -> (episode, tick) of the last tick handled
+        self._progress: dict[str, tuple[int, int]] = {}
+        if p.lockstep and p.lockstep_window_ticks > 0:
+            self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress, QOS_TICK_PROGRESS)
+        self._draining_since: float | None = None  # duration_s reached, waiting for the consumers
         self.create_service(Trigger, "~/reset", self._on_reset)
 
         static = static_transforms(n, sc.vehicle.camera.r_body_rad, zero)
@@ -422,9 +443,36 @@ class VehicleDynamicsNode(ScenarioNode):
         if np.any(valid & (self._wind_tick != self._k)):
             return False
         awaited = valid & self.controlled
-        return not np.any(awaited & (self._cmd_seen_ns != self._k * TICK_NS))
+        if np.any(awaited & (self._cmd_seen_ns != self._k * TICK_NS)):
+            return False
+        return not self._lagging(self._k + 1, self.params.lockstep_window_ticks)
 
-    def _missing_inputs(self) -> list[str]:
+    # --- lockstep window ----------------------------------------------------------------------------------
+    def _on_progress(self, msg: TickProgress) -> None:
+        self._progress[msg.node] = (int(msg.episode), int(msg.tick))
+        if self._draining_since is not None:
+            self._try_finish()
+        elif self._started and not self._stopping:
+            self._try_advance()
+
+    def _lagging(self, tick: int, window: int) -> list[str]:
+        """Ground-truth consumers more than ``window`` ticks behind ``tick`` of this episode (one of an
+        older episode is behind; the planned ones that have not reported yet count once ``tick`` is past
+        the window). Empty when the window is off."""
+        p = self.params
+        if not p.lockstep or p.lockstep_window_ticks <= 0:
+            return []
+        oldest = tick - window
+        behind = [f"{node}@t={tick * BASE_DT_S:.2f}" for node, (episode, tick) in self._progress.items()
+                  if episode < self.episode or (episode == self.episode and tick < oldest)]
+        unheard = p.lockstep_consumers - len(self._progress)
+        if unheard > 0 and oldest >= 0:
+            behind.append(f"{unheard} more ground-truth consumer{'s' * (unheard > 1)} (none reported yet)")
+        return behind
+
+    def _missing_inputs(self, consumers: bool = True) -> list[str]:
+        """What step k+1 waits for: lockstep inputs of tick k, first commands, and (``consumers``) the
+        ground-truth consumers behind the lockstep window."""
         valid = self.fleet.valid
         t = f"@t={self._k * BASE_DT_S:.2f}"
         missing: list[str] = []
@@ -433,6 +481,9 @@ class VehicleDynamicsNode(ScenarioNode):
             missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(no_wind)]
             late = valid & self.controlled & (self._cmd_seen_ns != self._k * TICK_NS)
             missing += [f"{self.names[i]}/cmd/attitude{t}" for i in np.flatnonzero(late)]
+            if consumers:
+                missing += [f"the consumer {who} (window {self.params.lockstep_window_ticks} ticks)"
+                            for who in self._lagging(self._k + 1, self.params.lockstep_window_ticks)]
         if self.params.wait_for_commands:
             missing += [f"{self.names[i]}/cmd/attitude (a first command)"
                         for i in np.flatnonzero(valid & ~self._has_cmd)]
@@ -445,6 +496,9 @@ class VehicleDynamicsNode(ScenarioNode):
         self._wait_since = self._pace_wall
 
     def _on_timer(self) -> None:
+        if self._draining_since is not None:
+            self._try_finish()
+            return
         if self._stopping:
             return
         if not self._started:
@@ -465,9 +519,13 @@ class VehicleDynamicsNode(ScenarioNode):
             self._step()
             self._try_advance()
             return
-        self.get_logger().warning(f"waiting for {', '.join(missing)} ({waited:.1f} s); "
-                                  f"tick {self._k} re-sent")
-        self._publish_tick()
+        if self._draining_since is not None:
+            return
+        inputs_late = bool(self._missing_inputs(consumers=False))
+        self.get_logger().warning(f"waiting for {', '.join(missing)} ({waited:.1f} s)"
+                                  + (f"; tick {self._k} re-sent" if inputs_late else ""))
+        if inputs_late:  # an input may be lost: send the tick again (a slow consumer has it queued)
+            self._publish_tick()
         self._wait_since = time.monotonic()
 
     def _diagnostic_info(self) -> dict[str, object]:
@@ -598,7 +656,7 @@ class VehicleDynamicsNode(ScenarioNode):
         self._publish_tick()
         self._wait_since = time.monotonic()
         if self._max_steps and self.steps >= self._max_steps:
-            self._finish()
+            self._begin_finish()
 
     def _check_listeners(self) -> None:
         """Whether anyone subscribes to the per-vehicle ground truth or /tf (at the start and on every
@@ -649,8 +707,26 @@ class VehicleDynamicsNode(ScenarioNode):
         s.specific_force = float64_array(self.fleet.accel_body)
         self._status_pub.publish(s)
 
+    def _begin_finish(self) -> None:
+        """duration_s reached: stop stepping; in lockstep, first wait for every consumer to handle the
+        last tick (at most DRAIN_TIMEOUT_S of wall time), then finish."""
+        self._stopping = True
+        self._draining_since = time.monotonic()
+        self._try_finish()
+
+    def _try_finish(self) -> None:
+        lagging = self._lagging(self._k, 0)
+        waited = time.monotonic() - (self._draining_since or 0.0)
+        if lagging and waited < DRAIN_TIMEOUT_S:
+            return
+        if lagging:
+            self.get_logger().warning(f"duration_s reached: stopping without {', '.join(lagging)} after "
+                                      f"{waited:.1f} s (they had not handled the last tick)")
+        self._draining_since = None
+        self._finish()
+
     def _finish(self) -> None:
-        """duration_s reached: stop, let the last messages be acknowledged, shut the process down."""
+        """Stop, let the last messages be acknowledged, shut the process down."""
         self._stopping = True
         self._timer.cancel()
         wall_s = time.monotonic() - self._started_wall

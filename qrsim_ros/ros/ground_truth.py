@@ -51,14 +51,14 @@ from qrsim_ros.ros.from_messages import (
     specific_force_from_accel,
     states_from_raw_odometry,
 )
-from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC, vehicle_namespace
+from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC, VEHICLE_STATUS_TOPIC, vehicle_namespace
 from qrsim_ros.ros.node import Counters, ScenarioNode
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
 )
-from qrsim_ros.ros.qos import QOS_GROUND_TRUTH, QOS_RELIABLE
+from qrsim_ros.ros.qos import QOS_GROUND_TRUTH, QOS_RELIABLE, QOS_TICK_PROGRESS
 
 #: Where a node takes the ground truth from: the fleet's state in /sim/vehicle_status (one message per
 #: tick), or the per-vehicle odometry and accel topics (any other source of ground truth).
@@ -147,6 +147,11 @@ class GroundTruthSync:
         self._last_out: Outgoing = []
         self.ticks_handled = 0
         self.resets = 0
+        from qrsim_ros.msg import TickProgress
+
+        # the last tick handled, for vehicle_dynamics' lockstep window and its drain at duration_s
+        self._progress_pub = node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        self._progress_msg = TickProgress(node=node.get_fully_qualified_name())
         self.subscriptions = []
         if source == "fleet":
             self.subscriptions.append(node.create_subscription(
@@ -359,6 +364,7 @@ class GroundTruthSync:
         new_episode = episode is not None and self._episode is not None and episode != self._episode
         if last is not None and k == last and not new_episode:
             self._publish(self._last_out)  # the same tick again: same outputs, no second model step
+            self._report_progress(k)
             return
         reset = last is None or k < last or new_episode
         if reset:
@@ -390,6 +396,14 @@ class GroundTruthSync:
         self.resets += int(reset)
         self._last_out = out
         self._publish(out)
+        self._report_progress(k)
+
+    def _report_progress(self, k: int) -> None:
+        """Tell vehicle_dynamics that tick k is handled (its outputs are published)."""
+        msg = self._progress_msg
+        msg.episode = int(self._episode or 0)
+        msg.tick = int(k)
+        self._publish([(self._progress_pub, msg)])
 
     def _publish(self, out: Outgoing) -> None:
         for pub, msg in out:

@@ -35,3 +35,5 @@ def camera_optical_frame(index: int) -> str:
 
 #: Topic of vehicle_dynamics' per-tick fleet status (validity).
 VEHICLE_STATUS_TOPIC = "/sim/vehicle_status"
+#: Where every ground-truth consumer reports the last tick it handled (qrsim_ros/TickProgress).
+TICK_PROGRESS_TOPIC = "/sim/tick_progress"

@@ -29,3 +29,7 @@ GROUND_TRUTH_QUEUE = 3000
 
 QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityPolicy.RELIABLE,
                               history=HistoryPolicy.KEEP_LAST)
+
+#: A consumer's progress: reliable (the last tick's report must arrive), a few deep (the latest counts).
+QOS_TICK_PROGRESS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                               history=HistoryPolicy.KEEP_LAST)

@@ -52,7 +52,10 @@ inputs (a wind or command message, or the wall-clock timer), paced by ``real_tim
   in a warning ("waiting for uav2/wind@t=1.24, uav1/cmd/attitude@t=1.24") and the tick's outputs are
   published again (for nodes that joined late or lost them; consumers treat a repeated tick as a
   repeat); then it waits on (``wait``) or steps with the held inputs (``continue``). Tick 0 is first
-  published once every awaited input has a publisher and the odometry has a subscriber.
+  published once every awaited input has a publisher and the odometry has a subscriber. The clock also
+  runs at most ``lockstep_window_ticks`` ahead of the slowest ground-truth consumer (their
+  ``/sim/tick_progress``; the plan's ``lockstep_consumers`` must each have reported), and at
+  ``duration_s`` the node waits (at most DRAIN_TIMEOUT_S) for all of them to handle the last tick.
 - ``lockstep: false``: nothing is awaited; the latest inputs are held.
 ``wait_for_commands: true`` holds the clock at tick 0 until every vehicle has a valid command (a
 deterministic start for tests and batch runs whose commands are published before the start).

@@ -7,7 +7,8 @@ start exactly the same graph. Nothing here imports rclpy or launch.
 
 Scenario families and their config files (config/<name>.yaml):
 
-- ``search_rescue`` + variant 2a..2d -> ``search_rescue_2a`` ... (default 2c)
+- ``search_rescue`` + variant 2a..2d -> ``search_rescue_2a`` ... (default 2c); ``scene`` ->
+  ``search_rescue_scene`` (the 3-D scene with lidar, fisheye and range finders, docs/SCENE.md)
 - ``plume`` + variant 3a..3g -> ``plume_3a`` ... (default 3a)
 - ``cats_mouse`` + variant 1a..1c -> ``cats_mouse_1a`` ... (default 1a)
 - ``keep_spot`` (no variant) -> ``keep_spot``
@@ -41,7 +42,7 @@ from qrsim_ros.dds import DomainError, dds_environment, domain_id_from_environme
 
 #: Scenario families with variants: family -> (variants, default variant).
 FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "search_rescue": (("2a", "2b", "2c", "2d"), "2c"),
+    "search_rescue": (("2a", "2b", "2c", "2d", "scene"), "2c"),
     "plume": (("3a", "3b", "3c", "3d", "3e", "3f", "3g"), "3a"),
     "cats_mouse": (("1a", "1b", "1c"), "1a"),
     "keep_spot": ((), None),
@@ -222,17 +223,20 @@ def default_bag_dir(config: str, now: float | None = None) -> str:
 RVIZ_FAMILY_OF_TASK = {"search_rescue": "search_rescue", "plume": "plume", "cats_mouse": "cats_mouse"}
 
 
-def rviz_config(task_type: str = "keep_spot") -> str | None:
-    """The RViz configuration shipped for a task type (rviz/<family>.rviz: search_rescue, plume,
-    cats_mouse; keep_spot for the generic tasks), from the installed share directories
+def rviz_config(task_type: str = "keep_spot", config: str | None = None) -> str | None:
+    """The RViz configuration shipped for a scenario: rviz/<config>.rviz if there is one for the config
+    file's name (``search_rescue_scene``), else the task type's (rviz/<family>.rviz: search_rescue,
+    plume, cats_mouse; keep_spot for the generic tasks), from the installed share directories
     (AMENT_PREFIX_PATH) first, else the source tree; None if there is none."""
-    name = f"{RVIZ_FAMILY_OF_TASK.get(task_type, 'keep_spot')}.rviz"
-    candidates = [Path(prefix) / "share" / PACKAGE / "rviz" / name
-                  for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if prefix]
-    candidates.append(Path(__file__).resolve().parents[1] / "rviz" / name)
-    for c in candidates:
-        if c.is_file():
-            return str(c)
+    names = [f"{config}.rviz"] if config else []
+    names.append(f"{RVIZ_FAMILY_OF_TASK.get(task_type, 'keep_spot')}.rviz")
+    prefixes = [Path(prefix) / "share" / PACKAGE / "rviz"
+                for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if prefix]
+    prefixes.append(Path(__file__).resolve().parents[1] / "rviz")
+    for name in names:
+        for folder in prefixes:
+            if (folder / name).is_file():
+                return str(folder / name)
     return None
 
 
@@ -388,7 +392,7 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         # cannot stand in for a consumer that has not matched yet).
         dynamics["start_subscribers"] += 1
     if use_rviz:
-        cfg = rviz_config(res.task_type)
+        cfg = rviz_config(res.task_type, Path(res.config).stem)
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},
                               arguments=("-d", cfg) if cfg else ()))
     return _apply_node_parameters(specs, node_parameters)

@@ -27,7 +27,7 @@ CONFIG_FILES = sorted(CONFIG_DIR.glob("*.yaml"))
 VARIANTS = [
     "keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity",
     "cats_mouse_1a", "cats_mouse_1b", "cats_mouse_1c",
-    "search_rescue_2a", "search_rescue_2b", "search_rescue_2c", "search_rescue_2d",
+    "search_rescue_2a", "search_rescue_2b", "search_rescue_2c", "search_rescue_2d", "search_rescue_scene",
     "plume_3a", "plume_3b", "plume_3c", "plume_3d", "plume_3e", "plume_3f", "plume_3g",
 ]
 DEG45 = math.pi / 4
@@ -112,6 +112,8 @@ SPEC = {
     "search_rescue_2b": (1, "search_rescue", 1.0, 200, None, None, True, NOISY, None),
     "search_rescue_2c": (3, "search_rescue", 1.0, 200, None, None, False, NOISELESS, None),
     "search_rescue_2d": (3, "search_rescue", 1.0, 200, None, (2.0, DEG45), True, NOISY, 2.0),
+    # beyond QRSim: 2B's noisy platform, two vehicles, in a 3-D scene (docs/SCENE.md)
+    "search_rescue_scene": (2, "search_rescue", 1.0, 200, None, None, True, NOISY, None),
     "plume_3a": (1, "plume", 1.0, 1000, None, None, False, NOISELESS, None),
     "plume_3b": (1, "plume", 1.0, 1000, None, (3.0, None), True, NOISY, 2.0),
     "plume_3c": (1, "plume", 1.0, 1000, None, (2.0, None), True, NOISY, 2.0),

@@ -166,6 +166,9 @@ class RefereeNode(ScenarioNode):
         self._markers_tick = -(10**9)
         self._markers_due = False
         self.display = RefereeDisplay(self, sc, self.params, self._names, self.mouse, self._markers_pub)
+        if self.world.scene is not None:  # the 3-D scene's ground and obstacles, once (they never change)
+            self._scene_pub = self.create_publisher(MarkerArray, "/scene/markers", QOS_LATCHED)
+            self._scene_pub.publish(viz.scene_markers(self.world.scene, MAP_FRAME, stamp_from_tick(0)))
         # services
         # The reset service awaits the dynamics' answer: a callback group is busy while its callback
         # runs (an awaiting coroutine included), so the service, and the client with its timeout

@@ -604,3 +604,41 @@ def grid_points_ned(area_limits_ned: ArrayLike, resolution_m: float, max_points:
     axes = [lim[2 * a] + (np.arange(counts[a]) + 0.5) * extent[a] / counts[a] for a in range(3)]
     gx, gy, gz = np.meshgrid(*axes, indexing="ij")
     return np.column_stack([gx.ravel(), gy.ravel(), gz.ravel()]), s
+
+
+# --- the 3-D scene ------------------------------------------------------------------------------------
+
+#: Colours of the scene's parts (RGBA): ground, box, cylinder (trees, poles), building.
+SCENE_COLOURS = {"ground": (0.45, 0.5, 0.35, 1.0), "box": (0.55, 0.45, 0.35, 1.0),
+                 "cylinder": (0.3, 0.55, 0.25, 1.0), "building": (0.6, 0.6, 0.65, 1.0)}
+
+
+def scene_markers(scene: Any, frame: str, stamp: Any) -> Any:
+    """/scene/markers: DELETEALL, the obstacles (a CUBE per box and building, a CYLINDER per cylinder,
+    id = obstacle index, standing on their base) and, for a height map, the ground as one TRIANGLE_LIST
+    (the mesh the sensors see). Persons are drawn by the referee's /referee/markers. ENU ``frame``."""
+    from visualization_msgs.msg import Marker
+
+    out = [delete_all(frame, stamp, "scene_obstacles"), delete_all(frame, stamp, "scene_ground")]
+    for j, ob in enumerate(scene.obstacles):
+        kind = Marker.CYLINDER if ob.type == "cylinder" else Marker.CUBE
+        m = _marker("scene_obstacles", j, kind, frame, stamp, SCENE_COLOURS[ob.type])
+        base_ned = np.array([ob.center_ne_m[0], ob.center_ne_m[1], scene.obstacle_base_z_ned_m[j]])
+        centre = ned_to_enu(base_ned) + np.array([0.0, 0.0, 0.5 * ob.height])
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in centre)
+        # NED yaw psi (north towards east) is ENU yaw pi/2 - psi; the box's length lies along its x
+        yaw_enu = 0.5 * math.pi - ob.yaw_rad
+        m.pose.orientation.z, m.pose.orientation.w = math.sin(0.5 * yaw_enu), math.cos(0.5 * yaw_enu)
+        if ob.type == "cylinder":
+            m.scale.x = m.scale.y = 2.0 * ob.radius_m
+        else:
+            m.scale.x, m.scale.y = ob.size_m[0], ob.size_m[1]
+        m.scale.z = ob.height
+        out.append(m)
+    if not scene.ground.flat:
+        m = _marker("scene_ground", 0, Marker.TRIANGLE_LIST, frame, stamp, SCENE_COLOURS["ground"])
+        m.scale.x = m.scale.y = m.scale.z = 1.0
+        verts, faces = scene.ground.mesh()
+        m.points = _points(ned_to_enu(verts[faces.ravel()]))
+        out.append(m)
+    return marker_array(out)

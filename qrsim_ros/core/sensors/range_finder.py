@@ -127,12 +127,19 @@ class RangeFinder:
         return True
 
     def _measure(self, x: ArrayLike, valid: ArrayLike | None = None) -> None:
-        p = self.params
-        r = true_range_m(x, p.ground_z_ned_m)
-        if p.on:
-            r = r + p.sigma_m * self._normals.next()[:, 0]
-            drop = np.array([g.random() < p.dropout_probability for g in self._dropouts])
-            r = np.where(drop, np.inf, r)
-        r = np.where(r > p.max_range_m, np.inf, np.where(r < p.min_range_m, -np.inf, r))
+        r = reading_m(true_range_m(x, self.params.ground_z_ned_m), self.params, self._normals, self._dropouts)
         keep = np.ones(self.num_vehicles, bool) if valid is None else np.asarray(valid, bool)
         self._range = np.where(keep, r, self._range)
+
+
+def reading_m(true_m: Array, params: RangeFinderParams, normals: PerVehicleNormals,
+              dropouts: list[np.random.Generator]) -> Array:
+    """Readings (N,) [m] from true ranges: Gaussian noise and dropouts when ``on`` (one draw of each per
+    vehicle), then the limits: +inf beyond ``max_range_m`` or no return, -inf closer than
+    ``min_range_m`` (REP-117)."""
+    r = true_m
+    if params.on:
+        r = r + params.sigma_m * normals.next()[:, 0]
+        drop = np.array([g.random() < params.dropout_probability for g in dropouts])
+        r = np.where(drop, np.inf, r)
+    return np.where(r > params.max_range_m, np.inf, np.where(r < params.min_range_m, -np.inf, r))

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.sensors.range_finder import RangeFinder, RangeFinderParams
+from qrsim_ros.core.sensors.scene_range_finders import RangeFindersParams, SceneRangeFinders
 
 
 class SensorModel(Protocol):
@@ -75,4 +76,14 @@ register(SensorRegistration(
     params_type=RangeFinderParams,
     build=lambda params, n, streams: RangeFinder(n, params, streams),
     ros_conversion="qrsim_ros.ros.conversions.range_finder",
+))
+
+register(SensorRegistration(
+    name="range_finders",
+    summary="laser range finders over the 3-D scene: down and optional up/front/back/right/left beams "
+            "(sensor_msgs/Range on uavN/range/<beam>)",
+    params_type=RangeFindersParams,
+    build=lambda params, n, streams, scene: SceneRangeFinders(n, params, streams, scene),
+    ros_conversion="qrsim_ros.ros.conversions.range_finders",
+    uses_scene=True,
 ))

@@ -447,6 +447,11 @@ class Scene:
         self._mesh = self._static
         self._caster: RayCaster | None = None
 
+    @property
+    def obstacle_base_z_ned_m(self) -> Array:
+        """NED z of every obstacle's base (the lowest ground under it) [m] (a copy)."""
+        return self._base_z.copy()
+
     def _obstacle_base_z(self, ob: ObstacleParams) -> float:
         """The lowest ground under the obstacle's footprint (NED z: the largest)."""
         if self.ground.flat:

@@ -1,4 +1,4 @@
-"""The 3-D scene (core.world.scene) and its ray caster (core.sensors.raycast): analytic geometry,
+"""The 3-D scene (core.world.scene) and its ray caster (core.common.raycast): analytic geometry,
 height maps, generated obstacles, collisions, and the scene in the Simulator."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qrsim_ros.core.common.raycast import NO_HIT, RayCaster
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
-from qrsim_ros.core.sensors.raycast import NO_HIT, RayCaster
 from qrsim_ros.core.world.scene import (
     BOX,
     CRASH_REASON,

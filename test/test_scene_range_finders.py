@@ -19,6 +19,7 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.loader import ScenarioError, load_yaml
 from qrsim_ros.core.config.scenario import load_scenario
+from qrsim_ros.core.engine.builders import build_registered_sensor, build_scene
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.sensors.range_finder import RangeFinderParams
 from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, RangeFindersParams, SceneRangeFinders
@@ -173,7 +174,9 @@ def test_the_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
                 statics += [t.child_frame_id for t in reader.deserialize(raw, conn.msgtype).transforms]
     assert {"uav1/range_down_link", "uav2/range_right_link"} <= set(statics)
     sc = load_scenario(str(scenario), {"seed": seed})
-    model = Simulator(sc).sensor("range_finders")  # built with the scenario's scene and streams
+    # the core model with the scenario's scene and streams, as the node builds it
+    scene = build_scene(sc, RandomStreams(seed))
+    model = build_registered_sensor(sc, "range_finders", RandomStreams(seed), scene)
     model.reset(truth[0])
     checked = 0
     x = truth[0]

@@ -32,9 +32,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.raycast import RayCaster, RayHits
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError, finite, positive, shape
-from qrsim_ros.core.sensors.raycast import RayCaster, RayHits
 
 #: What a triangle belongs to (``Scene.face_label``).
 LABELS = ("ground", "box", "cylinder", "building", "person")

@@ -287,7 +287,8 @@ class RayTable:
     time_s: time since the sweep's first ray [s]; ring: beam index by ascending elevation; column:
     column index; azimuth_rad, elevation_rad: direction in the sensor frame; direction: unit vectors in
     the sensor frame (R, 3); direction_body: the same in the body FRD frame. rings, columns: the sweep's
-    size. column_period_s: time between columns [s].
+    size. column_period_s: time between columns [s]; azimuth_step_rad: the azimuth from one column to
+    the next [rad] (negative for a clockwise spin).
     """
 
     time_s: Array
@@ -301,6 +302,7 @@ class RayTable:
     rings: int
     columns: int
     column_period_s: float
+    azimuth_step_rad: float
 
     @classmethod
     def build(cls, params: LidarParams) -> RayTable:
@@ -332,7 +334,8 @@ class RayTable:
         d = np.column_stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
         return cls(time_s=t, time_ns=t * _NS, ring=ring_of_beam[beam], column=col, azimuth_rad=az,
                    elevation_rad=el, direction=d, direction_body=d @ mount_rotation(params).T,
-                   rings=len(elev), columns=columns, column_period_s=t_col)
+                   rings=len(elev), columns=columns, column_period_s=t_col,
+                   azimuth_step_rad=spec.direction * 2.0 * math.pi * t_col / period)
 
     @property
     def size(self) -> int:

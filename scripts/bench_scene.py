@@ -80,7 +80,8 @@ def bench_lidar(scene: Scene, model: str, seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--model", default="vlp16")
     parser.add_argument("which", nargs="*", default=["cast", "lidar"])

@@ -18,7 +18,13 @@ NS_PER_S = 1_000_000_000
 
 def stamp_from_tick(tick: int) -> Time:
     """builtin_interfaces/Time of tick ``tick`` (t_k = k * 0.02 s), exact."""
-    ns = tick_ns(tick)
+    return stamp_from_ns(tick_ns(tick))
+
+
+def stamp_from_ns(ns: int) -> Time:
+    """builtin_interfaces/Time of a simulated time in integer nanoseconds (on the tick grid or not: a
+    lidar sweep's first ray), exact."""
+    ns = int(ns)
     return Time(sec=ns // NS_PER_S, nanosec=ns % NS_PER_S)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.sensors.lidar import Lidar, LidarParams
 from qrsim_ros.core.sensors.range_finder import RangeFinder, RangeFinderParams
 from qrsim_ros.core.sensors.scene_range_finders import RangeFindersParams, SceneRangeFinders
 
@@ -85,5 +86,15 @@ register(SensorRegistration(
     params_type=RangeFindersParams,
     build=lambda params, n, streams, scene: SceneRangeFinders(n, params, streams, scene),
     ros_conversion="qrsim_ros.ros.conversions.range_finders",
+    uses_scene=True,
+))
+
+register(SensorRegistration(
+    name="lidar",
+    summary="scanning lidar in the 3-D scene: VLP-16, HDL-32E, OS1-64 (sensor_msgs/PointCloud2 on "
+            "uavN/lidar/points) or the planar UTM-30LX (sensor_msgs/LaserScan on uavN/scan)",
+    params_type=LidarParams,
+    build=lambda params, n, streams, scene: Lidar(n, params, streams, scene),
+    ros_conversion="qrsim_ros.ros.conversions.lidar",
     uses_scene=True,
 ))

@@ -38,8 +38,11 @@ from rosenv import REPO_ROOT, free_domain, require_ros, ros_env
 RVIZ_DIR = REPO_ROOT / "rviz"
 URDF = REPO_ROOT / "urdf" / "pelican.urdf"
 FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
-#: Vehicles of each family's default variant (2c, 3a, 1a, keep_spot).
-DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1}
+#: Every shipped config: the families' and the scene variant's (rviz/search_rescue_scene.rviz: lidar,
+#: fisheye, depth and range displays over the 3-D scene, docs/SCENE.md).
+CONFIGS = (*FAMILIES, "search_rescue_scene")
+#: Vehicles of each family's default variant (2c, 3a, 1a, keep_spot) and of the scene variant.
+DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1, "search_rescue_scene": 2}
 #: Simulated seconds each family runs (long enough for ~16 periods of the 0.5 s throttle).
 RUN_S = 6.0
 #: Wall-clock deadlines: discovery of every referenced topic, and the whole run.
@@ -54,6 +57,8 @@ DISPLAY_TYPES = {
     "rviz_default_plugins/Map": "nav_msgs/msg/OccupancyGrid",
     "rviz_default_plugins/Path": "nav_msgs/msg/Path",
     "rviz_default_plugins/RobotModel": "std_msgs/msg/String",
+    "rviz_default_plugins/Image": "sensor_msgs/msg/Image",
+    "rviz_default_plugins/Range": "sensor_msgs/msg/Range",
 }
 #: Display classes without a topic.
 TOPICLESS = {"rviz_default_plugins/Grid", "rviz_default_plugins/TF", "rviz_common/Group"}
@@ -145,7 +150,7 @@ def frame_refs(family: str) -> set[str]:
     return frames
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CONFIGS)
 def test_rviz_file_is_an_rviz2_config(family: str) -> None:
     cfg = load_rviz(family)
     panels = {p["Class"] for p in cfg["Panels"]}
@@ -176,7 +181,10 @@ def test_rviz_file_is_an_rviz2_config(family: str) -> None:
     per_family = {"search_rescue": {"/viz/terrain", "/referee/markers", "/viz/camera_footprints",
                                     *(f"/uav{i}/camera/detections" for i in range(1, n + 1))},
                   "plume": {"/plume/field", "/plume/markers"},
-                  "cats_mouse": {"/referee/markers"}, "keep_spot": {"/referee/markers"}}[family]
+                  "cats_mouse": {"/referee/markers"}, "keep_spot": {"/referee/markers"},
+                  "search_rescue_scene": {"/scene/markers", "/referee/markers", "/uav1/fisheye/image_raw",
+                                          *(f"/uav{i}/lidar/points" for i in range(1, n + 1)),
+                                          *(f"/uav{i}/range/down" for i in range(1, n + 1))}}[family]
     assert per_family <= topics
 
 
@@ -188,6 +196,8 @@ def test_launch_plan_starts_rviz_with_the_family_config() -> None:
         (rviz,) = [s for s in plan(family, variant=variant, seed=3, use_rviz=True) if s.name == "rviz2"]
         assert rviz.arguments[0] == "-d" and Path(rviz.arguments[1]).name == f"{family}.rviz"
         assert Path(rviz.arguments[1]).is_file() and rviz.parameters["use_sim_time"] is True
+    (rviz,) = [s for s in plan("search_rescue", variant="scene", seed=3, use_rviz=True) if s.name == "rviz2"]
+    assert Path(rviz.arguments[1]).name == "search_rescue_scene.rviz"
     # the generic tasks take keep_spot's view
     (rviz,) = [s for s in plan("goto_waypoint", seed=3, use_rviz=True) if s.name == "rviz2"]
     assert Path(rviz.arguments[1]).name == "keep_spot.rviz"
@@ -537,7 +547,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
                    time.monotonic() - t0, t_discovered)
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(scope="module", params=CONFIGS)
 def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
     require_ros()
     family = request.param

@@ -17,11 +17,12 @@ shadows (each would need a second ray). Far surfaces fade into the horizon colou
 perspective, ``1 - exp(-range / HAZE_M)``).
 
 Texture (what feature trackers need: FAST/ORB corners and gradients at every scale a vehicle at 10-40 m
-sees): a seeded sum of value-noise octaves (cells of 16, 4, 1 and 0.25 m, smooth) and of two layers of
-random-brightness patches with sharp edges (cells of 2 m and 0.5 m, each grid turned by its own angle, so
-corners are not aligned between layers). Every layer fades to its mean where its cells shrink below
-about two pixel footprints (the ray's range times the pixel's angle over the incidence cosine): a
-mip-map done analytically, so distant ground does not shimmer from frame to frame. The checkerboard of
+sees): a seeded sum of value-noise octaves (cells of 16, 4 and 1 m, smooth), of two layers of
+random-brightness patches with sharp edges (cells of 2 m and 0.6 m, each grid turned by its own angle, so
+corners are not aligned between layers) and of two layers of round spots, stones and tufts (cells of
+0.9 and 0.25 m). Every layer fades to its mean where its cells shrink below about two pixel footprints
+(the ray's range times the pixel's angle over the incidence cosine): a mip-map done analytically, so
+distant ground does not shimmer from frame to frame. The checkerboard of
 a calibration target is box-filtered over the pixel footprint in the same way, so its corners are
 located to a fraction of a pixel. Everything is a function of the hit point and the seed: the same
 ground looks the same from every camera, vehicle and episode of a seed.
@@ -63,14 +64,19 @@ TARGET_BLACK, TARGET_WHITE = 18.0, 235.0
 _U32 = 0xFFFFFFFF
 
 
-@njit("float64(int64, int64, int64)")
-def _hash01(ix, iy, seed):
-    """A uniform number in [0, 1) from two lattice indices and a seed (an integer hash, in 32-bit
+@njit("int64(int64, int64, int64)")
+def _hash32(ix, iy, seed):
+    """A uniform 32-bit integer from two lattice indices and a seed (an integer hash in 32-bit
     arithmetic that Python and numba evaluate identically)."""
     h = (ix * 374761393 + iy * 668265263 + seed * 2246822519) & _U32
     h = ((h ^ (h >> 13)) * 1274126177) & _U32
-    h = (h ^ (h >> 16)) & _U32
-    return h / 4294967296.0
+    return (h ^ (h >> 16)) & _U32
+
+
+@njit("float64(int64, int64, int64)")
+def _hash01(ix, iy, seed):
+    """A uniform number in [0, 1) from two lattice indices and a seed (``_hash32`` / 2^32)."""
+    return _hash32(ix, iy, seed) / 4294967296.0
 
 
 @njit("float64(float64, float64, int64)")
@@ -107,22 +113,45 @@ def _patches(n, e, footprint_m, cell_m, amplitude, angle_rad, seed):
     return amplitude * w * (2.0 * _hash01(int(u), int(v), seed) - 1.0)
 
 
+@njit("float64(float64, float64, float64, float64, float64, int64)")
+def _spots(n, e, footprint_m, cell_m, amplitude, seed):
+    """Round spots (stones, tufts): in every cell of a ``cell_m`` grid, with probability 0.7, a disc of
+    radius 0.12..0.38 cells at a random place in the cell's middle half, of a random brightness in
+    +-amplitude; its rim blurred over one pixel footprint (anti-aliased), faded with the footprint."""
+    w = _lod(cell_m, footprint_m)
+    if w == 0.0:
+        return 0.0
+    u, v = n / cell_m, e / cell_m
+    iu, iv = math.floor(u), math.floor(v)
+    i, j = int(iu), int(iv)
+    h = _hash32(i, j, seed)  # four bytes: presence, place along u, place along v, radius
+    present = 1.0 if (h & 255) < 179 else 0.0  # 70 % (arithmetic rather than branches: they mispredict)
+    du = u - (iu + 0.25 + 0.5 * ((h >> 8) & 255) / 256.0)
+    dv = v - (iv + 0.25 + 0.5 * ((h >> 16) & 255) / 256.0)
+    radius = 0.12 + 0.26 * ((h >> 24) & 255) / 256.0
+    edge = max(footprint_m / cell_m, 1e-6)
+    cover = min(max((radius - math.sqrt(du * du + dv * dv)) / edge + 0.5, 0.0), 1.0)
+    return present * amplitude * w * cover * (2.0 * _hash01(i, j, seed + 1) - 1.0)
+
+
 @njit("float64(float64, float64, float64, int64)")
 def ground_texture(n, e, footprint_m, seed):
-    """Brightness factor (about 0.6..1.4, mean 1) of the ground at north/east (n, e) [m] (module
-    docstring): four value-noise octaves and two layers of sharp-edged patches."""
+    """Brightness factor (about 0.3..1.7, mean 1) of the ground at north/east (n, e) [m] (module
+    docstring): three value-noise octaves, two layers of sharp-edged patches and two of spots."""
     f = 1.0
-    cell, amp = 16.0, 0.22
-    for k in range(4):  # 16, 4, 1, 0.25 m
+    cell, amp = 16.0, 0.25
+    for k in range(3):  # 16, 4, 1 m
         w = _lod(cell, footprint_m)
         if w > 0.0:
             f += amp * w * (2.0 * _value_noise(n / cell, e / cell, seed + 101 * k) - 1.0)
         cell *= 0.25
         amp *= 0.8
-    # patches: rotated grids of cells with a random brightness each (corners for FAST / ORB)
-    f += _patches(n, e, footprint_m, 2.0, 0.16, 0.5235987755982988, seed + 7919)
-    f += _patches(n, e, footprint_m, 0.5, 0.12, 1.1344640137963142, seed + 15838)
-    return f
+    # patches on rotated grids (edges and corners at two scales), then spots (blob corners)
+    f += _patches(n, e, footprint_m, 2.0, 0.15, 0.5235987755982988, seed + 7919)
+    f += _patches(n, e, footprint_m, 0.6, 0.12, 1.1344640137963142, seed + 15838)
+    f += _spots(n, e, footprint_m, 0.9, 0.4, seed + 23757)
+    f += _spots(n, e, footprint_m, 0.25, 0.3, seed + 31676)
+    return max(f, 0.05)
 
 
 @njit("float64(float64, float64)")

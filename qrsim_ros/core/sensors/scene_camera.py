@@ -39,6 +39,7 @@ every camera of a run sees the same world. Same seed, same images.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -91,7 +92,7 @@ class SceneCameraParams:
     LENS: ClassVar[str] = "equidistant"
 
     on: bool = False
-    dt_s: float = 0.04
+    dt_s: float = 0.06
     width_px: int = 640
     height_px: int = 480
     fov_deg: float = 185.0
@@ -235,6 +236,10 @@ class SceneCamera:
         self._targets = _targets_of(scene)
         self.images: list[NDArray[np.uint8] | None] = [None] * self.num_vehicles
         self.depth_m: list[NDArray[np.float32] | None] = [None] * self.num_vehicles
+        #: Wall time of the last frame's phases [ms] (rays into the world, cast, shade, image = noise and
+        #: quantisation, depth) and the number of rays it cast: for benchmarks and diagnostics.
+        self.last_timing_ms: dict[str, float] = {}
+        self.last_rays = 0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -277,6 +282,7 @@ class SceneCamera:
         live = [i for i in range(self.num_vehicles) if ok[i] and np.all(np.isfinite(xs[i, :6]))]
         if not live:
             return
+        t0 = time.perf_counter()
         p = len(self.pixels)
         origins = np.empty((len(live) * p, 3))
         dirs = np.empty((len(live) * p, 3))
@@ -284,7 +290,9 @@ class SceneCamera:
             o, d = self.rays_ned(xs[i])
             origins[v * p:(v + 1) * p] = o
             dirs[v * p:(v + 1) * p] = d
+        t1 = time.perf_counter()
         hits = self.scene.cast(origins, dirs)  # every ray of every vehicle in one call
+        t2 = time.perf_counter()
         linear = np.empty((len(live) * p, 3), np.float32)
         terrain, n0, e0 = _terrain_of(self.scene)
         render.shade(np.ascontiguousarray(hits.face, np.int64), np.ascontiguousarray(hits.range_m, float),
@@ -292,11 +300,18 @@ class SceneCamera:
                      np.tile(self.pixel_angle_rad, len(live)), self.scene.face_label, terrain, n0, e0,
                      render.CLASS_COLOURS, render.LABEL_COLOURS, self._targets, render.SUN_TOWARDS_NED,
                      float(self.params.exposure_gain), self._seed, linear)
+        t3 = time.perf_counter()
         for v, i in enumerate(live):
             rows = slice(v * p, (v + 1) * p)
             self.images[i] = self._finish(linear[rows], self._noise_rngs[i])
-            if self.params.depth:
-                self.depth_m[i] = self._depth(hits.range_m[rows])
+        t4 = time.perf_counter()
+        if self.params.depth:
+            for v, i in enumerate(live):
+                self.depth_m[i] = self._depth(hits.range_m[v * p:(v + 1) * p])
+        t5 = time.perf_counter()
+        self.last_timing_ms = {"rays": 1e3 * (t1 - t0), "cast": 1e3 * (t2 - t1), "shade": 1e3 * (t3 - t2),
+                               "image": 1e3 * (t4 - t3), "depth": 1e3 * (t5 - t4)}
+        self.last_rays = len(live) * p
 
     def _finish(self, linear: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.uint8]:
         """Quantised image (with noise) from the linear colours of the pixels with a ray."""

@@ -9,7 +9,9 @@ core). One function per sensor, printing ms per scan/frame and rays per second.
   8 m, stepped tick by tick for whole seconds (every tick casts its share of the sweep, with the pose
   interpolated per ray), plus building the cloud (``points``, what the PointCloud2 carries).
 
-Usage: ./qrsim exec -- python scripts/bench_scene.py [--seconds 3] [--model vlp16] [cast] [lidar]
+- ``fisheye``: the default 640 x 480 fisheye with depth (scripts/bench_camera.py, per phase).
+
+Usage: ./qrsim exec -- python scripts/bench_scene.py [--seconds 3] [--model vlp16] [cast] [lidar] [fisheye]
 """
 
 from __future__ import annotations
@@ -84,13 +86,22 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--model", default="vlp16")
-    parser.add_argument("which", nargs="*", default=["cast", "lidar"])
+    parser.add_argument("--frames", type=int, default=100, help="fisheye frames")
+    parser.add_argument("which", nargs="*", default=["cast", "lidar", "fisheye"])
     args = parser.parse_args()
     scene = scene_200()
     if "cast" in args.which:
         bench_cast(scene)
     if "lidar" in args.which:
         bench_lidar(scene, args.model, args.seconds)
+    if "fisheye" in args.which:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_camera import bench_fisheye
+
+        bench_fisheye(args.frames)
 
 
 if __name__ == "__main__":

@@ -505,4 +505,11 @@ def _registered_sensors(sections: Mapping[str, Any], ground_z_ned_m: float, sour
         if any(f.name == "ground_z_ned_m" for f in fields(params)):
             params = replace(params, ground_z_ned_m=ground_z_ned_m)
         out[str(name)] = params
+    for name in out:
+        check = SENSORS[name].check_scenario
+        if check is not None:
+            try:
+                check(out)
+            except ConfigError as exc:
+                raise ScenarioError(f"{source}: vehicle.sensors.{name}: {exc}") from None
     return out

@@ -47,6 +47,8 @@ class ScenarioWorld:
         with_scene = scene and scenario.scene is not None
         self.area: BoxArea | None = build_area(scenario, streams) if area or with_scene else None
         self.scene: Scene | None = build_scene(scenario, streams) if with_scene else None
+        if self.scene is not None and isinstance(self.area, BoxWithPersonsArea):
+            self.scene.terrain = self.area.terrain  # the cameras texture the ground with its classes
         self._has_plume = plume and scenario.task.type == "plume"
         self._owns_wind = wind is None
         self.wind = wind if wind is not None else (MeanWind.from_params(scenario.wind, streams)

@@ -26,6 +26,12 @@ from typing import Any, Protocol
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.sensors.lidar import Lidar, LidarParams
 from qrsim_ros.core.sensors.range_finder import RangeFinder, RangeFinderParams
+from qrsim_ros.core.sensors.scene_camera import (
+    PinholeCameraParams,
+    SceneCamera,
+    SceneCameraParams,
+    check_depth_outputs,
+)
 from qrsim_ros.core.sensors.scene_range_finders import RangeFindersParams, SceneRangeFinders
 
 
@@ -48,6 +54,8 @@ class SensorRegistration:
     ``qrsim_ros.ros.sensor_conversions``). reads_specific_force: the model's step takes the body
     specific force too. uses_scene: the model looks at the scenario's 3-D scene (``core.world.scene``):
     built as ``build(params, num_vehicles, streams, scene)``, and only in a scenario with a ``scene``.
+    check_scenario(sensors): checks the sensor against the scenario's other registered sensors (their
+    parameters by name), raising ConfigError (two cameras may not both publish the one depth image).
     """
 
     name: str
@@ -57,6 +65,7 @@ class SensorRegistration:
     ros_conversion: str
     reads_specific_force: bool = False
     uses_scene: bool = False
+    check_scenario: Callable[[dict[str, Any]], None] | None = None
 
 
 #: Every registered sensor, by name.
@@ -97,4 +106,26 @@ register(SensorRegistration(
     build=lambda params, n, streams, scene: Lidar(n, params, streams, scene),
     ros_conversion="qrsim_ros.ros.conversions.lidar",
     uses_scene=True,
+))
+
+register(SensorRegistration(
+    name="fisheye",
+    summary="fisheye camera over the 3-D scene, equidistant 185 deg, optional depth from the same rays "
+            "(sensor_msgs/Image + CameraInfo on uavN/fisheye/..., uavN/depth/...)",
+    params_type=SceneCameraParams,
+    build=lambda params, n, streams, scene: SceneCamera(n, params, streams, scene),  # type: ignore[call-arg, misc]
+    ros_conversion="qrsim_ros.ros.conversions.fisheye",
+    uses_scene=True,
+    check_scenario=check_depth_outputs,
+))
+
+register(SensorRegistration(
+    name="camera",
+    summary="pinhole camera (plumb bob) over the 3-D scene, optional depth from the same rays "
+            "(sensor_msgs/Image + CameraInfo on uavN/camera/..., uavN/depth/...)",
+    params_type=PinholeCameraParams,
+    build=lambda params, n, streams, scene: SceneCamera(n, params, streams, scene),  # type: ignore[call-arg, misc]
+    ros_conversion="qrsim_ros.ros.conversions.camera",
+    uses_scene=True,
+    check_scenario=check_depth_outputs,
 ))

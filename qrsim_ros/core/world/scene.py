@@ -35,6 +35,8 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.raycast import RayCaster, RayHits
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError, finite, positive, shape
+from qrsim_ros.core.world.calibration_target import CalibrationTargetParams, pack_targets
+from qrsim_ros.core.world.terrain import PourTerrain
 
 #: What a triangle belongs to (``Scene.face_label``).
 LABELS = ("ground", "box", "cylinder", "building", "person")
@@ -214,7 +216,8 @@ class GenerateParams:
 class SceneParams:
     """The scenario's ``scene`` section (see the module docstring). vehicle_radius_m: how far a
     vehicle's centre must stay from an obstacle's surface [m]. solid: obstacles (and the height-map
-    ground) invalidate a vehicle that enters them."""
+    ground) invalidate a vehicle that enters them. calibration_targets: checkerboards painted on the
+    ground, seen by the cameras (``core.world.calibration_target``)."""
 
     ground: GroundParams = field(default_factory=GroundParams)
     persons: PersonBodyParams = field(default_factory=PersonBodyParams)
@@ -222,8 +225,10 @@ class SceneParams:
     generate: GenerateParams = field(default_factory=GenerateParams)
     vehicle_radius_m: float = 0.3
     solid: bool = True
+    calibration_targets: tuple[CalibrationTargetParams, ...] = ()
 
     def __post_init__(self) -> None:
+        pack_targets(self.calibration_targets)  # checks their number
         if not (math.isfinite(self.vehicle_radius_m) and self.vehicle_radius_m >= 0):
             raise ConfigError(f"vehicle_radius_m={self.vehicle_radius_m!r} must be >= 0")
         if len(self.obstacles) + self.generate.count > MAX_OBSTACLES:
@@ -446,6 +451,9 @@ class Scene:
         self.persons_ne = np.zeros((0, 2))
         self._mesh = self._static
         self._caster: RayCaster | None = None
+        #: The search-and-rescue area's terrain classes (redrawn in place every episode), the texture of
+        #: the ground the cameras see; None: class 0 everywhere (set by ``engine.world.ScenarioWorld``).
+        self.terrain: PourTerrain | None = None
 
     @property
     def obstacle_base_z_ned_m(self) -> Array:

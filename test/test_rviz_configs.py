@@ -65,8 +65,8 @@ TOPICLESS = {"rviz_default_plugins/Grid", "rviz_default_plugins/TF", "rviz_commo
 QOS_KEYS = {"Value", "Depth", "Durability Policy", "Reliability Policy", "History Policy"}
 
 #: The scene variant's sensor streams its RViz config shows, and their periods (the scenario's rates).
-SENSOR_PERIODS_S = {"/lidar/points": 0.1, "/range/down": 0.02, "/fisheye/image_raw": 0.06,
-                    "/depth/image_raw": 0.06}
+SENSOR_PERIODS_S = {"/lidar/points": 0.1, "/range/down": 0.02, "/fisheye/image_raw": 0.05,
+                    "/depth/image_raw": 0.05}
 
 
 def expected_period_s(topic: str) -> float | None:

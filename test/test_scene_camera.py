@@ -360,6 +360,28 @@ def test_invalid_vehicles_hold_their_frame_and_rates_follow_dt() -> None:
     assert not np.array_equal(cam.images[0], held)
 
 
+def test_20_hz_frames_fall_between_ticks_at_their_own_time_and_pose() -> None:
+    """dt_s 0.05 on the 0.02 s tick: frames at 0.05, 0.10, 0.15 s..., each rendered at the first tick at
+    or after it from the pose interpolated to its time, and stamped with it."""
+    params = SceneCameraParams(dt_s=0.05, width_px=64, height_px=48)
+    cam = SceneCamera(1, params, RandomStreams(1), _scene())
+    heights = {k: 5.0 + 1.0 * k for k in range(0, 11)}  # climbing 1 m per tick (50 m/s: a clear change)
+    cam.reset(_state(h=heights[0])[None])
+    frames = {}
+    for k in range(1, 11):
+        if cam.step(k, _state(h=heights[k])[None]):
+            frames[k] = (cam.frame_ns, cam.images[0].copy())
+    assert sorted(frames) == [3, 5, 8, 10]
+    assert [frames[k][0] for k in sorted(frames)] == [50_000_000, 100_000_000, 150_000_000, 200_000_000]
+    # the frame of t = 0.05 s is the one a camera at the height of that instant (halfway from tick 2 to
+    # tick 3: 7.5 m) renders
+    still = SceneCamera(1, params, RandomStreams(1), _scene())
+    still.reset(_state(h=7.5)[None])
+    np.testing.assert_array_equal(frames[3][1], still.images[0])
+    still.reset(_state(h=heights[3])[None])
+    assert not np.array_equal(frames[3][1], still.images[0])
+
+
 # --- validation ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -367,7 +389,7 @@ def test_invalid_vehicles_hold_their_frame_and_rates_follow_dt() -> None:
     ({"fov_deg": 320.0}, r"fisheye\.fov_deg"),
     ({"fx_px": 100.0}, r"missing cx_px, cy_px, fy_px"),
     ({"encoding": "bgr8"}, r"fisheye\.encoding"),
-    ({"dt_s": 0.05}, r"fisheye\.dt_s"),
+    ({"dt_s": 0.01}, r"fisheye\.dt_s.*at most one frame per"),
     ({"distortion": (0.1, 0.0)}, r"fisheye\.distortion.*4 coefficients"),
     ({"distortion": (0.0, -0.2, 0.0, 0.0)}, r"stops increasing"),
     ({"depth_kind": "z"}, r"fisheye\.depth_kind"),

@@ -66,6 +66,17 @@ def wrap_angle(angle: ArrayLike) -> Array:
 
 # --- ROS boundary: ENU / FLU (REP-103) ----------------------------------------------------------
 
+def interpolate_pose(x0: ArrayLike, x1: ArrayLike, fraction: ArrayLike) -> Array:
+    """Poses (..., 6) [m, rad] between states x0 and x1 (..., >=6: NED position, ZYX Euler angles) at
+    ``fraction`` (broadcast over the leading axes; 0: x0, 1: x1): position and angles linear, the yaw
+    change wrapped to (-pi, pi]. Over one 0.02 s tick this is the pose to well below a millimetre and a
+    millidegree. The lidar's rays and the cameras' frames between ticks use it."""
+    a = np.asarray(x0, float)[..., :6]
+    d = np.asarray(x1, float)[..., :6] - a
+    d[..., 5] = wrap_angle(d[..., 5])
+    return a + np.asarray(fraction, float)[..., None] * d
+
+
 def ned_to_enu(v_ned: ArrayLike) -> Array:
     """NED vectors (..., 3) -> ENU vectors (..., 3). The map is its own inverse."""
     v = np.asarray(v_ned, float)

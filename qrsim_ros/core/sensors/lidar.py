@@ -81,6 +81,7 @@ from qrsim_ros.core.common.frames import (
     Array,
     dcm_from_state,
     dcm_ned_to_body,
+    interpolate_pose,
     wrap_angle,
 )
 from qrsim_ros.core.common.rng import RandomStreams
@@ -507,9 +508,6 @@ class Lidar:
         ok = np.all(np.isfinite(x0[:, :6]), axis=1) & np.all(np.isfinite(x1[:, :6]), axis=1)
         if valid is not None:
             ok &= valid
-        # the pose of every vehicle at every ray's time: positions and Euler angles (yaw wrapped)
-        dx = x1[:, :6] - x0[:, :6]
-        dx[:, 5] = wrap_angle(dx[:, 5])
         live = np.flatnonzero(ok)
         # draws first, for every vehicle, in a fixed amount per tick (independent of the states)
         eta = np.stack([g.standard_normal(m) for g in self._noise])
@@ -517,7 +515,8 @@ class Lidar:
         rng = np.full((n, m), np.inf)
         inten = np.zeros((n, m), np.float32)
         if len(live):
-            pose = x0[live, None, :6] + f[None, :, None] * dx[live, None, :]  # (L, m, 6)
+            # the pose of every vehicle at every ray's time (L, m, 6)
+            pose = interpolate_pose(x0[live, None, :6], x1[live, None, :6], f[None, :])
             dcm = dcm_from_state(pose)  # NED -> body, (L, m, 3, 3)
             d_ned = np.einsum("lmji,mj->lmi", dcm, rays.direction_body[idx])
             o_ned = pose[..., :3] + np.einsum("lmji,j->lmi", dcm, self._mount)

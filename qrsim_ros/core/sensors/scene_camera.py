@@ -1,7 +1,9 @@
 """Rendered cameras over the 3-D scene: a fisheye (equidistant / Kannala-Brandt) and a pinhole
 (plumb bob), each with an optional depth image from the same rays (beyond QRSim; docs/CAMERAS.md).
 
-Every ``dt_s`` each valid vehicle's camera takes a frame: the unit ray of every pixel (``lens``: from
+Every ``dt_s`` each valid vehicle's camera takes a frame (at its own time f * dt_s: between two ticks
+when dt_s is not a multiple of 0.02 s, rendered at the next tick from the pose interpolated to that
+instant and stamped with it; docs/CAMERAS.md "Frame times"): the unit ray of every pixel (``lens``: from
 the lens model, computed once per camera; pixels outside a fisheye's image circle have none) is turned
 into the world by the mount and the vehicle's attitude, all rays of all vehicles are cast into the
 scene in one ``Scene.cast`` call, and the hits are shaded (``render``: textured ground with the terrain
@@ -47,9 +49,10 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import Array, dcm_from_state, dcm_ned_to_body
+from qrsim_ros.core.common.frames import Array, dcm_from_state, dcm_ned_to_body, interpolate_pose
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.common.validation import (
     ConfigError,
     finite,
@@ -57,7 +60,6 @@ from qrsim_ros.core.common.validation import (
     set_frozen_field,
     shape,
     single_non_negative,
-    ticks_per_update,
 )
 from qrsim_ros.core.sensors import render
 from qrsim_ros.core.sensors.lens import Lens, make_lens
@@ -76,8 +78,9 @@ R_LINK_OPTICAL = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 class SceneCameraParams:
     """A rendered camera (module docstring). The fields, with the fisheye's defaults:
 
-    on: Gaussian pixel noise (``sigma_dn``) if true, else a noiseless image. dt_s: frame period [s], a
-    multiple of 0.02. width_px, height_px: image size. fov_deg: the fisheye's field of view (its image
+    on: Gaussian pixel noise (``sigma_dn``) if true, else a noiseless image. dt_s: frame period [s], at
+    least the 0.02 s tick (any value: frames fall between ticks when it is not a multiple; module
+    docstring). width_px, height_px: image size. fov_deg: the fisheye's field of view (its image
     circle) or the pinhole's horizontal one [deg]. fx_px, fy_px, cx_px, cy_px: intrinsics [px] (all four,
     or none: derived from fov_deg). distortion: CameraInfo D (k1..k4 for the fisheye, k1, k2, p1, p2, k3
     for the pinhole; default zeros). mount_xyz_m: optical centre in the body FRD frame [m].
@@ -92,7 +95,7 @@ class SceneCameraParams:
     LENS: ClassVar[str] = "equidistant"
 
     on: bool = False
-    dt_s: float = 0.06
+    dt_s: float = 0.05
     width_px: int = 640
     height_px: int = 480
     fov_deg: float = 185.0
@@ -114,7 +117,10 @@ class SceneCameraParams:
         n = self.SENSOR
         set_frozen_field(self, "on", flag(f"{n}.on", self.on))
         set_frozen_field(self, "depth", flag(f"{n}.depth", self.depth))
-        ticks_per_update(f"{n}.dt_s", self.dt_s)
+        dt = finite(f"{n}.dt_s", self.dt_s)
+        if not BASE_DT_S - 1e-12 <= dt <= 3600.0:
+            raise ConfigError(f"{n}.dt_s={dt!r} must be in [{BASE_DT_S}, 3600] s (at most one frame per "
+                              "0.02 s tick)")
         fov = finite(f"{n}.fov_deg", self.fov_deg)
         limit = 300.0 if self.LENS == "equidistant" else 170.0
         if not 0.0 < fov <= limit:
@@ -222,7 +228,13 @@ class SceneCamera:
         self.name = params.SENSOR
         self.num_vehicles = int(num_vehicles)
         self.scene = scene
-        self.ticks_per_update = ticks_per_update(f"{self.name}.dt_s", params.dt_s)
+        #: the frame period [ns]; frame f is taken at f * period_ns (between ticks when dt_s is not a
+        #: multiple of 0.02 s, from the pose interpolated to that instant)
+        self.period_ns = round(params.dt_s * 1e9)
+        #: when the latest frame was taken [ns since the episode's start] (its messages' stamp)
+        self.frame_ns = 0
+        self._x_prev: Array | None = None  # the states of the last tick given, and its time [ns]
+        self._t_prev_ns = 0
         self.lens = params.lens()
         # the ray table: only the pixels that have a ray, in the body frame, with each pixel's angle
         rays = self.lens.rays()
@@ -247,22 +259,37 @@ class SceneCamera:
         p = self.params
         return (p.height_px, p.width_px, 3) if p.channels == 3 else (p.height_px, p.width_px)
 
-    def is_update_tick(self, k: int) -> bool:
-        return k % self.ticks_per_update == 0
+    def due_frame_ns(self, k: int) -> int | None:
+        """The time [ns] of the latest frame due at tick k (taken after the last tick given and at or
+        before tick k), None if none."""
+        t_ns = k * TICK_NS
+        frame_ns = (t_ns // self.period_ns) * self.period_ns
+        return frame_ns if frame_ns > self._t_prev_ns else None
 
     def reset(self, x: ArrayLike) -> None:
         """A frame at once from the initial states (the episode's tick 0)."""
         self.images = [None] * self.num_vehicles
         self.depth_m = [None] * self.num_vehicles
-        self._render(x)
+        xs = np.atleast_2d(np.asarray(x, float))
+        self._render(xs)
+        self.frame_ns = 0
+        self._x_prev, self._t_prev_ns = xs.copy(), 0
 
     def step(self, k: int, x: ArrayLike, valid: ArrayLike | None = None) -> bool:
-        """Render from states x (N, 13) if tick k is an update tick; invalid vehicles hold their frame.
-        Returns whether the camera updated."""
-        if not self.is_update_tick(k):
-            return False
-        self._render(x, valid)
-        return True
+        """Render the frame due at tick k, if any, from the pose interpolated between the last tick's
+        states and x (N, 13) to the frame's time; invalid vehicles hold their frame. Returns whether the
+        camera updated."""
+        xs = np.atleast_2d(np.asarray(x, float))
+        frame_ns = self.due_frame_ns(k)
+        t_ns = k * TICK_NS
+        if frame_ns is not None:
+            x0 = self._x_prev if self._x_prev is not None else xs
+            span = t_ns - self._t_prev_ns
+            fraction = (frame_ns - self._t_prev_ns) / span if span > 0 else 1.0
+            self._render(xs if fraction >= 1.0 else interpolate_pose(x0, xs, fraction), valid)
+            self.frame_ns = frame_ns
+        self._x_prev, self._t_prev_ns = xs.copy(), t_ns
+        return frame_ns is not None
 
     # --- rendering ------------------------------------------------------------------------------------
     def rays_ned(self, x: ArrayLike) -> tuple[Array, Array]:

@@ -25,6 +25,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from qrsim_ros.core.common.frames import R_FLU_FRD, frd_to_flu, rotation_matrix_to_quaternion
 from qrsim_ros.core.sensors.scene_camera import SceneCamera, SceneCameraParams
 from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
+from qrsim_ros.ros.stamps import stamp_from_ns
 from qrsim_ros.ros.to_messages import transform
 
 #: The depth image's topic (relative to uavN/), whichever camera produces it.
@@ -76,7 +77,10 @@ def image_message(pixels: np.ndarray, encoding: str, frame: str, stamp: Any) -> 
 
 def messages(sensor: str, model: SceneCamera, params: SceneCameraParams, stamp: Any,
              vehicles: Sequence[int]) -> list[tuple[int, str, Any]]:
-    """(vehicle, key, message) of the latest frame of every vehicle in ``vehicles`` that has one."""
+    """(vehicle, key, message) of the latest frame of every vehicle in ``vehicles`` that has one, stamped
+    with the frame's own time (``model.frame_ns``: between ticks when the period is not a multiple of
+    0.02 s; the tick's ``stamp`` is not used)."""
+    stamp = stamp_from_ns(model.frame_ns)
     out: list[tuple[int, str, Any]] = []
     for i in (int(v) for v in vehicles):
         image = model.images[i]

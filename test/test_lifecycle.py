@@ -528,3 +528,55 @@ def test_port_segments_left_without_their_locks_are_removed_unless_mapped(tmp_pa
         assert sorted(removed) == ["fastdds_port17001", "sem.fastdds_port17001_mutex"]
     assert (tmp_path / "fastdds_port17003").exists() and (tmp_path / "fastdds_port17005").exists()
     assert not (tmp_path / "fastdds_port17001").exists()
+
+
+_BLOCKED_IN_NATIVE_CODE = """
+import ctypes, sys
+from rclpy.node import Node
+from qrsim_ros.ros.node import run_node
+
+libc = ctypes.CDLL(None)
+mutex = ctypes.create_string_buffer(64)  # zeroed: a default (non-recursive) pthread mutex
+
+
+class Stuck(Node):
+    def __init__(self):
+        super().__init__("stuck")
+        self.create_timer(0.05, self.block)
+
+    def block(self):
+        print("blocking", flush=True)
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)  # deadlock in C: signals do not interrupt it, the GIL is free
+
+
+sys.exit(run_node(Stuck, []))
+"""
+
+
+def test_a_node_blocked_in_native_code_is_still_ended_by_its_watchdog(tmp_path: Path) -> None:
+    """A main thread stuck in native code never runs Python's signal handlers. Before the signal-watch
+    thread (set_wakeup_fd) such a node could be stopped only by SIGKILL; now SIGTERM ends it within the
+    watchdog's deadline, with every thread's stack printed."""
+    require_ros()
+    from rosenv import free_domain, ros_env
+
+    from qrsim_ros.ros.node import STOP_DEADLINE_S, STOP_DEADLINE_STATUS
+
+    env = ros_env(tmp_path, free_domain())
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKED_IN_NATIVE_CODE], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "blocking"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read() if proc.stderr is not None else ""
+    assert status == STOP_DEADLINE_STATUS and elapsed < STOP_DEADLINE_S + 2.0, (status, elapsed, err)
+    assert "still not stopped 3 s after SIGTERM (stuck spinning)" in err, err
+    assert "in block" in err  # the stuck callback's frame, to find the cause

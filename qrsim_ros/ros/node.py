@@ -68,6 +68,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    unwatch = _watch_signals(stop, watchdog)
     node: Node | None = None
     executor: Any = None
     status = 0
@@ -104,6 +105,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         watchdog.step = "deleting the DDS participant"
         _cleanup(rclpy.get_default_context().destroy)
         watchdog.cancel()
+        unwatch()
         # The process is ending: a SIGINT/SIGTERM arriving now (a launcher stopping everything) must not
         # kill it while the interpreter finalises (it resets Python-handled signals to the default),
         # which would replace the status below with the signal's (a recorder's "bag not written" was
@@ -130,6 +132,44 @@ STOP_DEADLINE_S = 3.0
 STOP_DEADLINE_STATUS = 4
 
 
+def _watch_signals(stop: threading.Event, watchdog: StopWatchdog) -> Callable[[], None]:
+    """Start the stop watchdog on SIGINT/SIGTERM from a thread of its own, woken through
+    ``signal.set_wakeup_fd``: the interpreter's C-level handler writes the signal number to a pipe at
+    once, while a Python handler runs only when the main thread returns to Python. A main thread
+    blocked inside native code (a wait in the executor that never returned was seen once in many
+    thousands of node stops) would otherwise leave the node stoppable only by SIGKILL, with no clue
+    where it hung; now the watchdog ends it within STOP_DEADLINE_S and prints every thread's stack.
+    Returns the function that undoes it."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    stops = {int(signal.SIGINT), int(signal.SIGTERM)}
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 16)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum in stops:
+                    stop.set()
+                    watchdog.start(signal.Signals(signum).name)
+
+    threading.Thread(target=watch, name="qrsim-signal-watch", daemon=True).start()
+
+    def undo() -> None:
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.set_wakeup_fd(previous)
+        os.close(write_fd)  # the watcher's read returns empty and the thread ends
+
+    return undo
+
+
 class StopWatchdog:
     """Ends the process ``STOP_DEADLINE_S`` after ``start`` unless ``cancel`` came first: the guarantee
     that a node stops within seconds of SIGINT even if a clean-up step blocks (in DDS, under load). It
@@ -140,20 +180,29 @@ class StopWatchdog:
         self.deadline_s = deadline_s
         self.step = "spinning"
         self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
 
     def start(self, why: str) -> None:
-        """Start the countdown (once; later calls do nothing). No lock: it runs in a signal handler,
-        which may interrupt the main thread anywhere."""
-        if self._timer is not None:
+        """Start the countdown (once; later calls do nothing). Called from the signal handler and from
+        the signal-watch thread: a non-blocking lock, never waited for (a handler may interrupt the main
+        thread anywhere). A C-level fallback (``faulthandler.dump_traceback_later``, which needs no
+        interpreter lock) ends the process one second later if even the timer thread cannot run."""
+        if self._timer is not None or not self._lock.acquire(blocking=False):
             return
+        import faulthandler
+
         timer = threading.Timer(self.deadline_s, self._expire, args=(why,))
         timer.daemon = True
         self._timer = timer
         timer.start()
+        faulthandler.dump_traceback_later(self.deadline_s + 1.0, file=sys.stderr, exit=True)
 
     def cancel(self) -> None:
         if self._timer is not None:
+            import faulthandler
+
             self._timer.cancel()
+            faulthandler.cancel_dump_traceback_later()
 
     def _expire(self, why: str) -> None:
         import faulthandler

@@ -154,10 +154,18 @@ def test_the_launch_files_check_the_domain_and_set_the_profile(tmp_path: Path) -
 
 # --- qrsim launch: the options ----------------------------------------------------------------------------
 
+#: Values that are no DDS domain at all, from the valid range's end (none names a domain a test could use).
+FIRST_INVALID_DOMAIN = str(dds.DOMAIN_ID_MAX + 1)
+FAR_INVALID_DOMAIN = str(dds.DOMAIN_ID_MAX + 767)
+
+
 @pytest.mark.parametrize(("argv", "env", "message"), [
-    (["--domain-id", "233"], {}, "--domain-id '233' is not a ROS_DOMAIN_ID: it must be an integer 0..232"),
+    (["--domain-id", FIRST_INVALID_DOMAIN], {},
+     f"--domain-id '{FIRST_INVALID_DOMAIN}' is not a ROS_DOMAIN_ID: it must be an integer "
+     f"0..{dds.DOMAIN_ID_MAX}"),
     (["--domain-id", "many"], {}, "--domain-id 'many' is not a ROS_DOMAIN_ID"),
-    ([], {"ROS_DOMAIN_ID": "999"}, "the environment's ROS_DOMAIN_ID '999' is not a ROS_DOMAIN_ID"),
+    ([], {"ROS_DOMAIN_ID": FAR_INVALID_DOMAIN},
+     f"the environment's ROS_DOMAIN_ID '{FAR_INVALID_DOMAIN}' is not a ROS_DOMAIN_ID"),
     ([], {"ROS_DOMAIN_ID": "-3"}, "the environment's ROS_DOMAIN_ID '-3' is not a ROS_DOMAIN_ID"),
 ])
 def test_launch_rejects_a_bad_domain_in_one_line(argv: list[str], env: dict[str, str], message: str,

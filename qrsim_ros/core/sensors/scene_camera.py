@@ -44,7 +44,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -63,6 +63,8 @@ from qrsim_ros.core.common.validation import (
 )
 from qrsim_ros.core.sensors import render
 from qrsim_ros.core.sensors.lens import Lens, make_lens
+from qrsim_ros.core.world.calibration_target import pack_targets
+from qrsim_ros.core.world.scene import Scene
 
 #: Name of the texture seed's stream (shared by every camera).
 TEXTURE_STREAM = "scene.texture"
@@ -199,18 +201,6 @@ def check_depth_outputs(sensors: Mapping[str, Any]) -> None:
                           "the depth image (uavN/depth/image_raw)")
 
 
-class SceneLike(Protocol):
-    """What a camera reads of ``core.world.scene.Scene``."""
-
-    params: Any
-    terrain: Any
-
-    @property
-    def face_label(self) -> NDArray[np.int8]: ...
-
-    def cast(self, origins_ned: ArrayLike, directions_ned: ArrayLike, max_range_m: float = ...) -> Any: ...
-
-
 class SceneCamera:
     """The camera ``params.SENSOR`` on N vehicles, rendered every ``dt_s`` (module docstring).
 
@@ -220,7 +210,7 @@ class SceneCamera:
     """
 
     def __init__(self, num_vehicles: int, params: SceneCameraParams, streams: RandomStreams | None,
-                 scene: SceneLike) -> None:
+                 scene: Scene) -> None:
         if num_vehicles < 1:
             raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
         streams = streams if streams is not None else RandomStreams(0)
@@ -386,10 +376,10 @@ def _pixel_angles(lens: Lens, pixels: NDArray[np.intp]) -> Array:
     return np.ascontiguousarray(np.where(np.isfinite(angle) & (angle > 0.0), angle, fallback))
 
 
-def _terrain_of(scene: SceneLike) -> tuple[NDArray[np.int64], float, float]:
+def _terrain_of(scene: Scene) -> tuple[NDArray[np.int64], float, float]:
     """The terrain class grid (rows north, columns east, 1 m) and its first cell's corner; a 1 x 1 grid
     of class 0 without terrain."""
-    terrain = getattr(scene, "terrain", None)
+    terrain = scene.terrain
     if terrain is None:
         return _NO_TERRAIN, 0.0, 0.0
     grid = np.ascontiguousarray(terrain.grid, np.int64)
@@ -402,6 +392,5 @@ _NO_NOISE = np.zeros((0, 3), np.uint16)
 _QUANTILES = render.normal_quantiles()
 
 
-def _targets_of(scene: SceneLike) -> Array:
-    targets = getattr(getattr(scene, "params", None), "calibration_targets", ()) or ()
-    return np.array([t.packed() for t in targets], float).reshape(-1, 8)
+def _targets_of(scene: Scene) -> Array:
+    return pack_targets(scene.params.calibration_targets)

@@ -104,3 +104,34 @@ def inet_sockets(pid: int) -> list[tuple[str, str, int]]:
                                for i in range(0, len(hex_addr), 8))
                 out.append((proto, str(ipaddress.ip_address(raw)), int(hex_port, 16)))
     return out
+
+
+def scenario_with_sensors(tmp_path: Path, base: str, name: str, sensors: dict[str, Any],
+                          **top: Any) -> Path:
+    """A scenario file ``tmp_path/<name>.yaml``: config/<base>.yaml (read as YAML 1.2, as the project
+    does) with the ``vehicle.sensors`` sections ``sensors`` added and the top-level keys ``top`` (e.g.
+    ``num_vehicles``, ``scene``) replaced."""
+    import yaml
+
+    from qrsim_ros.core.config.loader import load_yaml
+
+    data = load_yaml((REPO_ROOT / "config" / f"{base}.yaml").read_text(encoding="utf-8"))
+    data.setdefault("vehicle", {}).setdefault("sensors", {}).update(sensors)
+    data.update(top)
+    data["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float) -> Path:
+    """Run ``qrsim launch <scenario>`` in lockstep as fast as possible, without the autopilot, recorded,
+    in a free ROS domain; assert it ended cleanly; return the bag's directory."""
+    bag = tmp_path / "bag"
+    cmd = [python(), str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
+           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0",
+           "--duration", f"{duration_s:g}", "--record", str(bag)]
+    proc = subprocess.run(cmd, env=ros_env(tmp_path, free_domain()), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return bag

@@ -11,17 +11,14 @@ the node over DDS against the in-process Simulator's model with the same seed.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import REPO_ROOT
+from rosenv import launch_recorded, scenario_with_sensors
 
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.config.loader import ScenarioError, load_yaml
+from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.sensors.lidar import (
@@ -402,14 +399,8 @@ def test_launch_plan_adds_the_lidar_node(tmp_path: Path) -> None:
 
 
 def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) -> Path:
-    data = load_yaml((REPO_ROOT / "config" / f"{base}.yaml").read_text(encoding="utf-8"))
-    data.setdefault("vehicle", {}).setdefault("sensors", {})["lidar"] = section
-    data["scene"] = {"obstacles": _OBSTACLES}
-    data.update(extra)
-    data["name"] = f"{base}_lidar"
-    path = tmp_path / f"{base}_lidar.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_with_sensors(tmp_path, base, f"{base}_lidar", {"lidar": section},
+                                 scene={"obstacles": _OBSTACLES}, **extra)
 
 
 # --- the ROS messages -------------------------------------------------------------------------------------
@@ -517,7 +508,7 @@ def test_the_static_transform_is_the_mount_in_flu() -> None:
 @pytest.mark.ros
 @pytest.mark.slow
 def test_lidar_node_publishes_the_simulators_clouds(tmp_path: Path) -> None:
-    from rosenv import free_domain, require_ros, ros_env
+    from rosenv import require_ros
 
     require_ros()
     from rosbags.highlevel import AnyReader
@@ -527,13 +518,7 @@ def test_lidar_node_publishes_the_simulators_clouds(tmp_path: Path) -> None:
     section = {"sigma_m": 0.03, "dropout_probability": 0.05, "mount_position_m": [0.05, 0.0, -0.12]}
     scenario = _scenario_file(tmp_path, "keep_spot_x10", section, num_vehicles=2)
     seed = 17
-    bag = tmp_path / "bag"
-    env = ros_env(tmp_path, free_domain())
-    cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
-           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0", "--duration", "2",
-           "--record", str(bag)]
-    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bag = launch_recorded(scenario, tmp_path, seed, 2)
 
     truth: dict[int, np.ndarray] = {}
     clouds: dict[tuple[int, int], np.ndarray] = {}

@@ -11,17 +11,14 @@ with the same seed, and the mount's static transform.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import REPO_ROOT
+from rosenv import launch_recorded, scenario_with_sensors
 
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.config.loader import ScenarioError, load_yaml
+from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.sensors.range_finder import RangeFinder, RangeFinderParams, true_range_m
@@ -145,13 +142,7 @@ def test_launch_plan_adds_a_node_per_listed_sensor(tmp_path: Path) -> None:
 
 
 def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) -> Path:
-    data = load_yaml((REPO_ROOT / "config" / f"{base}.yaml").read_text(encoding="utf-8"))  # YAML 1.2
-    data.setdefault("vehicle", {}).setdefault("sensors", {})["range_finder"] = section
-    data.update(extra)
-    data["name"] = f"{base}_range_finder"
-    path = tmp_path / f"{base}_range_finder.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_with_sensors(tmp_path, base, f"{base}_range_finder", {"range_finder": section}, **extra)
 
 
 # --- the generic sensor node over DDS ----------------------------------------------------------------
@@ -159,7 +150,7 @@ def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) ->
 @pytest.mark.ros
 @pytest.mark.slow
 def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
-    from rosenv import free_domain, require_ros, ros_env
+    from rosenv import require_ros
 
     require_ros()
     from rosbags.highlevel import AnyReader
@@ -169,13 +160,7 @@ def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     section = {"on": True, "sigma_m": 0.05, "dropout_probability": 0.1, "dt_s": 0.04}
     scenario = _scenario_file(tmp_path, "keep_spot_x10", section, num_vehicles=2)
     seed = 21
-    bag = tmp_path / "bag"
-    env = ros_env(tmp_path, free_domain())
-    cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
-           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0", "--duration", "4",
-           "--record", str(bag)]
-    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bag = launch_recorded(scenario, tmp_path, seed, 4)
 
     truth: dict[int, np.ndarray] = {}
     ranges: dict[tuple[int, int], float] = {}

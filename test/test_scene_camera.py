@@ -14,18 +14,15 @@ classifier camera reports at their pixels in the rendered image, and the fisheye
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import REPO_ROOT
+from rosenv import launch_recorded, scenario_with_sensors
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
-from qrsim_ros.core.config.loader import ScenarioError, load_yaml
+from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.sensors import render
@@ -488,20 +485,14 @@ def test_classifier_persons_are_the_bodies_the_images_show() -> None:
 # --- the fisheye node over DDS -----------------------------------------------------------------------
 
 def _scenario_file(tmp_path: Path, section: dict, **extra: object) -> Path:
-    data = load_yaml((REPO_ROOT / "config" / "search_rescue_2a.yaml").read_text(encoding="utf-8"))
-    data.setdefault("vehicle", {}).setdefault("sensors", {})["fisheye"] = section
-    data["scene"] = {"generate": {"count": 20}}
-    data.update(extra)
-    data["name"] = "search_rescue_fisheye"
-    path = tmp_path / "search_rescue_fisheye.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_with_sensors(tmp_path, "search_rescue_2a", "search_rescue_fisheye", {"fisheye": section},
+                                 scene={"generate": {"count": 20}}, **extra)
 
 
 @pytest.mark.ros
 @pytest.mark.slow
 def test_fisheye_node_publishes_the_core_models_images(tmp_path: Path) -> None:
-    from rosenv import free_domain, require_ros, ros_env
+    from rosenv import require_ros
 
     require_ros()
     from rosbags.highlevel import AnyReader
@@ -513,13 +504,7 @@ def test_fisheye_node_publishes_the_core_models_images(tmp_path: Path) -> None:
     section = {"on": True, "depth": True, "width_px": 96, "height_px": 72, "dt_s": 0.1}
     scenario = _scenario_file(tmp_path, section, num_vehicles=2)
     seed = 12
-    bag = tmp_path / "bag"
-    env = ros_env(tmp_path, free_domain())
-    cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
-           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0", "--duration", "2",
-           "--record", str(bag)]
-    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bag = launch_recorded(scenario, tmp_path, seed, 2)
 
     truth: dict[int, np.ndarray] = {}
     images: dict[tuple[int, int], np.ndarray] = {}

@@ -5,19 +5,16 @@ node over DDS equal to the core model stepped on the recorded ground truth."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import REPO_ROOT
+from rosenv import launch_recorded, scenario_with_sensors
 
 from qrsim_ros.core.common.frames import frd_to_flu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
-from qrsim_ros.core.config.loader import ScenarioError, load_yaml
+from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
 from qrsim_ros.core.engine.builders import build_registered_sensor, build_scene
 from qrsim_ros.core.engine.simulator import Simulator
@@ -133,27 +130,19 @@ def test_beam_frames_point_their_x_axis_along_the_beam() -> None:
 @pytest.mark.ros
 @pytest.mark.slow
 def test_the_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
-    from rosenv import free_domain, require_ros, ros_env
+    from rosenv import require_ros
 
     require_ros()
     from rosbags.highlevel import AnyReader
 
     from qrsim_ros.bag.types import typestore
 
-    data = load_yaml((REPO_ROOT / "config" / "keep_spot_x10.yaml").read_text(encoding="utf-8"))
-    data.update(name="keep_spot_walls", num_vehicles=2)
-    data["scene"] = {"obstacles": [{"type": "box", "center_ne_m": [0.0, 8.0], "size_m": [300.0, 1.0, 30.0]}]}
-    data.setdefault("vehicle", {}).setdefault("sensors", {})["range_finders"] = {
-        "down": {"on": True, "sigma_m": 0.05}, "right": {"on": True, "sigma_m": 0.05, "dt_s": 0.04}}
-    scenario = tmp_path / "keep_spot_walls.yaml"
-    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
-    seed, bag = 8, tmp_path / "bag"
-    env = ros_env(tmp_path, free_domain())
-    cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
-           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0", "--duration", "2",
-           "--record", str(bag)]
-    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    beams = {"down": {"on": True, "sigma_m": 0.05}, "right": {"on": True, "sigma_m": 0.05, "dt_s": 0.04}}
+    wall = {"type": "box", "center_ne_m": [0.0, 8.0], "size_m": [300.0, 1.0, 30.0]}
+    scenario = scenario_with_sensors(tmp_path, "keep_spot_x10", "keep_spot_walls", {"range_finders": beams},
+                                     num_vehicles=2, scene={"obstacles": [wall]})
+    seed = 8
+    bag = launch_recorded(scenario, tmp_path, seed, 2)
 
     truth: dict[int, np.ndarray] = {}
     ranges: dict[tuple[str, int, int], float] = {}

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +135,19 @@ def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return bag
+
+
+def sensor_updates(model: Any, truth: dict[int, Any], *, reset: bool = True) -> Iterator[int]:
+    """Step a core sensor model on recorded ground truth (tick -> states (N, 13)) as its node did:
+    reset on tick 0 (unless ``reset`` is False: already reset), then every tick in order; a tick the
+    recorder missed is stepped on the last recorded states, so the noise streams stay aligned (their draws
+    do not depend on the states). Yields every tick at which the model produced a reading (0 first when
+    it resets here); the caller compares only ticks whose states are in ``truth``."""
+    if reset:
+        model.reset(truth[0])
+        yield 0
+    x = truth[0]
+    for k in range(1, max(truth) + 1):
+        x = truth.get(k, x)
+        if model.step(k, x):
+            yield k

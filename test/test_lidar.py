@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import launch_recorded, scenario_with_sensors
+from rosenv import launch_recorded, scenario_with_sensors, sensor_updates
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.loader import ScenarioError
@@ -551,13 +551,9 @@ def test_lidar_node_publishes_the_simulators_clouds(tmp_path: Path) -> None:
     sim = Simulator.from_scenario(str(scenario), {"seed": seed})
     model = sim.sensor("lidar")
     np.testing.assert_array_equal(sim.true_state(), truth[0])  # it was reset on the same initial states
-    x = truth[0]
     compared = 0
-    for k in range(1, max(truth) + 1):
-        x = truth.get(k, x)  # a tick the recorder missed: the states of a sweep are all needed for
-        if not model.step(k, x):  # equality, so only sweeps whose ticks were all recorded are compared
-            continue
-        s = model.sweep_index
+    for _ in sensor_updates(model, truth, reset=False):
+        s = model.sweep_index  # equal only when every tick of the sweep was recorded
         if not all(j in truth for j in range(5 * s, 5 * s + 6)):
             continue
         for i in range(2):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import launch_recorded, scenario_with_sensors
+from rosenv import launch_recorded, scenario_with_sensors, sensor_updates
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.loader import ScenarioError
@@ -183,16 +183,8 @@ def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     # the core model stepped on the recorded ground truth with the scenario's seed and streams
     params = load_scenario(str(scenario)).vehicle.sensors["range_finder"]
     model = RangeFinder(2, params, RandomStreams(seed))
-    model.reset(truth[0])
     checked = 0
-    x = truth[0]
-    for k in range(0, max(truth) + 1):
-        # a tick the recorder missed (it can drop one under load): step on the last state anyway, so
-        # the noise and dropout streams stay aligned (their draws do not depend on the state), and
-        # compare only ticks whose ground truth is in the bag
-        x = truth.get(k, x)
-        if k > 0 and not model.step(k, x):
-            continue
+    for k in sensor_updates(model, truth):  # compared where the bag holds the tick's ground truth
         for i in range(2):
             if k in truth and (i, k) in ranges:
                 expected = float(np.float32(model.range_m[i]))  # Range.range is float32

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import launch_recorded, scenario_with_sensors
+from rosenv import launch_recorded, scenario_with_sensors, sensor_updates
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
@@ -558,13 +558,8 @@ def test_fisheye_node_publishes_the_core_models_images(tmp_path: Path) -> None:
     world = ScenarioWorld(sc, streams, plume=False)
     world.new_episode()
     model = build_registered_sensor(sc, "fisheye", streams, world.scene)
-    model.reset(truth[0])
     checked = 0
-    x = truth[0]
-    for k in range(0, max(truth) + 1):
-        x = truth.get(k, x)
-        if k > 0 and not model.step(k, x):
-            continue
+    for k in sensor_updates(model, truth):
         for i in range(2):
             if k in truth and (i, k) in images:
                 np.testing.assert_array_equal(images[(i, k)], model.images[i])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import launch_recorded, scenario_with_sensors
+from rosenv import launch_recorded, scenario_with_sensors, sensor_updates
 
 from qrsim_ros.core.common.frames import frd_to_flu
 from qrsim_ros.core.common.rng import RandomStreams
@@ -166,13 +166,8 @@ def test_the_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     # the core model with the scenario's scene and streams, as the node builds it
     scene = build_scene(sc, RandomStreams(seed))
     model = build_registered_sensor(sc, "range_finders", RandomStreams(seed), scene)
-    model.reset(truth[0])
     checked = 0
-    x = truth[0]
-    for k in range(0, max(truth) + 1):
-        x = truth.get(k, x)
-        if k > 0 and not model.step(k, x):
-            continue
+    for k in sensor_updates(model, truth):
         for beam in model.updated:
             for i in range(2):
                 if k in truth and (beam, i, k) in ranges:

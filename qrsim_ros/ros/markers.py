@@ -513,21 +513,9 @@ def field_cloud(xyz_enu: ArrayLike, values: ArrayLike, frame: str, stamp: Any,
                 value_name: str = "concentration") -> Any:
     """sensor_msgs/PointCloud2 (unorganised, little endian, dense) of points (M, 3) ENU and one float32
     value per point (``value_name``: the channel RViz's Intensity colour transformer reads)."""
-    from sensor_msgs.msg import PointCloud2, PointField
+    from qrsim_ros.ros.to_messages import structured_cloud
 
-    pts = field_points(xyz_enu, values, value_name)
-    m = PointCloud2()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.height, m.width = 1, int(pts.shape[0])
-    m.fields = [PointField(name=name, offset=pts.dtype.fields[name][1], datatype=PointField.FLOAT32, count=1)
-                for name in pts.dtype.names]
-    m.is_bigendian = False
-    m.point_step = pts.dtype.itemsize
-    m.row_step = pts.dtype.itemsize * m.width
-    m.data = pts.tobytes()
-    m.is_dense = True
-    return m
+    return structured_cloud(field_points(xyz_enu, values, value_name), frame, stamp)
 
 
 def cloud_array(msg: Any) -> NDArray[np.void]:

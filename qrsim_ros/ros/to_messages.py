@@ -308,14 +308,39 @@ DETECTION_DTYPE = np.dtype(
 _CORNER_OFFSETS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (dj, di) of the four corners
 
 
-def detection_fields() -> list[Any]:
-    """sensor_msgs/PointField list matching ``DETECTION_DTYPE``."""
+def point_fields(dtype: np.dtype[Any]) -> list[Any]:
+    """sensor_msgs/PointField list of a structured little-endian point dtype (one scalar per field)."""
     from sensor_msgs.msg import PointField
 
-    kinds = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<i4"): PointField.INT32}
-    return [PointField(name=name, offset=DETECTION_DTYPE.fields[name][1],
-                       datatype=kinds[DETECTION_DTYPE.fields[name][0]], count=1)
-            for name in DETECTION_DTYPE.names]
+    kinds = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<f8"): PointField.FLOAT64,
+             np.dtype("<i4"): PointField.INT32, np.dtype("<u2"): PointField.UINT16,
+             np.dtype("u1"): PointField.UINT8}
+    return [PointField(name=name, offset=dtype.fields[name][1], datatype=kinds[dtype.fields[name][0]],
+                       count=1) for name in dtype.names]
+
+
+def structured_cloud(pts: NDArray[np.void], frame: str, stamp: Any, fields: list[Any] | None = None) -> Any:
+    """sensor_msgs/PointCloud2 (little endian) of a structured point array: organised (rows x columns)
+    when 2-D, one row when 1-D; dense unless a point's x is not finite. ``fields``: ``point_fields`` of
+    its dtype (pass them to build them once)."""
+    from sensor_msgs.msg import PointCloud2
+
+    m = PointCloud2()
+    m.header.stamp = stamp
+    m.header.frame_id = frame
+    m.height, m.width = (int(pts.shape[0]), int(pts.shape[1])) if pts.ndim == 2 else (1, int(pts.shape[0]))
+    m.fields = fields if fields is not None else point_fields(pts.dtype)
+    m.is_bigendian = False
+    m.point_step = pts.dtype.itemsize
+    m.row_step = pts.dtype.itemsize * m.width
+    m.data = pts.tobytes()
+    m.is_dense = bool(pts.size == 0 or np.all(np.isfinite(pts["x"])))
+    return m
+
+
+def detection_fields() -> list[Any]:
+    """sensor_msgs/PointField list matching ``DETECTION_DTYPE``."""
+    return point_fields(DETECTION_DTYPE)
 
 
 def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
@@ -344,17 +369,4 @@ def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
 
 def detections_message(stamp: Any, frame: str, obs: CameraObservation | None, fields: list[Any]) -> Any:
     """sensor_msgs/PointCloud2 (organised, little endian) of one observation (see ``detection_points``)."""
-    from sensor_msgs.msg import PointCloud2
-
-    pts = detection_points(obs)
-    m = PointCloud2()
-    m.header.stamp = stamp
-    m.header.frame_id = frame
-    m.height, m.width = int(pts.shape[0]), int(pts.shape[1])
-    m.fields = fields
-    m.is_bigendian = False
-    m.point_step = DETECTION_DTYPE.itemsize
-    m.row_step = DETECTION_DTYPE.itemsize * m.width
-    m.data = pts.tobytes()
-    m.is_dense = bool(pts.size == 0 or np.all(np.isfinite(pts["x"])))
-    return m
+    return structured_cloud(detection_points(obs), frame, stamp, fields)

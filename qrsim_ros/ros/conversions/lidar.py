@@ -30,20 +30,17 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped
-from sensor_msgs.msg import LaserScan, PointCloud2, PointField
+from sensor_msgs.msg import LaserScan, PointCloud2
 
 from qrsim_ros.core.common.frames import R_FLU_FRD, frd_to_flu, rotation_matrix_to_quaternion
 from qrsim_ros.core.sensors.lidar import POINT_DTYPE, Lidar, LidarParams, mount_rotation
 from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
 from qrsim_ros.ros.stamps import stamp_from_ns
-from qrsim_ros.ros.to_messages import transform
+from qrsim_ros.ros.to_messages import point_fields, structured_cloud, transform
 
 #: Topics (under ``uavN/``) of the cloud and of the planar scan.
 POINTS_TOPIC = "lidar/points"
 SCAN_TOPIC = "scan"
-
-_FIELD_TYPES = {np.dtype("<f4"): PointField.FLOAT32, np.dtype("<u2"): PointField.UINT16}
-
 
 def frame(index: int) -> str:
     """The lidar's frame of vehicle ``index``."""
@@ -57,27 +54,13 @@ def publications(params: LidarParams) -> dict[str, tuple[Any, str]]:
     return {"points": (PointCloud2, POINTS_TOPIC)}
 
 
-def point_fields() -> list[PointField]:
-    """sensor_msgs/PointField list of POINT_DTYPE (the Velodyne driver's XYZIRT layout)."""
-    return [PointField(name=name, offset=POINT_DTYPE.fields[name][1],
-                       datatype=_FIELD_TYPES[POINT_DTYPE.fields[name][0]], count=1)
-            for name in POINT_DTYPE.names]
+#: sensor_msgs/PointField list of POINT_DTYPE (the Velodyne driver's XYZIRT layout), built once.
+FIELDS = point_fields(POINT_DTYPE)
 
 
 def cloud_message(model: Lidar, vehicle: int, stamp: Any) -> PointCloud2:
     """The latest sweep of ``vehicle`` as a PointCloud2 (see the module docstring)."""
-    pts = model.points(vehicle)
-    m = PointCloud2()
-    m.header.stamp = stamp
-    m.header.frame_id = frame(vehicle)
-    m.height, m.width = (int(pts.shape[0]), int(pts.shape[1])) if pts.ndim == 2 else (1, len(pts))
-    m.fields = point_fields()
-    m.is_bigendian = False
-    m.point_step = POINT_DTYPE.itemsize
-    m.row_step = POINT_DTYPE.itemsize * m.width
-    m.data = pts.tobytes()
-    m.is_dense = bool(pts.ndim == 1 or np.all(np.isfinite(pts["x"])))
-    return m
+    return structured_cloud(model.points(vehicle), frame(vehicle), stamp, FIELDS)
 
 
 def scan_message(model: Lidar, params: LidarParams, vehicle: int, stamp: Any) -> LaserScan:

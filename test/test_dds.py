@@ -12,6 +12,7 @@ loopback only.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -284,6 +285,28 @@ def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
     assert rc == 0, first.output[-3000:]
     summary = first.wait_for(r"^Summary: .*", 5).group(0)
     assert "All 6 processes stopped cleanly" in summary, summary
+
+
+@pytest.mark.ros
+def test_a_sigint_after_the_run_has_ended_keeps_its_clean_exit_status(tmp_path: Path) -> None:
+    """A Ctrl-C that races the episode's own end (after the summary, during the interpreter's shutdown)
+    used to raise KeyboardInterrupt and turn a clean run's status 0 into -2: it is counted now."""
+    require_ros()
+    argv = ["keep_spot", "--no-autopilot", "--seed", "3", "--duration", "1", "--real-time-factor", "0"]
+    launch = Launch(tmp_path, ros_env(tmp_path, free_domain()), argv)
+    try:
+        summary = launch.wait_for(r"^Summary: .*", 180).group(0)
+        sent = 0
+        while launch.proc.poll() is None:  # a burst until the process is gone covers its whole exit
+            with contextlib.suppress(ProcessLookupError):
+                launch.proc.send_signal(signal.SIGINT)
+                sent += 1
+            time.sleep(0.001)
+        rc = launch.proc.wait()
+    finally:
+        interrupt(launch.proc, 30)
+    assert "All 6 processes stopped cleanly" in summary, summary
+    assert rc == 0, f"exit status {rc} after {sent} late SIGINTs\n" + launch.output[-3000:]
 
 
 def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tuple[str, str, int]]], int]:

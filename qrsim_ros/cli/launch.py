@@ -931,7 +931,8 @@ def run(args: argparse.Namespace) -> int:
     console.line(f"[{PROG}] {Path(resolved.config).stem}: seed {resolved.seed}, {resolved.num_vehicles} "
                  f"vehicle(s), run id {resolved.run_id}; nodes: {', '.join(s.name for s in specs)}"
                  f"{' (one process)' if args.single_process else ''}")
-    previous = {s: signal.signal(s, launcher._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, launcher._on_signal)
     t0 = time.monotonic()
     try:
         launcher.start(listener)
@@ -943,8 +944,12 @@ def run(args: argparse.Namespace) -> int:
         if listener is not None:
             listener.close()
         launcher.cleanup()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    # The run is over: later SIGINT/SIGTERMs are ignored, not put back to Python's handlers. A Ctrl-C that
+    # races the episode's own end would otherwise raise KeyboardInterrupt, or during the interpreter's
+    # shutdown (which resets handled signals to SIG_DFL, ignored ones stay) kill the process, and turn a
+    # clean run's exit status into -2.
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     console.clear_status()
     print(launcher.summary(time.monotonic() - t0), flush=True)
     status = launcher.exit_status()

@@ -6,10 +6,13 @@ samples the CPU time of every node process from /proc while it runs, and reads t
 one-paragraph summary for the real-time factor (simulated seconds per wall second while the clock ran).
 
 Issue targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
->= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x.
+>= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x. Issue 13: the scene variant
+with one vehicle, a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz among 200 obstacles, in real time on
+one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed.
 
 Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]
          [--record]  (the same runs with a bag, to show what recording costs)
+         [--cpus 0]  (every process pinned to these CPUs, ``taskset -c``)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 class Case:
     name: str
     args: tuple[str, ...]
+    counted: tuple[str, ...] = ()  # topics whose messages are counted (a subscriber in this process)
 
 
 CASES = {
@@ -42,6 +46,11 @@ CASES = {
     **{f"sr{n}": Case(f"search and rescue 2C, {n} vehicles, example autopilot, lockstep, rtf 0",
                       ("search_rescue", "--variant", "2c", "--num-vehicles", str(n), "--lockstep",
                        "--real-time-factor", "0")) for n in (1, 3, 10)},
+    "scene1": Case("search and rescue among 200 obstacles, 1 vehicle, VLP-16 + fisheye 640 x 480 + depth + "
+                   "range finder, example autopilot, free-running, rtf 1",
+                   ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1"),
+                   ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
+                    "/uav1/range/down")),
     "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
                     ("search_rescue", "--variant", "2c", "--num-vehicles", "10", "--no-lockstep",
                      "--real-time-factor", "1")),
@@ -98,7 +107,64 @@ def long_keep_spot(tmp: str, duration_s: float) -> str:
     return path
 
 
-def run(case: Case, duration_s: float, domain: int, record: bool
+def scene_one_vehicle(tmp: str, duration_s: float) -> str:
+    """config/search_rescue_scene.yaml cut to its first vehicle, with 200 generated obstacles (issue 13's
+    performance scene) and an episode of ``duration_s``; returns the copy's path."""
+    import yaml
+
+    from qrsim_ros.core.config.loader import load_yaml
+    from qrsim_ros.core.config.scenario import scenario_path
+
+    data = load_yaml(scenario_path("search_rescue_scene").read_text())
+    data["num_vehicles"] = 1
+    data["vehicle"]["initial_states"] = data["vehicle"]["initial_states"][:1]
+    data["scene"]["generate"]["count"] = 200
+    data["task"]["duration_steps"] = max(1, round(duration_s / data["task"]["dt_s"]))
+    path = os.path.join(tmp, "search_rescue_scene_1.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(data, f)
+    return path
+
+
+class TopicCounter:
+    """Counts the messages of some topics in a thread of this (unpinned) process: raw subscriptions, so
+    nothing is deserialised; best effort, so they match every publisher."""
+
+    def __init__(self, topics: tuple[str, ...], domain: int) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import qos_profile_sensor_data
+        from rosidl_runtime_py.utilities import get_message
+
+        self.counts = dict.fromkeys(topics, 0)
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node("bench_graph_counter", context=self.context)
+        types = {"points": "sensor_msgs/msg/PointCloud2", "image_raw": "sensor_msgs/msg/Image",
+                 "down": "sensor_msgs/msg/Range"}
+        for topic in topics:
+            msg_type = get_message(types[topic.rsplit("/", 1)[1]])
+            self.node.create_subscription(msg_type, topic, lambda _m, t=topic: self._count(t),
+                                          qos_profile_sensor_data, raw=True)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _count(self, topic: str) -> None:
+        self.counts[topic] += 1
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            self.executor.spin_once(timeout_sec=0.1)
+
+    def close(self) -> dict[str, int]:
+        self.context.try_shutdown()
+        self.thread.join(5)
+        return self.counts
+
+
+def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | None = None
         ) -> tuple[float | None, dict[str, float], str]:
     """One launch: (real-time factor from the summary, CPU seconds by node from tick 0 to the end, bag
     figures if recorded). Start-up (imports, scenario loading) is left out of the CPU figures."""
@@ -107,9 +173,14 @@ def run(case: Case, duration_s: float, domain: int, record: bool
         args = list(case.args)
         if args[0] == "keep_spot":
             args[0] = long_keep_spot(tmp, duration_s)
-        cmd = [sys.executable, "-m", "qrsim_ros.cli.main", "launch", *args, "--duration", f"{duration_s:g}"]
+        elif args[0] == "search_rescue_scene":
+            args[0] = scene_one_vehicle(tmp, duration_s)
+        pin = ["taskset", "-c", cpus] if cpus else []
+        cmd = [*pin, sys.executable, "-m", "qrsim_ros.cli.main", "launch", *args,
+               "--duration", f"{duration_s:g}"]
         if record:
             cmd += ["--record", os.path.join(tmp, "bag")]
+        counter = TopicCounter(case.counted, domain) if case.counted else None
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         lines: list[str] = []
         started = threading.Event()
@@ -132,6 +203,9 @@ def run(case: Case, duration_s: float, domain: int, record: bool
             last.update(now)
             time.sleep(0.2)
         reader.join(5)
+        if counter is not None:
+            for topic, count in counter.close().items():
+                lines.append(f"counted: {topic} {count} messages\n")
         base = base or {}
         cpu: dict[str, float] = {}
         for pid, c in last.items():
@@ -145,7 +219,8 @@ def run(case: Case, duration_s: float, domain: int, record: bool
             bag = b.group(1) if b else "no bag figures in the summary"
         if proc.returncode != 0 or not m:
             sys.stderr.write("".join(lines[-30:]))
-        return (float(m.group(1)) if m else None), cpu, bag
+        counted = " ".join(ln.split(": ", 1)[1].strip() + ";" for ln in lines if ln.startswith("counted: "))
+        return (float(m.group(1)) if m else None), cpu, (bag + "  " + counted).strip()
 
 
 def main() -> int:
@@ -154,6 +229,7 @@ def main() -> int:
                     help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
     ap.add_argument("--record", action="store_true", help="record a bag in every run")
+    ap.add_argument("--cpus", default=None, help="pin every process of the runs to these CPUs (taskset -c)")
     ap.add_argument("--domain", type=int, default=None,
                     help="ROS_DOMAIN_ID of the runs (default: a free one, qrsim_ros.dds.free_domain)")
     args = ap.parse_args()
@@ -164,10 +240,10 @@ def main() -> int:
             from qrsim_ros.dds import free_domain
 
             args.domain = free_domain()
-        rtf, cpu, bag = run(case, args.duration, args.domain, args.record)
+        rtf, cpu, bag = run(case, args.duration, args.domain, args.record, args.cpus)
         total = sum(cpu.values())
         print(f"\n{case.name}: real-time factor {rtf if rtf is not None else 'FAILED'}"
-              f"  (load average now {os.getloadavg()[0]:.2f}){'  bag: ' + bag if bag else ''}")
+              f"  (load average now {os.getloadavg()[0]:.2f}){'  ' + bag if bag else ''}")
         for name, c in sorted(cpu.items(), key=lambda kv: -kv[1]):
             print(f"  {name:<20} {c:7.2f} s CPU after tick 0 ({100 * c / total:4.1f} %)")
     return 0

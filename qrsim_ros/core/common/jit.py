@@ -140,3 +140,12 @@ def njit(*signatures: str) -> Callable[[F], F]:
         return _numba.njit(list(signatures), **NJIT_OPTIONS)(func)  # type: ignore[no-any-return]
 
     return decorate
+
+
+def compile_kernel(func: F, signature: str, *, cache: bool = True) -> F:
+    """Compile ``func`` now for ``signature`` (numba's options as ``njit``), or return it unchanged
+    without numba. For kernels built at run time, e.g. around a foreign library's function: numba cannot
+    cache those (``cache=False``), since the function's address differs per process."""
+    if _numba is None:
+        return func
+    return _numba.njit([signature], **{**NJIT_OPTIONS, "cache": cache})(func)  # type: ignore[no-any-return]

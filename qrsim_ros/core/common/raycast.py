@@ -1,15 +1,24 @@
-"""First-hit ray casting against a triangle mesh, through Embree (the ``embreex`` bindings): a BVH
-built once per geometry, queried with batches of rays.
+"""First-hit ray casting against a triangle mesh, through Embree 4: a BVH built once per geometry,
+queried with batches of rays in Embree's ray packets.
 
 Every scene sensor (lidar, range finders, cameras, depth) asks one question: along these rays, what is
 hit first, how far, and with which face normal. Frames are the caller's (the scene is in NED); ranges
 are in metres along unit directions.
 
-Why Embree through ``embreex`` and not Open3D's ``RaycastingScene`` (both measured on this machine,
-docs/SCENE.md): Open3D traced about twice as many rays per second on one thread, but its wheel is
-400 MB (105 MB for ``open3d-cpu``) and needs system libraries that are not on a fresh machine of this
-kind (``libusb-1.0``, ``libudev``, ``libEGL``, ``libGL``, ``libX11``), so a clean clone could not import it.
-``embreex`` is a 14 MB self-contained wheel with Embree 4 inside.
+Why Embree and not Open3D's ``RaycastingScene`` (both measured on this machine, docs/SCENE.md): Open3D's
+wheel is 400 MB (105 MB for ``open3d-cpu``) and needs system libraries that are not on a fresh machine
+of this kind (``libusb-1.0``, ``libudev``, ``libEGL``, ``libGL``, ``libX11``), so a clean clone could not
+import it. Embree comes in the 14 MB self-contained ``embreex`` wheel.
+
+Why Embree's C API through ``ctypes`` and not ``embreex``'s Python calls: embreex binds only Embree's
+single-ray query, one ray after another. Embree's packet queries (``rtcIntersect4/8/16``) trace 4 to 16
+neighbouring rays together with SIMD instructions and are about twice as fast for a camera's or a
+lidar's coherent rays (measured: docs/SCENE.md, scripts/bench_scene.py). So this module declares the
+dozen Embree 4 functions it needs against the library inside the embreex wheel (``embreex.libs``), and
+one kernel fills the packets, traces them and writes ranges, faces and normals in one pass (compiled
+with numba on first use; without numba the same loop runs in Python, slowly). The packet layout is
+Embree 4's ``RTCRayHitN`` (``rtcore_ray.h``): structure-of-arrays fields of N lanes each, the ray's
+twelve, then the hit's; the library's version and native packet widths are checked when it is loaded.
 
 Embree works in single precision: a range is exact to about 1e-7 of the distance travelled from the
 origin (1 mm at 10 km); origins are given relative to ``offset_ned`` (the scene's centre) to keep them
@@ -18,13 +27,20 @@ small.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+import glob
+import os
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, compile_kernel
 
 #: Embree's "no hit" primitive/geometry id.
 NO_HIT = -1
@@ -64,9 +80,6 @@ class RayCaster:
     """
 
     def __init__(self, vertices: ArrayLike, faces: ArrayLike, offset: ArrayLike | None = None) -> None:
-        from embreex import rtcore_scene
-        from embreex.mesh_construction import TriangleMesh
-
         v = np.asarray(vertices, float)
         f = np.asarray(faces, np.int64)
         if v.ndim != 2 or v.shape[1] != 3 or f.ndim != 2 or f.shape[1] != 3:
@@ -77,11 +90,9 @@ class RayCaster:
             raise ValueError("mesh vertices must be finite")
         self.offset = np.zeros(3) if offset is None else np.asarray(offset, float).reshape(3)
         self.num_faces = len(f)
-        tri = (v[f] - self.offset).astype(np.float32)
         self._normals = _unit_normals(v[f])
-        self._scene = rtcore_scene.EmbreeScene()
-        if len(f):
-            TriangleMesh(self._scene, tri)
+        self._embree = embree()
+        self._scene = self._embree.triangle_scene(v - self.offset, f) if len(f) else None
 
     @property
     def face_normals(self) -> Array:
@@ -90,41 +101,195 @@ class RayCaster:
 
     def cast(self, origins: ArrayLike, directions: ArrayLike, max_range_m: float = np.inf) -> RayHits:
         """First hits of rays from ``origins`` (M, 3) along unit ``directions`` (M, 3), up to
-        ``max_range_m`` [m] (beyond it: no hit)."""
+        ``max_range_m`` [m] (beyond it: no hit). Neighbouring rays should be neighbours in the arrays
+        (as a scan's or an image's are): they are traced in packets."""
         o = np.asarray(origins, float).reshape(-1, 3)
         d = np.asarray(directions, float).reshape(-1, 3)
         if o.shape != d.shape:
             raise ValueError(f"origins {o.shape} and directions {d.shape} differ")
         m = len(d)
-        if m == 0 or self.num_faces == 0:
-            return RayHits(np.full(m, np.inf), np.full(m, NO_HIT, np.int64), np.zeros((m, 3)))
-        o32 = np.ascontiguousarray(o - self.offset, np.float32)
-        d32 = np.ascontiguousarray(d, np.float32)
-        far = None if not np.isfinite(max_range_m) else np.full(m, max_range_m, np.float32)
-        out = self._scene.run(o32, d32, dists=far, output=1)
-        face = np.asarray(out["primID"], np.int64)
-        face[np.asarray(out["geomID"]) == NO_HIT] = NO_HIT
-        hit = face != NO_HIT
-        rng = np.where(hit, np.asarray(out["tfar"], float), np.inf)
-        normal = np.empty((m, 3))
-        _facing_normals(face, np.ascontiguousarray(d), self._normals, normal)
+        rng = np.full(m, np.inf)
+        face = np.full(m, NO_HIT, np.int64)
+        normal = np.zeros((m, 3))
+        if m and self._scene is not None:
+            self._embree.kernel(self._scene.handle, o, d, self.offset, float(max_range_m), self._normals,
+                                rng, face, normal)
         return RayHits(rng, face, normal)
 
 
-@njit(f"void(int64[::1], {F8_2D_IN}, {F8_2D_IN}, float64[:, ::1])")
-def _facing_normals(face, directions, face_normals, out):
-    """out[i] = the unit normal of face[i], turned to face the ray (against directions[i]); zeros where
-    nothing was hit (face -1). One pass instead of a handful of masked numpy copies (a camera frame
-    casts a few hundred thousand rays)."""
-    for i in range(face.shape[0]):
-        f = face[i]
-        if f < 0:
-            out[i, 0] = out[i, 1] = out[i, 2] = 0.0
-            continue
-        n0, n1, n2 = face_normals[f, 0], face_normals[f, 1], face_normals[f, 2]
-        if n0 * directions[i, 0] + n1 * directions[i, 1] + n2 * directions[i, 2] > 0.0:
-            n0, n1, n2 = -n0, -n1, -n2
-        out[i, 0], out[i, 1], out[i, 2] = n0, n1, n2
+# --- Embree 4 through ctypes ---------------------------------------------------------------------------
+
+#: Embree 4 constants used here (rtcore_device.h, rtcore_buffer.h, rtcore_geometry.h, rtcore_common.h).
+_DEVICE_PROPERTY_VERSION_MAJOR = 1
+_DEVICE_PROPERTY_NATIVE_RAY_SUPPORTED = {4: 32, 8: 33, 16: 34}
+_GEOMETRY_TYPE_TRIANGLE = 0
+_SCENE_FLAG_ROBUST = 1 << 2
+_BUFFER_TYPE_INDEX, _BUFFER_TYPE_VERTEX = 0, 1
+_FORMAT_UINT3, _FORMAT_FLOAT3 = 0x5003, 0x9003
+_INVALID_GEOMETRY_ID = 0xFFFFFFFF
+#: Lanes of the packet ``RTCRayHitN`` up to the hit's geomID, in fields of N lanes: the ray's org_x,
+#: org_y, org_z, tnear, dir_x, dir_y, dir_z, time, tfar, mask, id, flags, then the hit's Ng_x, Ng_y,
+#: Ng_z, u, v, primID, geomID; the instance ids follow (Embree writes them: the buffer is made larger).
+_F_TFAR, _F_MASK, _F_PRIM, _F_GEOM = 8, 9, 17, 18
+_PACKET_FIELDS_ALLOCATED = 24
+
+
+class _TriangleScene:
+    """A committed Embree scene of one triangle geometry; released with the object."""
+
+    def __init__(self, api: _Embree, vertices: Array, faces: NDArray[np.int64]) -> None:
+        lib = api.lib
+        self.handle = lib.rtcNewScene(api.device)
+        # watertight: a ray through the edge two triangles share hits one of them (a cylinder's side seen
+        # along a seam was missed by the packet traversal's faster, non-robust test)
+        lib.rtcSetSceneFlags(self.handle, _SCENE_FLAG_ROBUST)
+        geometry = lib.rtcNewGeometry(api.device, _GEOMETRY_TYPE_TRIANGLE)
+        vb = lib.rtcSetNewGeometryBuffer(geometry, _BUFFER_TYPE_VERTEX, 0, _FORMAT_FLOAT3, 12, len(vertices))
+        ib = lib.rtcSetNewGeometryBuffer(geometry, _BUFFER_TYPE_INDEX, 0, _FORMAT_UINT3, 12, len(faces))
+        if not vb or not ib:
+            lib.rtcReleaseGeometry(geometry)
+            lib.rtcReleaseScene(self.handle)
+            raise RuntimeError(f"Embree could not allocate the mesh buffers (error {api.error()})")
+        # (the copies are named: an address taken from a temporary array would outlive the array)
+        vertices32 = np.ascontiguousarray(vertices, np.float32)
+        faces32 = np.ascontiguousarray(faces, np.uint32)
+        ctypes.memmove(vb, vertices32.ctypes.data, vertices32.nbytes)
+        ctypes.memmove(ib, faces32.ctypes.data, faces32.nbytes)
+        lib.rtcCommitGeometry(geometry)
+        lib.rtcAttachGeometry(self.handle, geometry)
+        lib.rtcReleaseGeometry(geometry)
+        lib.rtcCommitScene(self.handle)
+        error = api.error()
+        weakref.finalize(self, lib.rtcReleaseScene, self.handle)
+        if error:
+            raise RuntimeError(f"Embree could not build the scene's BVH (error {error})")
+
+
+class _Embree:
+    """The Embree 4 library inside the embreex wheel: its device, the functions used, the packet kernel."""
+
+    def __init__(self) -> None:
+        import embreex.rtcore_scene  # loads the library into the process
+
+        found = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(embreex.__file__)),
+                                              "embreex.libs", "libembree4*.so*")))
+        name = found[0] if found else ctypes.util.find_library("embree4")
+        if not name:
+            raise RuntimeError("the Embree 4 library was not found (it comes with the embreex package, "
+                               "env/constraints-*.txt)")
+        lib = ctypes.CDLL(name)
+        handle, u32, size = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_size_t  # pointers as 64-bit ints
+        for fname, restype, argtypes in (
+                ("rtcNewDevice", handle, [ctypes.c_char_p]),
+                ("rtcReleaseDevice", None, [handle]),
+                ("rtcGetDeviceError", ctypes.c_int, [handle]),
+                ("rtcGetDeviceProperty", ctypes.c_ssize_t, [handle, ctypes.c_int]),
+                ("rtcNewScene", handle, [handle]),
+                ("rtcReleaseScene", None, [handle]),
+                ("rtcCommitScene", None, [handle]),
+                ("rtcSetSceneFlags", None, [handle, ctypes.c_int]),
+                ("rtcNewGeometry", handle, [handle, ctypes.c_int]),
+                ("rtcSetNewGeometryBuffer", handle, [handle, ctypes.c_int, u32, ctypes.c_int, size, size]),
+                ("rtcCommitGeometry", None, [handle]),
+                ("rtcAttachGeometry", u32, [handle, handle]),
+                ("rtcReleaseGeometry", None, [handle]),
+                *((f"rtcIntersect{n}", None, [handle, handle, handle, handle]) for n in (4, 8, 16))):
+            function = getattr(lib, fname)
+            function.restype, function.argtypes = restype, argtypes
+        self.lib = lib
+        # one thread: the BVH of a scene is built in milliseconds, and a node must not start a thread pool
+        self.device = lib.rtcNewDevice(b"threads=1")
+        if not self.device:
+            raise RuntimeError(f"Embree could not create a device ({name})")
+        major = lib.rtcGetDeviceProperty(self.device, _DEVICE_PROPERTY_VERSION_MAJOR)
+        if major != 4:
+            raise RuntimeError(f"{name} is Embree {major}, this binding is written for Embree 4")
+        widths = [n for n in (16, 8, 4)
+                  if lib.rtcGetDeviceProperty(self.device, _DEVICE_PROPERTY_NATIVE_RAY_SUPPORTED[n])]
+        if not widths:
+            raise RuntimeError(f"{name} was built without ray packets")
+        self.packet_width = widths[0]
+        self._intersect = getattr(lib, f"rtcIntersect{self.packet_width}")
+        self._kernel: Any = None
+
+    def error(self) -> int:
+        return int(self.lib.rtcGetDeviceError(self.device))
+
+    def triangle_scene(self, vertices: Array, faces: NDArray[np.int64]) -> _TriangleScene:
+        return _TriangleScene(self, vertices, faces)
+
+    @property
+    def kernel(self) -> Any:
+        """The packet kernel, compiled on first use (numba cannot cache a kernel that calls a foreign
+        function's address, which differs per process)."""
+        if self._kernel is None:
+            self._kernel = _compile_packet_kernel(self._intersect, self.packet_width)
+        return self._kernel
+
+
+@functools.cache
+def embree() -> _Embree:
+    """The process's Embree library and device (one for every caster)."""
+    return _Embree()
+
+
+def _compile_packet_kernel(intersect: Any, width: int) -> Any:
+    """``kernel(scene, origins, directions, offset, far_m, face_normals, range_out, face_out, normal_out)``:
+    trace the rays in packets of ``width`` through ``intersect`` (``rtcIntersect<width>``) and write each
+    ray's range [m], face and unit normal turned to face the ray; the outputs keep what they hold (+inf,
+    NO_HIT, zeros) where nothing is hit. Returns the number of hits."""
+    n_lanes = width
+    floats = _PACKET_FIELDS_ALLOCATED * n_lanes
+    f_tfar, f_mask, f_prim, f_geom = (field * n_lanes for field in (_F_TFAR, _F_MASK, _F_PRIM, _F_GEOM))
+    invalid_geometry = _INVALID_GEOMETRY_ID
+
+    def kernel(scene, origins, directions, offset, far_m, face_normals, range_out, face_out, normal_out):
+        # the packet and its validity mask, aligned to 64 bytes as Embree requires
+        raw = np.zeros(floats + 16, np.float32)
+        start = (16 - (raw.ctypes.data // 4) % 16) % 16
+        packet = raw[start:start + floats]
+        lanes = packet.view(np.uint32)
+        raw_valid = np.zeros(n_lanes + 16, np.int32)
+        start = (16 - (raw_valid.ctypes.data // 4) % 16) % 16
+        valid = raw_valid[start:start + n_lanes]
+        far = np.float32(far_m)
+        m = origins.shape[0]
+        hits = 0
+        for first in range(0, m, n_lanes):
+            count = min(n_lanes, m - first)
+            for k in range(n_lanes):
+                if k < count:
+                    i = first + k
+                    for axis in range(3):
+                        packet[axis * n_lanes + k] = origins[i, axis] - offset[axis]
+                        packet[(4 + axis) * n_lanes + k] = directions[i, axis]
+                    packet[3 * n_lanes + k] = 0.0  # tnear
+                    packet[7 * n_lanes + k] = 0.0  # time
+                    packet[f_tfar + k] = far
+                    lanes[f_mask + k] = 0xFFFFFFFF
+                    lanes[f_mask + n_lanes + k] = 0  # id
+                    lanes[f_mask + 2 * n_lanes + k] = 0  # flags
+                    lanes[f_geom + k] = invalid_geometry
+                    valid[k] = -1
+                else:
+                    valid[k] = 0
+            intersect(valid.ctypes.data, scene, packet.ctypes.data, 0)
+            for k in range(count):
+                if lanes[f_geom + k] == invalid_geometry:
+                    continue  # the outputs' defaults: no hit
+                i = first + k
+                hits += 1
+                f = np.int64(lanes[f_prim + k])
+                range_out[i] = packet[f_tfar + k]
+                face_out[i] = f
+                n0, n1, n2 = face_normals[f, 0], face_normals[f, 1], face_normals[f, 2]
+                if n0 * directions[i, 0] + n1 * directions[i, 1] + n2 * directions[i, 2] > 0.0:
+                    n0, n1, n2 = -n0, -n1, -n2
+                normal_out[i, 0], normal_out[i, 1], normal_out[i, 2] = n0, n1, n2
+        return hits
+
+    return compile_kernel(kernel, f"int64(uint64, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, "
+                                  f"{F8_2D_IN}, float64[::1], int64[::1], float64[:, ::1])", cache=False)
 
 
 def _unit_normals(tri: Array) -> Array:

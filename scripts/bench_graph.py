@@ -51,6 +51,10 @@ CASES = {
                    ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1"),
                    ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
                     "/uav1/range/down")),
+    "scene1_single": Case("the same in one process (--single-process)",
+                          ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1", "--single-process"),
+                          ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
+                           "/uav1/range/down")),
     "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
                     ("search_rescue", "--variant", "2c", "--num-vehicles", "10", "--no-lockstep",
                      "--real-time-factor", "1")),
@@ -134,16 +138,15 @@ class TopicCounter:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import qos_profile_sensor_data
-        from rosidl_runtime_py.utilities import get_message
+        from sensor_msgs.msg import Image, PointCloud2, Range
 
         self.counts = dict.fromkeys(topics, 0)
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node("bench_graph_counter", context=self.context)
-        types = {"points": "sensor_msgs/msg/PointCloud2", "image_raw": "sensor_msgs/msg/Image",
-                 "down": "sensor_msgs/msg/Range"}
+        types = {"points": PointCloud2, "image_raw": Image, "down": Range}
         for topic in topics:
-            msg_type = get_message(types[topic.rsplit("/", 1)[1]])
+            msg_type = types[topic.rsplit("/", 1)[1]]
             self.node.create_subscription(msg_type, topic, lambda _m, t=topic: self._count(t),
                                           qos_profile_sensor_data, raw=True)
         self.executor = SingleThreadedExecutor(context=self.context)

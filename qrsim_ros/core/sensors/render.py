@@ -183,7 +183,7 @@ def target_shade(n, e, footprint_m, targets):
 
 
 _SHADE_SIG = (
-    "void(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], "
+    f"void(int64[::1], float64[::1], float64[:, ::1], {F8_2D_IN}, float64[:, ::1], float64[::1], "
     "Array(int8, 1, 'A', readonly=True), Array(int64, 2, 'A', readonly=True), float64, float64, "
     f"{F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, int64, float32[:, ::1])"
 )
@@ -266,16 +266,18 @@ def _channel(linear, m, ch, mono):
     return linear[m, ch]
 
 
-@njit("void(float32[:, ::1], Array(int64, 1, 'A', readonly=True), Array(uint16, 2, 'A', readonly=True), "
-      "Array(float32, 1, 'A', readonly=True), float64, boolean, uint8[:, ::1])")
-def quantise(linear, pixels, noise_bits, quantiles, sigma, mono, out):
+@njit("void(float32[:, ::1], Array(int64, 1, 'A', readonly=True), Array(int64, 1, 'A', readonly=True), "
+      "Array(uint16, 2, 'A', readonly=True), Array(float32, 1, 'A', readonly=True), float64, boolean, "
+      "uint8[:, ::1])")
+def quantise(linear, pixels, background, noise_bits, quantiles, sigma, mono, out):
     """The image ``out`` (H * W, 3) (rgb8) or (H * W, 1) (mono8) [DN]: pixel ``pixels[m]`` takes the linear
-    colour ``linear[m]`` (M, 3), the others are black; luminance (ITU-R BT.601 weights) for mono8; plus
-    ``sigma`` times the standard normals ``quantiles[noise_bits]`` (noise_bits: uniform integers
-    (H * W, channels), or an empty array for no noise); rounded and clipped to 0..255."""
+    colour ``linear[m]`` (M, 3), the ``background`` pixels (those without a ray) are black; luminance
+    (ITU-R BT.601 weights) for mono8; plus ``sigma`` times the standard normals
+    ``quantiles[noise_bits]`` (noise_bits: uniform integers (H * W, channels), or an empty array for no
+    noise); rounded and clipped to 0..255."""
     noisy = noise_bits.shape[0] > 0
     channels = out.shape[1]
-    for p in range(out.shape[0]):
+    for p in background:
         for ch in range(channels):
             v = sigma * quantiles[noise_bits[p, ch]] if noisy else 0.0
             out[p, ch] = np.uint8(min(max(math.floor(v + 0.5), 0.0), 255.0))

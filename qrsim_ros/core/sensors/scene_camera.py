@@ -229,6 +229,7 @@ class SceneCamera:
         # the ray table: only the pixels that have a ray, in the body frame, with each pixel's angle
         rays = self.lens.rays()
         self.pixels = np.flatnonzero(np.isfinite(rays[:, 0]))
+        self._background = np.flatnonzero(~np.isfinite(rays[:, 0]))  # outside the image circle: noise only
         self.rays_optical = np.ascontiguousarray(rays[self.pixels])
         self._rays_body = self.rays_optical @ params.body_from_optical().T
         self.pixel_angle_rad = _pixel_angles(self.lens, self.pixels)
@@ -299,36 +300,32 @@ class SceneCamera:
         live = [i for i in range(self.num_vehicles) if ok[i] and np.all(np.isfinite(xs[i, :6]))]
         if not live:
             return
-        t0 = time.perf_counter()
-        p = len(self.pixels)
-        origins = np.empty((len(live) * p, 3))
-        dirs = np.empty((len(live) * p, 3))
-        for v, i in enumerate(live):
-            o, d = self.rays_ned(xs[i])
-            origins[v * p:(v + 1) * p] = o
-            dirs[v * p:(v + 1) * p] = d
-        t1 = time.perf_counter()
-        hits = self.scene.cast(origins, dirs)  # every ray of every vehicle in one call
-        t2 = time.perf_counter()
-        linear = np.empty((len(live) * p, 3), np.float32)
+        # one vehicle after another: the rays' origin is one point (a broadcast view, not a copy of it
+        # per ray), and the arrays of a frame stay the size of one image
+        timing = dict.fromkeys(("rays", "cast", "shade", "image", "depth"), 0.0)
         terrain, n0, e0 = _terrain_of(self.scene)
-        render.shade(np.ascontiguousarray(hits.face, np.int64), np.ascontiguousarray(hits.range_m, float),
-                     np.ascontiguousarray(hits.normal, float), origins, dirs,
-                     np.tile(self.pixel_angle_rad, len(live)), self.scene.face_label, terrain, n0, e0,
-                     render.CLASS_COLOURS, render.LABEL_COLOURS, self._targets, render.SUN_TOWARDS_NED,
-                     float(self.params.exposure_gain), self._seed, linear)
-        t3 = time.perf_counter()
-        for v, i in enumerate(live):
-            rows = slice(v * p, (v + 1) * p)
-            self.images[i] = self._finish(linear[rows], self._noise_rngs[i])
-        t4 = time.perf_counter()
-        if self.params.depth:
-            for v, i in enumerate(live):
-                self.depth_m[i] = self._depth(hits.range_m[v * p:(v + 1) * p])
-        t5 = time.perf_counter()
-        self.last_timing_ms = {"rays": 1e3 * (t1 - t0), "cast": 1e3 * (t2 - t1), "shade": 1e3 * (t3 - t2),
-                               "image": 1e3 * (t4 - t3), "depth": 1e3 * (t5 - t4)}
-        self.last_rays = len(live) * p
+        linear = np.empty((len(self.pixels), 3), np.float32)
+        for i in live:
+            t0 = time.perf_counter()
+            origin, dirs = self.rays_ned(xs[i])
+            origins = np.broadcast_to(origin, dirs.shape)
+            t1 = time.perf_counter()
+            hits = self.scene.cast(origins, dirs)
+            t2 = time.perf_counter()
+            render.shade(hits.face, hits.range_m, hits.normal, origins, dirs, self.pixel_angle_rad,
+                         self.scene.face_label, terrain, n0, e0, render.CLASS_COLOURS, render.LABEL_COLOURS,
+                         self._targets, render.SUN_TOWARDS_NED, float(self.params.exposure_gain), self._seed,
+                         linear)
+            t3 = time.perf_counter()
+            self.images[i] = self._finish(linear, self._noise_rngs[i])
+            t4 = time.perf_counter()
+            if self.params.depth:
+                self.depth_m[i] = self._depth(hits.range_m)
+            t5 = time.perf_counter()
+            for key, dt_s in zip(timing, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
+                timing[key] += 1e3 * dt_s
+        self.last_timing_ms = timing
+        self.last_rays = len(live) * len(self.pixels)
 
     def _finish(self, linear: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.uint8]:
         """Quantised image (with noise) from the linear colours of the pixels with a ray."""
@@ -336,11 +333,13 @@ class SceneCamera:
         h, w, c = prm.height_px, prm.width_px, prm.channels
         if prm.on and prm.sigma_dn > 0.0:  # 16 uniform bits per value from the stream's raw output
             words = -(-h * w * c // 4)
-            bits = rng.bit_generator.random_raw(words).astype("<u8").view("<u2")[:h * w * c].reshape(h * w, c)
+            raw = rng.bit_generator.random_raw(words).astype("<u8", copy=False)  # no copy on little endian
+            bits = raw.view("<u2")[:h * w * c].reshape(h * w, c)
         else:
             bits = _NO_NOISE
         out = np.empty((h * w, c), np.uint8)
-        render.quantise(linear, self.pixels, bits, _QUANTILES, float(prm.sigma_dn), c == 1, out)
+        render.quantise(linear, self.pixels, self._background, bits, _QUANTILES, float(prm.sigma_dn), c == 1,
+                        out)
         return out.reshape(self.shape)
 
     def _depth(self, range_m: Array) -> NDArray[np.float32]:

@@ -13,6 +13,7 @@ one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed.
 Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]
          [--record]  (the same runs with a bag, to show what recording costs)
          [--cpus 0]  (every process pinned to these CPUs, ``taskset -c``)
+         [--cpus 1 --sensor-cpus 0]  (the lidar and camera nodes on CPU 0, everything else on CPU 1)
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ CASES = {
                    ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
                     "/uav1/range/down")),
     "scene1_single": Case("the same in one process (--single-process)",
-                          ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1", "--single-process"),
+                          ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1",
+                           "--single-process"),
                           ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
                            "/uav1/range/down")),
     "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
@@ -132,12 +134,12 @@ def scene_one_vehicle(tmp: str, duration_s: float) -> str:
 
 class TopicCounter:
     """Counts the messages of some topics in a thread of this (unpinned) process: raw subscriptions, so
-    nothing is deserialised; best effort, so they match every publisher."""
+    nothing is deserialised; reliable, as the sensors publish (a best-effort reader lost most images)."""
 
     def __init__(self, topics: tuple[str, ...], domain: int) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import qos_profile_sensor_data
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import Image, PointCloud2, Range
 
         self.counts = dict.fromkeys(topics, 0)
@@ -148,7 +150,8 @@ class TopicCounter:
         for topic in topics:
             msg_type = types[topic.rsplit("/", 1)[1]]
             self.node.create_subscription(msg_type, topic, lambda _m, t=topic: self._count(t),
-                                          qos_profile_sensor_data, raw=True)
+                                          QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                                                     history=HistoryPolicy.KEEP_LAST), raw=True)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
@@ -167,8 +170,21 @@ class TopicCounter:
         return self.counts
 
 
-def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | None = None
-        ) -> tuple[float | None, dict[str, float], str]:
+#: The nodes --sensor-cpus moves: the scene sensors whose rays are the issue's performance target.
+SCENE_SENSOR_NODES = ("lidar", "fisheye")
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` onto ``cpus`` (a process's affinity is per thread)."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
+    except OSError:  # gone meanwhile
+        pass
+
+
+def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | None = None,
+        sensor_cpus: str | None = None) -> tuple[float | None, dict[str, float], str]:
     """One launch: (real-time factor from the summary, CPU seconds by node from tick 0 to the end, bag
     figures if recorded). Start-up (imports, scenario loading) is left out of the CPU figures."""
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1")
@@ -178,8 +194,8 @@ def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | No
             args[0] = long_keep_spot(tmp, duration_s)
         elif args[0] == "search_rescue_scene":
             args[0] = scene_one_vehicle(tmp, duration_s)
-        pin = ["taskset", "-c", cpus] if cpus else []
-        cmd = [*pin, sys.executable, "-m", "qrsim_ros.cli.main", "launch", *args,
+        taskset = ["taskset", "-c", cpus] if cpus else []
+        cmd = [*taskset, sys.executable, "-m", "qrsim_ros.cli.main", "launch", *args,
                "--duration", f"{duration_s:g}"]
         if record:
             cmd += ["--record", os.path.join(tmp, "bag")]
@@ -199,8 +215,12 @@ def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | No
         names: dict[int, str] = {}
         base: dict[int, float] | None = None
         last: dict[int, float] = {}
+        sensors = {int(c) for c in sensor_cpus.split(",")} if sensor_cpus else set()
         while proc.poll() is None:
             now = children_cpu(proc.pid, names)
+            for pid in now:  # again every poll: the nodes' DDS threads start after the process
+                if sensors and names.get(pid) in SCENE_SENSOR_NODES:
+                    pin(pid, sensors)
             if base is None and started.is_set():
                 base = dict(now)
             last.update(now)
@@ -233,6 +253,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
     ap.add_argument("--record", action="store_true", help="record a bag in every run")
     ap.add_argument("--cpus", default=None, help="pin every process of the runs to these CPUs (taskset -c)")
+    ap.add_argument("--sensor-cpus", default=None,
+                    help="move the lidar and fisheye nodes' threads to these CPUs (e.g. 0, with --cpus 1)")
     ap.add_argument("--domain", type=int, default=None,
                     help="ROS_DOMAIN_ID of the runs (default: a free one, qrsim_ros.dds.free_domain)")
     args = ap.parse_args()
@@ -243,7 +265,7 @@ def main() -> int:
             from qrsim_ros.dds import free_domain
 
             args.domain = free_domain()
-        rtf, cpu, bag = run(case, args.duration, args.domain, args.record, args.cpus)
+        rtf, cpu, bag = run(case, args.duration, args.domain, args.record, args.cpus, args.sensor_cpus)
         total = sum(cpu.values())
         print(f"\n{case.name}: real-time factor {rtf if rtf is not None else 'FAILED'}"
               f"  (load average now {os.getloadavg()[0]:.2f}){'  ' + bag if bag else ''}")

@@ -56,7 +56,8 @@ def test_no_ray_slips_through_a_shared_edge() -> None:
     corner = (np.arange(n)[:, None] * (n + 1) + np.arange(n)[None, :]).ravel()
     faces = np.concatenate([np.column_stack([corner, corner + n + 1, corner + n + 2]),
                             np.column_stack([corner, corner + n + 2, corner + 1])])
-    targets = np.concatenate([grid, grid + [0.5, 0.0], grid + [0.0, 0.5], grid + [0.5, 0.5]])
+    halves = np.array([[0.0, 0.0], [0.5, 0.0], [0.0, 0.5], [0.5, 0.5]])  # vertices, edges' and faces' middles
+    targets = (grid[None] + halves[:, None]).reshape(-1, 2)
     targets = targets[(targets <= n).all(axis=1)]
     caster = RayCaster(vertices, faces)
     for direction in ([0.0, 0.0, 1.0], [1.0, 1.0, 2.0], [1.0, -1.0, 0.5], [0.0, 1.0, 3.0]):

@@ -142,10 +142,27 @@ def njit(*signatures: str) -> Callable[[F], F]:
     return decorate
 
 
-def compile_kernel(func: F, signature: str, *, cache: bool = True) -> F:
-    """Compile ``func`` now for ``signature`` (numba's options as ``njit``), or return it unchanged
-    without numba. For kernels built at run time, e.g. around a foreign library's function: numba cannot
-    cache those (``cache=False``), since the function's address differs per process."""
+
+def foreign_function(function: Any, signature: str) -> Any:
+    """A C function (a ``ctypes`` function with its argument types set) as an argument a kernel can call:
+    with numba, a first-class function of ``signature`` (e.g. ``"void(uint64, uint64)"``; the kernel's
+    signature names its type as ``FunctionType(void(uint64, uint64))``) at the function's address;
+    without numba, the ``ctypes`` function itself. Passed as an argument rather than read as a global,
+    the address (which differs per process) stays out of the machine code, so the kernel is cached."""
     if _numba is None:
-        return func
-    return _numba.njit([signature], **{**NJIT_OPTIONS, "cache": cache})(func)  # type: ignore[no-any-return]
+        return function
+    import ctypes
+
+    from numba.core import sigutils, types
+
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    args, restype = sigutils.normalize_signature(signature)
+
+    class _Address(types.WrapperAddressProtocol):  # type: ignore[misc, name-defined]
+        def __wrapper_address__(self) -> int:
+            return int(address)
+
+        def signature(self) -> Any:
+            return restype(*args)
+
+    return _Address()

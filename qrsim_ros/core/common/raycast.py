@@ -16,7 +16,8 @@ neighbouring rays together with SIMD instructions and are about twice as fast fo
 lidar's coherent rays (measured: docs/SCENE.md, scripts/bench_scene.py). So this module declares the
 dozen Embree 4 functions it needs against the library inside the embreex wheel (``embreex.libs``), and
 one kernel fills the packets, traces them and writes ranges, faces and normals in one pass (compiled
-with numba on first use; without numba the same loop runs in Python, slowly). The packet layout is
+with numba and cached like every kernel: the Embree function is its argument, ``jit.foreign_function``;
+without numba the same loop runs in Python, slowly). The packet layout is
 Embree 4's ``RTCRayHitN`` (``rtcore_ray.h``): structure-of-arrays fields of N lanes each, the ray's
 twelve, then the hit's; the library's version and native packet widths are checked when it is loaded.
 
@@ -34,13 +35,12 @@ import glob
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, compile_kernel
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, foreign_function, njit
 
 #: Embree's "no hit" primitive/geometry id.
 NO_HIT = -1
@@ -112,8 +112,8 @@ class RayCaster:
         face = np.full(m, NO_HIT, np.int64)
         normal = np.zeros((m, 3))
         if m and self._scene is not None:
-            self._embree.kernel(self._scene.handle, o, d, self.offset, float(max_range_m), self._normals,
-                                rng, face, normal)
+            self._embree.cast(self._scene, o, d, self.offset, float(max_range_m), self._normals, rng, face,
+                              normal)
         return RayHits(rng, face, normal)
 
 
@@ -209,8 +209,7 @@ class _Embree:
         if not widths:
             raise RuntimeError(f"{name} was built without ray packets")
         self.packet_width = widths[0]
-        self._intersect = getattr(lib, f"rtcIntersect{self.packet_width}")
-        self._kernel: Any = None
+        self.intersect = foreign_function(getattr(lib, f"rtcIntersect{self.packet_width}"), _INTERSECT_SIG)
 
     def error(self) -> int:
         return int(self.lib.rtcGetDeviceError(self.device))
@@ -218,13 +217,11 @@ class _Embree:
     def triangle_scene(self, vertices: Array, faces: NDArray[np.int64]) -> _TriangleScene:
         return _TriangleScene(self, vertices, faces)
 
-    @property
-    def kernel(self) -> Any:
-        """The packet kernel, compiled on first use (numba cannot cache a kernel that calls a foreign
-        function's address, which differs per process)."""
-        if self._kernel is None:
-            self._kernel = _compile_packet_kernel(self._intersect, self.packet_width)
-        return self._kernel
+    def cast(self, scene: _TriangleScene, origins: Array, directions: Array, offset: Array, far_m: float,
+             face_normals: Array, range_out: Array, face_out: NDArray[np.int64], normal_out: Array) -> int:
+        """``_cast_packets`` through this library's packet query; returns the number of hits."""
+        return int(_cast_packets(self.intersect, self.packet_width, scene.handle, origins, directions, offset,
+                                 far_m, face_normals, range_out, face_out, normal_out))
 
 
 @functools.cache
@@ -233,63 +230,65 @@ def embree() -> _Embree:
     return _Embree()
 
 
-def _compile_packet_kernel(intersect: Any, width: int) -> Any:
-    """``kernel(scene, origins, directions, offset, far_m, face_normals, range_out, face_out, normal_out)``:
-    trace the rays in packets of ``width`` through ``intersect`` (``rtcIntersect<width>``) and write each
-    ray's range [m], face and unit normal turned to face the ray; the outputs keep what they hold (+inf,
-    NO_HIT, zeros) where nothing is hit. Returns the number of hits."""
-    n_lanes = width
+#: ``rtcIntersect<N>(valid, scene, rayhit, args)``, pointers as 64-bit integers (user-space addresses
+#: are below 2^63, and the integers are passed as the pointers are).
+_INTERSECT_SIG = "void(int64, int64, int64, int64)"
+
+
+@njit(f"int64(FunctionType({_INTERSECT_SIG}), int64, int64, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, "
+      f"{F8_2D_IN}, float64[::1], int64[::1], float64[:, ::1])")
+def _cast_packets(intersect, n_lanes, scene, origins, directions, offset, far_m, face_normals, range_out,
+                  face_out, normal_out):
+    """Trace rays from ``origins`` (M, 3) along unit ``directions`` (M, 3) (minus ``offset``) up to
+    ``far_m`` in packets of ``n_lanes`` through ``intersect`` (``rtcIntersect<n_lanes>``) in ``scene``;
+    write each ray's range [m], face and unit normal (of ``face_normals``) turned to face the ray. The
+    outputs keep what they hold (+inf, NO_HIT, zeros) where nothing is hit. Returns the number of hits."""
     floats = _PACKET_FIELDS_ALLOCATED * n_lanes
-    f_tfar, f_mask, f_prim, f_geom = (field * n_lanes for field in (_F_TFAR, _F_MASK, _F_PRIM, _F_GEOM))
-    invalid_geometry = _INVALID_GEOMETRY_ID
-
-    def kernel(scene, origins, directions, offset, far_m, face_normals, range_out, face_out, normal_out):
-        # the packet and its validity mask, aligned to 64 bytes as Embree requires
-        raw = np.zeros(floats + 16, np.float32)
-        start = (16 - (raw.ctypes.data // 4) % 16) % 16
-        packet = raw[start:start + floats]
-        lanes = packet.view(np.uint32)
-        raw_valid = np.zeros(n_lanes + 16, np.int32)
-        start = (16 - (raw_valid.ctypes.data // 4) % 16) % 16
-        valid = raw_valid[start:start + n_lanes]
-        far = np.float32(far_m)
-        m = origins.shape[0]
-        hits = 0
-        for first in range(0, m, n_lanes):
-            count = min(n_lanes, m - first)
-            for k in range(n_lanes):
-                if k < count:
-                    i = first + k
-                    for axis in range(3):
-                        packet[axis * n_lanes + k] = origins[i, axis] - offset[axis]
-                        packet[(4 + axis) * n_lanes + k] = directions[i, axis]
-                    packet[3 * n_lanes + k] = 0.0  # tnear
-                    packet[7 * n_lanes + k] = 0.0  # time
-                    packet[f_tfar + k] = far
-                    lanes[f_mask + k] = 0xFFFFFFFF
-                    lanes[f_mask + n_lanes + k] = 0  # id
-                    lanes[f_mask + 2 * n_lanes + k] = 0  # flags
-                    lanes[f_geom + k] = invalid_geometry
-                    valid[k] = -1
-                else:
-                    valid[k] = 0
-            intersect(valid.ctypes.data, scene, packet.ctypes.data, 0)
-            for k in range(count):
-                if lanes[f_geom + k] == invalid_geometry:
-                    continue  # the outputs' defaults: no hit
+    f_tfar, f_mask = _F_TFAR * n_lanes, _F_MASK * n_lanes
+    f_prim, f_geom = _F_PRIM * n_lanes, _F_GEOM * n_lanes
+    # the packet and its validity mask, aligned to 64 bytes as Embree requires
+    raw = np.zeros(floats + 16, np.float32)
+    start = (16 - (raw.ctypes.data // 4) % 16) % 16
+    packet = raw[start:start + floats]
+    lanes = packet.view(np.uint32)
+    raw_valid = np.zeros(n_lanes + 16, np.int32)
+    start = (16 - (raw_valid.ctypes.data // 4) % 16) % 16
+    valid = raw_valid[start:start + n_lanes]
+    far = np.float32(far_m)
+    m = origins.shape[0]
+    hits = 0
+    for first in range(0, m, n_lanes):
+        count = min(n_lanes, m - first)
+        for k in range(n_lanes):
+            if k < count:
                 i = first + k
-                hits += 1
-                f = np.int64(lanes[f_prim + k])
-                range_out[i] = packet[f_tfar + k]
-                face_out[i] = f
-                n0, n1, n2 = face_normals[f, 0], face_normals[f, 1], face_normals[f, 2]
-                if n0 * directions[i, 0] + n1 * directions[i, 1] + n2 * directions[i, 2] > 0.0:
-                    n0, n1, n2 = -n0, -n1, -n2
-                normal_out[i, 0], normal_out[i, 1], normal_out[i, 2] = n0, n1, n2
-        return hits
-
-    return compile_kernel(kernel, f"int64(uint64, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, "
-                                  f"{F8_2D_IN}, float64[::1], int64[::1], float64[:, ::1])", cache=False)
+                for axis in range(3):
+                    packet[axis * n_lanes + k] = origins[i, axis] - offset[axis]
+                    packet[(4 + axis) * n_lanes + k] = directions[i, axis]
+                packet[3 * n_lanes + k] = 0.0  # tnear
+                packet[7 * n_lanes + k] = 0.0  # time
+                packet[f_tfar + k] = far
+                lanes[f_mask + k] = 0xFFFFFFFF
+                lanes[f_mask + n_lanes + k] = 0  # id
+                lanes[f_mask + 2 * n_lanes + k] = 0  # flags
+                lanes[f_geom + k] = _INVALID_GEOMETRY_ID
+                valid[k] = -1
+            else:
+                valid[k] = 0
+        intersect(np.int64(valid.ctypes.data), scene, np.int64(packet.ctypes.data), np.int64(0))
+        for k in range(count):
+            if lanes[f_geom + k] == _INVALID_GEOMETRY_ID:
+                continue  # the outputs' defaults: no hit
+            i = first + k
+            hits += 1
+            f = np.int64(lanes[f_prim + k])
+            range_out[i] = packet[f_tfar + k]
+            face_out[i] = f
+            n0, n1, n2 = face_normals[f, 0], face_normals[f, 1], face_normals[f, 2]
+            if n0 * directions[i, 0] + n1 * directions[i, 1] + n2 * directions[i, 2] > 0.0:
+                n0, n1, n2 = -n0, -n1, -n2
+            normal_out[i, 0], normal_out[i, 1], normal_out[i, 2] = n0, n1, n2
+    return hits
 
 
 def _unit_normals(tri: Array) -> Array:

@@ -88,7 +88,8 @@ def pack_params(params: RotorParams, ground_z_ned_m: float = 0.0) -> Array:
     p[_KF], p[_KM], p[_TAU] = params.k_f, params.k_m, params.motor_tau_s
     p[_WMIN], p[_WMAX] = params.omega_min_rads, params.omega_max_rads
     p[_DRAG:_DRAG + 3] = params.drag_per_s
-    p[_KC], p[_CC], p[_RC] = params.contact_stiffness_n_m, params.contact_damping_n_s_m, params.contact_radius_m
+    p[_KC], p[_CC] = params.contact_stiffness_n_m, params.contact_damping_n_s_m
+    p[_RC] = params.contact_radius_m
     p[_G], p[_GROUND] = params.gravity_ms2, ground_z_ned_m
     pos = params.rotor_positions_m
     p[_POSX:_POSX + 4] = pos[:, 0]
@@ -331,7 +332,8 @@ class RotorFleet:
     # --- accessors ----------------------------------------------------------------------------------
     state = copy_of("_x", "True states (N, 13) (a copy); element 12 is the rotors' total thrust [N].")
     omega = copy_of("_omega", "Rotor speeds (N, 4) [rad/s] (a copy).")
-    accel_body = copy_of("_a", "Specific force (N, 3) of the last tick, body FRD [m/s^2] (RK4-weighted mean).")
+    accel_body = copy_of("_a", "Specific force (N, 3) of the last tick, body FRD [m/s^2] (RK4-weighted "
+                               "mean).")
     valid = copy_of("_valid", "Per-vehicle validity (N,).")
 
     @property
@@ -345,7 +347,8 @@ class RotorFleet:
         return self.params.hover_omega_rads
 
     # --- state setting ------------------------------------------------------------------------------
-    def set_state(self, x: ArrayLike, omega: ArrayLike | None = None, vehicles: ArrayLike | None = None) -> None:
+    def set_state(self, x: ArrayLike, omega: ArrayLike | None = None,
+                  vehicles: ArrayLike | None = None) -> None:
         """Set states of length 6, 12 or 13 (as ``PelicanFleet.set_state``) and the rotor speeds
         ``omega`` (N, 4) or (4,) [rad/s] (default: the hover speed, spinning, as QRSim starts a Pelican
         in flight with thrust m g); mark those vehicles valid. Element 12 is recomputed from omega."""
@@ -353,7 +356,8 @@ class RotorFleet:
         full = expand_state(x, self.params.mass_kg)
         if full.shape[0] != idx.size:
             raise RotorInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
-        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < self._limits[:, 0]) | (full[:, :12] > self._limits[:, 1])
+        lo, hi = self._limits[:, 0], self._limits[:, 1]
+        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < lo) | (full[:, :12] > hi)
         if bad.any():
             i, j = np.argwhere(bad)[0]
             lo, hi = self._limits[j]
@@ -399,13 +403,14 @@ class RotorFleet:
         if not np.all(np.isfinite(wind)):
             raise RotorInputError("wind must be finite")
         hl = self._healthy if health is None else self._rows(health, 4, "health")
-        bad, invalid = _rotor_fleet_step(self._x, self._omega, self._a, self._valid, self._reason_code, self._near,
-                                         cmd, hl, wind, self._prm, self.dt_s, self.substeps, self._limits,
-                                         self._collision_distance_m)
+        bad, invalid = _rotor_fleet_step(
+            self._x, self._omega, self._a, self._valid, self._reason_code, self._near, cmd, hl, wind,
+            self._prm, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
         if bad >= 0:
             i, j = divmod(int(bad), 8)
             if j < 4:
-                raise RotorInputError(f"vehicle {i}: omega_cmd[{j}]={float(cmd[i, j])!r} must be finite and >= 0")
+                raise RotorInputError(f"vehicle {i}: omega_cmd[{j}]={float(cmd[i, j])!r} must be finite "
+                                      "and >= 0")
             raise RotorInputError(f"vehicle {i}: health[{j - 4}]={float(hl[i, j - 4])!r} must be in [0, 1]")
         if invalid:
             for i in np.flatnonzero(self._reason_code):
@@ -426,7 +431,8 @@ class RotorFleet:
             try:
                 a = np.broadcast_to(a, (self.num_vehicles, width))
             except ValueError:
-                raise RotorInputError(f"{name} must have shape ({self.num_vehicles}, {width}), got {a.shape}") from None
+                raise RotorInputError(f"{name} must have shape ({self.num_vehicles}, {width}), "
+                                      f"got {a.shape}") from None
         return a
 
     def _reason_text(self, i: int, code: int) -> str:

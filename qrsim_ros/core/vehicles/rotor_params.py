@@ -83,9 +83,11 @@ class RotorParams:
             raise ConfigError(f"rotor.name={self.name!r} must be a string")
         for key in ("mass_kg", "arm_m", "k_f", "k_m", "motor_tau_s", "omega_max_rads", "gravity_ms2",
                     "contact_radius_m"):
-            set_frozen_field(self, key, single_positive(f"rotor.{key}", getattr(self, key)))
+            value = finite(f"rotor.{key}", getattr(self, key))
+            set_frozen_field(self, key, single_positive(f"rotor.{key}", value))
         for key in ("omega_min_rads", "contact_stiffness_n_m", "contact_damping_n_s_m"):
-            set_frozen_field(self, key, single_non_negative(f"rotor.{key}", getattr(self, key)))
+            value = finite(f"rotor.{key}", getattr(self, key))
+            set_frozen_field(self, key, single_non_negative(f"rotor.{key}", value))
         inertia = shape("rotor.inertia_kgm2", self.inertia_kgm2, (3,))
         if np.any(inertia <= 0):
             raise ConfigError(f"rotor.inertia_kgm2={inertia.tolist()} must be > 0")
@@ -110,7 +112,8 @@ class RotorParams:
                               f"{self.mass_kg * self.gravity_ms2:.4g} N")
         if self.min_thrust_n >= self.mass_kg * self.gravity_ms2:
             raise ConfigError(f"rotor.omega_min_rads={self.omega_min_rads!r}: the minimum thrust "
-                              f"{self.min_thrust_n:.4g} N exceeds the weight (the vehicle could never descend)")
+                              f"{self.min_thrust_n:.4g} N exceeds the weight (the vehicle could never "
+                              "descend)")
 
     # --- derived quantities --------------------------------------------------------------------
     @property

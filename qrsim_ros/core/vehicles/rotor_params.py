@@ -180,7 +180,8 @@ def pelican_rotor_params() -> RotorParams:
 
     Attitude plausibility against the identified closed loop (spec 2.4): a full 0.9 rad roll command
     asks for an initial angular acceleration of PQ1 * PQ0 * 2063 = 120 rad/s^2; this airframe can
-    produce L * 2 * (k_f omega_max^2 - 0) / Ixx ~ 2 * 0.2 * 4.1 / 0.0085 = 195 rad/s^2 around hover.
+    produce L k_f omega_max^2 / Ixx = 0.2 * 8.2 / 0.0085 = 193 rad/s^2 around hover (right rotor
+    stopped, left at full speed, collective still m g).
     A full 4.5 rad/s yaw-rate command asks for R0 * 2072 = 10 rad/s^2; the rotors give up to
     (k_m/k_f) * 4 * 4.1 N / Izz = 17.6 rad/s^2.
     """

@@ -185,6 +185,18 @@ def ocv_per_cell(params: BatteryParams, soc: ArrayLike) -> Array:
 _BOOL_IN = "Array(boolean, 1, 'A', readonly=True)"
 
 
+@njit(f"int64({F8_1D_IN}, {_BOOL_IN}, float64[:], boolean[:])")
+def _take_inputs(power_in, charging_in, power, charging):
+    """Copy a step's inputs into the bank (all or nothing); index of the first bad power, else -1."""
+    for i in range(power_in.shape[0]):
+        if not (math.isfinite(power_in[i]) and power_in[i] >= 0.0):
+            return i
+    for i in range(power_in.shape[0]):
+        power[i] = power_in[i]
+        charging[i] = charging_in[i]
+    return -1
+
+
 @njit(f"float64(float64, {F8_1D_IN}, {F8_1D_IN})")
 def _interp(x, xs, ys):
     """Linear interpolation in a table with strictly increasing ``xs``, clamped at its ends."""
@@ -289,6 +301,8 @@ class BatteryBank:
         self._amps = np.zeros(n)
         self._power = np.zeros(n)  # last step's power [W]
         self._charging = np.zeros(n, np.bool_)
+        self._no_charging = np.zeros(n, np.bool_)
+        self._no_charging.flags.writeable = False
         self._tab_soc = np.ascontiguousarray(self.params.ocv[:, 0])
         self._tab_v = np.ascontiguousarray(self.params.ocv[:, 1])
         p = self.params
@@ -330,22 +344,18 @@ class BatteryBank:
     def step(self, power_w: ArrayLike, dt_s: float, charging: ArrayLike | None = None) -> None:
         """Draw ``power_w`` (N,) [W] (>= 0, electrical, see ``power.py``) for ``dt_s`` [s] (> 0);
         ``charging`` (N,) bool marks vehicles resting on a charging base (default: none)."""
-        p = np.asarray(power_w, float)
         n = self.num_vehicles
-        if p.shape != (n,) or not np.all(np.isfinite(p)) or np.any(p < 0):
-            raise ValueError(f"power_w must be {n} finite values >= 0 [W], got {p!r}")
-        dt = float(dt_s)
-        if not (math.isfinite(dt) and dt > 0):
+        p = np.asarray(power_w, float)
+        c = self._no_charging if charging is None else np.asarray(charging)
+        if p.shape != (n,) or c.shape != (n,) or c.dtype != np.bool_:
+            raise ValueError(f"power_w must have shape ({n},) and charging be a bool array of shape ({n},), "
+                             f"got {p.shape}, {c.dtype} {c.shape}")
+        if not (math.isfinite(dt_s) and dt_s > 0):
             raise ValueError(f"dt_s={dt_s!r} must be finite and > 0")
-        if charging is None:
-            self._charging[:] = False
-        else:
-            c = np.asarray(charging)
-            if c.shape != (n,) or c.dtype != np.bool_:
-                raise ValueError(f"charging must be a bool array of shape ({n},), got {c.dtype} {c.shape}")
-            self._charging[:] = c
-        self._power[:] = p
-        self._run(dt)
+        bad = _take_inputs(p, c, self._power, self._charging)
+        if bad >= 0:
+            raise ValueError(f"power_w[{bad}]={p[bad]!r} must be finite and >= 0 [W]")
+        self._run(float(dt_s))
 
     def cell_failure(self, vehicle: int, volts_drop: float) -> None:
         """A cell failure of ``vehicle``: its pack voltage steps down by ``volts_drop`` [V] (> 0), from now

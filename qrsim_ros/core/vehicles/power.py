@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.validation import in_range, set_frozen_field, single_non_negative, single_positive
 
 #: Sea-level ISA air density [kg/m^3].
@@ -71,14 +72,34 @@ class PelicanPowerParams:
         """Area of one rotor disc, pi r^2 [m^2]."""
         return math.pi * self.rotor_radius_m ** 2
 
+    @property
+    def coefficient(self) -> float:
+        """P_induced(F) = coefficient * F^1.5 for a total thrust F over the four rotors [W / N^1.5]:
+        4 / (4^1.5 FM eta sqrt(2 rho A))."""
+        return NUM_ROTORS / (NUM_ROTORS ** 1.5 * self.figure_of_merit * self.drive_efficiency
+                             * math.sqrt(2.0 * self.air_density_kgm3 * self.disc_area_m2))
+
+
+#: The default Pelican figures (module doc).
+DEFAULT_PELICAN_POWER = PelicanPowerParams()
+
 
 def momentum_theory_power(thrust_n: ArrayLike, params: PelicanPowerParams | None = None) -> Array:
     """Electrical power [W] (N,) of Pelicans producing total thrusts ``thrust_n`` (N,) [N] (module doc, 1)."""
-    p = params if params is not None else PelicanPowerParams()
-    t_rotor = np.maximum(np.asarray(thrust_n, float), 0.0) / NUM_ROTORS
-    k = NUM_ROTORS / (p.figure_of_merit * p.drive_efficiency * math.sqrt(2.0 * p.air_density_kgm3
-                                                                           * p.disc_area_m2))
-    return k * t_rotor ** 1.5 + p.avionics_w
+    p = params if params is not None else DEFAULT_PELICAN_POWER
+    f = np.asarray(thrust_n, float)
+    if f.ndim != 1:
+        raise ValueError(f"thrust_n must have shape (N,), got {f.shape}")
+    return _momentum_power(f, p.coefficient, p.avionics_w)
+
+
+@njit(f"float64[:]({F8_1D_IN}, float64, float64)")
+def _momentum_power(thrust_n, coefficient, avionics_w):
+    out = np.empty(thrust_n.shape[0])
+    for i in range(thrust_n.shape[0]):
+        f = thrust_n[i] if thrust_n[i] > 0.0 else 0.0
+        out[i] = coefficient * f * math.sqrt(f) + avionics_w
+    return out
 
 
 def rotor_power(omega_rads: ArrayLike, k_m: float | ArrayLike, motor_efficiency: float,
@@ -86,10 +107,25 @@ def rotor_power(omega_rads: ArrayLike, k_m: float | ArrayLike, motor_efficiency:
     """Electrical power [W] (N,) of rotor-level vehicles with rotor speeds ``omega_rads`` (N, R) [rad/s]
     (either sign) and drag-torque coefficients ``k_m`` [N m s^2] (a number or one per rotor, (R,)):
     sum_j k_m |w_j|^3 / motor_efficiency + avionics_w (module doc, 2)."""
-    w = np.abs(np.asarray(omega_rads, float))
+    w = np.asarray(omega_rads, float)
     if w.ndim != 2:
         raise ValueError(f"omega_rads must have shape (N, rotors), got {w.shape}")
+    km = np.asarray(k_m, float)
+    if km.shape != (w.shape[1],):
+        km = np.full(w.shape[1], float(km))  # one coefficient for every rotor (a size-1 value)
     eta = float(motor_efficiency)
     if not 0.0 < eta <= 1.0:
         raise ValueError(f"motor_efficiency={motor_efficiency!r} must be in (0, 1]")
-    return (w ** 3 @ np.broadcast_to(np.asarray(k_m, float), (w.shape[1],))) / eta + float(avionics_w)
+    return _rotor_power(w, km, eta, float(avionics_w))
+
+
+@njit(f"float64[:]({F8_2D_IN}, {F8_1D_IN}, float64, float64)")
+def _rotor_power(omega, k_m, efficiency, avionics_w):
+    out = np.empty(omega.shape[0])
+    for i in range(omega.shape[0]):
+        shaft = 0.0
+        for j in range(omega.shape[1]):
+            w = abs(omega[i, j])
+            shaft += k_m[j] * w * w * w
+        out[i] = shaft / efficiency + avionics_w
+    return out

@@ -359,7 +359,8 @@ class BatteryBank:
 
     def cell_failure(self, vehicle: int, volts_drop: float) -> None:
         """A cell failure of ``vehicle``: its pack voltage steps down by ``volts_drop`` [V] (> 0), from now
-        on (cumulative over failures). The pack is re-evaluated at once under the last power, so the drop
+        on (cumulative over failures; it persists through charging, so the pack's full voltage is lower too;
+        cleared by ``reset``). The pack is re-evaluated at once under the last power, so the drop
         can make it empty immediately."""
         i = int(vehicle)
         if not 0 <= i < self.num_vehicles:

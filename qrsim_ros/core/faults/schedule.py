@@ -9,21 +9,25 @@ and takes faults injected and cleared at run time (issue 14, "Faults").
     schedule.active                                            # every active fault (ActiveFault)
 
 Call ``step`` once per tick, k = 1, 2, ... with t_s = k dt the simulated time of that tick [s]: a
-periodic probabilistic trigger draws once per call, so after K calls it has fired with probability
+periodic probabilistic trigger makes one trial per call, so after K calls it has fired with probability
 1 - (1 - P)^(K dt / T). Within a step: faults cleared since the last step end, timed faults whose end
 time has come (t_s >= since + duration_s) end, then every trigger is evaluated and the faults it fires
 start (a repeating fault that ended this tick may start again at once). A fault fires at most once per
 vehicle unless its spec says ``repeat: true``, and never while it is active on that vehicle.
 
 Randomness: each probabilistic fault draws, for each vehicle it applies to, from its own stream
-``fault.<id>`` of ``RandomStreams`` (vehicle = the vehicle index), one uniform per tick whatever the
-fault's state, buffered ``DRAW_BLOCK`` at a time (the same sequence as one draw per tick). So a fault's
-firings depend only on the seed, its id, its trigger and the vehicle: adding another fault changes
-nothing else. ``reset`` keeps the streams going (the next episode of the same streams, as the
-Simulator's other models do) and drops the faults injected at run time.
+``fault.<id>`` of ``RandomStreams`` (vehicle = the vehicle index). Its trigger is one Bernoulli(p_dt)
+trial per tick whatever the fault's state (a success while the fault is active, or after a fault that
+fires once has fired, starts nothing); the trials are drawn as geometric waiting times between
+successes (``_BernoulliTicks``), the same process at one draw per success (a new episode draws fresh
+waiting times). A one-shot trigger is the first tick's trial, with p = P. So a fault's firings depend
+only on the seed, its id, its trigger and the vehicle: adding another fault changes nothing else.
+``reset`` keeps the streams going (the next episode of the same streams, as the Simulator's other
+models do) and drops the faults injected at run time.
 
 Vectorised over vehicles: each fault keeps (N,) arrays (applies, fired, active, since, until); the loop
-is over faults, which are few. With no faults ``step`` returns at once.
+is over faults, which are few, and skips the array work where scalars say nothing can change (no fault:
+``step`` returns at once; a time trigger before its time; no end due; a fault that cannot fire again).
 """
 
 from __future__ import annotations
@@ -46,8 +50,6 @@ from qrsim_ros.core.faults.triggers import TIME_EPS_S, AtStep, AtTime, Condition
 
 #: Prefix of the fault streams' names (``fault.<id>``, one stream per vehicle).
 STREAM_PREFIX = "fault."
-#: Uniform draws taken from a stream at a time.
-DRAW_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -97,21 +99,38 @@ class FaultConditions:
 NO_CONDITIONS = FaultConditions()
 
 
-class _Uniforms:
-    """Per-vehicle uniform draws from the fault's streams, DRAW_BLOCK at a time."""
+class _BernoulliTicks:
+    """Independent Bernoulli(p) trials, one per tick and vehicle, each vehicle from its own stream.
 
-    def __init__(self, streams: RandomStreams, name: str, vehicles: Array) -> None:
+    Instead of one uniform per tick, each vehicle draws the number of ticks until its next success, a
+    geometric variable (support 1, 2, ...) with the same p: the same process (the waiting times of a
+    Bernoulli sequence are i.i.d. geometric), but one draw per success and a scalar comparison per tick.
+    """
+
+    def __init__(self, streams: RandomStreams, name: str, vehicles: Array, p: float) -> None:
         self._rngs = [streams.get(name, int(v)) for v in vehicles]
-        self._block = np.empty((len(self._rngs), 0))
-        self._next = 0
+        self._p = float(p)
+        self.restart()
 
-    def draw(self) -> Array:
-        if self._next >= self._block.shape[1]:
-            self._block = np.stack([rng.random(DRAW_BLOCK) for rng in self._rngs])
-            self._next = 0
-        u = self._block[:, self._next]
-        self._next += 1
-        return u
+    def _wait(self, rng: np.random.Generator) -> float:
+        return float(rng.geometric(self._p)) if self._p > 0.0 else math.inf
+
+    def restart(self) -> None:
+        """Count ticks from 0 again, with fresh waiting times (the streams go on)."""
+        self._tick = 0
+        self._next = np.array([self._wait(rng) for rng in self._rngs])
+        self._soonest = float(self._next.min())
+
+    def trial(self) -> Array | None:
+        """The next tick's outcomes (one per vehicle, bool), or None when none succeeds."""
+        self._tick += 1
+        if self._tick < self._soonest:
+            return None
+        hit = self._next <= self._tick
+        for i in np.flatnonzero(hit):
+            self._next[i] = self._tick + self._wait(self._rngs[i])
+        self._soonest = float(self._next.min())
+        return hit
 
 
 class _Fault:
@@ -125,10 +144,9 @@ class _Fault:
         self.applies = np.zeros(num_vehicles, bool)
         self.applies[self.rows] = True
         trig = spec.trigger
-        self.p_tick = trig.per_tick(dt_s) if isinstance(trig, Probabilistic) else math.nan
+        self.trials = (_BernoulliTicks(streams, STREAM_PREFIX + spec.id, self.rows, trig.per_tick(dt_s))
+                       if isinstance(trig, Probabilistic) else None)
         self.one_shot = isinstance(trig, Probabilistic) and trig.period_s is None
-        self.uniforms = (_Uniforms(streams, STREAM_PREFIX + spec.id, self.rows)
-                         if isinstance(trig, Probabilistic) else None)
         self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
         self.reset()
 
@@ -141,26 +159,72 @@ class _Fault:
         self.until = np.full(n, np.inf)
         self.previous = np.zeros(n, bool)  # a condition trigger's value at the last tick
         self.evaluated = False
+        if self.trials is not None:
+            self.trials.restart()
+        # scalars that let a tick skip the array work: any vehicle active, a clear pending, the earliest
+        # planned end [s], and "armed" (the trigger can still start it: it repeats or has not fired on
+        # every vehicle)
+        self.any_active = False
+        self.any_clearing = False
+        self.next_end_s = math.inf
+        self.armed = True
 
     def activation(self, v: int) -> ActiveFault:
         until = None if math.isinf(self.until[v]) else float(self.until[v])
         return ActiveFault(self.spec.id, int(v), self.spec.kind, self.spec.params, float(self.since[v]),
                            until)
 
-    def fires(self, k: int, t_s: float, conditions: FaultConditions) -> Array:
-        """(N,) bool: where the trigger is true at this tick (before the once / active rules)."""
+    def end(self, t_s: float, ended: list[ActiveFault]) -> None:
+        """End the activations cleared or due at ``t_s``."""
+        if not (self.any_clearing or t_s >= self.next_end_s - TIME_EPS_S):
+            return
+        stop = self.active & (self.clearing | (self.until - TIME_EPS_S <= t_s))
+        ended.extend(self.activation(v) for v in np.flatnonzero(stop))
+        self.active &= ~stop
+        self.clearing[:] = False
+        self.any_clearing = False
+        self._update()
+
+    def start(self, k: int, t_s: float, conditions: FaultConditions, started: list[ActiveFault]) -> None:
+        """Evaluate the trigger and start the fault where it fires (the once / active rules applied)."""
+        fire = self._fires(k, t_s, conditions)
+        if fire is None:
+            return
+        fire &= ~self.active
+        if not self.spec.repeat:
+            fire &= ~self.fired
+        if not fire.any():
+            return
+        self.fired |= fire
+        self.active |= fire
+        self.since[fire] = t_s
+        self.until[fire] = t_s + self.spec.duration_s if self.spec.duration_s is not None else math.inf
+        started.extend(self.activation(v) for v in np.flatnonzero(fire))
+        self._update()
+
+    def _update(self) -> None:
+        self.any_active = bool(self.active.any())
+        self.next_end_s = float(self.until[self.active].min()) if self.any_active else math.inf
+        self.armed = self.spec.repeat or not bool(self.fired[self.rows].all())
+
+    def _fires(self, k: int, t_s: float, conditions: FaultConditions) -> Array | None:
+        """(N,) bool (a new array): where the trigger is true at this tick, before the once / active
+        rules; None where it is true nowhere."""
         trig = self.spec.trigger
         first = not self.evaluated
         self.evaluated = True
         if isinstance(trig, AtTime):
-            return self.applies & (t_s >= trig.time_s - TIME_EPS_S)
+            return self.applies.copy() if t_s >= trig.time_s - TIME_EPS_S else None
         if isinstance(trig, AtStep):
-            return self.applies & (k >= self.at_tick)
-        out = np.zeros(self.applies.size, bool)
+            return self.applies.copy() if k >= self.at_tick else None
         if isinstance(trig, Probabilistic):
             if self.one_shot and not first:
-                return out
-            out[self.rows] = self.uniforms.draw() < self.p_tick  # type: ignore[union-attr]
+                return None
+            hit = self.trials.trial()  # type: ignore[union-attr]
+            if hit is None:
+                return None
+            out = np.zeros(self.applies.size, bool)
+            out[self.rows] = hit
             return out
         now = self.applies & _condition(self.spec.id, trig, conditions, self.applies.size)
         rising = now & ~self.previous
@@ -230,21 +294,10 @@ class FaultSchedule:
         started: list[ActiveFault] = []
         ended: list[ActiveFault] = []
         for f in self._faults:
-            if f.active.any():
-                stop = f.active & (f.clearing | (t_s >= f.until - TIME_EPS_S))
-                for v in np.flatnonzero(stop):
-                    ended.append(f.activation(v))
-                f.active &= ~stop
-                f.clearing[:] = False
-            fire = f.fires(k, t_s, conditions) & ~f.active
-            if not f.spec.repeat:
-                fire &= ~f.fired
-            if fire.any():
-                f.fired |= fire
-                f.active |= fire
-                f.since[fire] = t_s
-                f.until[fire] = t_s + f.spec.duration_s if f.spec.duration_s is not None else np.inf
-                started.extend(f.activation(v) for v in np.flatnonzero(fire))
+            if f.any_active:
+                f.end(t_s, ended)
+            if f.armed:
+                f.start(k, t_s, conditions, started)
         return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS
 
     # --- what is active -------------------------------------------------------------------------------
@@ -309,6 +362,7 @@ class FaultSchedule:
                     only[vehicle] = hit[vehicle]
                     hit = only
                 f.clearing |= hit
+                f.any_clearing = f.any_clearing or bool(hit.any())
                 out.extend(f.activation(v) for v in np.flatnonzero(hit))
         return out
 

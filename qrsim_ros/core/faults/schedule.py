@@ -226,27 +226,34 @@ class _Fault:
             out = np.zeros(self.applies.size, bool)
             out[self.rows] = hit
             return out
-        now = self.applies & _condition(self.spec.id, trig, conditions, self.applies.size)
-        rising = now & ~self.previous
+        now = _condition(self.spec.id, trig, conditions, self.applies.size)
+        now &= self.applies
+        rising = now > self.previous  # true now, false at the last tick
         self.previous = now
-        return rising
+        return rising if rising.any() else None
+
+
+#: The FaultConditions field each condition reads.
+_CONDITION_FIELD = {"battery_below_v": "battery_v", "battery_below_fraction": "battery_fraction",
+                    "inside_box_ned_m": "position_ned_m"}
 
 
 def _condition(fault_id: str, trig: Condition, c: FaultConditions, n: int) -> Array:
-    source = {"battery_below_v": ("battery_v", c.battery_v),
-              "battery_below_fraction": ("battery_fraction", c.battery_fraction),
-              "inside_box_ned_m": ("position_ned_m", c.position_ned_m)}[trig.kind]
-    if source[1] is None:
-        raise ValueError(f"fault {fault_id!r} (condition {trig.kind}) needs FaultConditions.{source[0]}")
-    a = np.asarray(source[1], dtype=float)
+    """(N,) bool: the condition's value per vehicle (a NaN input is false: no battery never fires)."""
+    field = _CONDITION_FIELD[trig.kind]
+    value = getattr(c, field)
+    if value is None:
+        raise ValueError(f"fault {fault_id!r} (condition {trig.kind}) needs FaultConditions.{field}")
+    a = np.asarray(value, dtype=float)
     if trig.kind == "inside_box_ned_m":
         if a.shape != (n, 3):
             raise ValueError(f"FaultConditions.position_ned_m must have shape ({n}, 3), got {a.shape}")
-        lim = np.asarray(trig.value).reshape(3, 2)
-        return np.all((a >= lim[:, 0]) & (a <= lim[:, 1]), axis=1)
+        lo, hi = trig.value[0::2], trig.value[1::2]  # type: ignore[index]
+        return ((a[:, 0] >= lo[0]) & (a[:, 0] <= hi[0]) & (a[:, 1] >= lo[1]) & (a[:, 1] <= hi[1])
+                & (a[:, 2] >= lo[2]) & (a[:, 2] <= hi[2]))
     if a.shape != (n,):
-        raise ValueError(f"FaultConditions.{source[0]} must have shape ({n},), got {a.shape}")
-    return a < float(trig.value)  # NaN (no battery) never fires
+        raise ValueError(f"FaultConditions.{field} must have shape ({n},), got {a.shape}")
+    return a < trig.value  # type: ignore[operator]
 
 
 class FaultSchedule:

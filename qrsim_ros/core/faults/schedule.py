@@ -1,0 +1,383 @@
+"""The fault schedule of N vehicles: evaluates every fault's trigger each tick, starts and ends faults,
+and takes faults injected and cleared at run time (issue 14, "Faults").
+
+    schedule = FaultSchedule(parse_faults(scenario_faults, num_vehicles=n), n, streams,
+                             dt_s=0.02, ticks_per_task_step=m)
+    schedule.reset()                                           # at every episode start
+    events = schedule.step(k, t_s, FaultConditions(battery_v=v, position_ned_m=x[:, :3]))
+    events.started, events.ended                               # ActiveFault tuples, this tick
+    schedule.active                                            # every active fault (ActiveFault)
+
+Call ``step`` once per tick, k = 1, 2, ... with t_s = k dt the simulated time of that tick [s]: a
+periodic probabilistic trigger makes one trial per call, so after K calls it has fired with probability
+1 - (1 - P)^(K dt / T). Within a step: faults cleared since the last step end, timed faults whose end
+time has come (t_s >= since + duration_s) end, then every trigger is evaluated and the faults it fires
+start (a repeating fault that ended this tick may start again at once). A fault fires at most once per
+vehicle unless its spec says ``repeat: true``, and never while it is active on that vehicle.
+
+Randomness: each probabilistic fault draws, for each vehicle it applies to, from its own stream
+``fault.<id>`` of ``RandomStreams`` (vehicle = the vehicle index). Its trigger is one Bernoulli(p_dt)
+trial per tick whatever the fault's state (a success while the fault is active, or after a fault that
+fires once has fired, starts nothing); the trials are drawn as geometric waiting times between
+successes (``_BernoulliTicks``), the same process at one draw per success (a new episode draws fresh
+waiting times). A one-shot trigger is the first tick's trial, with p = P. So a fault's firings depend
+only on the seed, its id, its trigger and the vehicle: adding another fault changes nothing else.
+``reset`` keeps the streams going (the next episode of the same streams, as the Simulator's other
+models do) and drops the faults injected at run time.
+
+Vectorised over vehicles: each fault keeps (N,) arrays (applies, fired, active, since, until); the loop
+is over faults, which are few, and skips the array work where scalars say nothing can change (no fault:
+``step`` returns at once; a time trigger before its time; no end due; a fault that cannot fire again).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.faults.kinds import DEFAULT_NUM_ROTORS, KINDS, integer
+from qrsim_ros.core.faults.spec import FaultSpec
+from qrsim_ros.core.faults.triggers import TIME_EPS_S, AtStep, AtTime, Condition, Probabilistic
+
+#: Prefix of the fault streams' names (``fault.<id>``, one stream per vehicle).
+STREAM_PREFIX = "fault."
+
+
+@dataclass(frozen=True)
+class ActiveFault:
+    """One fault active on one vehicle: ``since_s`` its start [s], ``until_s`` its planned end [s] (None:
+    permanent), ``params`` the kind's parameters (kinds.py)."""
+
+    id: str
+    vehicle: int
+    kind: str
+    params: Mapping[str, Any]
+    since_s: float
+    until_s: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (lists for vectors) for messages, bags and logs."""
+        return {"id": self.id, "vehicle": self.vehicle, "kind": self.kind, "since_s": self.since_s,
+                "until_s": self.until_s,
+                "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.params.items()}}
+
+
+@dataclass(frozen=True)
+class FaultEvents:
+    """The faults that started and ended at one tick."""
+
+    started: tuple[ActiveFault, ...] = ()
+    ended: tuple[ActiveFault, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.started or self.ended)
+
+
+NO_EVENTS = FaultEvents()
+
+
+@dataclass(frozen=True)
+class FaultConditions:
+    """What condition triggers read at a tick, per vehicle: ``battery_v`` (N,) terminal voltage [V],
+    ``battery_fraction`` (N,) state of charge 0..1, ``position_ned_m`` (N, 3) true position NED [m]. A
+    field left None may only be missing when no condition trigger needs it."""
+
+    battery_v: ArrayLike | None = None
+    battery_fraction: ArrayLike | None = None
+    position_ned_m: ArrayLike | None = None
+
+
+NO_CONDITIONS = FaultConditions()
+
+
+class _BernoulliTicks:
+    """Independent Bernoulli(p) trials, one per tick and vehicle, each vehicle from its own stream.
+
+    Instead of one uniform per tick, each vehicle draws the number of ticks until its next success, a
+    geometric variable (support 1, 2, ...) with the same p: the same process (the waiting times of a
+    Bernoulli sequence are i.i.d. geometric), but one draw per success and a scalar comparison per tick.
+    """
+
+    def __init__(self, streams: RandomStreams, name: str, vehicles: Array, p: float) -> None:
+        self._rngs = [streams.get(name, int(v)) for v in vehicles]
+        self._p = float(p)
+        self.restart()
+
+    def _wait(self, rng: np.random.Generator) -> float:
+        return float(rng.geometric(self._p)) if self._p > 0.0 else math.inf
+
+    def restart(self) -> None:
+        """Count ticks from 0 again, with fresh waiting times (the streams go on)."""
+        self._tick = 0
+        self._next = np.array([self._wait(rng) for rng in self._rngs])
+        self._soonest = float(self._next.min())
+
+    def trial(self) -> Array | None:
+        """The next tick's outcomes (one per vehicle, bool), or None when none succeeds."""
+        self._tick += 1
+        if self._tick < self._soonest:
+            return None
+        hit = self._next <= self._tick
+        for i in np.flatnonzero(hit):
+            self._next[i] = self._tick + self._wait(self._rngs[i])
+        self._soonest = float(self._next.min())
+        return hit
+
+
+class _Fault:
+    """The state of one fault over the fleet."""
+
+    def __init__(self, spec: FaultSpec, num_vehicles: int, streams: RandomStreams, dt_s: float,
+                 ticks_per_task_step: int, injected: bool) -> None:
+        self.spec = spec
+        self.injected = injected
+        self.rows = np.asarray(spec.vehicle_indices(num_vehicles), dtype=np.intp)
+        self.applies = np.zeros(num_vehicles, bool)
+        self.applies[self.rows] = True
+        trig = spec.trigger
+        self.trials = (_BernoulliTicks(streams, STREAM_PREFIX + spec.id, self.rows, trig.per_tick(dt_s))
+                       if isinstance(trig, Probabilistic) else None)
+        self.one_shot = isinstance(trig, Probabilistic) and trig.period_s is None
+        self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
+        self.reset()
+
+    def reset(self) -> None:
+        n = self.applies.size
+        self.fired = np.zeros(n, bool)
+        self.active = np.zeros(n, bool)
+        self.clearing = np.zeros(n, bool)
+        self.since = np.full(n, np.nan)
+        self.until = np.full(n, np.inf)
+        self.previous = np.zeros(n, bool)  # a condition trigger's value at the last tick
+        self.evaluated = False
+        if self.trials is not None:
+            self.trials.restart()
+        # scalars that let a tick skip the array work: any vehicle active, a clear pending, the earliest
+        # planned end [s], and "armed" (the trigger can still start it: it repeats or has not fired on
+        # every vehicle)
+        self.any_active = False
+        self.any_clearing = False
+        self.next_end_s = math.inf
+        self.armed = True
+
+    def activation(self, v: int) -> ActiveFault:
+        until = None if math.isinf(self.until[v]) else float(self.until[v])
+        return ActiveFault(self.spec.id, int(v), self.spec.kind, self.spec.params, float(self.since[v]),
+                           until)
+
+    def end(self, t_s: float, ended: list[ActiveFault]) -> None:
+        """End the activations cleared or due at ``t_s``."""
+        if not (self.any_clearing or t_s >= self.next_end_s - TIME_EPS_S):
+            return
+        stop = self.active & (self.clearing | (self.until - TIME_EPS_S <= t_s))
+        ended.extend(self.activation(v) for v in np.flatnonzero(stop))
+        self.active &= ~stop
+        self.clearing[:] = False
+        self.any_clearing = False
+        self._update()
+
+    def start(self, k: int, t_s: float, conditions: FaultConditions, started: list[ActiveFault]) -> None:
+        """Evaluate the trigger and start the fault where it fires (the once / active rules applied)."""
+        fire = self._fires(k, t_s, conditions)
+        if fire is None:
+            return
+        fire &= ~self.active
+        if not self.spec.repeat:
+            fire &= ~self.fired
+        if not fire.any():
+            return
+        self.fired |= fire
+        self.active |= fire
+        self.since[fire] = t_s
+        self.until[fire] = t_s + self.spec.duration_s if self.spec.duration_s is not None else math.inf
+        started.extend(self.activation(v) for v in np.flatnonzero(fire))
+        self._update()
+
+    def _update(self) -> None:
+        self.any_active = bool(self.active.any())
+        self.next_end_s = float(self.until[self.active].min()) if self.any_active else math.inf
+        self.armed = self.spec.repeat or not bool(self.fired[self.rows].all())
+
+    def _fires(self, k: int, t_s: float, conditions: FaultConditions) -> Array | None:
+        """(N,) bool (a new array): where the trigger is true at this tick, before the once / active
+        rules; None where it is true nowhere."""
+        trig = self.spec.trigger
+        first = not self.evaluated
+        self.evaluated = True
+        if isinstance(trig, AtTime):
+            return self.applies.copy() if t_s >= trig.time_s - TIME_EPS_S else None
+        if isinstance(trig, AtStep):
+            return self.applies.copy() if k >= self.at_tick else None
+        if isinstance(trig, Probabilistic):
+            if self.one_shot and not first:
+                return None
+            hit = self.trials.trial()  # type: ignore[union-attr]
+            if hit is None:
+                return None
+            out = np.zeros(self.applies.size, bool)
+            out[self.rows] = hit
+            return out
+        now = _condition(self.spec.id, trig, conditions, self.applies.size)
+        now &= self.applies
+        rising = now > self.previous  # true now, false at the last tick
+        self.previous = now
+        return rising if rising.any() else None
+
+
+#: The FaultConditions field each condition reads.
+_CONDITION_FIELD = {"battery_below_v": "battery_v", "battery_below_fraction": "battery_fraction",
+                    "inside_box_ned_m": "position_ned_m"}
+
+
+def _condition(fault_id: str, trig: Condition, c: FaultConditions, n: int) -> Array:
+    """(N,) bool: the condition's value per vehicle (a NaN input is false: no battery never fires)."""
+    field = _CONDITION_FIELD[trig.kind]
+    value = getattr(c, field)
+    if value is None:
+        raise ValueError(f"fault {fault_id!r} (condition {trig.kind}) needs FaultConditions.{field}")
+    a = np.asarray(value, dtype=float)
+    if trig.kind == "inside_box_ned_m":
+        if a.shape != (n, 3):
+            raise ValueError(f"FaultConditions.position_ned_m must have shape ({n}, 3), got {a.shape}")
+        lo, hi = trig.value[0::2], trig.value[1::2]  # type: ignore[index]
+        return ((a[:, 0] >= lo[0]) & (a[:, 0] <= hi[0]) & (a[:, 1] >= lo[1]) & (a[:, 1] <= hi[1])
+                & (a[:, 2] >= lo[2]) & (a[:, 2] <= hi[2]))
+    if a.shape != (n,):
+        raise ValueError(f"FaultConditions.{field} must have shape ({n},), got {a.shape}")
+    return a < trig.value  # type: ignore[operator]
+
+
+class FaultSchedule:
+    """The faults of N vehicles over an episode (see the module docstring).
+
+    ``specs``: the scenario's faults (``parse_faults``); ``streams``: the scenario's RandomStreams;
+    ``dt_s``: the tick [s]; ``ticks_per_task_step``: ticks per task step (for ``at_step``);
+    ``num_rotors``: rotors per vehicle (checks the rotor index of injected faults).
+    """
+
+    def __init__(self, specs: tuple[FaultSpec, ...] | list[FaultSpec], num_vehicles: int,
+                 streams: RandomStreams | None = None, *, dt_s: float = BASE_DT_S,
+                 ticks_per_task_step: int = 1, num_rotors: int = DEFAULT_NUM_ROTORS) -> None:
+        if num_vehicles < 1:
+            raise ValueError(f"num_vehicles must be >= 1, got {num_vehicles}")
+        if not dt_s > 0 or ticks_per_task_step < 1:
+            raise ValueError(f"dt_s={dt_s} must be > 0 and ticks_per_task_step={ticks_per_task_step} >= 1")
+        self.num_vehicles = int(num_vehicles)
+        self.num_rotors = int(num_rotors)
+        self.dt_s = float(dt_s)
+        self.ticks_per_task_step = int(ticks_per_task_step)
+        self._streams = streams if streams is not None else RandomStreams(0)
+        self._faults: list[_Fault] = []
+        self._injections = 0
+        for i, spec in enumerate(specs):
+            self._add(spec, f"faults[{i}]", injected=False)
+
+    # --- the schedule ---------------------------------------------------------------------------------
+    @property
+    def specs(self) -> tuple[FaultSpec, ...]:
+        """Every fault the schedule holds (the scenario's, then the injected ones)."""
+        return tuple(f.spec for f in self._faults)
+
+    def reset(self) -> None:
+        """A new episode: no fault active or fired, the injected faults dropped; the streams go on."""
+        self._faults = [f for f in self._faults if not f.injected]
+        for f in self._faults:
+            f.reset()
+
+    def step(self, k: int, t_s: float, conditions: FaultConditions = NO_CONDITIONS) -> FaultEvents:
+        """Tick ``k`` at simulated time ``t_s`` [s]: end the cleared and expired faults, evaluate every
+        trigger, start the faults fired; returns the tick's events."""
+        if not self._faults:
+            return NO_EVENTS
+        started: list[ActiveFault] = []
+        ended: list[ActiveFault] = []
+        for f in self._faults:
+            if f.any_active:
+                f.end(t_s, ended)
+            if f.armed:
+                f.start(k, t_s, conditions, started)
+        return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS
+
+    # --- what is active -------------------------------------------------------------------------------
+    @property
+    def active(self) -> list[ActiveFault]:
+        """Every active fault, by fault (schedule order) then vehicle."""
+        return [f.activation(v) for f in self._faults for v in np.flatnonzero(f.active)]
+
+    def active_mask(self, kind: str) -> Array:
+        """(N,) bool: vehicles with at least one active fault of ``kind``."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
+        mask = np.zeros(self.num_vehicles, bool)
+        for f in self._faults:
+            if f.spec.kind == kind:
+                mask |= f.active
+        return mask
+
+    def rotor_thrust_factors(self) -> Array:
+        """(N, num_rotors) factors on each rotor's thrust from the active rotor_loss (x 0) and
+        rotor_degradation (x factor) faults, multiplied together; 1 where none is active."""
+        out = np.ones((self.num_vehicles, self.num_rotors))
+        for f in self._faults:
+            kind = f.spec.kind
+            if kind in ("rotor_loss", "rotor_degradation") and f.active.any():
+                factor = 0.0 if kind == "rotor_loss" else f.spec.params["factor"]
+                out[f.active, f.spec.params["rotor"]] *= factor
+        return out
+
+    # --- run time -------------------------------------------------------------------------------------
+    def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:
+        """Add a fault at run time (the ``/sim/inject_fault`` service, ``Simulator.inject_fault``) at
+        simulated time ``t_s`` [s]; returns its id. A mapping is parsed as a ``faults:`` item (errors name
+        ``inject.<key>``); without a trigger it starts at the next ``step``; without an id it gets
+        ``<kind>.injected<n>``. It is dropped at the next ``reset``."""
+        self._injections += 1
+        if isinstance(fault, Mapping):
+            fault = FaultSpec.from_dict(fault, "inject", num_vehicles=self.num_vehicles,
+                                        num_rotors=self.num_rotors,
+                                        default_id=f"{fault.get('kind')}.injected{self._injections}",
+                                        default_trigger=AtTime(max(float(t_s), 0.0)))
+        self._add(fault, "inject", injected=True)
+        return fault.id
+
+    def clear(self, fault_id: str | None = None, *, kind: str | None = None,
+              vehicle: int | None = None) -> list[ActiveFault]:
+        """End active faults at the next ``step`` (reported in its ``ended``): those of id ``fault_id``,
+        or else of ``kind``; only on ``vehicle`` if given. Returns the activations that will end (empty
+        if none matches). A cleared fault that repeats stays armed; one that fires once stays fired."""
+        if (fault_id is None) == (kind is None):
+            raise ValueError("clear needs a fault id or a kind (not both)")
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
+        if vehicle is not None and not 0 <= vehicle < self.num_vehicles:
+            raise ValueError(f"vehicle {vehicle} is not in [0, {self.num_vehicles - 1}]")
+        out: list[ActiveFault] = []
+        for f in self._faults:
+            if f.spec.id == fault_id or f.spec.kind == kind:
+                hit = f.active & ~f.clearing
+                if vehicle is not None:
+                    only = np.zeros_like(hit)
+                    only[vehicle] = hit[vehicle]
+                    hit = only
+                f.clearing |= hit
+                f.any_clearing = f.any_clearing or bool(hit.any())
+                out.extend(f.activation(v) for v in np.flatnonzero(hit))
+        return out
+
+    def _add(self, spec: FaultSpec, where: str, *, injected: bool) -> None:
+        if any(f.spec.id == spec.id for f in self._faults):
+            raise ConfigError(f"{where}.id={spec.id!r} is already the id of a fault in the schedule")
+        spec.vehicle_indices(self.num_vehicles, where)  # checks the indices against the fleet
+        if "rotor" in spec.params:
+            integer(f"{where}.rotor", spec.params["rotor"], 0, self.num_rotors - 1)
+        self._faults.append(_Fault(spec, self.num_vehicles, self._streams, self.dt_s,
+                                   self.ticks_per_task_step, injected))

@@ -294,7 +294,7 @@ def _first_bad_control(u, live, limits):
 
 
 @njit(f"void({_MAT_IN}, float64, boolean[::1])")
-def _collisions_into(x, distance_m, near):
+def collisions_into(x, distance_m, near):
     """near[i] = another vehicle's position (x[:, 0:3], NED) is closer than ``distance_m``.
 
     Vehicles with a non-finite position are never near. Sort-and-sweep along north: only pairs whose
@@ -326,9 +326,9 @@ def _collisions_into(x, distance_m, near):
 
 
 #: Reason codes written by ``_fleet_step`` (2 + j: state element j outside its limits).
-_REASON_NON_FINITE = 1
-_REASON_OUTSIDE = 2
-_REASON_COLLISION = 2 + STATE_SIZE
+REASON_NON_FINITE = 1
+REASON_OUTSIDE = 2
+REASON_COLLISION = 2 + STATE_SIZE
 
 
 @njit("UniTuple(int64, 3)(float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], boolean[::1], "
@@ -370,7 +370,7 @@ def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_lim
     if moved == 0:
         return -1, 0, emptied
     if n > 1:
-        _collisions_into(x, collision_distance_m, near)
+        collisions_into(x, collision_distance_m, near)
     invalid = 0
     for i in range(n):
         if not valid[i]:
@@ -378,15 +378,15 @@ def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_lim
         code = 0
         for j in range(STATE_SIZE):
             if not math.isfinite(x[i, j]):
-                code = _REASON_NON_FINITE
+                code = REASON_NON_FINITE
                 break
         if code == 0:
             for j in range(STATE_SIZE - 1):  # thrust is never checked
                 if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
-                    code = _REASON_OUTSIDE + j
+                    code = REASON_OUTSIDE + j
                     break
         if code == 0 and n > 1 and near[i]:
-            code = _REASON_COLLISION
+            code = REASON_COLLISION
         if code != 0:
             valid[i] = False
             reason[i] = code
@@ -588,10 +588,10 @@ class PelicanFleet:
         self._noise_buffers_empty = bool(np.any(empty & ~self._valid))
 
     def _reason_text(self, i: int, code: int) -> str:
-        if code == _REASON_NON_FINITE:
+        if code == REASON_NON_FINITE:
             return "non-finite state"
-        if code == _REASON_COLLISION:
+        if code == REASON_COLLISION:
             return f"collision (closer than {self.params.collision_distance_m} m to another vehicle)"
-        j = code - _REASON_OUTSIDE
+        j = code - REASON_OUTSIDE
         lo, hi = self._limits[j]
         return f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"

@@ -52,12 +52,12 @@ from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
-    _REASON_COLLISION,
-    _REASON_NON_FINITE,
-    _REASON_OUTSIDE,
+    REASON_COLLISION,
+    REASON_NON_FINITE,
+    REASON_OUTSIDE,
     STATE_NAMES,
     STATE_SIZE,
-    _collisions_into,
+    collisions_into,
     dcm_ned_to_body_entries,
     default_state_limits,
     expand_state,
@@ -258,7 +258,7 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
     if moved == 0:
         return -1, 0
     if n > 1:
-        _collisions_into(x, collision_distance_m, near)
+        collisions_into(x, collision_distance_m, near)
     invalid = 0
     for i in range(n):
         if not valid[i]:
@@ -266,18 +266,18 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
         code = 0
         for j in range(STATE_SIZE):
             if not math.isfinite(x[i, j]):
-                code = _REASON_NON_FINITE
+                code = REASON_NON_FINITE
                 break
         for j in range(4):
             if not math.isfinite(omega[i, j]):
-                code = _REASON_NON_FINITE
+                code = REASON_NON_FINITE
         if code == 0:
             for j in range(STATE_SIZE - 1):
                 if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
-                    code = _REASON_OUTSIDE + j
+                    code = REASON_OUTSIDE + j
                     break
         if code == 0 and n > 1 and near[i]:
-            code = _REASON_COLLISION
+            code = REASON_COLLISION
         if code != 0:
             valid[i] = False
             reason[i] = code
@@ -436,10 +436,10 @@ class RotorFleet:
         return a
 
     def _reason_text(self, i: int, code: int) -> str:
-        if code == _REASON_NON_FINITE:
+        if code == REASON_NON_FINITE:
             return "non-finite state"
-        if code == _REASON_COLLISION:
+        if code == REASON_COLLISION:
             return f"collision (closer than {self._collision_distance_m} m to another vehicle)"
-        j = code - _REASON_OUTSIDE
+        j = code - REASON_OUTSIDE
         lo, hi = self._limits[j]
         return f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"

@@ -82,6 +82,13 @@ def test_validators_name_the_parameter() -> None:
         validation.non_negative("sigma", [-1.0])
     with pytest.raises(validation.ConfigError, match="beta"):
         validation.positive("beta", 0.0)
+    for text in ("fast", [1.0, "x"]):  # not numbers at all: ConfigError too, not a ValueError
+        with pytest.raises(validation.ConfigError, match=r"k_f=.* must be a number or a list of numbers"):
+            validation.positive("k_f", text)
+        with pytest.raises(validation.ConfigError, match=r"sigma=.* must be a number or a list of numbers"):
+            validation.non_negative("sigma", text)
+    with pytest.raises(validation.ConfigError, match="k_f=None must be finite"):
+        validation.positive("k_f", None)
     with pytest.raises(validation.ConfigError, match=r"mask=95 must be in \[0, 90\]"):
         validation.in_range("mask", 95, 0, 90)
     with pytest.raises(validation.ConfigError, match="limits"):

@@ -76,9 +76,17 @@ def set_frozen_field(obj: object, field_name: str, value: object) -> None:
     object.__setattr__(obj, field_name, value)
 
 
+def _numbers(name: str, value: ArrayLike) -> NDArray[np.float64]:
+    """``value`` as a float array, else ConfigError (a string or None is not a ValueError deep inside)."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} must be a number or a list of numbers") from None
+
+
 def non_negative(name: str, value: ArrayLike) -> NDArray[np.float64]:
     """Array of finite values >= 0 (e.g. noise standard deviations), else ConfigError."""
-    a = np.asarray(value, dtype=float)
+    a = _numbers(name, value)
     if not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ConfigError(f"{name}={np.asarray(value).tolist()!r} must be finite and >= 0")
     return a
@@ -86,7 +94,7 @@ def non_negative(name: str, value: ArrayLike) -> NDArray[np.float64]:
 
 def positive(name: str, value: ArrayLike) -> NDArray[np.float64]:
     """Array of finite values > 0, else ConfigError."""
-    a = np.asarray(value, dtype=float)
+    a = _numbers(name, value)
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ConfigError(f"{name}={np.asarray(value).tolist()!r} must be finite and > 0")
     return a

@@ -104,7 +104,7 @@ def test_collision_sweep_equals_all_pairs() -> None:
         x = np.zeros((n, 13))
         x[:, :3] = pos
         near = np.zeros(n, bool)
-        pelican._collisions_into(x, d, near)
+        pelican.collisions_into(x, d, near)
         np.testing.assert_array_equal(near, _brute_force_near(pos, d), err_msg=f"trial {trial}")
 
 

@@ -57,6 +57,7 @@ from qrsim_ros.core.vehicles.pelican import (
     REASON_OUTSIDE,
     STATE_NAMES,
     STATE_SIZE,
+    PelicanInputError,
     collisions_into,
     dcm_ned_to_body_entries,
     default_state_limits,
@@ -76,8 +77,9 @@ _POSX, _POSY, _SPIN = 17, 21, 25  # 4 entries each
 _NPARAMS = 29
 
 
-class RotorInputError(ValueError):
-    """A command, health factor, wind or state given to the rotor model is malformed or out of range."""
+class RotorInputError(PelicanInputError):
+    """A command, health factor, wind or state given to the rotor model is malformed or out of range (a
+    ``PelicanInputError``, so the front ends handle both airframes' input errors alike)."""
 
 
 def pack_params(params: RotorParams, ground_z_ned_m: float = 0.0) -> Array:

@@ -213,42 +213,52 @@ class Airframes:
         if u.ndim != 2 or u.shape != (n, CONTROL_SIZE):
             raise PelicanInputError(f"controls must have shape ({n}, 5) {CONTROL_NAMES}, got {u.shape}")
         valid = self.valid
-        rt, use_rt = self._low_level(rates_thrust, "rates_thrust")
-        mo, use_mo = self._low_level(motors, "motors")
-        both = use_rt & use_mo & valid
-        if both.any():
-            raise RotorControlInputError(f"vehicle {int(np.argmax(both))}: rates_thrust and motors given "
-                                         "together (one input per vehicle)")
-        direct = use_rt | use_mo
-        wrong = direct & valid & ~self._is_rotor
-        if wrong.any():
-            raise RotorControlInputError(f"vehicle {int(np.argmax(wrong))}: a Pelican has no rotor-level "
-                                         "input (rates_thrust/motors are for airframe 'rotor')")
-        check_live_controls(u, valid & ~direct)
+        low_level = rates_thrust is not None or motors is not None
+        if low_level:
+            rt, use_rt = self._low_level(rates_thrust, "rates_thrust")
+            mo, use_mo = self._low_level(motors, "motors")
+            both = use_rt & use_mo & valid
+            if both.any():
+                raise RotorControlInputError(f"vehicle {int(np.argmax(both))}: rates_thrust and motors given "
+                                             "together (one input per vehicle)")
+            direct = use_rt | use_mo
+            wrong = direct & valid & ~self._is_rotor
+            if wrong.any():
+                raise RotorControlInputError(f"vehicle {int(np.argmax(wrong))}: a Pelican has no rotor-level "
+                                             "input (rates_thrust/motors are for airframe 'rotor')")
+            check_live_controls(u, valid & ~direct)
+        else:
+            check_live_controls(u, valid)
         wind = None if wind_body is None else np.asarray(wind_body, np.float64).reshape(n, 3)
+        only_rotor = self._only is self.rotor
         r = self._rot
         omega_cmd = None
         if self.rotor is not None:
-            xr, wr, live = self.rotor.state, self.rotor.omega, valid[r]
+            xr, om = self.rotor.state, self.rotor.omega
+            live = valid if only_rotor else valid[r]
             ctl = self.rotor_control
-            omega_cmd = ctl.from_controls(u[r], xr, wr, live & ~direct[r])  # type: ignore[union-attr]
-            if use_rt[r].any():
-                sel = live & use_rt[r]
-                omega_cmd[sel] = ctl.from_rates_thrust(rt[r], xr, wr, sel)[sel]  # type: ignore[union-attr]
-            if use_mo[r].any():
-                sel = live & use_mo[r]
-                omega_cmd[sel] = ctl.from_motors(mo[r], sel)[sel]  # type: ignore[union-attr]
+            ur = u if only_rotor else u[r]
+            if not low_level:
+                omega_cmd = ctl.from_controls(ur, xr, om, live)  # type: ignore[union-attr]
+            else:
+                omega_cmd = ctl.from_controls(ur, xr, om, live & ~direct[r])  # type: ignore[union-attr]
+                if use_rt[r].any():
+                    sel = live & use_rt[r]
+                    omega_cmd[sel] = ctl.from_rates_thrust(rt[r], xr, om, sel)[sel]  # type: ignore[union-attr]
+                if use_mo[r].any():
+                    sel = live & use_mo[r]
+                    omega_cmd[sel] = ctl.from_motors(mo[r], sel)[sel]  # type: ignore[union-attr]
         if self.pelican is not None:
             p = self._pel
             self.pelican.step(u[p], None if wind is None else wind[p])
         if self.rotor is not None:
-            wr = None
+            wind_r = None
             if wind is not None:
-                wr = wind[r]
-                frozen = ~valid[r]
+                wind_r = wind if only_rotor else wind[r]
+                frozen = ~live
                 if frozen.any():  # frozen vehicles ignore the wind; a NaN row there is no error
-                    wr = np.where(frozen[:, None], 0.0, wr)
-            self.rotor.step(omega_cmd, wind_body=wr)
+                    wind_r = np.where(frozen[:, None], 0.0, wind_r)
+            self.rotor.step(omega_cmd, wind_body=wind_r)
         if self._only is None:
             self._cross_collisions(valid)
 

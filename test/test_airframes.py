@@ -57,6 +57,18 @@ def test_rotor_section_takes_a_preset_and_overrides() -> None:
     p = sc.vehicle.rotor_params()
     assert (p.name, p.mass_kg, p.motor_tau_s) == ("ireland_2016", 1.51, 0.05)
     np.testing.assert_array_equal(p.inertia_kgm2, [0.02, 0.02, 0.03])
+    assert load_scenario("keep_spot").vehicle.rotor_control_params().lookahead_ticks == 0.5
+    gains = load_scenario("keep_spot", {"vehicle": {"rotor_control": {"lookahead_ticks": 1, "speed_gain": 3}}}
+                          ).vehicle.rotor_control_params()
+    assert (gains.lookahead_ticks, gains.speed_gain) == (1, 3)
+
+
+def test_the_simulator_builds_the_scenarios_rotor_airframe() -> None:
+    sim = Simulator.from_scenario("keep_spot", {"vehicle": {
+        "airframe": "rotor", "rotor": {"preset": "ireland_2016"}, "rotor_control": {"lookahead_ticks": 1.0}}})
+    assert sim.fleet.rotor.params.name == "ireland_2016"  # type: ignore[union-attr]
+    assert sim.fleet.rotor_control.gains.lookahead_ticks == 1.0  # type: ignore[union-attr]
+    assert sim.fleet.rotor.ground_z_ned_m == sim.scenario.ground_z_ned_m  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("vehicle", "message"), [
@@ -68,6 +80,10 @@ def test_rotor_section_takes_a_preset_and_overrides() -> None:
     ({"rotor": {"wings": 2}}, "vehicle.rotor: unknown key(s) ['wings']"),
     ({"rotor": {"inertia_kgm2": [1.0, 2.0]}}, "vehicle.rotor.inertia_kgm2"),
     ({"rotor": {"omega_max_rads": 100.0}}, "cannot lift the weight"),
+    ({"rotor_control": {"attitude_gain": 0.0}}, "vehicle.rotor_control.attitude_gain"),
+    ({"rotor_control": {"lookahead_ticks": -1}}, "vehicle.rotor_control.lookahead_ticks=-1.0 must be >= 0"),
+    ({"rotor_control": {"kp": 1}}, "vehicle.rotor_control: unknown key(s) ['kp']"),
+    ({"rotor_control": {"rate_gain_per_s": [1.0, 2.0]}}, "vehicle.rotor_control.rate_gain_per_s"),
 ])
 def test_bad_airframe_keys_name_the_key_path(vehicle: dict, message: str) -> None:
     with pytest.raises(ScenarioError) as err:

@@ -55,6 +55,7 @@ from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.airframes import AIRFRAME_NAMES
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
+from qrsim_ros.core.vehicles.rotor_control import RotorControlParams
 from qrsim_ros.core.vehicles.rotor_params import PRESETS, RotorParams, rotor_preset
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
 from qrsim_ros.core.world.scene import SceneParams
@@ -242,11 +243,15 @@ class VehicleParams:
     rotor: the rotor airframe's parameters: ``preset`` (one of ``rotor_params.PRESETS``, default
     ``pelican``) and overrides of any ``RotorParams`` field (e.g. ``k_m: 1.8e-7``,
     ``inertia_kgm2: [0.01, 0.01, 0.02]``); ``rotor_params()`` builds them.
+    rotor_control: the rotor airframe's onboard controller gains (``RotorControlParams`` fields:
+    ``attitude_gain``, ``yaw_gain``, ``speed_gain``, ``lookahead_ticks``, ``rate_gain_per_s``; default the
+    documented ones, docs/ROTOR.md); ``rotor_control_params()`` builds them.
     """
 
     control: str | tuple[str, ...] | None = None
     airframe: str | tuple[str, ...] = "pelican"
     rotor: dict[str, Any] = field(default_factory=dict)
+    rotor_control: dict[str, Any] = field(default_factory=dict)
     dyn_noise: tuple[float, float, float, float, float, float] = (0.2,) * 6
     mass_kg: float = 1.68
     collision_distance_m: float = 2.0
@@ -278,6 +283,7 @@ class VehicleParams:
             if a not in AIRFRAMES:
                 raise ConfigError(f"vehicle.airframe={a!r} must be one of {', '.join(AIRFRAMES)}")
         self.rotor_params()  # validates vehicle.rotor
+        self.rotor_control_params()  # validates vehicle.rotor_control
         non_negative("vehicle.dyn_noise", self.dyn_noise)
         in_range("vehicle.mass_kg", self.mass_kg, 0.1, 100.0)
         non_negative("vehicle.collision_distance_m", self.collision_distance_m)
@@ -307,6 +313,21 @@ class VehicleParams:
                               ) from None
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"vehicle.rotor: {exc}") from None
+
+    def rotor_control_params(self) -> RotorControlParams:
+        """The rotor airframe's controller gains (``vehicle.rotor_control``); ConfigError naming
+        ``vehicle.rotor_control.<key>`` for an unknown key or a bad value."""
+        allowed = [f.name for f in fields(RotorControlParams)]
+        unknown = sorted(set(self.rotor_control) - set(allowed))
+        if unknown:
+            raise ConfigError(f"vehicle.rotor_control: unknown key(s) {unknown} "
+                              f"(allowed: {', '.join(allowed)})")
+        try:
+            return RotorControlParams(**self.rotor_control)
+        except ConfigError as exc:
+            raise ConfigError(f"vehicle.{exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"vehicle.rotor_control: {exc}") from None
 
 
 @dataclass(frozen=True)

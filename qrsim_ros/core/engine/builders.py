@@ -157,7 +157,9 @@ def build_fleet(scenario: Scenario, streams: RandomStreams) -> Airframes:
     A fleet of Pelicans only steps exactly as a bare ``PelicanFleet``."""
     n = scenario.num_vehicles
     return Airframes(scenario.airframes(), fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n),
-                     rotor_params=scenario.vehicle.rotor_params(), ground_z_ned_m=scenario.ground_z_ned_m)
+                     rotor_params=scenario.vehicle.rotor_params(),
+                     rotor_gains=scenario.vehicle.rotor_control_params(),
+                     ground_z_ned_m=scenario.ground_z_ned_m)
 
 
 # --- the world ---------------------------------------------------------------------------------

@@ -316,3 +316,23 @@ def test_qrsim_run_set_airframe_rotor(capsys: pytest.CaptureFixture[str]) -> Non
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "outcome: time_limit after 50 steps" in out
+
+
+def test_land_failsafe_touches_down_on_the_rotor_airframe() -> None:
+    """Once its set point expired the land failsafe descends at 0.5 m/s (from 10 m: about 20 s) and
+    disarms at an estimated height <= 0.3 m (the episode then ends: the vehicle is invalid); the rotor
+    airframe stays above its ground contact (the centre of mass 0.2 m above the ground when resting) and
+    is disarmed there, not crashed."""
+    sim = Simulator.from_scenario("keep_spot", {
+        "seed": 3, "task": {"dt_s": 1.0, "duration_steps": 40},
+        "vehicle": {**QUIET, "airframe": "rotor", "control": "velocity", "failsafe": "land"}})
+    sim.step(np.zeros((1, 3)))  # one set point (hold still), then silence: it expires after 0.5 s
+    for _ in range(35):
+        if sim.done:
+            break
+        sim.step(np.full((1, 3), np.nan))
+    assert 19.0 < sim.time < 30.0
+    x = sim.true_state()[0]
+    assert not sim.valid[0] and sim.fleet.invalid_reason == ["landed (failsafe land)"]
+    assert -0.4 < x[2] < -0.15
+    assert np.abs(x[0:2]).max() < 1.0

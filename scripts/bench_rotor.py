@@ -7,7 +7,12 @@ steps (the machine may be shared), hovering vehicles 10 m apart, no dynamic nois
 timed with its default RK4 sub-steps (2 per tick for the named parameter sets), with wind and rotor
 health passed as arrays (the fault path) and without.
 
-Usage: ./qrsim exec -- python scripts/bench_rotor.py [--steps 500] [--preset pelican]
+Second table (issue 14's wiring): the fleet the front ends step (``Airframes``: for the rotor airframe
+the onboard controller, ``rotor_control``, plus ``RotorFleet``) and one tick of the whole in-process
+Simulator (keep_spot, every sensor and turbulence on, vehicles 20 m apart, attitude mode at hover),
+``vehicle.airframe`` pelican against rotor, in us per tick (best of five rounds).
+
+Usage: ./qrsim exec -- python scripts/bench_rotor.py [--steps 500] [--preset pelican] [--no-simulator]
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import time
 T_IMPORT0 = time.perf_counter()
 
 import numpy as np  # noqa: E402
+from bench_simulator import hover_actions, spread_vehicles  # noqa: E402
 
 from qrsim_ros.core.common.jit import JIT_ENABLED  # noqa: E402
+from qrsim_ros.core.engine.simulator import Simulator  # noqa: E402
+from qrsim_ros.core.vehicles.airframes import Airframes  # noqa: E402
 from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     BASE_DT_S,
     HOVER_THROTTLE,
@@ -74,11 +82,38 @@ def rotor_time(n: int, steps: int, preset: str, with_inputs: bool) -> tuple[floa
     return best_step_time(lambda: fleet.step(cmd), steps), fleet.substeps
 
 
+def airframes_time(n: int, steps: int, airframe: str) -> float:
+    """One ``Airframes.step`` with Pelican control rows [s] (the controller included for rotor)."""
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(1).spawn(n)]
+    fleet = Airframes([airframe] * n, PelicanParams(state_limits=LIMITS), rngs)
+    fleet.set_state(start_states(n))
+    u = np.tile([0.01, -0.01, HOVER_THROTTLE, 0.1, 12.0], (n, 1))
+    wind = np.tile([2.0, -1.0, 0.0], (n, 1))
+    return best_step_time(lambda: fleet.step(u, wind), steps)
+
+
+def simulator_time(n: int, steps: int, airframe: str) -> float:
+    """One tick of the whole Simulator (keep_spot, noisy, n vehicles) [s]."""
+    overrides = spread_vehicles(n)
+    overrides["vehicle"]["airframe"] = airframe
+    sim = Simulator.from_scenario("keep_spot", {"seed": 1, **overrides})
+    a = hover_actions(sim)
+    sim.step(a)  # warm-up
+
+    def tick() -> None:
+        if sim.done:
+            sim.reset()
+        sim.step(a)
+
+    return best_step_time(tick, steps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--preset", default="pelican", choices=sorted(PRESETS))
+    parser.add_argument("--no-simulator", action="store_true", help="skip the Airframes/Simulator table")
     args = parser.parse_args()
     mode = "numba-compiled kernels" if JIT_ENABLED else "plain-Python kernels (no JIT)"
     print(f"{mode}; importing numpy, numba and the kernels took {T_IMPORT1 - T_IMPORT0:.2f} s")
@@ -90,6 +125,16 @@ def main() -> None:
         rot_in, _ = rotor_time(n, args.steps, args.preset, with_inputs=True)
         print(f"{n:5d} {pel * 1e6:18.1f} {rot * 1e6:16.1f} {rot_in * 1e6:18.1f} {rot / pel:14.2f} "
               f"{BASE_DT_S / rot:10.0f} {substeps:9d}")
+    if args.no_simulator:
+        return
+    print("\nper tick [us]: the fleet the front ends step (Airframes) and the whole Simulator (keep_spot)")
+    print(f"{'N':>5} {'Airframes pelican':>18} {'Airframes rotor':>16} {'Simulator pelican':>18} "
+          f"{'Simulator rotor':>16} {'rotor/pelican':>14}")
+    for n in (1, 10, 100):
+        steps = args.steps if n < 100 else max(50, args.steps // 5)
+        fp, fr = airframes_time(n, args.steps, "pelican"), airframes_time(n, args.steps, "rotor")
+        sp, sr = simulator_time(n, steps, "pelican"), simulator_time(n, steps, "rotor")
+        print(f"{n:5d} {fp * 1e6:18.1f} {fr * 1e6:16.1f} {sp * 1e6:18.1f} {sr * 1e6:16.1f} {sr / sp:14.2f}")
 
 
 if __name__ == "__main__":

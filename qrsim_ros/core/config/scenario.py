@@ -53,7 +53,10 @@ from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.core.vehicles.airframes import AIRFRAME_NAMES
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
+from qrsim_ros.core.vehicles.rotor_control import RotorControlParams
+from qrsim_ros.core.vehicles.rotor_params import PRESETS, RotorParams, rotor_preset
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
 from qrsim_ros.core.world.scene import SceneParams
 from qrsim_ros.core.world.turbulence import TurbulenceParams
@@ -73,6 +76,9 @@ TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "c
               "search_rescue", "plume")
 AREA_TYPES = ("box", "box_with_persons")
 PLUME_TYPES = ("gaussian", "gaussian_dispersion", "gaussian_puff")
+#: The vehicle models (``vehicle.airframe``): QRSim's identified Pelican (the default) and the rotor-level
+#: airframe with its onboard attitude controller (docs/ROTOR.md).
+AIRFRAMES = AIRFRAME_NAMES
 
 
 @dataclass(frozen=True)
@@ -232,9 +238,20 @@ class VehicleParams:
     vehicle does then, one of FAILSAFES: ``hold`` (closed-loop position and height hold where it was,
     on the estimated state), ``land`` (descend at ``failsafe_land_rate_m_s`` [m/s] and disarm on the
     ground) or ``level`` (open-loop level attitude at hover throttle).
+    airframe: the vehicle model, one of AIRFRAMES, or one per vehicle: ``pelican`` (QRSim's identified
+    model; ``mass_kg`` and ``dyn_noise`` are its parameters) or ``rotor`` (the rotor-level airframe).
+    rotor: the rotor airframe's parameters: ``preset`` (one of ``rotor_params.PRESETS``, default
+    ``pelican``) and overrides of any ``RotorParams`` field (e.g. ``k_m: 1.8e-7``,
+    ``inertia_kgm2: [0.01, 0.01, 0.02]``); ``rotor_params()`` builds them.
+    rotor_control: the rotor airframe's onboard controller gains (``RotorControlParams`` fields:
+    ``attitude_gain``, ``yaw_gain``, ``speed_gain``, ``lookahead_ticks``, ``rate_gain_per_s``; default the
+    documented ones, docs/ROTOR.md); ``rotor_control_params()`` builds them.
     """
 
     control: str | tuple[str, ...] | None = None
+    airframe: str | tuple[str, ...] = "pelican"
+    rotor: dict[str, Any] = field(default_factory=dict)
+    rotor_control: dict[str, Any] = field(default_factory=dict)
     dyn_noise: tuple[float, float, float, float, float, float] = (0.2,) * 6
     mass_kg: float = 1.68
     collision_distance_m: float = 2.0
@@ -258,6 +275,15 @@ class VehicleParams:
         for m in modes:
             if m not in CONTROL_MODES:
                 raise ConfigError(f"vehicle.control={m!r} must be one of {', '.join(CONTROL_MODES)}")
+        frames = (self.airframe,) if isinstance(self.airframe, str) else self.airframe
+        if not frames:
+            raise ConfigError("vehicle.airframe=[] must name an airframe (one of "
+                              f"{', '.join(AIRFRAMES)}) or one per vehicle")
+        for a in frames:
+            if a not in AIRFRAMES:
+                raise ConfigError(f"vehicle.airframe={a!r} must be one of {', '.join(AIRFRAMES)}")
+        self.rotor_params()  # validates vehicle.rotor
+        self.rotor_control_params()  # validates vehicle.rotor_control
         non_negative("vehicle.dyn_noise", self.dyn_noise)
         in_range("vehicle.mass_kg", self.mass_kg, 0.1, 100.0)
         non_negative("vehicle.collision_distance_m", self.collision_distance_m)
@@ -271,6 +297,37 @@ class VehicleParams:
             if len(row) not in (6, 12, 13):
                 raise ConfigError(f"vehicle.initial_states[{i}] has {len(row)} values; a state has 6 "
                                   "(position, Euler angles), 12 (+ body velocity and rates) or 13 (+ thrust)")
+
+    def rotor_params(self) -> RotorParams:
+        """The rotor airframe's parameters: ``vehicle.rotor``'s preset with its overrides. ConfigError
+        naming ``vehicle.rotor.<key>`` for an unknown preset or key, or a bad value."""
+        section = dict(self.rotor)
+        preset = section.pop("preset", "pelican")
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ConfigError(f"vehicle.rotor.preset={preset!r} must be one of {', '.join(PRESETS)}")
+        try:
+            return rotor_preset(preset, **section)
+        except ConfigError as exc:
+            text = str(exc)
+            raise ConfigError(f"vehicle.{text}" if text.startswith("rotor") else f"vehicle.rotor: {text}"
+                              ) from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"vehicle.rotor: {exc}") from None
+
+    def rotor_control_params(self) -> RotorControlParams:
+        """The rotor airframe's controller gains (``vehicle.rotor_control``); ConfigError naming
+        ``vehicle.rotor_control.<key>`` for an unknown key or a bad value."""
+        allowed = [f.name for f in fields(RotorControlParams)]
+        unknown = sorted(set(self.rotor_control) - set(allowed))
+        if unknown:
+            raise ConfigError(f"vehicle.rotor_control: unknown key(s) {unknown} "
+                              f"(allowed: {', '.join(allowed)})")
+        try:
+            return RotorControlParams(**self.rotor_control)
+        except ConfigError as exc:
+            raise ConfigError(f"vehicle.{exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"vehicle.rotor_control: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -314,6 +371,9 @@ class Scenario:
         if isinstance(self.vehicle.control, tuple) and len(self.vehicle.control) != self.num_vehicles:
             raise ConfigError(f"vehicle.control lists {len(self.vehicle.control)} modes for "
                               f"{self.num_vehicles} vehicles")
+        if isinstance(self.vehicle.airframe, tuple) and len(self.vehicle.airframe) != self.num_vehicles:
+            raise ConfigError(f"vehicle.airframe lists {len(self.vehicle.airframe)} airframes for "
+                              f"{self.num_vehicles} vehicles")
         states = self.vehicle.initial_states
         if states is not None and len(states) != self.num_vehicles:
             raise ConfigError(
@@ -354,6 +414,11 @@ class Scenario:
             c = {"search_rescue": "velocity", "plume": "velocity", "cats_mouse": "velocity_height"}.get(
                 self.task.type, "attitude")
         return (c,) * self.num_vehicles if isinstance(c, str) else tuple(c)
+
+    def airframes(self) -> tuple[str, ...]:
+        """The airframe of every vehicle (``vehicle.airframe``, one of AIRFRAMES each)."""
+        a = self.vehicle.airframe
+        return (a,) * self.num_vehicles if isinstance(a, str) else tuple(a)
 
 
 def run_overrides(seed: int = SEED_FROM_FILE, num_vehicles: int = 0) -> dict[str, Any]:

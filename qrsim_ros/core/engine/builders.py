@@ -3,10 +3,12 @@
 The in-process Simulator builds all of them, each ROS node the one it wraps, with the same named
 random streams (``RandomStreams(seed)``), so a lockstep graph reproduces the Simulator.
 
-``build_fleet(scenario, streams)``: the ``PelicanFleet`` with the scenario's vehicle parameters (mass, state
-limits from the area and the rate/velocity limits, collision distance, dynamic noise) and one dynamic-noise
-stream per vehicle, ``streams.per_vehicle("pelican.dynamics", N)``: the Simulator and the vehicle_dynamics
-node both build their fleet here, so a lockstep ROS run integrates exactly the Simulator's noise.
+``build_fleet(scenario, streams)``: the fleet (``vehicles.airframes.Airframes``: ``PelicanFleet``'s interface,
+each vehicle flown on its ``vehicle.airframe``, the identified Pelican or the rotor-level airframe of
+``vehicle.rotor``) with the scenario's vehicle parameters (mass, state limits from the area and the
+rate/velocity limits, collision distance, dynamic noise) and one dynamic-noise stream per vehicle,
+``streams.per_vehicle("pelican.dynamics", N)``: the Simulator and the vehicle_dynamics node both build their
+fleet here, so a lockstep ROS run integrates exactly the Simulator's noise.
 
 The plume (spec 4.4, 5.4):
 
@@ -38,8 +40,9 @@ from qrsim_ros.core.sensors.camera import CameraWithClassifier
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsSpaceSegment
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.core.sensors.registry import SENSORS, SensorModel
+from qrsim_ros.core.vehicles.airframes import Airframes
 from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
-from qrsim_ros.core.vehicles.pelican import PelicanFleet, PelicanParams
+from qrsim_ros.core.vehicles.pelican import PelicanParams
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
 from qrsim_ros.core.world.scene import Scene
@@ -149,10 +152,14 @@ def fleet_params(scenario: Scenario) -> PelicanParams:
     )
 
 
-def build_fleet(scenario: Scenario, streams: RandomStreams) -> PelicanFleet:
-    """The scenario's fleet with its dynamic-noise streams (see the module docstring); vehicles unplaced."""
+def build_fleet(scenario: Scenario, streams: RandomStreams) -> Airframes:
+    """The scenario's fleet with its dynamic-noise streams (see the module docstring); vehicles unplaced.
+    A fleet of Pelicans only steps exactly as a bare ``PelicanFleet``."""
     n = scenario.num_vehicles
-    return PelicanFleet(n, fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n))
+    return Airframes(scenario.airframes(), fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n),
+                     rotor_params=scenario.vehicle.rotor_params(),
+                     rotor_gains=scenario.vehicle.rotor_control_params(),
+                     ground_z_ned_m=scenario.ground_z_ned_m)
 
 
 # --- the world ---------------------------------------------------------------------------------

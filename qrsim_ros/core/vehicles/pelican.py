@@ -132,6 +132,14 @@ def check_controls(u: ArrayLike) -> Array:
     return u
 
 
+def check_live_controls(u: Array, live: Array) -> None:
+    """Raise PelicanInputError (naming vehicle and control) if a control of a ``live`` vehicle of the
+    float64 (N, 5) SI controls ``u`` is non-finite or outside CONTROL_LIMITS (as ``PelicanFleet.step``)."""
+    bad = _first_bad_control(u, np.ascontiguousarray(live, dtype=np.bool_), CONTROL_LIMITS)
+    if bad >= 0:
+        raise _control_error(u, bad)
+
+
 def _control_error(u: Array, flat_index: int) -> PelicanInputError:
     i, j = divmod(int(flat_index), CONTROL_SIZE)
     lo, hi = CONTROL_LIMITS[j]
@@ -181,6 +189,57 @@ def dcm_ned_to_body_entries(phi: float, theta: float, psi: float) -> tuple[float
                            math.sin(psi), math.cos(psi))
 
 
+@njit("UniTuple(float64, 3)(float64, float64, float64, float64, float64, float64, float64, float64)")
+def attitude_loop(pt_fw: float, rl_fw: float, ya_fw: float, phi: float, theta: float, p: float, q: float,
+                  r: float) -> tuple[float, float, float]:
+    """The identified attitude loop (spec 2.3): body angular accelerations (pdot, qdot, rdot) [rad/s^2]
+    for pitch, roll, yaw-rate commands in firmware units and the attitude [rad] and body rates [rad/s].
+    The rate clamp only stops a roll/pitch rate that is already beyond MAX_ANGVEL_RADS from growing.
+    The rotor airframe's onboard controller (``rotor_control``) asks its rotors for these accelerations."""
+    pdot = PQ1 * (PQ0 * rl_fw - phi) + PQ2 * p
+    if (p > MAX_ANGVEL_RADS and pdot > 0.0) or (p < -MAX_ANGVEL_RADS and pdot < 0.0):
+        pdot = 0.0
+    qdot = PQ1 * (PQ0 * pt_fw - theta) + PQ2 * q
+    if (q > MAX_ANGVEL_RADS and qdot > 0.0) or (q < -MAX_ANGVEL_RADS and qdot < 0.0):
+        qdot = 0.0
+    rdot = R0 * ya_fw + R1 * r
+    return pdot, qdot, rdot
+
+
+@njit("float64(float64)")
+def steady_thrust_n(th_fw: float) -> float:
+    """The identified thrust map (spec 2.3): the thrust [N] the model settles to at throttle ``th_fw``
+    (firmware units 0..4097)."""
+    return CTH0 + CTH1 * th_fw + CTH2 * th_fw * th_fw
+
+
+@njit("float64(float64)")
+def battery_max_thrust_n(vb: float) -> float:
+    """The identified battery cap (spec 2.3): the largest thrust [N] at battery voltage ``vb`` [V]."""
+    return CVB0 + CVB1 * vb
+
+
+@njit("float64(float64, float64, float64, float64)")
+def thrust_rate(th_fw: float, vb: float, fth: float, dt_s: float) -> float:
+    """The identified thrust dynamics (spec 2.3): d(thrust)/dt [N/s] at thrust ``fth`` [N] for throttle
+    ``th_fw`` (firmware units) and battery ``vb`` [V]: below the low-throttle limit a first order towards
+    the thrust map, else slew-limited (TAU1 N/s) towards it and capped by the battery's maximum thrust.
+    The rotor airframe's onboard controller (``rotor_control``) asks its rotors for this thrust change."""
+    df = steady_thrust_n(th_fw) - fth
+    if abs(df) < TAU1 * dt_s:
+        tau = df / dt_s
+    elif df > 0.0:
+        tau = TAU1
+    elif df < 0.0:
+        tau = -TAU1
+    else:
+        tau = df * TAU1  # NaN stays NaN (sign(NaN) * TAU1)
+    if th_fw < LOW_THROTTLE_LIMIT_RAW:
+        return TAU0 * df
+    f_max = battery_max_thrust_n(vb)
+    return (f_max - fth) / dt_s if fth + tau * dt_s > f_max else tau
+
+
 @njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, {_OUT}, {_OUT})")
 def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
     """Right-hand side of one vehicle (spec 2.3): xdot (13) and ``a`` (3); see ``pelican_derivative``."""
@@ -202,30 +261,9 @@ def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
     xdot[4] = q * cph - r * sph
     xdot[5] = q * sph / cth + r * cph / cth
 
-    # attitude loop; the rate clamp only stops a rate that is already too large from growing
-    pdot = PQ1 * (PQ0 * rl - phi) + PQ2 * p
-    if (p > MAX_ANGVEL_RADS and pdot > 0.0) or (p < -MAX_ANGVEL_RADS and pdot < 0.0):
-        pdot = 0.0
-    qdot = PQ1 * (PQ0 * pt - theta) + PQ2 * q
-    if (q > MAX_ANGVEL_RADS and qdot > 0.0) or (q < -MAX_ANGVEL_RADS and qdot < 0.0):
-        qdot = 0.0
-    rdot = R0 * ya + R1 * r
+    pdot, qdot, rdot = attitude_loop(pt, rl, ya, phi, theta, p, q, r)
 
-    # thrust: low-throttle first order, else slew-limited towards the polynomial, capped by battery
-    df = (CTH0 + CTH1 * th + CTH2 * th * th) - fth
-    if abs(df) < TAU1 * dt_s:
-        tau = df / dt_s
-    elif df > 0.0:
-        tau = TAU1
-    elif df < 0.0:
-        tau = -TAU1
-    else:
-        tau = df * TAU1  # NaN stays NaN (sign(NaN) * TAU1)
-    if th < LOW_THROTTLE_LIMIT_RAW:
-        fdot = TAU0 * df
-    else:
-        f_max = CVB0 + CVB1 * vb
-        fdot = (f_max - fth) / dt_s if fth + tau * dt_s > f_max else tau
+    fdot = thrust_rate(th, vb, fth, dt_s)
 
     g0, g1, g2 = G_MS2 * d02, G_MS2 * d12, G_MS2 * d22  # gravity in body axes
     acc0 = -q * w + r * v + g0 + KUV * (u - wind[0])

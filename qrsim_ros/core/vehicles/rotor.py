@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.accessors import copy_of
-from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
@@ -57,6 +57,7 @@ from qrsim_ros.core.vehicles.pelican import (
     REASON_OUTSIDE,
     STATE_NAMES,
     STATE_SIZE,
+    PelicanInputError,
     collisions_into,
     dcm_ned_to_body_entries,
     default_state_limits,
@@ -76,8 +77,9 @@ _POSX, _POSY, _SPIN = 17, 21, 25  # 4 entries each
 _NPARAMS = 29
 
 
-class RotorInputError(ValueError):
-    """A command, health factor, wind or state given to the rotor model is malformed or out of range."""
+class RotorInputError(PelicanInputError):
+    """A command, health factor, wind or state given to the rotor model is malformed or out of range (a
+    ``PelicanInputError``, so the front ends handle both airframes' input errors alike)."""
 
 
 def pack_params(params: RotorParams, ground_z_ned_m: float = 0.0) -> Array:
@@ -285,6 +287,18 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
     return -1, invalid
 
 
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, ::1])")
+def _body_wind_to_ned(x, wind_body, wind_ned):
+    """``frames.body_to_ned`` of each vehicle's body-axes wind with its attitude x[:, 3:6], in a kernel
+    (the numpy version costs more than the whole tick of a small fleet)."""
+    for i in range(x.shape[0]):
+        d00, d01, d02, d10, d11, d12, d20, d21, d22 = dcm_ned_to_body_entries(x[i, 3], x[i, 4], x[i, 5])
+        w0, w1, w2 = wind_body[i, 0], wind_body[i, 1], wind_body[i, 2]
+        wind_ned[i, 0] = d00 * w0 + d10 * w1 + d20 * w2
+        wind_ned[i, 1] = d01 * w0 + d11 * w1 + d21 * w2
+        wind_ned[i, 2] = d02 * w0 + d12 * w1 + d22 * w2
+
+
 # --- numpy-facing API ------------------------------------------------------------------------------
 
 class RotorFleet:
@@ -397,7 +411,8 @@ class RotorFleet:
         if wind_body is not None:
             if wind_ned is not None:
                 raise RotorInputError("give wind_ned or wind_body, not both")
-            wind = body_to_ned(dcm_from_state(self._x), self._rows(wind_body, 3, "wind_body"))
+            wind = np.empty((self.num_vehicles, 3))
+            _body_wind_to_ned(self._x, self._rows(wind_body, 3, "wind_body"), wind)
         else:
             wind = self._still_air if wind_ned is None else self._rows(wind_ned, 3, "wind_ned")
         if not np.all(np.isfinite(wind)):

@@ -1,0 +1,284 @@
+"""One fleet whatever the vehicles' airframes (issue 14): the object both front ends step.
+
+``Airframes`` has ``PelicanFleet``'s interface -- ``state`` (N, 13), ``accel_body`` (N, 3), ``valid``,
+``invalid_reason``, ``set_state``, ``disarm``, ``step(controls (N, 5), wind_body (N, 3))`` -- and holds one
+``PelicanFleet`` for the vehicles whose ``vehicle.airframe`` is ``pelican`` and one ``RotorFleet`` (with its
+onboard controller, ``rotor_control.RotorControl``) for those flown as ``rotor``. Every vehicle is given
+the Pelican control row ``[pitch, roll, throttle, yaw_rate, battery]`` (what ``FleetControl`` produces
+and ``cmd/attitude`` carries); a rotor vehicle may instead be given one of the two lower-level inputs of
+the rotor airframe, per tick: body rates + collective thrust or normalised motor commands (``step``'s
+``rates_thrust`` and ``motors``).
+
+- A fleet of Pelicans only (every shipped scenario's default) delegates every call to its
+  ``PelicanFleet`` unchanged: its results are bit for bit those of a bare ``PelicanFleet``.
+- Vehicle i of a mixed fleet behaves exactly as vehicle i of a single-airframe fleet of the same
+  scenario: each sub-fleet draws vehicle i's own dynamic-noise stream; collisions are checked across
+  airframes after both sub-fleets stepped (the same rule: closer than ``collision_distance_m``, true
+  positions, only vehicles still valid are invalidated, other reasons first).
+- Rotor vehicles ignore ``dyn_noise`` (the Pelican's identified process noise; the rotor model has none).
+
+``rotor_speeds_radps`` (N, 4) [rad/s]: every vehicle's rotor speeds (rotor numbering of
+``rotor_params``), NaN rows for Pelican vehicles (the identified model has no rotors): the power model's
+input (docs/ENERGY.md ``rotor_power``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_NAMES,
+    CONTROL_SIZE,
+    STATE_NAMES,
+    PelicanFleet,
+    PelicanInputError,
+    PelicanParams,
+    check_live_controls,
+    collisions_into,
+    expand_state,
+)
+from qrsim_ros.core.vehicles.rotor import RotorFleet
+from qrsim_ros.core.vehicles.rotor_control import RotorControl, RotorControlInputError, RotorControlParams
+from qrsim_ros.core.vehicles.rotor_params import RotorParams, pelican_rotor_params
+
+#: The airframe names (``vehicle.airframe``).
+PELICAN = "pelican"
+ROTOR = "rotor"
+AIRFRAME_NAMES = (PELICAN, ROTOR)
+
+
+class Airframes:
+    """The fleet of a scenario whose vehicles each have an airframe (module doc).
+
+    airframes: one of AIRFRAME_NAMES per vehicle; pelican_params: the fleet's ``PelicanParams`` (their
+    state limits, collision distance and tick apply to the rotor vehicles too); noise_rngs: one
+    dynamic-noise generator per vehicle (only the Pelicans' are used); rotor_params: the rotor airframe
+    (default ``pelican_rotor_params()``); rotor_gains: its onboard controller's gains;
+    ground_z_ned_m: the ground for the rotor airframe's contact model [m, NED z].
+    """
+
+    def __init__(self, airframes: Sequence[str], pelican_params: PelicanParams | None = None,
+                 noise_rngs: list[np.random.Generator] | None = None, *,
+                 rotor_params: RotorParams | None = None, rotor_gains: RotorControlParams | None = None,
+                 ground_z_ned_m: float = 0.0) -> None:
+        names = tuple(airframes)
+        unknown = sorted(set(names) - set(AIRFRAME_NAMES))
+        if unknown:
+            raise PelicanInputError(f"unknown airframe(s) {unknown}; one of {', '.join(AIRFRAME_NAMES)}")
+        if not names:
+            raise PelicanInputError("num_vehicles must be >= 1, got 0")
+        self.airframes = names
+        self.num_vehicles = n = len(names)
+        self.params = pelican_params if pelican_params is not None else PelicanParams()
+        if noise_rngs is None:
+            noise_rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
+        if len(noise_rngs) != n:
+            raise PelicanInputError("one dynamic-noise generator per vehicle is required")
+        is_rotor = np.array([a == ROTOR for a in names])
+        self._pel = np.flatnonzero(~is_rotor)
+        self._rot = np.flatnonzero(is_rotor)
+        self._local = np.empty(n, int)
+        self._local[self._pel] = np.arange(self._pel.size)
+        self._local[self._rot] = np.arange(self._rot.size)
+        self._is_rotor = is_rotor
+        self.pelican: PelicanFleet | None = None
+        self.rotor: RotorFleet | None = None
+        self.rotor_control: RotorControl | None = None
+        if self._pel.size:
+            self.pelican = PelicanFleet(self._pel.size, self.params, [noise_rngs[i] for i in self._pel])
+        if self._rot.size:
+            rp = rotor_params if rotor_params is not None else pelican_rotor_params()
+            self.rotor = RotorFleet(self._rot.size, rp, ground_z_ned_m=ground_z_ned_m,
+                                    state_limits=self.params.state_limits,
+                                    collision_distance_m=self.params.collision_distance_m,
+                                    dt_s=self.params.dt_s)
+            self.rotor_control = RotorControl(rp, rotor_gains, self.params.dt_s)
+        #: the one sub-fleet when every vehicle has the same airframe (calls are delegated to it)
+        self._only: PelicanFleet | RotorFleet | None = None
+        if self.rotor is None:
+            self._only = self.pelican
+        elif self.pelican is None:
+            self._only = self.rotor
+        self._limits = np.asarray(self.params.state_limits, float)
+        self._near = np.zeros(n, bool)
+
+    # --- accessors ------------------------------------------------------------------------------
+    def _gather(self, name: str, width: int) -> Array:
+        out = np.empty((self.num_vehicles, width))
+        out[self._pel] = getattr(self.pelican, name)
+        out[self._rot] = getattr(self.rotor, name)
+        return out
+
+    @property
+    def state(self) -> Array:
+        """True states (N, 13) (a copy): ``[n e d phi theta psi u v w p q r thrust]``, NED/FRD, SI."""
+        if self._only is not None:
+            return self._only.state
+        return self._gather("state", 13)
+
+    @property
+    def accel_body(self) -> Array:
+        """Specific force (N, 3) of the last step, body FRD [m/s^2] (a copy; -g on z at hover)."""
+        if self._only is not None:
+            return self._only.accel_body
+        return self._gather("accel_body", 3)
+
+    @property
+    def valid(self) -> NDArray[np.bool_]:
+        """Per-vehicle validity (N,) (a copy)."""
+        if self._only is not None:
+            return self._only.valid
+        out = np.empty(self.num_vehicles, bool)
+        out[self._pel] = self.pelican.valid  # type: ignore[union-attr]
+        out[self._rot] = self.rotor.valid  # type: ignore[union-attr]
+        return out
+
+    @property
+    def invalid_reason(self) -> list[str]:
+        """Per-vehicle reason the vehicle became invalid ('' while valid)."""
+        if self._only is not None:
+            return self._only.invalid_reason
+        pel = self.pelican.invalid_reason  # type: ignore[union-attr]
+        rot = self.rotor.invalid_reason  # type: ignore[union-attr]
+        return [rot[j] if r else pel[j] for r, j in zip(self._is_rotor, self._local, strict=True)]
+
+    @property
+    def rotor_speeds_radps(self) -> Array:
+        """Rotor speeds (N, 4) [rad/s] (a copy); NaN rows for Pelican vehicles (module doc)."""
+        out = np.full((self.num_vehicles, 4), np.nan)
+        if self.rotor is not None:
+            out[self._rot] = self.rotor.omega
+        return out
+
+    # --- state setting --------------------------------------------------------------------------
+    def set_state(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
+        """Set states of length 6, 12 or 13 (``PelicanFleet.set_state``) and mark those vehicles valid;
+        rotor vehicles start with their rotors at the hover speed. A state outside the limits raises
+        PelicanInputError naming the vehicle and element."""
+        if self._only is not None:
+            self._only.set_state(x, vehicles=vehicles)
+            return
+        idx = np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles).astype(int)
+        full = expand_state(x, self.params.mass_kg)
+        if full.shape[0] != idx.size:
+            raise PelicanInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
+        lo, hi = self._limits[:, 0], self._limits[:, 1]
+        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < lo) | (full[:, :12] > hi)
+        if bad.any():  # named here with the fleet's vehicle index (the sub-fleets know only their own)
+            i, j = np.argwhere(bad)[0]
+            raise PelicanInputError(f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} "
+                                    f"outside [{self._limits[j, 0]}, {self._limits[j, 1]}]")
+        rot = self._is_rotor[idx]
+        if (~rot).any():
+            self.pelican.set_state(full[~rot], vehicles=self._local[idx[~rot]])  # type: ignore[union-attr]
+        if rot.any():
+            self.rotor.set_state(full[rot], vehicles=self._local[idx[rot]])  # type: ignore[union-attr]
+
+    def disarm(self, vehicles: ArrayLike, reason: str = "landed (failsafe land)") -> None:
+        """The ``vehicles`` become invalid (frozen) with ``reason`` (``PelicanFleet.disarm``)."""
+        idx = np.atleast_1d(np.asarray(vehicles, int))
+        if self._only is not None:
+            self._only.disarm(idx, reason)
+            return
+        rot = self._is_rotor[idx]
+        if (~rot).any():
+            self.pelican.disarm(self._local[idx[~rot]], reason)  # type: ignore[union-attr]
+        if rot.any():
+            self.rotor.disarm(self._local[idx[rot]], reason)  # type: ignore[union-attr]
+
+    # --- stepping -------------------------------------------------------------------------------
+    def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None, *,
+             rates_thrust: ArrayLike | None = None, motors: ArrayLike | None = None) -> None:
+        """Advance every valid vehicle by one tick (0.02 s).
+
+        controls: (N, 5) SI Pelican control rows (``pelican`` module doc), checked for valid vehicles as
+        on the Pelican; wind_body: (N, 3) air velocity in body FRD [m/s] (mean wind + turbulence) at the
+        start of the tick, default still air (non-finite rows are allowed for invalid vehicles only);
+        rates_thrust: (N, 4) ``[p, q, r]`` [rad/s] (FRD) + collective thrust [N] >= 0, and motors: (N, 4)
+        normalised motor commands in [0, 1]: the rotor airframe's lower-level inputs (``rotor_control``);
+        a row with a finite first value replaces that vehicle's control row, NaN rows (or None) fly the
+        control row. A lower-level input for a Pelican vehicle, or both for one vehicle, is an error.
+        Raises PelicanInputError (``RotorControlInputError`` for the lower-level inputs) before anything
+        moves.
+        """
+        if self._only is self.pelican and rates_thrust is None and motors is None:
+            self.pelican.step(controls, wind_body)  # type: ignore[union-attr]
+            return
+        n = self.num_vehicles
+        u = np.asarray(controls, np.float64)
+        if u.ndim != 2 or u.shape != (n, CONTROL_SIZE):
+            raise PelicanInputError(f"controls must have shape ({n}, 5) {CONTROL_NAMES}, got {u.shape}")
+        valid = self.valid
+        low_level = rates_thrust is not None or motors is not None
+        if low_level:
+            rt, use_rt = self._low_level(rates_thrust, "rates_thrust")
+            mo, use_mo = self._low_level(motors, "motors")
+            both = use_rt & use_mo & valid
+            if both.any():
+                raise RotorControlInputError(f"vehicle {int(np.argmax(both))}: rates_thrust and motors given "
+                                             "together (one input per vehicle)")
+            direct = use_rt | use_mo
+            wrong = direct & valid & ~self._is_rotor
+            if wrong.any():
+                raise RotorControlInputError(f"vehicle {int(np.argmax(wrong))}: a Pelican has no rotor-level "
+                                             "input (rates_thrust/motors are for airframe 'rotor')")
+            check_live_controls(u, valid & ~direct)
+        else:
+            check_live_controls(u, valid)
+        wind = None if wind_body is None else np.asarray(wind_body, np.float64).reshape(n, 3)
+        only_rotor = self._only is self.rotor
+        r = self._rot
+        omega_cmd = None
+        if self.rotor is not None:
+            xr, om = self.rotor.state, self.rotor.omega
+            live = valid if only_rotor else valid[r]
+            ctl = self.rotor_control
+            ur = u if only_rotor else u[r]
+            if not low_level:
+                omega_cmd = ctl.from_controls(ur, xr, om, live)  # type: ignore[union-attr]
+            else:
+                omega_cmd = ctl.from_controls(ur, xr, om, live & ~direct[r])  # type: ignore[union-attr]
+                if use_rt[r].any():
+                    sel = live & use_rt[r]
+                    omega_cmd[sel] = ctl.from_rates_thrust(rt[r], xr, om, sel)[sel]  # type: ignore[union-attr]
+                if use_mo[r].any():
+                    sel = live & use_mo[r]
+                    omega_cmd[sel] = ctl.from_motors(mo[r], sel)[sel]  # type: ignore[union-attr]
+        if self.pelican is not None:
+            p = self._pel
+            self.pelican.step(u[p], None if wind is None else wind[p])
+        if self.rotor is not None:
+            wind_r = None
+            if wind is not None:
+                wind_r = wind if only_rotor else wind[r]
+                frozen = ~live
+                if frozen.any():  # frozen vehicles ignore the wind; a NaN row there is no error
+                    wind_r = np.where(frozen[:, None], 0.0, wind_r)
+            self.rotor.step(omega_cmd, wind_body=wind_r)
+        if self._only is None:
+            self._cross_collisions(valid)
+
+    def _low_level(self, value: ArrayLike | None, name: str) -> tuple[Array, NDArray[np.bool_]]:
+        """A lower-level input (N, 4) and which rows are given (a finite first value)."""
+        n = self.num_vehicles
+        if value is None:
+            return np.zeros((0, 4)), np.zeros(n, bool)
+        a = np.asarray(value, np.float64)
+        if a.shape != (n, 4):
+            raise RotorControlInputError(f"{name} must have shape ({n}, 4), got {a.shape}")
+        return a, np.isfinite(a[:, 0])
+
+    def _cross_collisions(self, moved_from: NDArray[np.bool_]) -> None:
+        """Invalidate the still-valid vehicles closer than the collision distance to a vehicle of the
+        other airframe (each sub-fleet checks its own vehicles)."""
+        if self.num_vehicles < 2 or not moved_from.any():
+            return
+        d = float(self.params.collision_distance_m)
+        collisions_into(np.ascontiguousarray(self.state), d, self._near)
+        hit = self._near & self.valid
+        if hit.any():
+            self.disarm(np.flatnonzero(hit), f"collision (closer than {d} m to another vehicle)")

@@ -53,6 +53,7 @@ from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
 from qrsim_ros.core.world.scene import SceneParams
@@ -231,7 +232,9 @@ class VehicleParams:
     issued (its stamp); older, the vehicle flies its failsafe (0: never expires). failsafe: what a
     vehicle does then, one of FAILSAFES: ``hold`` (closed-loop position and height hold where it was,
     on the estimated state), ``land`` (descend at ``failsafe_land_rate_m_s`` [m/s] and disarm on the
-    ground) or ``level`` (open-loop level attitude at hover throttle).
+    ground) or ``level`` (open-loop level attitude at hover throttle). battery: the battery pack, its
+    power model and the low-battery failsafe (``energy.BatterySettings``; on by default, ``on: false``
+    flies QRSim's open loop).
     """
 
     control: str | tuple[str, ...] | None = None
@@ -249,6 +252,7 @@ class VehicleParams:
     turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
     camera: CameraParams = field(default_factory=lambda: CameraParams(on=False))
     plume_sensor: PlumeSensorParams = field(default_factory=PlumeSensorParams)
+    battery: BatterySettings = field(default_factory=BatterySettings)
     #: Registered sensor models (``core.sensors.registry``) this scenario flies, by name: their
     #: parameters (a section per sensor; present = on board).
     sensors: dict[str, Any] = field(default_factory=dict)
@@ -291,6 +295,9 @@ class Scenario:
     #: The 3-D scene (ground shape, person bodies, obstacles) for the scene sensors; None: QRSim's world
     #: (a flat area; nothing is built and nothing is checked).
     scene: SceneParams | None = None
+    #: Charging stations (``energy.ChargingBase``: NED position and radius); a vehicle resting on one
+    #: charges its battery.
+    bases: tuple[ChargingBase, ...] = ()
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:

@@ -406,7 +406,7 @@ def fill_battery_state(msg: Any, voltage_v: float, current_a: float, percentage:
 
     msg.header.stamp = stamp
     msg.voltage = float(voltage_v)
-    msg.current = -float(current_a)
+    msg.current = 0.0 - float(current_a)  # (0 A stays +0.0)
     msg.percentage = float(percentage)
     msg.charge = float(percentage) * msg.capacity
     cells = len(msg.cell_voltage)

@@ -644,7 +644,7 @@ class VehicleDynamicsNode(ScenarioNode):
             fresh &= age_s <= timeout_s
         expired = self._fresh & ~fresh & valid
         fc = self._failsafe_control
-        if fc.battery is not None and np.any(self.energy.percentage <= fc.battery.return_below):
+        if self.energy.low:
             ex = exact_estimated_state(self.fleet.state, self.fleet.accel_body)
             fc.update_battery(self.energy.percentage, self.energy.drain_per_s, ex, valid)
         if expired.any():
@@ -678,9 +678,9 @@ class VehicleDynamicsNode(ScenarioNode):
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
         self.fleet.step(self.energy.apply(u), wind_body)
-        self.energy.step(self.fleet, BASE_DT_S)
         if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
             self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
+        self.energy.step(self.fleet, BASE_DT_S)
         self._k += 1
         self.steps += 1
         self._publish_tick()

@@ -247,12 +247,12 @@ class Simulator:
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
         self.fleet.step(self.battery.apply(controls), wind_body)
-        self.battery.step(self.fleet, self.dt_s)
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         x = self.fleet.state
         valid = self.fleet.valid
+        self.battery.step(self.fleet, self.dt_s, x, valid)
         self.episode.observe(x, valid)
         self.ahars.step(k, x, self.fleet.accel_body)
         self.gps.step(k, x)
@@ -276,7 +276,7 @@ class Simulator:
         given = ~np.isnan(targets[:, 0])
         self._held[given] = targets[given]
         self._issued_s[given] = now_s
-        if self.battery.on:
+        if self.battery.low:
             b = self.battery
             self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, self.fleet.valid)
         return self.fleet_control.controls(self._held, self._ex, self.fleet.valid, self._headings, now_s,

@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, njit
 from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
 from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
@@ -121,6 +122,21 @@ class ChargingBase:
         set_frozen_field(self, "radius_m", single_positive("radius_m", self.radius_m))
 
 
+@njit(f"int64({F8_1D_IN}, {F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64[:], float64, float64, "
+      "float64)")
+def _latch_kernel(volts, percentage, empty, v_in, v_lo, v_hi, low_below):
+    """v_in = volts clipped into [v_lo, v_hi]; returns 1 if a pack is empty + 2 if a percentage is at or
+    below ``low_below`` (one pass: numpy's reductions cost microseconds each on a few vehicles)."""
+    flags = 0
+    for i in range(volts.shape[0]):
+        v_in[i] = min(max(volts[i], v_lo), v_hi)
+        if empty[i]:
+            flags |= 1
+        if percentage[i] <= low_below:
+            flags |= 2
+    return flags
+
+
 def bases_array(bases: Sequence[ChargingBase]) -> Array:
     """Base positions (B, 3) NED [m] (B may be 0)."""
     return np.array([b.position_ned_m for b in bases], float).reshape(-1, 3)
@@ -144,35 +160,50 @@ class FleetEnergy:
         self._radii = np.array([b.radius_m for b in self.bases], float)
         self.bank: BatteryBank | None = BatteryBank(n, self.settings.pack) if self.on else None
         self._charging = np.zeros(n, bool)
-        self._thrust = np.zeros(n)
         self._power_params = self.settings.pelican_power
+        # per tick, from ``step``: the voltage ``apply`` writes, whether a pack is empty, whether a charge
+        # is at or below the low-battery failsafe's highest threshold (``low``)
+        self._v_in = np.full(n, _V_MAX)
+        self._any_empty = False
+        b = self.settings
+        self._low_below = max(b.return_below, b.land_below) if b.failsafe_on else -math.inf
+        #: True once some pack is at or below the low-battery failsafe's thresholds (the front ends call
+        #: ``FleetControl.update_battery`` only then)
+        self.low = False
 
     # --- per episode / per tick ------------------------------------------------------------------------
     def reset(self) -> None:
         """Fresh packs for every vehicle (a new episode)."""
         if self.bank is not None:
             self.bank.reset()
+            self._latch()
         self._charging[:] = False
+
+    def _latch(self) -> None:
+        """What ``apply`` and the front ends read each tick, from the bank once (its end-of-step values)."""
+        bank = self.bank
+        assert bank is not None
+        flags = _latch_kernel(bank.voltage_v, bank.percentage, bank.empty, self._v_in, _V_MIN, _V_MAX,
+                              self._low_below)
+        self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
 
     def apply(self, controls: Array) -> Array:
         """Close the loop (in place, returned): the battery column of ``controls`` (N, 5) becomes each
         pack's terminal voltage [V] clipped into [9, 12]; rows of empty packs: level, throttle 0."""
-        bank = self.bank
-        if bank is None:
+        if self.bank is None:
             return controls
-        controls[:, BATTERY_COLUMN] = np.clip(bank.voltage_v, _V_MIN, _V_MAX)
-        empty = bank.empty
-        if empty.any():
-            controls[empty, 0:4] = 0.0
+        controls[:, BATTERY_COLUMN] = self._v_in
+        if self._any_empty:
+            controls[self.bank.empty, 0:4] = 0.0
         return controls
 
-    def power_w(self, fleet: Any) -> Array:
-        """Electrical power (N,) [W] each vehicle of ``fleet`` draws now (module doc, 1)."""
-        x_thrust = self._thrust
-        x_thrust[:] = fleet.state[:, 12]
-        valid = fleet.valid
-        x_thrust[~valid] = 0.0  # motors off: only the avionics
-        power = momentum_theory_power(x_thrust, self._power_params)
+    def power_w(self, fleet: Any, state: Array | None = None, valid: NDArray[np.bool_] | None = None
+                ) -> Array:
+        """Electrical power (N,) [W] each vehicle of ``fleet`` draws now (module doc, 1); ``state`` and
+        ``valid``: the fleet's, when the caller has them already."""
+        valid = fleet.valid if valid is None else valid
+        x = fleet.state if state is None else state
+        power = momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
         omega = getattr(fleet, "rotor_speeds_radps", None)
         if omega is not None:
             omega = np.asarray(omega, float)
@@ -187,12 +218,12 @@ class FleetEnergy:
                     power[rows] = rotor_power(w, float(km), eta, avionics)
         return power
 
-    def charging_now(self, fleet: Any) -> NDArray[np.bool_]:
+    def charging_now(self, fleet: Any, state: Array | None = None) -> NDArray[np.bool_]:
         """(N,) bool: resting on a charging base (module doc, 2)."""
         n = self.num_vehicles
         if not self.bases:
             return np.zeros(n, bool)
-        x = fleet.state
+        x = fleet.state if state is None else state
         d = x[:, None, 0:2] - self._bases[None, :, 0:2]
         near = np.hypot(d[..., 0], d[..., 1]) <= self._radii[None, :]
         above = self._bases[None, :, 2] - x[:, None, 2]  # height above the base [m]
@@ -200,13 +231,20 @@ class FleetEnergy:
         resting = ~fleet.valid | (np.linalg.norm(x[:, 6:9], axis=1) < CHARGE_SPEED_MPS)
         return on_base & resting
 
-    def step(self, fleet: Any, dt_s: float) -> None:
-        """Advance every pack by ``dt_s`` [s] under the power ``fleet`` draws now (after its step)."""
+    def step(self, fleet: Any, dt_s: float, state: Array | None = None,
+             valid: NDArray[np.bool_] | None = None) -> None:
+        """Advance every pack by ``dt_s`` [s] under the power ``fleet`` draws now (after its step);
+        ``state`` (N, 13) and ``valid`` (N,): the fleet's, when the caller has them already."""
         bank = self.bank
         if bank is None:
             return
-        self._charging = self.charging_now(fleet)
-        bank.step(self.power_w(fleet), dt_s, self._charging)
+        power = self.power_w(fleet, state, valid)
+        if self.bases:
+            self._charging = self.charging_now(fleet, state)
+            bank.step(power, dt_s, self._charging)
+        else:
+            bank.step(power, dt_s)
+        self._latch()
 
     # --- readings (N,) ----------------------------------------------------------------------------------
     def _read(self, name: str, fill: float) -> Array:

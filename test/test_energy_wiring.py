@@ -20,7 +20,7 @@ from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario, load_scenario, scenario_from_mapping
 from qrsim_ros.core.engine.builders import build_fleet
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.core.vehicles.energy import ChargingBase, FleetEnergy
+from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, FleetEnergy
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL, PelicanFleet
 
 #: One Pelican at 10 m, velocity control (the PID holds it), still air; the episode is long enough.
@@ -311,3 +311,38 @@ def test_low_battery_returns_to_the_nearest_base_lands_and_charges() -> None:
     for _ in range(50):
         sim.battery.step(sim.fleet, BASE_DT_S)
     assert sim.battery.charging[0] and sim.battery.percentage[0] > p_landed
+
+
+def test_the_return_starts_exactly_when_the_charge_no_longer_covers_the_way_home() -> None:
+    """FleetControl alone. Vehicle at (0, 0), 10 m high; base at (40, 0); drain 1e-3 /s; margin 1.5;
+    return speed 2 m/s; land rate 0.5 m/s: t_return = 40/2 + 10/0.5 = 40 s, needed 1.5 x 1e-3 x 40 =
+    0.06, so the return starts at 0.1 + 0.06 = 0.16 (and never above return_below 0.6); at 0.05 the
+    vehicle lands where it is. Both are latched: a fresh set point does not end them."""
+    from qrsim_ros.core.vehicles.estimated_state import HEIGHT, empty_estimated_state
+    from qrsim_ros.core.vehicles.fleet_control import FleetControl
+
+    settings = BatterySettings()
+    bases = (ChargingBase((40.0, 0.0, 0.0), 2.0),)
+    ex = np.nan_to_num(empty_estimated_state(1))  # level, at rest
+    ex[0, 0:3] = [0.0, 0.0, -10.0]
+    ex[0, HEIGHT] = 10.0
+    valid = np.ones(1, bool)
+
+    def onset(pct: float, drain: float = 1e-3) -> str:
+        fc = FleetControl(["velocity"], -10.0, 0.5, "hold", 0.5, settings, bases)
+        fc.update_battery([pct], [drain], ex, valid)
+        return fc.failsafe[0]
+
+    assert onset(0.1601) == "" and onset(0.1599) == "return"
+    assert onset(0.6001, drain=1.0) == "" and onset(0.5999, drain=1.0) == "return"
+    assert onset(0.1001, drain=0.0) == "" and onset(0.0999, drain=0.0) == "return"  # the reserve itself
+    assert onset(0.0501, drain=0.0) == "return" and onset(0.05, drain=0.0) == "battery_land"
+    # without bases: land at the reserve
+    fc = FleetControl(["velocity"], -10.0, 0.5, "hold", 0.5, settings, ())
+    fc.update_battery([0.1001], [1.0], ex, valid)
+    assert fc.failsafe[0] == ""
+    fc.update_battery([0.0999], [1.0], ex, valid)
+    assert fc.failsafe[0] == "battery_land"
+    # latched: a fresh set point (issued now) does not end it
+    u = fc.controls(np.zeros((1, 5)), ex, valid, np.zeros(1), 1.0, np.array([1.0]))
+    assert fc.failsafe[0] == "battery_land" and u[0, 2] < 0.59  # descending

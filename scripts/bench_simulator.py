@@ -6,7 +6,13 @@ Cases (issue targets on a 2-core machine): keep spot with one fully noisy vehicl
 plume 3B. Each case is built, reset, warmed up for one task step (JIT compilation, caches), then
 timed over whole task steps with hover/zero actions.
 
-Usage: ./qrsim exec -- python scripts/bench_simulator.py [--seconds 20]
+``--battery on|off|both`` (default both): the scenario's battery model on (the default of every
+scenario), off (``vehicle.battery.on: false``, QRSim's open loop), or both. With both, the two
+Simulators are built side by side and timed in alternating chunks of 0.5 simulated seconds; the fastest
+chunk of each counts (a shared machine's load spikes only make chunks slower), and the battery's extra
+cost per tick is printed (issue 14: <= 10 %).
+
+Usage: ./qrsim exec -- python scripts/bench_simulator.py [--seconds 20] [--battery both] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import time
 
 import numpy as np
 
+from qrsim_ros.core.config.loader import merge
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
 
@@ -38,7 +45,8 @@ def spread_vehicles(n: int) -> dict:
             "vehicle": {"initial_states": states}}
 
 
-def rtf(name: str, overrides: dict, seconds: float) -> tuple[float, float, int]:
+def rtf(name: str, overrides: dict, seconds: float) -> tuple[float, float, int, float]:
+    """Real-time factor, wall seconds, episode resets and wall microseconds per 20 ms tick."""
     sim = Simulator.from_scenario(name, {"seed": 1, **overrides})
     a = hover_actions(sim)
     sim.step(a)  # warm-up
@@ -51,7 +59,30 @@ def rtf(name: str, overrides: dict, seconds: float) -> tuple[float, float, int]:
             resets += 1
         sim.step(a)
     wall = time.perf_counter() - t0
-    return steps * sim.scenario.task.dt_s / wall, wall, resets
+    ticks = steps * sim.ticks_per_task_step
+    return steps * sim.scenario.task.dt_s / wall, wall, resets, wall / ticks * 1e6
+
+
+def paired(name: str, overrides: dict, seconds: float, chunk_s: float = 0.5) -> tuple[float, float]:
+    """Fastest wall microseconds per tick of the battery on and off, timed in alternating chunks."""
+    sims = {on: Simulator.from_scenario(name, merge({"seed": 1, **overrides},
+                                                    {"vehicle": {"battery": {"on": on}}}))
+            for on in (True, False)}
+    best = {True: float("inf"), False: float("inf")}
+    actions = {on: hover_actions(sim) for on, sim in sims.items()}
+    for sim in sims.values():
+        sim.step(actions[sim.battery.on])  # warm-up
+    steps = max(1, round(chunk_s / sims[True].scenario.task.dt_s))
+    for _ in range(max(1, round(seconds / chunk_s))):
+        for on, sim in sims.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                if sim.done:
+                    sim.reset()
+                sim.step(actions[on])
+            us = (time.perf_counter() - t0) / (steps * sim.ticks_per_task_step) * 1e6
+            best[on] = min(best[on], us)
+    return best[True], best[False]
 
 
 def main() -> None:
@@ -59,7 +90,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per case")
+    parser.add_argument("--battery", choices=("on", "off", "both"), default="both",
+                        help="the battery model on, off, or both (interleaved, with the extra cost)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per case and setting (the best counts)")
     args = parser.parse_args()
+    settings = ("on", "off") if args.battery == "both" else (args.battery,)
     long = {"task": {"duration_steps": 10**6}}
     cases = [
         ("keep spot, 1 noisy vehicle", "keep_spot", {**long, **spread_vehicles(1)}),
@@ -68,10 +103,28 @@ def main() -> None:
         ("search and rescue 2A", "search_rescue_2a", {}),
         ("plume 3B", "plume_3b", {}),
     ]
-    print(f"{'case':<32} {'real-time factor':>17} {'wall [s]':>9} {'episode resets':>15}")
+    if args.battery == "both":
+        print(f"{'case':<32} {'us/tick on':>11} {'us/tick off':>12} {'extra':>7}   (fastest 0.5 s chunk)")
+        for label, name, overrides in cases:
+            on_us, off_us = paired(name, overrides, args.seconds)
+            print(f"{label:<32} {on_us:11.1f} {off_us:12.1f} {100 * (on_us / off_us - 1):6.1f}%")
+        return
+    print(f"{'case':<32} {'battery':>7} {'real-time factor':>17} {'us/tick':>9} {'wall [s]':>9} "
+          f"{'episode resets':>15}")
     for label, name, overrides in cases:
-        factor, wall, resets = rtf(name, overrides, args.seconds)
-        print(f"{label:<32} {factor:17.1f} {wall:9.2f} {resets:15d}")
+        best: dict[str, tuple[float, float, int, float]] = {}
+        for _ in range(max(1, args.repeats)):
+            for on in settings:
+                result = rtf(name, merge(overrides, {"vehicle": {"battery": {"on": on == "on"}}}),
+                             args.seconds)
+                if on not in best or result[3] < best[on][3]:
+                    best[on] = result
+        for on in settings:
+            factor, wall, resets, us = best[on]
+            print(f"{label:<32} {on:>7} {factor:17.1f} {us:9.1f} {wall:9.2f} {resets:15d}")
+        if len(best) == 2:
+            extra = best["on"][3] / best["off"][3] - 1.0
+            print(f"{label:<32} {'extra':>7} {'':17} {100 * extra:8.1f}%")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        -> ``uavN/base_link_frd`` and -> ``uavN/camera_optical`` per the camera mounting);
        ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus) every tick: validity, reasons, input counters
        and the whole fleet's exact state and specific force (the simulator's nodes read only this);
+       ``uavN/battery`` (sensor_msgs/BatteryState, ``uavN/base_link``) every ``battery_every_n_ticks``
+       ticks (0.1 s of simulated time by default) while the scenario's battery is on (``FleetEnergy``,
+       stepped here as in the Simulator; docs/ENERGY.md);
        ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset;
        ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, ``ros.node.Counters``) every wall second,
        stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
@@ -68,6 +71,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +83,7 @@ from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import BatteryState
 from std_msgs.msg import UInt32
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -89,6 +94,7 @@ from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
@@ -113,6 +119,8 @@ from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PRO
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
     accel_message,
+    battery_state_message,
+    fill_battery_state,
     fill_ground_truth,
     float64_array,
     odometry_message,
@@ -180,6 +188,11 @@ PARAMETERS = ParamTable(
     Param("start_timeout_s", 30.0, "longest wall time to wait for start_subscribers [s]",
           **limit_range("start_timeout_s")),
     Param("tf_every_n_ticks", 1, "publish /tf every n ticks (0: never)", **limit_range("tf_every_n_ticks")),
+    Param("battery", "scenario",
+          "the battery model: 'scenario' (the scenario's vehicle.battery) or 'off' (QRSim's open loop, as "
+          "vehicle.battery.on=false)", choices=("scenario", "off")),
+    Param("battery_every_n_ticks", 5, "publish uavN/battery every n ticks (5: every 0.1 s of simulated "
+          "time; 0: never; nothing with the scenario's battery off)", **limit_range("battery_every_n_ticks")),
 )
 
 
@@ -209,8 +222,12 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd_disarm = np.zeros(n, bool)
         self._timeout_s = p.command_timeout_s if p.command_timeout_s >= 0 else sc.vehicle.command_timeout_s
         # the failsafe of an expired cmd/attitude (every vehicle taken as attitude mode, on the exact state)
+        battery = sc.vehicle.battery if p.battery == "scenario" else replace(sc.vehicle.battery, on=False)
         self._failsafe_control = FleetControl(["attitude"] * n, sc.task.flight_z_ned_m, self._timeout_s,
-                                              sc.vehicle.failsafe, sc.vehicle.failsafe_land_rate_m_s)
+                                              sc.vehicle.failsafe, sc.vehicle.failsafe_land_rate_m_s,
+                                              battery, sc.bases)
+        #: every vehicle's battery, stepped with the fleet (as ``Simulator.battery``)
+        self.energy = FleetEnergy(n, battery, sc.bases)
         self.failsafe = [""] * n  # what the last step flew
         self.failsafe_onsets = np.zeros(n, np.int64)
         self.setpoints_rejected = np.zeros(n, np.int64)
@@ -255,6 +272,11 @@ class VehicleDynamicsNode(ScenarioNode):
         # deeper than the other outputs: it carries the ground truth every simulator node steps on
         self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_FLEET)
         self._episode_pub = self.create_publisher(UInt32, "/sim/episode", QOS_LATCHED)
+        bat = sc.vehicle.battery
+        self._battery_pubs = [self.create_publisher(BatteryState, f"{ns}/battery", QOS_RELIABLE)
+                              for ns in self.names] if self.energy.on and p.battery_every_n_ticks else []
+        self._battery_msgs = [battery_state_message(i, bat.cells, bat.capacity_ah, bat.model)
+                              for i in range(len(self._battery_pubs))]
         self._clock_msg = ClockMsg()
         self._odom_msgs = [odometry_message(i) for i in range(n)]
         self._accel_msgs = [accel_message(i) for i in range(n)]
@@ -319,6 +341,7 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd_ns[self._has_cmd] = 0
         self._cmd_disarm[:] = False
         self._failsafe_control.reset()
+        self.energy.reset()
         self.failsafe = [""] * self.num_vehicles
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -621,6 +644,9 @@ class VehicleDynamicsNode(ScenarioNode):
             fresh &= age_s <= timeout_s
         expired = self._fresh & ~fresh & valid
         fc = self._failsafe_control
+        if self.energy.low:
+            ex = exact_estimated_state(self.fleet.state, self.fleet.accel_body)
+            fc.update_battery(self.energy.percentage, self.energy.drain_per_s, ex, valid)
         if expired.any():
             self.command_timeouts[expired] += 1
             names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
@@ -651,9 +677,10 @@ class VehicleDynamicsNode(ScenarioNode):
         x = self.fleet.state
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
-        self.fleet.step(u, wind_body)
+        self.fleet.step(self.energy.apply(u), wind_body)
         if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
             self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
+        self.energy.step(self.fleet, BASE_DT_S)
         self._k += 1
         self.steps += 1
         self._publish_tick()
@@ -685,6 +712,8 @@ class VehicleDynamicsNode(ScenarioNode):
         else:
             with_tf = False
         self._publish_status(stamp)
+        if self._battery_pubs and k % self.params.battery_every_n_ticks == 0:
+            self._publish_battery(stamp)
         self._clock_msg.clock = stamp
         self._clock_pub.publish(self._clock_msg)
         if with_tf:
@@ -709,6 +738,15 @@ class VehicleDynamicsNode(ScenarioNode):
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self._status_pub.publish(s)
+
+    def _publish_battery(self, stamp: Any) -> None:
+        """uavN/battery of every vehicle (``FleetEnergy``'s values at the end of the tick)."""
+        e = self.energy
+        volts, amps, pct = e.voltage_v, e.current_a, e.percentage
+        charging, empty = e.charging, e.empty
+        for i, (pub, msg) in enumerate(zip(self._battery_pubs, self._battery_msgs, strict=True)):
+            fill_battery_state(msg, volts[i], amps[i], pct[i], bool(charging[i]), bool(empty[i]), stamp)
+            pub.publish(msg)
 
     def _begin_finish(self) -> None:
         """duration_s reached: stop stepping; in lockstep, first wait for every consumer to handle the
@@ -737,7 +775,8 @@ class VehicleDynamicsNode(ScenarioNode):
         self.get_logger().info(f"duration_s={self.params.duration_s:g} reached: {self.steps} steps in "
                                f"{wall_s:.2f} s of wall time since tick 0 ({rate:.0f} ticks/s); shutdown")
         deadline = time.monotonic() + FINAL_ACK_S
-        for pub in [self._clock_pub, self._status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs]:
+        for pub in [self._clock_pub, self._status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs,
+                    *self._battery_pubs]:
             left = deadline - time.monotonic()
             if left <= 0 or not pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))):
                 break

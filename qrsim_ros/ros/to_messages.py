@@ -10,6 +10,7 @@ m/s)  p q r (FRD, rad/s)  thrust (N)]. The nodes publish it as
   on z at rest), i.e. QRSim's ``a`` (``PelicanFleet.accel_body``, FRD) with y and z negated; the
   angular part is zero (the core does not expose the angular acceleration).
 - ``geometry_msgs/TransformStamped`` ``map`` -> ``uavN/base_link`` for /tf, and the static frames;
+- ``sensor_msgs/BatteryState`` of each pack (``battery_state_message``, ``fill_battery_state``);
 - the sensors' messages (``*_message``): sensor_msgs/Imu, NavSatFix, TwistStamped, PointCloud2 and
   qrsim_ros Altitude and Concentration, stamped with the tick's time t_k.
 
@@ -45,6 +46,7 @@ from qrsim_ros.ros.names import (
     base_link_frame,
     base_link_frd_frame,
     camera_optical_frame,
+    vehicle_namespace,
 )
 
 
@@ -370,3 +372,53 @@ def detection_points(obs: CameraObservation | None) -> NDArray[np.void]:
 def detections_message(stamp: Any, frame: str, obs: CameraObservation | None, fields: list[Any]) -> Any:
     """sensor_msgs/PointCloud2 (organised, little endian) of one observation (see ``detection_points``)."""
     return structured_cloud(detection_points(obs), frame, stamp, fields)
+
+
+def battery_state_message(index: int, cells: int, capacity_ah: float, model: str) -> Any:
+    """A sensor_msgs/BatteryState template of vehicle ``index``'s pack (``fill_battery_state`` per
+    publication): frame ``uavN/base_link``, technology LIPO, present, design capacity and capacity
+    ``capacity_ah`` [Ah] (the simulated pack does not age), no temperature (NaN: not measured), health
+    GOOD, location ``uavN``, serial number ``uavN-<model>``."""
+    from sensor_msgs.msg import BatteryState
+
+    msg = BatteryState()
+    msg.header.frame_id = base_link_frame(index)
+    msg.power_supply_technology = BatteryState.POWER_SUPPLY_TECHNOLOGY_LIPO
+    msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_GOOD
+    msg.present = True
+    msg.design_capacity = msg.capacity = float(capacity_ah)
+    msg.temperature = float("nan")
+    msg.cell_voltage = [float("nan")] * cells
+    msg.cell_temperature = [float("nan")] * cells
+    msg.location = vehicle_namespace(index)
+    msg.serial_number = f"{msg.location}-{model}"
+    return msg
+
+
+def fill_battery_state(msg: Any, voltage_v: float, current_a: float, percentage: float, charging: bool,
+                       empty: bool, stamp: Time) -> Any:
+    """Fill a ``battery_state_message`` with one pack's values (``core.vehicles.energy.FleetEnergy``),
+    following sensor_msgs/BatteryState: ``current`` negative while discharging (the core's
+    ``current_a`` is positive then), ``charge`` = percentage x capacity [Ah], ``percentage`` 0..1, every
+    cell at voltage / cells; status CHARGING (on a base, current flowing in), FULL (on a base, charger
+    done), NOT_CHARGING with health DEAD (empty: cut-off reached) or DISCHARGING."""
+    from sensor_msgs.msg import BatteryState
+
+    msg.header.stamp = stamp
+    msg.voltage = float(voltage_v)
+    msg.current = 0.0 - float(current_a)  # (0 A stays +0.0)
+    msg.percentage = float(percentage)
+    msg.charge = float(percentage) * msg.capacity
+    cells = len(msg.cell_voltage)
+    msg.cell_voltage = [float(voltage_v) / cells] * cells
+    if empty:
+        msg.power_supply_status = BatteryState.POWER_SUPPLY_STATUS_NOT_CHARGING
+        msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_DEAD
+    elif charging:
+        msg.power_supply_status = (BatteryState.POWER_SUPPLY_STATUS_CHARGING if current_a < 0
+                                   else BatteryState.POWER_SUPPLY_STATUS_FULL)
+        msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_GOOD
+    else:
+        msg.power_supply_status = BatteryState.POWER_SUPPLY_STATUS_DISCHARGING
+        msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_GOOD
+    return msg

@@ -41,6 +41,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 SEED = 5
+#: The goldens were recorded before the battery model existed (QRSim's open loop): every golden run flies
+#: with the battery off, which shows that the battery off changes nothing (docs/ENERGY.md, DIFFERENCES.md).
+BATTERY_OFF_SET = ["--set", "vehicle.battery.on=false"]
+BATTERY_OFF = {"vehicle": {"battery": {"on": False}}}
+BATTERY_OFF_PARAM = ["--param", "vehicle_dynamics:battery=off"]
 #: Task steps of each `qrsim run` golden (short enough for the test suite, long enough for every
 #: family's sensors, controllers and rewards to act).
 RUN_STEPS = {"search_rescue": 30, "plume": 30, "cats_mouse": 40}
@@ -85,7 +90,8 @@ def produce_runs(out: Path) -> list[Path]:
     for name in scenarios():
         steps = RUN_STEPS.get(_task_type(name), DEFAULT_RUN_STEPS)
         path = out / f"run_{name}.csv"
-        status = run.main([name, "--seed", str(SEED), "--steps", str(steps), "--out", str(path)])
+        status = run.main([name, "--seed", str(SEED), "--steps", str(steps), "--out", str(path),
+                           *BATTERY_OFF_SET])
         if status != 0:
             raise RuntimeError(f"qrsim run {name} exited {status}")
         files.append(path)
@@ -100,7 +106,7 @@ def produce_batches(out: Path) -> list[Path]:
     for name, runs, steps in BATCH_CASES:
         path = out / f"batch_{name}.csv"
         status = batch.main([name, "--runs", str(runs), "--steps", str(steps), "--workers", "1",
-                             "--seed", str(SEED), "--no-progress", "--out", str(path)])
+                             "--seed", str(SEED), "--no-progress", "--out", str(path), *BATTERY_OFF_SET])
         if status != 0:
             raise RuntimeError(f"qrsim batch {name} exited {status}")
         files.append(path)
@@ -115,7 +121,8 @@ def trace(name: str) -> dict[str, np.ndarray]:
 
     task_type = _task_type(name)
     steps = TRACE_STEPS.get(task_type, DEFAULT_TRACE_STEPS)
-    sim = Simulator.from_scenario(name, overrides={"seed": SEED, "task": {"duration_steps": steps}})
+    sim = Simulator.from_scenario(name, overrides={"seed": SEED, "task": {"duration_steps": steps},
+                                                   **BATTERY_OFF})
     records: dict[str, list[np.ndarray]] = {k: [] for k in (
         "episode", "step", "true_state", "estimated_state", "reward", "total_reward", "plume", "llkd")}
     for episode in range(2):
@@ -188,7 +195,8 @@ def graph_run(case: str, work: Path, domain_id: int) -> dict[str, np.ndarray]:
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env["ROS_LOG_DIR"] = str(work / "ros_log")
     cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch",
-           *GRAPH_CASES[case], "--lockstep", "--real-time-factor", "0", "--record", str(bag)]
+           *GRAPH_CASES[case], "--lockstep", "--real-time-factor", "0", "--record", str(bag),
+           *BATTERY_OFF_PARAM]
     proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"qrsim launch {case} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"

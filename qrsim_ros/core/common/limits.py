@@ -92,6 +92,7 @@ _ROWS = (
           "ground-truth consumers the start gate waits for (the planned nodes)", integer=True),
     Limit("start_timeout_s", 0.0, 3600.0, "s", "wall time the start gate waits for them"),
     Limit("tf_every_n_ticks", 0, 100000, "ticks", "/tf decimation; 0: never", integer=True),
+    Limit("battery_every_n_ticks", 0, 100000, "ticks", "uavN/battery decimation; 0: never", integer=True),
     Limit("domain_id", 0, 232, "",
           "ROS_DOMAIN_ID: Fast DDS's UDP ports overflow above 232 (101 and up depend on the port base)",
           integer=True),

@@ -54,6 +54,7 @@ from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.airframes import AIRFRAME_NAMES
+from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
 from qrsim_ros.core.vehicles.rotor_control import RotorControlParams
 from qrsim_ros.core.vehicles.rotor_params import PRESETS, RotorParams, rotor_preset
@@ -246,6 +247,8 @@ class VehicleParams:
     rotor_control: the rotor airframe's onboard controller gains (``RotorControlParams`` fields:
     ``attitude_gain``, ``yaw_gain``, ``speed_gain``, ``lookahead_ticks``, ``rate_gain_per_s``; default the
     documented ones, docs/ROTOR.md); ``rotor_control_params()`` builds them.
+    battery: the battery pack, its power model and the low-battery failsafe (``energy.BatterySettings``;
+    on by default, ``on: false`` flies QRSim's open loop).
     """
 
     control: str | tuple[str, ...] | None = None
@@ -266,6 +269,7 @@ class VehicleParams:
     turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
     camera: CameraParams = field(default_factory=lambda: CameraParams(on=False))
     plume_sensor: PlumeSensorParams = field(default_factory=PlumeSensorParams)
+    battery: BatterySettings = field(default_factory=BatterySettings)
     #: Registered sensor models (``core.sensors.registry``) this scenario flies, by name: their
     #: parameters (a section per sensor; present = on board).
     sensors: dict[str, Any] = field(default_factory=dict)
@@ -348,6 +352,9 @@ class Scenario:
     #: The 3-D scene (ground shape, person bodies, obstacles) for the scene sensors; None: QRSim's world
     #: (a flat area; nothing is built and nothing is checked).
     scene: SceneParams | None = None
+    #: Charging stations (``energy.ChargingBase``: NED position and radius); a vehicle resting on one
+    #: charges its battery.
+    bases: tuple[ChargingBase, ...] = ()
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:

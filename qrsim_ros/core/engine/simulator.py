@@ -53,6 +53,7 @@ from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
+from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import (
     ZERO_COLUMNS,
     empty_estimated_state,
@@ -109,8 +110,10 @@ class Simulator:
         # the task's episode and the vehicles' control modes
         self.episode = Episode(sc, self.world.area)
         v = sc.vehicle
+        #: every vehicle's battery (``vehicle.battery``; off: QRSim's open loop)
+        self.battery = FleetEnergy(n, v.battery, sc.bases)
         self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m, v.command_timeout_s,
-                                          v.failsafe, v.failsafe_land_rate_m_s)
+                                          v.failsafe, v.failsafe_land_rate_m_s, v.battery, sc.bases)
         self.control_modes = list(self.fleet_control.modes)
         agent_rows = self.task.agent_vehicles
         agent_modes = [self.control_modes[i] for i in agent_rows]
@@ -157,6 +160,7 @@ class Simulator:
         for model in self.sensors.values():
             model.reset(x)
         self.fleet_control.reset()
+        self.battery.reset()
         self._held[:] = np.nan
         self._issued_s[:] = np.nan
         self._assemble_estimated_state()
@@ -242,12 +246,13 @@ class Simulator:
             valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
-        self.fleet.step(controls, wind_body)
+        self.fleet.step(self.battery.apply(controls), wind_body)
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         x = self.fleet.state
         valid = self.fleet.valid
+        self.battery.step(self.fleet, self.dt_s, x, valid)
         self.episode.observe(x, valid)
         self.ahars.step(k, x, self.fleet.accel_body)
         self.gps.step(k, x)
@@ -271,6 +276,9 @@ class Simulator:
         given = ~np.isnan(targets[:, 0])
         self._held[given] = targets[given]
         self._issued_s[given] = now_s
+        if self.battery.low:
+            b = self.battery
+            self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, self.fleet.valid)
         return self.fleet_control.controls(self._held, self._ex, self.fleet.valid, self._headings, now_s,
                                            self._issued_s)
 
@@ -302,7 +310,8 @@ class Simulator:
 
     @property
     def failsafe(self) -> list[str]:
-        """Per vehicle: the failsafe its last tick flew ('' = its set point; 'hold', 'land', 'level')."""
+        """Per vehicle: the failsafe its last tick flew ('' = its set point; 'hold', 'land', 'level', and
+        for a low battery 'return', 'battery_land')."""
         return self.fleet_control.failsafe
 
     def true_state(self) -> Array:

@@ -154,6 +154,12 @@ class Airframes:
             out[self._rot] = self.rotor.omega
         return out
 
+    @property
+    def rotor_k_m(self) -> float:
+        """The rotor airframe's drag-torque coefficient k_m [N m s^2] (NaN without rotor vehicles): with
+        ``rotor_speeds_radps``, what ``energy.FleetEnergy`` needs for the rotor power."""
+        return float(self.rotor.params.k_m) if self.rotor is not None else float("nan")
+
     # --- state setting --------------------------------------------------------------------------
     def set_state(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Set states of length 6, 12 or 13 (``PelicanFleet.set_state``) and mark those vehicles valid;

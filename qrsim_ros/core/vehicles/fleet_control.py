@@ -26,6 +26,17 @@ its failsafe until a fresh one comes (whatever its mode, attitude included):
   the front end disarms it (``PelicanFleet.disarm``: frozen, invalid) -- for good, until the next episode;
 - ``level``: the open-loop hover row ``pelican.HOVER_CONTROL`` (QRSim-era fallback; it drifts).
 
+Low battery (not in QRSim; siegemund_2011 section 4.5; thresholds in ``energy.BatterySettings``): given
+each vehicle's charge left and drain (``update_battery``, once per tick before ``controls``), a vehicle
+
+- ``return``s once its charge is below ``return_below`` and no longer covers the flight to the nearest
+  charging base plus the ``reserve``: a ``WaypointPID`` to the base's north/east at the flight height
+  ``flight_z_ned_m`` (heading held), then, within the base's radius, ``battery_land`` there;
+- ``battery_land``s where it is once its charge is at most ``land_below`` (or, without a base, instead of
+  returning): the ``land`` descent above, disarmed on touchdown (resting on a base it charges).
+
+Both are latched for the episode and take precedence over set points and the set-point failsafes.
+
 Velocity set points the controllers will clamp (a body component beyond ``MAX_SPEED_MPS``) are counted
 per vehicle in ``setpoints_clamped``, once per clamped set point.
 """
@@ -39,7 +50,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import dcm_ned_to_body, ned_to_body
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS, VelocityHeightPID, VelocityPID, WaypointPID
-from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, hold_pose
+from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
+from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, POSITION_NED, hold_pose
 from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
 
 Array = NDArray[np.float64]
@@ -58,6 +70,11 @@ CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
 TARGET_WIDTH = 5
 #: What a vehicle does once its set point expired (``vehicle.failsafe``; see the module docstring).
 FAILSAFES = ("hold", "land", "level")
+#: The low-battery failsafes (latched for the episode; see the module docstring).
+BATTERY_FAILSAFES = ("return", "battery_land")
+#: Every failsafe a vehicle can fly: ``failsafe_code`` c > 0 is ALL_FAILSAFES[c - 1].
+ALL_FAILSAFES = FAILSAFES + BATTERY_FAILSAFES
+_HOLD, _LAND, _LEVEL, _RETURN, _BATTERY_LAND = range(1, len(ALL_FAILSAFES) + 1)
 #: A landing vehicle whose estimated height is at most this has touched down and is disarmed [m].
 LAND_TOUCHDOWN_HEIGHT_M = 0.3
 #: The controls of a disarmed vehicle: level, throttle off.
@@ -69,7 +86,9 @@ class FleetControl:
 
     ``modes``: one mode per vehicle; ``flight_z_ned_m``: the height ``velocity_height`` vehicles hold;
     ``command_timeout_s`` [s, simulated] (0: set points never expire), ``failsafe`` (one of FAILSAFES) and
-    ``failsafe_land_rate_m_s`` [m/s]: the scenario's ``vehicle`` settings of the same names.
+    ``failsafe_land_rate_m_s`` [m/s]: the scenario's ``vehicle`` settings of the same names; ``battery``
+    (``vehicle.battery``) and ``bases`` (the scenario's charging bases) for the low-battery failsafe
+    (off without ``battery`` or with its failsafe off).
 
     Per vehicle, read by the front ends: ``failsafe_code`` (0: flying its set point, else 1 + the index
     in FAILSAFES), ``landed`` (touched down in ``land``: disarm it), counters since construction
@@ -77,7 +96,8 @@ class FleetControl:
     """
 
     def __init__(self, modes: Sequence[str], flight_z_ned_m: float, command_timeout_s: float = 0.0,
-                 failsafe: str = "hold", failsafe_land_rate_m_s: float = 0.5) -> None:
+                 failsafe: str = "hold", failsafe_land_rate_m_s: float = 0.5,
+                 battery: BatterySettings | None = None, bases: tuple[ChargingBase, ...] = ()) -> None:
         unknown = sorted(set(modes) - set(CONTROL_MODES))
         if unknown:
             raise ValueError(f"unknown control mode(s) {unknown}; one of {', '.join(CONTROL_MODES)}")
@@ -116,6 +136,12 @@ class FleetControl:
         self._clamped_sp = np.full((n, 3), np.nan)  # the set point last counted as clamped
         self._velocity_rows = [(r, len(CONTROL_MODES[m])) for m, r, _ in self._active
                                if m in ("velocity", "velocity_height")]
+        # low battery: the policy, the bases, each vehicle's target base
+        self.battery = battery if battery is not None and battery.failsafe_on else None
+        self._bases = bases_array(bases)
+        self._base_radii = np.array([b.radius_m for b in bases], float)
+        self._target_base = np.full(n, -1, np.int64)
+        self._return_pid = WaypointPID(n)
 
     @property
     def controlled(self) -> NDArray[np.int_]:
@@ -125,12 +151,13 @@ class FleetControl:
     @property
     def failsafe(self) -> list[str]:
         """Per vehicle: the failsafe it flies ('' while it flies its set point; 'hold', 'land', 'level')."""
-        return ["" if c == 0 else FAILSAFES[c - 1] for c in self.failsafe_code]
+        return ["" if c == 0 else ALL_FAILSAFES[c - 1] for c in self.failsafe_code]
 
     def reset(self) -> None:
         """Forget every controller's state and the failsafes (new episode); the counters stay."""
-        for c in (*self._controllers.values(), self._hold_pid, self._land_pid):
+        for c in (*self._controllers.values(), self._hold_pid, self._land_pid, self._return_pid):
             c.reset()
+        self._target_base[:] = -1
         self.failsafe_code[:] = 0
         self.landed[:] = False
         self._clamped_sp[:] = np.nan
@@ -197,7 +224,7 @@ class FleetControl:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
-        recovered = ~expired & (code != 0) & ~self.landed
+        recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():
             code[recovered] = 0
             for mode, rows, _ in self._active:
@@ -214,27 +241,96 @@ class FleetControl:
             self._hold_pid.reset(idx)
             self._land_pid.reset(idx)
 
+    def update_battery(self, percentage: ArrayLike, drain_per_s: ArrayLike, ex: ArrayLike,
+                       valid: ArrayLike) -> None:
+        """The low-battery failsafe's onsets (module docstring), once per tick before ``controls``.
+
+        ``percentage`` (N,): charge left 0..1; ``drain_per_s`` (N,): charge used per second now [1/s]
+        (``FleetEnergy``); ``ex`` (N, 20): estimated states; ``valid`` (N,). Does nothing without a battery
+        failsafe, or while every charge is above ``return_below`` and ``land_below``.
+        """
+        b = self.battery
+        if b is None:
+            return
+        pct = np.asarray(percentage, float)
+        live = np.asarray(valid, bool) & (self.failsafe_code < _RETURN) & ~self.landed
+        with np.errstate(invalid="ignore"):
+            low = live & (pct <= max(b.return_below, b.land_below))
+        if not low.any():
+            return
+        ex = np.asarray(ex, float)
+        land = low & (pct <= b.land_below)
+        if b.low_battery_failsafe == "return" and self._bases.size:
+            idx = np.flatnonzero(low & ~land)
+            if idx.size:
+                pos = ex[idx][:, POSITION_NED]
+                d = np.hypot(pos[:, None, 0] - self._bases[None, :, 0],
+                             pos[:, None, 1] - self._bases[None, :, 1])
+                nearest = np.argmin(d, axis=1)
+                t_return = (d[np.arange(idx.size), nearest] / b.return_speed_mps
+                            + np.maximum(ex[idx, HEIGHT], 0.0) / self.failsafe_land_rate_m_s)
+                need = b.return_margin * np.asarray(drain_per_s, float)[idx] * t_return
+                go = np.isfinite(need) & (pct[idx] - need <= b.reserve)
+                self._onset(idx[go], _RETURN, ex)
+                self._target_base[idx[go]] = nearest[go]
+        elif not self._bases.size and b.low_battery_failsafe == "return":
+            land |= low & (pct <= b.reserve)  # nowhere to return to: land at the reserve
+        self._onset(np.flatnonzero(land), _BATTERY_LAND, ex)
+
+    def _onset(self, idx: NDArray[np.int_], code: int, ex: Array) -> None:
+        """Vehicles ``idx`` enter failsafe ``code`` now (holding the heading they have)."""
+        if not idx.size:
+            return
+        self.failsafe_code[idx] = code
+        self.failsafe_onsets[idx] += 1
+        self._hold[idx] = hold_pose(ex[idx])
+        self._land_pid.reset(idx)
+        self._return_pid.reset(idx)
+
     def _failsafe_controls(self, u: Array, ex: Array, valid: NDArray[np.bool_]) -> None:
         """Overwrite the rows of the vehicles in their failsafe (in place)."""
-        active = (self.failsafe_code != 0) & valid
-        if self.failsafe_mode == "hold":
+        code = self.failsafe_code
+        active = (code != 0) & valid
+        if self.battery is not None and (code == _RETURN).any():
+            self._return_controls(u, ex, active & (code == _RETURN))
+        hold = active & (code == _HOLD)
+        if hold.any():
             known = np.all(np.isfinite(self._hold), axis=1)  # no estimate at the onset: level instead
-            fly = active & known
+            fly = hold & known
             if fly.any():
                 wp = np.where(fly[:, None], self._hold, 0.0)
                 u_hold = self._hold_pid.compute_from_estimated_state(ex, wp[:, 0:3], wp[:, 3])
                 u[fly] = u_hold[fly]
-            u[active & ~known] = HOVER_CONTROL
-        elif self.failsafe_mode == "land":
+            u[hold & ~known] = HOVER_CONTROL
+        land = active & ((code == _LAND) | (code == _BATTERY_LAND))
+        if land.any():
             with np.errstate(invalid="ignore"):
-                self.landed |= active & (ex[:, HEIGHT] <= LAND_TOUCHDOWN_HEIGHT_M)
-            fly = active & ~self.landed
+                self.landed |= land & (ex[:, HEIGHT] <= LAND_TOUCHDOWN_HEIGHT_M)
+            fly = land & ~self.landed
             if fly.any():
                 v = np.zeros((self.num_vehicles, 3))
                 v[:, 2] = self.failsafe_land_rate_m_s
                 psi = np.where(np.isfinite(self._hold[:, 3]), self._hold[:, 3], 0.0)
                 u_land = self._land_pid.compute_from_estimated_state(ex, v, psi)
                 u[fly] = u_land[fly]
-            u[active & self.landed] = DISARMED_CONTROL
-        else:
-            u[active] = HOVER_CONTROL
+            u[land & self.landed] = DISARMED_CONTROL
+        u[active & (code == _LEVEL)] = HOVER_CONTROL
+
+    def _return_controls(self, u: Array, ex: Array, fly: NDArray[np.bool_]) -> None:
+        """``return``: to the target base at the flight height; within its radius, ``battery_land``."""
+        base = self._bases[np.maximum(self._target_base, 0)]
+        with np.errstate(invalid="ignore"):
+            there = fly & (np.hypot(ex[:, 0] - base[:, 0], ex[:, 1] - base[:, 1])
+                           <= self._base_radii[np.maximum(self._target_base, 0)])
+        if there.any():  # over the base: land on it (this tick already)
+            idx = np.flatnonzero(there)
+            self.failsafe_code[idx] = _BATTERY_LAND
+            self._land_pid.reset(idx)
+            fly = fly & ~there
+        if fly.any():
+            target = np.zeros((self.num_vehicles, 3))
+            target[:, 0:2] = base[:, 0:2]
+            target[:, 2] = self.flight_z_ned_m
+            psi = np.where(np.isfinite(self._hold[:, 3]), self._hold[:, 3], 0.0)
+            u_ret = self._return_pid.compute_from_estimated_state(ex, target, psi)
+            u[fly] = u_ret[fly]

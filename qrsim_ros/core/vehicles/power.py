@@ -27,7 +27,7 @@ gives 4 * 23.7 W / (0.55 * 0.8) + 10 = 226 W.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -58,6 +58,9 @@ class PelicanPowerParams:
     figure_of_merit: float = 0.55
     drive_efficiency: float = 0.8
     avionics_w: float = 10.0
+    #: P_induced(F) = coefficient * F^1.5 for a total thrust F over the four rotors [W / N^1.5]:
+    #: 4 / (4^1.5 FM eta sqrt(2 rho A)) (derived from the fields, once).
+    coefficient: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("rotor_radius_m", "air_density_kgm3"):
@@ -66,38 +69,40 @@ class PelicanPowerParams:
             v = single_positive(_PREFIX + name, getattr(self, name))
             set_frozen_field(self, name, in_range(_PREFIX + name, v, 0.0, 1.0))
         set_frozen_field(self, "avionics_w", single_non_negative(_PREFIX + "avionics_w", self.avionics_w))
+        set_frozen_field(self, "coefficient", NUM_ROTORS / (
+            NUM_ROTORS ** 1.5 * self.figure_of_merit * self.drive_efficiency
+            * math.sqrt(2.0 * self.air_density_kgm3 * self.disc_area_m2)))
 
     @property
     def disc_area_m2(self) -> float:
         """Area of one rotor disc, pi r^2 [m^2]."""
         return math.pi * self.rotor_radius_m ** 2
 
-    @property
-    def coefficient(self) -> float:
-        """P_induced(F) = coefficient * F^1.5 for a total thrust F over the four rotors [W / N^1.5]:
-        4 / (4^1.5 FM eta sqrt(2 rho A))."""
-        return NUM_ROTORS / (NUM_ROTORS ** 1.5 * self.figure_of_merit * self.drive_efficiency
-                             * math.sqrt(2.0 * self.air_density_kgm3 * self.disc_area_m2))
 
 
 #: The default Pelican figures (module doc).
 DEFAULT_PELICAN_POWER = PelicanPowerParams()
 
 
-def momentum_theory_power(thrust_n: ArrayLike, params: PelicanPowerParams | None = None) -> Array:
-    """Electrical power [W] (N,) of Pelicans producing total thrusts ``thrust_n`` (N,) [N] (module doc, 1)."""
+def momentum_theory_power(thrust_n: ArrayLike, params: PelicanPowerParams | None = None,
+                          motors_on: ArrayLike | None = None) -> Array:
+    """Electrical power [W] (N,) of Pelicans producing total thrusts ``thrust_n`` (N,) [N] (module doc, 1);
+    ``motors_on`` (N,) bool (default all): a vehicle whose motors are off draws only its avionics."""
     p = params if params is not None else DEFAULT_PELICAN_POWER
     f = np.asarray(thrust_n, float)
     if f.ndim != 1:
         raise ValueError(f"thrust_n must have shape (N,), got {f.shape}")
-    return _momentum_power(f, p.coefficient, p.avionics_w)
+    on = np.ones(f.shape[0], np.bool_) if motors_on is None else np.asarray(motors_on, np.bool_)
+    if on.shape != f.shape:
+        raise ValueError(f"motors_on must have shape {f.shape}, got {on.shape}")
+    return _momentum_power(f, on, p.coefficient, p.avionics_w)
 
 
-@njit(f"float64[:]({F8_1D_IN}, float64, float64)")
-def _momentum_power(thrust_n, coefficient, avionics_w):
+@njit(f"float64[:]({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64)")
+def _momentum_power(thrust_n, motors_on, coefficient, avionics_w):
     out = np.empty(thrust_n.shape[0])
     for i in range(thrust_n.shape[0]):
-        f = thrust_n[i] if thrust_n[i] > 0.0 else 0.0
+        f = thrust_n[i] if motors_on[i] and thrust_n[i] > 0.0 else 0.0
         out[i] = coefficient * f * math.sqrt(f) + avionics_w
     return out
 

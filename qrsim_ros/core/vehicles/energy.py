@@ -1,0 +1,295 @@
+"""The fleet's energy: every vehicle's battery pack discharged by the power its airframe draws (issue 14).
+
+``FleetEnergy`` is the one component both front ends step (the in-process ``Simulator`` and the
+``vehicle_dynamics`` node), once per 0.02 s tick, right after the fleet has integrated it:
+
+1. power [W] per vehicle (``power.py``): the identified Pelican's ``momentum_theory_power`` of its total
+   thrust (state element 12, [N]); rows of a rotor-level airframe (a fleet that exposes
+   ``rotor_speeds_radps`` (N, 4) [rad/s], NaN on the Pelican's rows, and ``rotor_k_m`` [N m s^2], one
+   value or (N,)) ``rotor_power`` of their rotor speeds. A fleet without ``rotor_speeds_radps`` is all
+   Pelicans. An invalid (frozen, disarmed) vehicle draws only its avionics.
+2. charging (N,) bool: a vehicle resting on a charging base (``ChargingBase``: horizontal distance to the
+   base's NED point at most its ``radius_m``, at most ``CHARGE_HEIGHT_M`` above it, and disarmed/invalid
+   or moving slower than ``CHARGE_SPEED_MPS``).
+3. ``BatteryBank.step(power, dt, charging)``: terminal voltage, current, state of charge.
+
+Before the next tick's integration ``apply(controls)`` closes QRSim's open loop: the terminal voltage
+replaces the battery column (index 4 [V]) of every control row (QRSim's controllers force 12 V there,
+attitude-mode agents pass one), clipped into the model's accepted [9, 12] V. A pack that is ``empty``
+stops its motors: its row becomes level attitude, throttle 0, yaw rate 0; the identified model's thrust
+then decays (first order, TAU0 = 3.07 /s) to its zero-throttle value CTH0 = 0.66 N, far below the
+weight m g = 16.5 N, so the vehicle falls under gravity until it reaches the ground (the area's zmax), where
+it leaves the state limits and becomes invalid, as any vehicle that hits the ground.
+
+``battery.on: false`` (``BatterySettings.on``) builds no bank: ``apply`` and ``step`` do nothing and the
+fleet flies exactly as before the battery existed (QRSim's open loop: the battery column as given).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, njit
+from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
+from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
+from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power, rotor_power
+
+#: What a vehicle does when its battery runs low (``BatterySettings.low_battery_failsafe``):
+#: ``return``: fly to the nearest charging base at the flight height, land, charge (siegemund_2011 4.5;
+#: without bases it lands where it is at ``land_below``); ``land``: land where it is at ``land_below``;
+#: ``off``: nothing (the pack runs empty and the vehicle falls).
+LOW_BATTERY_FAILSAFES = ("return", "land", "off")
+#: A vehicle at most this high above a base's point can charge there [m].
+CHARGE_HEIGHT_M = 0.5
+#: A valid vehicle charges only when slower than this [m/s] (a disarmed one always) (resting).
+CHARGE_SPEED_MPS = 0.1
+#: The battery column of the control row (``pelican.CONTROL_NAMES``).
+BATTERY_COLUMN = 4
+_V_MIN, _V_MAX = float(CONTROL_LIMITS[BATTERY_COLUMN, 0]), float(CONTROL_LIMITS[BATTERY_COLUMN, 1])
+
+
+@dataclass(frozen=True)
+class BatterySettings(BatteryParams):
+    """``vehicle.battery`` of a scenario: the pack (every ``BatteryParams`` field), whether it is on, the
+    power model and the low-battery failsafe.
+
+    on: the battery model runs (default: the Pelican's default pack); false: QRSim's open loop.
+    pelican_power: momentum-theory figures of the identified Pelican (``power.PelicanPowerParams``).
+    rotor_motor_efficiency (0, 1]: motor efficiency of rotor-level airframes (``power.rotor_power``).
+    low_battery_failsafe: one of LOW_BATTERY_FAILSAFES. Thresholds on the charge left (``percentage``,
+    0..1), siegemund_2011 section 4.5: ``return_below`` (0.6: below it the return is planned),
+    ``reserve`` (0.1: the charge that must be left on arrival), ``land_below`` (0.05: land where it is).
+    The return starts once ``percentage - return_margin * drain * t_return <= reserve``, with t_return
+    = horizontal distance to the nearest base / ``return_speed_mps`` + height / the land rate and drain
+    the charge used per second at the present draw (``FleetEnergy.drain_per_s``).
+    """
+
+    on: bool = True
+    pelican_power: PelicanPowerParams = field(default_factory=PelicanPowerParams)
+    rotor_motor_efficiency: float = 0.8
+    low_battery_failsafe: str = "return"
+    return_below: float = 0.6
+    reserve: float = 0.1
+    land_below: float = 0.05
+    return_margin: float = 1.5
+    return_speed_mps: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.low_battery_failsafe not in LOW_BATTERY_FAILSAFES:
+            raise ConfigError(f"low_battery_failsafe={self.low_battery_failsafe!r} must be one of "
+                              f"{', '.join(LOW_BATTERY_FAILSAFES)}")
+        eta = in_range("rotor_motor_efficiency", self.rotor_motor_efficiency, 0.0, 1.0)
+        set_frozen_field(self, "rotor_motor_efficiency", single_positive("rotor_motor_efficiency", eta))
+        for name in ("return_below", "reserve", "land_below"):
+            set_frozen_field(self, name, in_range(name, getattr(self, name), 0.0, 1.0))
+        if not self.land_below <= self.reserve <= self.return_below:
+            raise ConfigError(f"thresholds must satisfy land_below <= reserve <= return_below, got "
+                              f"{self.land_below}, {self.reserve}, {self.return_below}")
+        set_frozen_field(self, "return_margin", single_positive("return_margin", self.return_margin))
+        set_frozen_field(self, "return_speed_mps", single_positive("return_speed_mps", self.return_speed_mps))
+
+    @property
+    def pack(self) -> BatteryParams:
+        """The pack's own parameters (``BatteryParams``)."""
+        return BatteryParams(**{f.name: getattr(self, f.name) for f in fields(BatteryParams) if f.init})
+
+    @property
+    def failsafe_on(self) -> bool:
+        """Whether the low-battery failsafe acts (battery on and ``low_battery_failsafe`` not ``off``)."""
+        return self.on and self.low_battery_failsafe != "off"
+
+
+@dataclass(frozen=True)
+class ChargingBase:
+    """A charging station (scenario ``bases:`` list): ``position_ned_m`` [m] (NED, usually on the ground)
+    and ``radius_m`` [m] (horizontal), see the module doc for when a vehicle charges there."""
+
+    position_ned_m: tuple[float, float, float]
+    radius_m: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not all(math.isfinite(v) for v in self.position_ned_m):
+            raise ConfigError(f"position_ned_m={list(self.position_ned_m)!r} must be finite")
+        set_frozen_field(self, "radius_m", single_positive("radius_m", self.radius_m))
+
+
+@njit(f"int64({F8_1D_IN}, {F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64[:], float64, float64, "
+      "float64)")
+def _latch_kernel(volts, percentage, empty, v_in, v_lo, v_hi, low_below):
+    """v_in = volts clipped into [v_lo, v_hi]; returns 1 if a pack is empty + 2 if a percentage is at or
+    below ``low_below`` (one pass: numpy's reductions cost microseconds each on a few vehicles)."""
+    flags = 0
+    for i in range(volts.shape[0]):
+        v_in[i] = min(max(volts[i], v_lo), v_hi)
+        if empty[i]:
+            flags |= 1
+        if percentage[i] <= low_below:
+            flags |= 2
+    return flags
+
+
+def bases_array(bases: Sequence[ChargingBase]) -> Array:
+    """Base positions (B, 3) NED [m] (B may be 0)."""
+    return np.array([b.position_ned_m for b in bases], float).reshape(-1, 3)
+
+
+class FleetEnergy:
+    """The packs of a fleet of N vehicles and their wiring (see the module doc).
+
+    ``reset()`` per episode (fresh packs), ``apply(controls)`` before each integration, ``step(fleet,
+    dt_s)`` after it. Read ``voltage_v``, ``current_a``, ``percentage``, ``empty``, ``charging``,
+    ``drain_per_s`` (N,); all None-free: with the battery off they are NaN / False.
+    """
+
+    def __init__(self, num_vehicles: int, settings: BatterySettings | None = None,
+                 bases: Sequence[ChargingBase] = ()) -> None:
+        self.settings = settings if settings is not None else BatterySettings()
+        self.num_vehicles = n = int(num_vehicles)
+        self.on = bool(self.settings.on)
+        self.bases = tuple(bases)
+        self._bases = bases_array(self.bases)
+        self._radii = np.array([b.radius_m for b in self.bases], float)
+        self.bank: BatteryBank | None = BatteryBank(n, self.settings.pack) if self.on else None
+        self._charging = np.zeros(n, bool)
+        self._power_params = self.settings.pelican_power
+        # per tick, from ``step``: the voltage ``apply`` writes, whether a pack is empty, whether a charge
+        # is at or below the low-battery failsafe's highest threshold (``low``)
+        self._v_in = np.full(n, _V_MAX)
+        self._any_empty = False
+        b = self.settings
+        self._low_below = max(b.return_below, b.land_below) if b.failsafe_on else -math.inf
+        #: True once some pack is at or below the low-battery failsafe's thresholds (the front ends call
+        #: ``FleetControl.update_battery`` only then)
+        self.low = False
+
+    # --- per episode / per tick ------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Fresh packs for every vehicle (a new episode)."""
+        if self.bank is not None:
+            self.bank.reset()
+            self._latch()
+        self._charging[:] = False
+
+    def _latch(self) -> None:
+        """What ``apply`` and the front ends read each tick, from the bank once (its end-of-step values)."""
+        bank = self.bank
+        assert bank is not None
+        flags = _latch_kernel(bank.voltage_v, bank.percentage, bank.empty, self._v_in, _V_MIN, _V_MAX,
+                              self._low_below)
+        self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
+
+    def apply(self, controls: Array) -> Array:
+        """Close the loop (in place, returned): the battery column of ``controls`` (N, 5) becomes each
+        pack's terminal voltage [V] clipped into [9, 12]; rows of empty packs: level, throttle 0."""
+        if self.bank is None:
+            return controls
+        controls[:, BATTERY_COLUMN] = self._v_in
+        if self._any_empty:
+            controls[self.bank.empty, 0:4] = 0.0
+        return controls
+
+    def power_w(self, fleet: Any, state: Array | None = None, valid: NDArray[np.bool_] | None = None
+                ) -> Array:
+        """Electrical power (N,) [W] each vehicle of ``fleet`` draws now (module doc, 1); ``state`` and
+        ``valid``: the fleet's, when the caller has them already."""
+        valid = fleet.valid if valid is None else valid
+        x = fleet.state if state is None else state
+        power = momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
+        omega = getattr(fleet, "rotor_speeds_radps", None)
+        if omega is not None:
+            omega = np.asarray(omega, float)
+            rotor_rows = np.all(np.isfinite(omega), axis=1)
+            if rotor_rows.any():
+                k_m = np.broadcast_to(np.asarray(fleet.rotor_k_m, float), (self.num_vehicles,))
+                eta = self.settings.rotor_motor_efficiency
+                avionics = self._power_params.avionics_w
+                for km in np.unique(k_m[rotor_rows]):
+                    rows = rotor_rows & (k_m == km)
+                    w = np.where(valid[rows, None], omega[rows], 0.0)
+                    power[rows] = rotor_power(w, float(km), eta, avionics)
+        return power
+
+    def charging_now(self, fleet: Any, state: Array | None = None) -> NDArray[np.bool_]:
+        """(N,) bool: resting on a charging base (module doc, 2)."""
+        n = self.num_vehicles
+        if not self.bases:
+            return np.zeros(n, bool)
+        x = fleet.state if state is None else state
+        d = x[:, None, 0:2] - self._bases[None, :, 0:2]
+        near = np.hypot(d[..., 0], d[..., 1]) <= self._radii[None, :]
+        above = self._bases[None, :, 2] - x[:, None, 2]  # height above the base [m]
+        on_base = np.any(near & (above <= CHARGE_HEIGHT_M), axis=1)
+        resting = ~fleet.valid | (np.linalg.norm(x[:, 6:9], axis=1) < CHARGE_SPEED_MPS)
+        return on_base & resting
+
+    def step(self, fleet: Any, dt_s: float, state: Array | None = None,
+             valid: NDArray[np.bool_] | None = None) -> None:
+        """Advance every pack by ``dt_s`` [s] under the power ``fleet`` draws now (after its step);
+        ``state`` (N, 13) and ``valid`` (N,): the fleet's, when the caller has them already."""
+        bank = self.bank
+        if bank is None:
+            return
+        power = self.power_w(fleet, state, valid)
+        if self.bases:
+            self._charging = self.charging_now(fleet, state)
+            bank.step(power, dt_s, self._charging)
+        else:
+            bank.step(power, dt_s)
+        self._latch()
+
+    # --- readings (N,) ----------------------------------------------------------------------------------
+    def _read(self, name: str, fill: float) -> Array:
+        if self.bank is None:
+            return np.full(self.num_vehicles, fill)
+        return getattr(self.bank, name)
+
+    @property
+    def voltage_v(self) -> Array:
+        """Terminal voltage [V] (NaN with the battery off)."""
+        return self._read("voltage_v", math.nan)
+
+    @property
+    def current_a(self) -> Array:
+        """Pack current [A], positive discharging (NaN with the battery off)."""
+        return self._read("current_a", math.nan)
+
+    @property
+    def percentage(self) -> Array:
+        """Charge left 0..1 (NaN with the battery off)."""
+        return self._read("percentage", math.nan)
+
+    @property
+    def empty(self) -> NDArray[np.bool_]:
+        """Packs that reached their cut-off (motors stopped) (False with the battery off)."""
+        if self.bank is None:
+            return np.zeros(self.num_vehicles, bool)
+        return self.bank.empty
+
+    @property
+    def charging(self) -> NDArray[np.bool_]:
+        """Vehicles charging on a base during the last step."""
+        return self._charging.copy()
+
+    @property
+    def drain_per_s(self) -> Array:
+        """Charge used per second at the last step's draw [1/s] (of ``percentage``; 0 while charging or
+        empty; NaN with the battery off). lipo: I / (3600 C); linear: -dV/dt / (V_max - V_empty)."""
+        bank = self.bank
+        if bank is None:
+            return np.full(self.num_vehicles, math.nan)
+        p = self.settings
+        if p.model == "lipo":
+            rate = np.maximum(bank.current_a, 0.0) / (3600.0 * p.capacity_ah)
+        else:
+            span_v = p.linear_max_v - p.linear_empty_v
+            rate = np.full(self.num_vehicles, -p.linear_discharge_v_per_s / span_v)
+        return np.where(self._charging | bank.empty, 0.0, rate)

@@ -346,3 +346,25 @@ def test_the_return_starts_exactly_when_the_charge_no_longer_covers_the_way_home
     # latched: a fresh set point (issued now) does not end it
     u = fc.controls(np.zeros((1, 5)), ex, valid, np.zeros(1), 1.0, np.array([1.0]))
     assert fc.failsafe[0] == "battery_land" and u[0, 2] < 0.59  # descending
+
+
+def test_a_rotor_airframe_draws_its_shaft_power_from_the_pack() -> None:
+    """A rotor-level vehicle (``vehicle.airframe: rotor``, pelican preset) hovering for 2 s: its pack
+    delivers sum(k_m w^3) / eta + P_avionics (docs/ENERGY.md, rotor level) at the rotors' speeds, and
+    at hover that is the shaft power of four rotors each carrying m g / 4 at w = sqrt(m g / (4 k_f))."""
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE_SCENARIO.items()}
+    data["vehicle"] = {**data["vehicle"], "airframe": "rotor"}
+    sim = Simulator(scenario_from_mapping(data))
+    for _ in range(100):
+        sim.step(np.zeros((1, 3)))
+    fleet, battery = sim.fleet, sim.battery
+    rotor = fleet.rotor.params
+    eta = battery.settings.rotor_motor_efficiency
+    avionics = 10.0  # W, the default avionics draw (docs/ENERGY.md)
+    w = fleet.rotor_speeds_radps[0]
+    shaft = float(np.sum(rotor.k_m * w ** 3))
+    expected_w = shaft / eta + avionics
+    drawn_w = float(battery.voltage_v[0] * battery.current_a[0])
+    assert drawn_w == pytest.approx(expected_w, rel=0.02)
+    hover_w = np.sqrt(rotor.mass_kg * 9.81 / (4 * rotor.k_f))
+    assert 4 * rotor.k_m * hover_w ** 3 / eta + avionics == pytest.approx(expected_w, rel=0.05)

@@ -10,7 +10,12 @@ and takes faults injected and cleared at run time (issue 14, "Faults").
 
 Call ``step`` once per tick, k = 1, 2, ... with t_s = k dt the simulated time of that tick [s]: a
 periodic probabilistic trigger makes one trial per call, so after K calls it has fired with probability
-1 - (1 - P)^(K dt / T). Within a step: faults cleared since the last step end, timed faults whose end
+1 - (1 - P)^(K dt / T). A front end may first call ``step(0, 0.0)`` at the episode's start (the start-up
+check, ireland_2016's Initialise mode; the Simulator does): it evaluates every trigger but the periodic
+probabilistic ones (their trials cover the ticks' intervals ((k - 1) dt, k dt], k >= 1), so a one-shot
+probabilistic trigger, ``at_time_s: 0``, ``at_step: 0`` and a condition already true start at t = 0.
+
+Within a step: faults cleared since the last step end, timed faults whose end
 time has come (t_s >= since + duration_s) end, then every trigger is evaluated and the faults it fires
 start (a repeating fault that ended this tick may start again at once). A fault fires at most once per
 vehicle unless its spec says ``repeat: true``, and never while it is active on that vehicle.
@@ -220,6 +225,8 @@ class _Fault:
         if isinstance(trig, Probabilistic):
             if self.one_shot and not first:
                 return None
+            if k == 0 and not self.one_shot:
+                return None  # the start-up step: periodic trials cover the ticks' intervals (k-1, k] dt
             hit = self.trials.trial()  # type: ignore[union-attr]
             if hit is None:
                 return None

@@ -82,6 +82,23 @@ def test_a_fault_that_never_fires_changes_nothing_bit_for_bit() -> None:
     assert b.fault_log() == [] and b.active_faults == []
 
 
+def test_faults_on_one_vehicle_leave_the_others_bit_for_bit() -> None:
+    at = {"vehicles": [3], "trigger": {"at_time_s": 0.1}}
+    faults = [{"kind": "gps_degradation", "sigma_factor": 3.0, "bias_ned_m": [1, 2, 3], "satellites_lost": 2,
+               **at},
+              {"kind": "imu_bias_step", "accelerometer_bias_mps2": [0.1, 0, 0], **at},
+              {"kind": "gyro_stuck", **at}, {"kind": "altimeter_offset", "offset_m": 1.0, **at},
+              {"kind": "rotor_loss", "rotor": 2, **at}, {"kind": "comm_loss", **at}]
+    a, b = sim_with(None, name="keep_spot_x10"), sim_with(faults, name="keep_spot_x10")
+    others = [i for i in range(10) if i != 3]
+    for _ in range(100):
+        a.step(np.tile(HOVER, (10, 1)))
+        b.step(np.tile(HOVER, (10, 1)))
+        np.testing.assert_array_equal(a.true_state()[others], b.true_state()[others])
+        np.testing.assert_array_equal(a.estimated_state()[others], b.estimated_state()[others])
+    assert not np.array_equal(a.true_state()[3], b.true_state()[3])
+
+
 # --- triggers through the Simulator ------------------------------------------------------------------------
 
 def test_time_and_step_triggers_fire_at_their_exact_tick() -> None:
@@ -98,6 +115,29 @@ def test_time_and_step_triggers_fire_at_their_exact_tick() -> None:
     for _ in range(3):
         sr.step([[0.0, 0.0, 0.0]])
     assert [e.tick for e in sr.fault_log()] == [2 * 50]  # 50 ticks per task step of 1 s
+
+
+def test_the_start_up_step_fires_conditions_and_one_shots_at_t0_but_no_periodic_trial() -> None:
+    """keep_spot starts at [0, 0, -10]: a box around it is true at the start-up step (tick 0); a periodic
+    trigger with P = 1 per tick's period (p_dt = 1) makes its first trial at tick 1, not at tick 0."""
+    sim = sim_with([
+        {"id": "box", "kind": "gyro_stuck",
+         "trigger": {"condition": {"inside_box_ned_m": [-1, 1, -1, 1, -11, -9]}}},
+        {"id": "once", "kind": "grasper_release", "trigger": {"probabilistic": {"probability": 1.0}}},
+        {"id": "each", "kind": "camera_off",
+         "trigger": {"probabilistic": {"probability": 1.0, "period_s": 0.02}}},
+    ])
+    assert [(e.tick, e.fault.id) for e in sim.fault_log()] == [(0, "box"), (0, "once")]
+    sim.step([HOVER])
+    assert [(e.tick, e.fault.id) for e in sim.fault_log(since_tick=1)] == [(1, "each")]
+
+
+def test_without_a_battery_a_battery_condition_never_fires() -> None:
+    sim = sim_with([{"kind": "comm_loss", "trigger": {"condition": {"battery_below_v": 20.0}}}])
+    if getattr(sim, "battery", None) is not None:
+        pytest.skip("this Simulator has a battery")
+    hover_run(sim, 10, lambda s: None)
+    assert sim.fault_log() == []
 
 
 # --- GPS ----------------------------------------------------------------------------------------------------

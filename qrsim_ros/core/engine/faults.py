@@ -161,10 +161,7 @@ class FaultEffects:
     def step(self, k: int) -> FaultEvents:
         """Tick ``k`` (t = k dt): the schedule's step on the models' conditions, then the effects of
         what started and ended (see the module docstring for where in the tick)."""
-        if not self.schedule.specs:
-            self.last_events = NO_EVENTS
-            return NO_EVENTS
-        events = self.schedule.step(k, k * self.dt_s, self._conditions())
+        events = self.schedule.step(k, k * self.dt_s, self._conditions())  # no faults: returns at once
         self.last_events = events
         if events:
             self._apply(k, events)

@@ -659,9 +659,11 @@ class GpsReceiver:
             idx = np.flatnonzero(ok)
             if idx.size:
                 self._set_outputs_noiseless(idx, x[idx, :3], _velocity_ned(x[idx]))
-                if self._faulted and self._f_bias[idx].any():
-                    self.position_ned[idx] += self._f_bias[idx]
-                    self.lla[idx] = ned_to_lla(self.position_ned[idx], self.origin)
+                if self._faulted:
+                    r = idx[self._f_bias[idx].any(axis=1)]
+                    if r.size:
+                        self.position_ned[r] += self._f_bias[r]
+                        self.lla[r] = ned_to_lla(self.position_ned[r], self.origin)
             self.has_fix[~ok] = False
             return True
         space = self._checked_space()
@@ -706,17 +708,20 @@ class GpsReceiver:
         guess = np.where(held[:, None], self._ecef[solved], ecef_true)  # only affects convergence
         had_fix = previous_fix[solved] & held  # velocity only between consecutive fixes (else 0)
         now, q = self._solve(solved, ecef_true, noise[solved], guess, used)
-        if self._faulted:
+        if self._faulted:  # only the rows a fault changes: the others keep their bits
             k = self._f_sigma[solved]
-            now = ecef_true + k[:, None] * (now - ecef_true)
-            q = q * (k * k)[:, None, None]
+            r = np.flatnonzero(k != 1.0)
+            if r.size:
+                now[r] = ecef_true[r] + k[r, None] * (now[r] - ecef_true[r])
+                q[r] *= (k[r] * k[r])[:, None, None]
         lla_est = ecef_to_lla(now)
         ned = lla_to_ned(lla_est, self.origin)
-        if self._faulted and self._f_bias[solved].any():
-            self._ecef[solved] = now  # the unbiased fix: the next guess
-            ned = ned + self._f_bias[solved]
-            lla_est = ned_to_lla(ned, self.origin)
-            now = self._ecef[solved]
+        if self._faulted:
+            bias = self._f_bias[solved]
+            r = np.flatnonzero(bias.any(axis=1))
+            if r.size:  # the biased position and its lla; ``now`` (the next guess) stays unbiased
+                ned[r] += bias[r]
+                lla_est[r] = ned_to_lla(ned[r], self.origin)
         old = self.position_ned[solved]
         self.velocity_ned[solved] = np.where(had_fix[:, None], (ned - old) / self.params.dt_s, 0.0)
         self._ecef[solved] = now

@@ -187,7 +187,7 @@ class FaultEffects:
     def drop_commands(self, targets: Array) -> Array:
         """comm_loss: ``targets`` (N, W) with the rows of vehicles without a link set to NaN (no new set
         point: the held one expires after ``command_timeout_s`` and the failsafe flies). In place."""
-        if self.any_active and self._comm_lost.any():
+        if self.any_active and self._any_comm_lost:
             targets[self._comm_lost] = np.nan
         return targets
 
@@ -195,8 +195,10 @@ class FaultEffects:
         """Rotor faults: the yaw-rate disturbance added to the controls (N, 5), clipped to the limits."""
         if self.any_active and self._yaw_rows.size:
             r = self._yaw_rows
-            controls[r, 3] = np.clip(controls[r, 3] + self._yaw_offset[r], -MAX_YAW_RATE_RADPS,
-                                     MAX_YAW_RATE_RADPS)
+            yaw = controls[r, 3] + self._yaw_offset[r]
+            np.minimum(yaw, MAX_YAW_RATE_RADPS, out=yaw)  # (np.clip costs ten times more on a few rows)
+            np.maximum(yaw, -MAX_YAW_RATE_RADPS, out=yaw)
+            controls[r, 3] = yaw
         return controls
 
     def off_mask(self, kind: str) -> NDArray[np.bool_] | None:
@@ -233,6 +235,7 @@ class FaultEffects:
     def _reset_state(self) -> None:
         n = self.num_vehicles
         self._comm_lost = np.zeros(n, bool)
+        self._any_comm_lost = False
         self._yaw_offset = np.zeros(n)
         self._yaw_rows = np.zeros(0, np.intp)
         self._off: dict[str, NDArray[np.bool_]] = {k: np.zeros(n, bool) for k in OFF_KINDS}
@@ -330,6 +333,7 @@ class FaultEffects:
         self._yaw_offset = imbalance * MAX_YAW_RATE_RADPS
         self._yaw_rows = np.flatnonzero(imbalance != 0.0)
         self._gps = {"outage": outage, "sigma_factor": sigma, "bias_ned_m": bias, "satellites_lost": lost}
+        self._any_comm_lost = bool(self._comm_lost.any())
 
     def _push(self) -> None:
         """Give every model its fault state (all defaults when nothing is active: the models' own paths)."""

@@ -343,6 +343,8 @@ def test_rotor_loss_on_the_pelican_three_quarter_thrust_descent_and_spin() -> No
     assert xb[-1][2] - xa[-1][2] > 2.0
     assert xb[-1][11] == pytest.approx(YAW_RATE_GAIN * 2.25, rel=1e-3)
     assert abs(xa[-1][11]) < 1e-9
+    # the control cost scores what was commanded, not the disturbance the fault adds
+    assert bad.step([HOVER]) == ref.step([HOVER])
 
 
 def test_rotor_degradation_scales_the_thrust_by_the_mean_factor() -> None:

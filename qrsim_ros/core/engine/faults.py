@@ -192,8 +192,11 @@ class FaultEffects:
         return targets
 
     def adjust_controls(self, controls: Array) -> Array:
-        """Rotor faults: the yaw-rate disturbance added to the controls (N, 5), clipped to the limits."""
+        """Rotor faults: the controls (N, 5) the airframe flies, with the yaw-rate disturbance added and
+        clipped to the limits: a new array (``controls``, the commanded ones, is left as it is: the task's
+        control cost scores what was commanded); ``controls`` itself when nothing changes."""
         if self.any_active and self._yaw_rows.size:
+            controls = controls.copy()
             r = self._yaw_rows
             yaw = controls[r, 3] + self._yaw_offset[r]
             np.minimum(yaw, MAX_YAW_RATE_RADPS, out=yaw)  # (np.clip costs ten times more on a few rows)

@@ -254,9 +254,7 @@ class Simulator:
             valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
-        if faults.any_active:
-            controls = faults.adjust_controls(controls)
-        self.fleet.step(controls, wind_body)
+        self.fleet.step(faults.adjust_controls(controls) if faults.any_active else controls, wind_body)
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)

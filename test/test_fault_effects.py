@@ -21,7 +21,7 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.core.faults import parse_faults
+from qrsim_ros.core.faults import ActiveFault, parse_faults
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsReceiverParams, GpsSpaceSegment, GpsSpaceSegmentParams
 from qrsim_ros.core.vehicles.estimated_state import HEIGHT, POSITION_NED
 
@@ -305,6 +305,16 @@ def test_camera_off_gives_no_observations_for_that_vehicle_only() -> None:
     assert [s[1] for s in seen] == [True, False, False, False, True, True, True]
 
 
+def test_lidar_off_in_the_simulator_measures_nothing_for_that_vehicle() -> None:
+    from qrsim_ros.core.sensors.lidar import NOT_MEASURED, OK
+    sim = sim_with([{"kind": "lidar_off", "vehicles": [0], "trigger": {"at_time_s": 0.0}}],
+                   name="search_rescue_scene")
+    sim.step(np.zeros((2, 3)))
+    status = sim.sensor("lidar").status
+    assert (status[0] == NOT_MEASURED).all()
+    assert (status[1] == OK).any()
+
+
 def test_registered_sensors_off_follow_the_registry() -> None:
     models = FaultModels()
     fx = FaultEffects(parse_faults([{"kind": "lidar_off", "vehicles": [0], "trigger": {"at_time_s": 0}},
@@ -317,6 +327,21 @@ def test_registered_sensors_off_follow_the_registry() -> None:
     assert fx.sensor_valid("camera", valid).tolist() == [True, False, True]
     assert fx.sensor_valid("camera_classifier", valid).tolist() == [True, False, True]
     assert fx.sensor_valid("range_finder", valid).tolist() == [True, True, True]
+
+
+def test_a_node_without_the_schedule_applies_an_active_list() -> None:
+    """What a sensor node would do with the active faults vehicle_dynamics sends: the same hooks."""
+    sim = sim_with(None, name="keep_spot_x10")
+    models = FaultModels(fleet=sim.fleet, gps=sim.gps)
+    fx = FaultEffects((), 10, RandomStreams(1), models, ticks_per_task_step=1)
+    outage = ActiveFault("g", 4, "gps_outage", {}, 0.0, None)
+    loss = ActiveFault("r", 2, "rotor_loss", {"rotor": 1}, 0.0, None)
+    fx.apply_active([outage, loss])
+    assert sim.gps._f_outage.tolist() == [i == 4 for i in range(10)]
+    np.testing.assert_array_equal(sim.fleet._thrust_scale, [0.75 if i == 2 else 1.0 for i in range(10)])
+    fx.apply_active([])
+    assert not sim.gps._faulted and not fx.any_active
+    np.testing.assert_array_equal(sim.fleet._thrust_scale, 1.0)
 
 
 # --- rotors on the Pelican ----------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ from qrsim_ros.core.faults import (
     FaultSchedule,
     FaultSpec,
 )
+from qrsim_ros.core.faults.schedule import rotor_thrust_factors
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.gps import GpsReceiver
 from qrsim_ros.core.sensors.registry import SENSORS
@@ -276,8 +277,14 @@ class FaultEffects:
                 self._stuck_thrust_n[(f.id, f.vehicle)] = max(held, 0.0)
                 note = f"rotor {f.params['rotor']} held at {held:.3f} N"
             self.log.append(FaultLogEntry(k, "started", f, note))
+        self.apply_active(self.schedule.active)
+
+    def apply_active(self, active: list[ActiveFault]) -> None:
+        """Every model's fault state from the faults ``active`` now (the schedule's, or, in a node that
+        does not own the schedule, the list the owner sent): the per-tick hooks and the models' fault
+        states. The one-off effects of a start (disarm, cell failure, a stuck motor's held thrust) are
+        ``step``'s, in the owner of the schedule."""
         self._reset_state()
-        active = self.schedule.active
         self.any_active = bool(active)
         self._collect(active)
         self._push()
@@ -300,7 +307,7 @@ class FaultEffects:
         """Every model's fault state from the active faults (several of one kind on a vehicle combine:
         factors multiply, biases and offsets add, satellites lost add)."""
         n = self.num_vehicles
-        rotor_factor = self.schedule.rotor_thrust_factors()  # (N, 4) loss x 0, degradation x k
+        rotor_factor = rotor_thrust_factors(active, n, len(ROTOR_SPIN))  # (N, 4) loss x 0, degradation x k
         stuck_rotor = np.zeros_like(rotor_factor, dtype=bool)
         sigma, bias, lost = np.ones(n), np.zeros((n, 3)), np.zeros(n, np.int64)
         outage = np.zeros(n, bool)

@@ -263,6 +263,20 @@ def _condition(fault_id: str, trig: Condition, c: FaultConditions, n: int) -> Ar
     return a < trig.value  # type: ignore[operator]
 
 
+def rotor_thrust_factors(active: list[ActiveFault] | tuple[ActiveFault, ...], num_vehicles: int,
+                         num_rotors: int = DEFAULT_NUM_ROTORS) -> Array:
+    """(N, num_rotors) factors on each rotor's thrust from the ``active`` faults: rotor_loss x 0,
+    rotor_degradation x factor, multiplied together; 1 where none is active (a front end that gets the
+    active faults from elsewhere, e.g. a message, computes them the same way)."""
+    out = np.ones((int(num_vehicles), int(num_rotors)))
+    for f in active:
+        if f.kind == "rotor_loss":
+            out[f.vehicle, f.params["rotor"]] = 0.0
+        elif f.kind == "rotor_degradation":
+            out[f.vehicle, f.params["rotor"]] *= f.params["factor"]
+    return out
+
+
 class FaultSchedule:
     """The faults of N vehicles over an episode (see the module docstring).
 
@@ -333,13 +347,7 @@ class FaultSchedule:
     def rotor_thrust_factors(self) -> Array:
         """(N, num_rotors) factors on each rotor's thrust from the active rotor_loss (x 0) and
         rotor_degradation (x factor) faults, multiplied together; 1 where none is active."""
-        out = np.ones((self.num_vehicles, self.num_rotors))
-        for f in self._faults:
-            kind = f.spec.kind
-            if kind in ("rotor_loss", "rotor_degradation") and f.active.any():
-                factor = 0.0 if kind == "rotor_loss" else f.spec.params["factor"]
-                out[f.active, f.spec.params["rotor"]] *= factor
-        return out
+        return rotor_thrust_factors(self.active, self.num_vehicles, self.num_rotors)
 
     # --- run time -------------------------------------------------------------------------------------
     def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:

@@ -412,6 +412,19 @@ def test_comm_loss_the_set_point_expires_and_the_failsafe_flies() -> None:
     assert all(f == "" for t, f in rows if t >= 2.0 + 0.02)  # the link is back: set points fly again
 
 
+@pytest.mark.parametrize(("duration_s", "failsafe"), [(0.2, ""), (0.92, "hold")])
+def test_comm_loss_within_a_task_step_the_steps_set_point_arrives_once_the_link_is_back(
+        duration_s: float, failsafe: str) -> None:
+    """search_rescue_2a: 50 ticks per task step, one set point per step (issued at every tick of it). A
+    link lost from t = 0.1 s for 0.2 s is back at tick 15: the step's set point reaches the vehicle
+    again, nothing expires. Lost for 0.92 s (to t = 1.02 s, past the step's last tick at 1.0 s), the last
+    set point that arrived is tick 4's, issued at t = 0.06 s and expired at tick 30: the failsafe flies."""
+    sim = sim_with([{"kind": "comm_loss", "trigger": {"at_time_s": 0.1}, "duration_s": duration_s}],
+                   name="search_rescue_2a")
+    sim.step([[0.5, 0.0, 0.0]])
+    assert sim.failsafe == [failsafe]
+
+
 def test_self_test_failure_invalid_from_t0_and_never_moves() -> None:
     """(With the task's default ``stop_on_invalid`` the episode would end after its first step.)"""
     fault = {"kind": "self_test_failure", "vehicles": [3], "trigger": {"probabilistic": {"probability": 1.0}}}

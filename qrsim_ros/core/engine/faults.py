@@ -186,9 +186,11 @@ class FaultEffects:
 
     # --- hooks the front end calls within the tick ------------------------------------------------------
     def drop_commands(self, targets: Array) -> Array:
-        """comm_loss: ``targets`` (N, W) with the rows of vehicles without a link set to NaN (no new set
-        point: the held one expires after ``command_timeout_s`` and the failsafe flies). In place."""
+        """comm_loss: the set points (N, W) that reach the vehicles: ``targets`` with the rows of vehicles
+        without a link set to NaN (no new set point: the held one expires after ``command_timeout_s`` and
+        the failsafe flies), a new array; ``targets`` itself when every link is up."""
         if self.any_active and self._any_comm_lost:
+            targets = targets.copy()
             targets[self._comm_lost] = np.nan
         return targets
 

@@ -281,7 +281,7 @@ class Simulator:
         for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
         if self.faults.any_active:  # comm_loss: no new set point reaches the vehicle
-            self.faults.drop_commands(targets)
+            targets = self.faults.drop_commands(targets)
         now_s = (self.tick - 1) * self.dt_s
         given = ~np.isnan(targets[:, 0])
         self._held[given] = targets[given]

@@ -48,6 +48,7 @@ from qrsim_ros.core.common.validation import (
     ticks_per_update,
 )
 from qrsim_ros.core.config.loader import ScenarioError, YamlLimitError, build, load_yaml, merge
+from qrsim_ros.core.faults import FaultSpec, parse_faults
 from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
@@ -355,6 +356,9 @@ class Scenario:
     #: Charging stations (``energy.ChargingBase``: NED position and radius); a vehicle resting on one
     #: charges its battery.
     bases: tuple[ChargingBase, ...] = ()
+    #: The top-level ``faults:`` list (docs/FAULTS.md), parsed by ``parse_faults`` against the fleet's
+    #: size; empty: no faults (the Simulator then builds no fault schedule at all).
+    faults: tuple[FaultSpec, ...] = ()
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:
@@ -547,12 +551,18 @@ def scenario_from_mapping(data: Mapping[str, Any], source: str = "<mapping>") ->
     """Validate a scenario given as a nested mapping (the YAML's content)."""
     data = dict(data)
     data["source"] = source
+    raw_faults = data.pop("faults", None)
     scenario = build(Scenario, data, f"{source}:")
+    try:  # after the build: the vehicle indices are checked against the fleet's size
+        faults = parse_faults(raw_faults, num_vehicles=scenario.num_vehicles)
+    except ConfigError as exc:  # names the key path, e.g. faults[0].rotor
+        raise ScenarioError(f"{source}: {exc}") from None
     # The ground plane is the area's zmax: wind shear, turbulence and the altimeter measure from it.
     ground = scenario.ground_z_ned_m
     v = scenario.vehicle
     return replace(
         scenario,
+        faults=faults,
         wind=replace(scenario.wind, z_origin_m=ground),
         vehicle=replace(
             v,

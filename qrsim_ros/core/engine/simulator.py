@@ -13,6 +13,9 @@ Order within each 20 ms tick (spec 1.4 and 11): time advances; the GPS space seg
 and the air velocity is formed; all vehicles are integrated together (collisions checked on the new
 positions); then the sensors update (AHARS, GPS, camera, plume sensor) and the estimated states are
 assembled. Components gate themselves on integer tick counters (no floating-point modulo).
+The scenario's faults (``faults:``, docs/FAULTS.md) step first in each tick, right after time advances
+(``core.engine.faults.FaultEffects``): a fault that starts at tick k acts on that tick's controls,
+dynamics and readings; ``reset`` runs their start-up step (a failed self test: invalid from t = 0).
 
 A new Simulator is at the start of its first episode, built from ``scenario.seed``: the same as
 ``reset(seed=scenario.seed)``, so ``Simulator(scenario with seed s)`` and ``reset(seed=s)`` fly the same
@@ -48,7 +51,9 @@ from qrsim_ros.core.engine.builders import (
     build_turbulence,
     step_registered_sensor,
 )
+from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModels
 from qrsim_ros.core.engine.world import ScenarioWorld
+from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
@@ -127,6 +132,10 @@ class Simulator:
         self._ex_has_nan_rows = False
         self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)
         self._issued_s = np.full(n, np.nan)  # when it was issued [s] (the time of the tick's state)
+        # the scenario's faults on the models built above (a battery if another component built one)
+        self.faults = FaultEffects(sc.faults, n, streams, FaultModels(
+            fleet=self.fleet, gps=self.gps, ahars=self.ahars, battery=getattr(self, "battery", None)),
+            ticks_per_task_step=self.ticks_per_task_step, dt_s=self.dt_s)
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -149,6 +158,7 @@ class Simulator:
         except PelicanInputError as exc:
             where = "vehicle.initial_states" if sc.vehicle.initial_states is not None else "initial state"
             raise ScenarioError(f"{sc.source}: {where}: {exc}") from None
+        self.faults.begin_episode()  # the start-up step: a failed self test disarms before anything moves
         x = self.fleet.state
         self.turbulence.reset(x)
         self.ahars.reset(x)
@@ -232,6 +242,8 @@ class Simulator:
     def _tick(self, targets: Array) -> None:
         self.tick += 1
         k = self.tick
+        faults = self.faults
+        faults.step(k)
         x = self.fleet.state
         valid = self.fleet.valid
         self.gps_space.step(k)
@@ -246,7 +258,10 @@ class Simulator:
             valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)
         wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
-        self.fleet.step(self.battery.apply(controls), wind_body)
+        applied = self.battery.apply(controls)  # the pack's voltage; an empty pack stops the motors
+        if faults.any_active:  # rotor faults' yaw disturbance
+            applied = faults.adjust_controls(applied)
+        self.fleet.step(applied, wind_body)
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
@@ -258,11 +273,12 @@ class Simulator:
         self.gps.step(k, x)
         persons = self.world.persons_area
         if self.camera is not None and persons is not None:
-            self.camera.step(k, x, valid, persons.persons_position_ned, persons.terrain_class_at)
+            self.camera.step(k, x, faults.sensor_valid("camera_classifier", valid),
+                             persons.persons_position_ned, persons.terrain_class_at)
         if self.plume_sensor is not None and plume is not None:
             self.plume_sensor.step(k, x, plume.concentration, t_s=k * self.dt_s)
         for name, model in self.sensors.items():
-            step_registered_sensor(name, model, k, x, valid, self.fleet.accel_body)
+            step_registered_sensor(name, model, k, x, faults.sensor_valid(name, valid), self.fleet.accel_body)
         self._assemble_estimated_state()
         self.episode.on_tick(controls)
 
@@ -272,6 +288,8 @@ class Simulator:
         time of the state the controls start from (t_(k-1), as the graph's flight_controller stamps)."""
         for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
+        if self.faults.any_active:  # comm_loss: no new set point reaches the vehicle
+            targets = self.faults.drop_commands(targets)
         now_s = (self.tick - 1) * self.dt_s
         given = ~np.isnan(targets[:, 0])
         self._held[given] = targets[given]
@@ -341,6 +359,27 @@ class Simulator:
     plume_locations: Array = property(lambda self: self.world.plume_locations_ned)  # type: ignore[assignment]
     plume_reference_samples: Array = property(  # type: ignore[assignment]
         lambda self: self.world.plume_reference_samples)
+
+    # --- faults (docs/FAULTS.md) ------------------------------------------------------------------------
+    def inject_fault(self, fault: Mapping[str, Any]) -> str:
+        """Add a fault at run time (a ``faults:`` item; without a trigger it starts at the next tick);
+        returns its id. It is dropped at the next ``reset``."""
+        return self.faults.inject(fault, self.time)
+
+    def clear_fault(self, fault_id: str | None = None, *, kind: str | None = None,
+                    vehicle: int | None = None) -> list[ActiveFault]:
+        """End the active faults of id ``fault_id`` (or of ``kind``; only on ``vehicle`` if given) at the
+        next tick; returns the activations that will end."""
+        return self.faults.clear(fault_id, kind=kind, vehicle=vehicle)
+
+    @property
+    def active_faults(self) -> list[ActiveFault]:
+        """Every fault active now, by fault then vehicle."""
+        return self.faults.active
+
+    def fault_log(self, since_tick: int = 0) -> list[FaultLogEntry]:
+        """The episode's fault starts and ends (tick, event, fault, note) at ticks >= ``since_tick``."""
+        return [e for e in self.faults.log if e.tick >= since_tick]
 
     def camera_observations(self) -> list[CameraObservation | None]:
         """The latest camera observation of every vehicle (search and rescue), None before the first."""

@@ -10,7 +10,12 @@ and takes faults injected and cleared at run time (issue 14, "Faults").
 
 Call ``step`` once per tick, k = 1, 2, ... with t_s = k dt the simulated time of that tick [s]: a
 periodic probabilistic trigger makes one trial per call, so after K calls it has fired with probability
-1 - (1 - P)^(K dt / T). Within a step: faults cleared since the last step end, timed faults whose end
+1 - (1 - P)^(K dt / T). A front end may first call ``step(0, 0.0)`` at the episode's start (the start-up
+check, ireland_2016's Initialise mode; the Simulator does): it evaluates every trigger but the periodic
+probabilistic ones (their trials cover the ticks' intervals ((k - 1) dt, k dt], k >= 1), so a one-shot
+probabilistic trigger, ``at_time_s: 0``, ``at_step: 0`` and a condition already true start at t = 0.
+
+Within a step: faults cleared since the last step end, timed faults whose end
 time has come (t_s >= since + duration_s) end, then every trigger is evaluated and the faults it fires
 start (a repeating fault that ended this tick may start again at once). A fault fires at most once per
 vehicle unless its spec says ``repeat: true``, and never while it is active on that vehicle.
@@ -220,6 +225,8 @@ class _Fault:
         if isinstance(trig, Probabilistic):
             if self.one_shot and not first:
                 return None
+            if k == 0 and not self.one_shot:
+                return None  # the start-up step: periodic trials cover the ticks' intervals (k-1, k] dt
             hit = self.trials.trial()  # type: ignore[union-attr]
             if hit is None:
                 return None
@@ -254,6 +261,20 @@ def _condition(fault_id: str, trig: Condition, c: FaultConditions, n: int) -> Ar
     if a.shape != (n,):
         raise ValueError(f"FaultConditions.{field} must have shape ({n},), got {a.shape}")
     return a < trig.value  # type: ignore[operator]
+
+
+def rotor_thrust_factors(active: list[ActiveFault] | tuple[ActiveFault, ...], num_vehicles: int,
+                         num_rotors: int = DEFAULT_NUM_ROTORS) -> Array:
+    """(N, num_rotors) factors on each rotor's thrust from the ``active`` faults: rotor_loss x 0,
+    rotor_degradation x factor, multiplied together; 1 where none is active (a front end that gets the
+    active faults from elsewhere, e.g. a message, computes them the same way)."""
+    out = np.ones((int(num_vehicles), int(num_rotors)))
+    for f in active:
+        if f.kind == "rotor_loss":
+            out[f.vehicle, f.params["rotor"]] = 0.0
+        elif f.kind == "rotor_degradation":
+            out[f.vehicle, f.params["rotor"]] *= f.params["factor"]
+    return out
 
 
 class FaultSchedule:
@@ -326,13 +347,7 @@ class FaultSchedule:
     def rotor_thrust_factors(self) -> Array:
         """(N, num_rotors) factors on each rotor's thrust from the active rotor_loss (x 0) and
         rotor_degradation (x factor) faults, multiplied together; 1 where none is active."""
-        out = np.ones((self.num_vehicles, self.num_rotors))
-        for f in self._faults:
-            kind = f.spec.kind
-            if kind in ("rotor_loss", "rotor_degradation") and f.active.any():
-                factor = 0.0 if kind == "rotor_loss" else f.spec.params["factor"]
-                out[f.active, f.spec.params["rotor"]] *= factor
-        return out
+        return rotor_thrust_factors(self.active, self.num_vehicles, self.num_rotors)
 
     # --- run time -------------------------------------------------------------------------------------
     def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:

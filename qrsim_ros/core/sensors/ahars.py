@@ -256,7 +256,32 @@ class _WhiteNoiseVectorSensor(SampledSensor):
         # A random walk is a Gauss-Markov process with a = 1: b += rw sqrt(dt) eta at each update.
         self._bias = GaussMarkov(self.num_vehicles, np.ones(3), self._bias_rw * np.sqrt(self.dt_s))
         self._meas = np.zeros((self.num_vehicles, 3))
+        self._fault: tuple[Array | None, NDArray[np.bool_] | None] | None = None  # set_fault_state
         self.reseed(streams if streams is not None else RandomStreams(0))
+
+    def set_fault_state(self, bias: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
+        """Faults from the next update on (issue 14; docs/FAULTS.md "Effects"): ``bias`` (N, 3) added to
+        the reading (a bias step, FRD body, the sensor's unit); ``stuck`` (N,) bool: the reading repeats
+        the last one (the noise is still drawn, so the streams stay aligned). None and None: no fault."""
+        n = self.num_vehicles
+        b = None if bias is None else np.asarray(bias, float).reshape(n, 3)
+        st = None if stuck is None else np.asarray(stuck, bool).reshape(n)
+        if b is not None and not b.any():
+            b = None
+        if st is not None and not st.any():
+            st = None
+        self._fault = None if b is None and st is None else (b, st)
+
+    def _faulted(self, meas: Array) -> Array:
+        """``meas`` with the fault state applied (see ``set_fault_state``)."""
+        if self._fault is None:
+            return meas
+        bias, stuck = self._fault
+        if bias is not None:
+            meas = meas + bias
+        if stuck is not None:
+            meas[stuck] = self._meas[stuck]
+        return meas
 
     def reseed(self, streams: RandomStreams) -> None:
         """Take fresh generators from ``streams`` (call ``reset`` afterwards, as after QRSim's resetSeed),
@@ -278,14 +303,15 @@ class _WhiteNoiseVectorSensor(SampledSensor):
 
     def _update(self, truth: Array) -> None:
         if not self.on:
-            self._meas = truth.copy()
+            self._meas = self._faulted(truth.copy())
             return
         if self._bias_normals is not None:
             self._bias.step(self._bias_normals.next())
         if self._bias_rw == 0.0 and self._bias_init == 0.0:  # no bias model: the bias is always zero
-            self._meas = truth + self._sigma * self._normals.next()
+            meas = truth + self._sigma * self._normals.next()
         else:
-            self._meas = truth + self._bias.state + self._sigma * self._normals.next()
+            meas = truth + self._bias.state + self._sigma * self._normals.next()
+        self._meas = self._faulted(meas)
 
     def _reset(self, idx: NDArray[np.intp], truth: Array) -> None:
         if not self.on:
@@ -407,7 +433,23 @@ class Altimeter(SampledSensor):
         self._error = GaussMarkov(self.num_vehicles, [self._a], [self._sigma])
         self._height = np.zeros(self.num_vehicles)
         self._speed = np.zeros(self.num_vehicles)
+        self._fault: tuple[Array | None, NDArray[np.bool_] | None] | None = None  # set_fault_state
         self.reseed(streams if streams is not None else RandomStreams(0))
+
+    def set_fault_state(self, offset_m: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
+        """Faults from the next update on (issue 14; docs/FAULTS.md "Effects"): ``offset_m`` (N,) [m]
+        added to the height (noisy: the vertical speed, a difference of heights, sees the step once;
+        noiseless: the true vertical speed is kept); ``stuck`` (N,) bool: the height repeats the last one
+        and the vertical speed is 0 (the error process still steps: the streams stay aligned). None and
+        None: no fault."""
+        n = self.num_vehicles
+        off = None if offset_m is None else np.asarray(offset_m, float).reshape(n)
+        st = None if stuck is None else np.asarray(stuck, bool).reshape(n)
+        if off is not None and not off.any():
+            off = None
+        if st is not None and not st.any():
+            st = None
+        self._fault = None if off is None and st is None else (off, st)
 
     height_m = copy_of("_height", "Last height above the ground reference (N,) [m, up] (a copy).")
     vertical_speed_mps = copy_of("_speed", "Last vertical speed (N,) [m/s, up] (a copy).")
@@ -434,12 +476,30 @@ class Altimeter(SampledSensor):
         x = fleet_array("x", x, self.num_vehicles, 9)
         if self.on:
             height = self._true_height(x) + self._error.step(self._normals.next())[:, 0]
+            if self._fault is not None:
+                height = self._faulted_height(height)
             self._speed = (height - self._height) / self.dt_s
             self._height = height
         else:
-            self._height = self._true_height(x)
-            self._speed = _vertical_speed_up(x)
+            height = self._true_height(x)
+            speed = _vertical_speed_up(x)
+            if self._fault is not None:
+                height = self._faulted_height(height)
+                stuck = self._fault[1]
+                if stuck is not None:
+                    speed[stuck] = 0.0
+            self._height = height
+            self._speed = speed
         return True
+
+    def _faulted_height(self, height: Array) -> Array:
+        """``height`` with the fault state applied (see ``set_fault_state``)."""
+        offset, stuck = self._fault  # type: ignore[misc]
+        if offset is not None:
+            height = height + offset
+        if stuck is not None:
+            height[stuck] = self._height[stuck]
+        return height
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles: true height and vertical speed (-(NED down velocity)), plus, when on,

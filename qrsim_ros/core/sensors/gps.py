@@ -504,13 +504,56 @@ class GpsReceiver:
         self.lla: Array = np.full((n, 3), np.nan)
         self.position_variance_ned: Array = np.full((n, 3), np.nan)
         self.has_fix: NDArray[np.bool_] = np.zeros(n, dtype=bool)
+        self._faulted = False  # any fault state set (``set_fault_state``); False: the code paths of no faults
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def set_fault_state(self, outage: ArrayLike | None = None, sigma_factor: ArrayLike | None = None,
+                        bias_ned_m: ArrayLike | None = None,
+                        satellites_lost: ArrayLike | None = None) -> None:
+        """The GPS faults of each vehicle from the next update on (issue 14; docs/FAULTS.md "Effects").
+
+        outage (N,) bool: no fix. The receiver does what it does with fewer than 4 satellites: ``has_fix``
+        False and every output held at its last fix (position, velocity, lla, variance); the delay line
+        and the satellite selection go on, the noise is drawn as always (the streams stay aligned), and
+        the first fix after the outage has zero velocity.
+        sigma_factor (N,) >= 1: the fix's error (solution minus the delayed true position, ECEF) x k, and
+        the variances x k^2. The least-squares fix is linear in the pseudorange errors (to well below a
+        millimetre at GPS ranges), so this is every pseudorange error (space segment and receiver) x k.
+        bias_ned_m (N, 3) [m]: added to the NED position (and lla); the velocity, a difference of
+        positions, sees the step once.
+        satellites_lost (N,) >= 0: that many of the tracked satellites are not used (the last ones of
+        the selection); fewer than 4 left: no fix.
+        None everywhere: no fault (the receiver's own code path, bit for bit). Noiseless receivers
+        (``on: false``) have no pseudorange errors and no satellites: only outage and bias act.
+        """
+        n = self.num_vehicles
+        self._f_outage = np.zeros(n, bool) if outage is None else np.asarray(outage, bool).reshape(n)
+        self._f_sigma = np.ones(n) if sigma_factor is None else np.asarray(sigma_factor, float).reshape(n)
+        self._f_bias = np.zeros((n, 3)) if bias_ned_m is None else np.asarray(bias_ned_m, float).reshape(n, 3)
+        self._f_lost = (np.zeros(n, np.int64) if satellites_lost is None
+                        else np.asarray(satellites_lost, np.int64).reshape(n))
+        if np.any(self._f_sigma < 1.0) or np.any(self._f_lost < 0) or not np.all(np.isfinite(self._f_bias)):
+            raise ValueError("GPS fault state: sigma_factor >= 1, satellites_lost >= 0, a finite bias")
+        self._faulted = bool(self._f_outage.any() or np.any(self._f_sigma != 1.0) or self._f_bias.any()
+                             or self._f_lost.any())
+
+    def _used_satellites(self) -> NDArray[np.bool_]:
+        """(N, W): the satellites each receiver solves with (the selection minus ``satellites_lost``)."""
+        if not self._faulted or not self._f_lost.any():
+            return self._active
+        used = self._active.copy()
+        for v in np.flatnonzero(self._f_lost):
+            on = np.flatnonzero(used[v])
+            used[v, on[max(on.size - int(self._f_lost[v]), 0):]] = False
+        return used
 
     # --- public views ---------------------------------------------------------------------------
 
     @property
     def num_satellites(self) -> NDArray[np.int_]:
-        """Number of satellites each vehicle's receiver uses, shape (N,)."""
-        return self._active.sum(axis=1)
+        """Number of satellites each vehicle's receiver uses, shape (N,) (less ``satellites_lost``)."""
+        return self._used_satellites().sum(axis=1)
 
     @property
     def satellites_used(self) -> list[tuple[int, ...]]:
@@ -518,7 +561,8 @@ class GpsReceiver:
         if self.space is None:
             return [() for _ in range(self.num_vehicles)]
         prns = np.asarray(self.space.prns)
-        return [tuple(int(p) for p in prns[self._sel[i, self._active[i]]]) for i in range(self.num_vehicles)]
+        used = self._used_satellites()
+        return [tuple(int(p) for p in prns[self._sel[i, used[i]]]) for i in range(self.num_vehicles)]
 
     @property
     def horizontal_variance_m2(self) -> Array:
@@ -610,9 +654,16 @@ class GpsReceiver:
             raise ValueError(f"step: expected states of shape ({self.num_vehicles}, >=6), got {x.shape}")
         ok = np.all(np.isfinite(x), axis=1)
         if not self.params.on:
+            if self._faulted:
+                ok = ok & ~self._f_outage
             idx = np.flatnonzero(ok)
             if idx.size:
                 self._set_outputs_noiseless(idx, x[idx, :3], _velocity_ned(x[idx]))
+                if self._faulted:
+                    r = idx[self._f_bias[idx].any(axis=1)]
+                    if r.size:
+                        self.position_ned[r] += self._f_bias[r]
+                        self.lla[r] = ned_to_lla(self.position_ned[r], self.origin)
             self.has_fix[~ok] = False
             return True
         space = self._checked_space()
@@ -641,7 +692,10 @@ class GpsReceiver:
         lla_true = ned_to_lla(true_pos, self.origin)
         ecef_true = lla_to_ecef(lla_true)
         self._update_selection(idx, self._visible(ecef_true, lla_true, space))
-        fix = self._active[idx].sum(axis=1) >= MIN_SATELLITES_FOR_FIX
+        used = self._used_satellites()
+        fix = used[idx].sum(axis=1) >= MIN_SATELLITES_FOR_FIX
+        if self._faulted:
+            fix &= ~self._f_outage[idx]
         self.has_fix[idx] = fix
         if fix.all():
             solved = idx
@@ -653,9 +707,21 @@ class GpsReceiver:
         held = np.isfinite(self._ecef[solved]).all(axis=1)
         guess = np.where(held[:, None], self._ecef[solved], ecef_true)  # only affects convergence
         had_fix = previous_fix[solved] & held  # velocity only between consecutive fixes (else 0)
-        now, q = self._solve(solved, ecef_true, noise[solved], guess)
+        now, q = self._solve(solved, ecef_true, noise[solved], guess, used)
+        if self._faulted:  # only the rows a fault changes: the others keep their bits
+            k = self._f_sigma[solved]
+            r = np.flatnonzero(k != 1.0)
+            if r.size:
+                now[r] = ecef_true[r] + k[r, None] * (now[r] - ecef_true[r])
+                q[r] *= (k[r] * k[r])[:, None, None]
         lla_est = ecef_to_lla(now)
         ned = lla_to_ned(lla_est, self.origin)
+        if self._faulted:
+            bias = self._f_bias[solved]
+            r = np.flatnonzero(bias.any(axis=1))
+            if r.size:  # the biased position and its lla; ``now`` (the next guess) stays unbiased
+                ned[r] += bias[r]
+                lla_est[r] = ned_to_lla(ned[r], self.origin)
         old = self.position_ned[solved]
         self.velocity_ned[solved] = np.where(had_fix[:, None], (ned - old) / self.params.dt_s, 0.0)
         self._ecef[solved] = now
@@ -705,18 +771,20 @@ class GpsReceiver:
             extra = self._select_rngs[v].permutation(candidates)[: self._target[v] - kept.size]
             self._set_selection(v, np.concatenate([kept, extra]))
 
-    def _solve(self, idx: Array, true_ecef: Array, noise: Array, guess: Array) -> tuple[Array, Array]:
+    def _solve(self, idx: Array, true_ecef: Array, noise: Array, guess: Array,
+               used: NDArray[np.bool_] | None = None) -> tuple[Array, Array]:
         """Gauss-Newton position + clock fix for vehicles idx (spec 3.3); rows without a fix give NaN.
 
         Pseudorange_i = |r_true - s_i| + e_i (space segment) + noise_i over the satellites each vehicle
-        tracks; unknowns [x y z c dt] start at ``guess`` and 0. Jacobian rows are [-unit line of sight,
-        1]. Returns ECEF (M, 3) and the final (A^T A)^-1 (M, 4, 4).
+        tracks (``used``, default the selection); unknowns [x y z c dt] start at ``guess`` and 0. Jacobian
+        rows are [-unit line of sight, 1]. Returns ECEF (M, 3) and the final (A^T A)^-1 (M, 4, 4).
         """
         space = self.space
         assert space is not None
         m = len(idx)
         p, q = np.empty((m, 3)), np.empty((m, 4, 4))
-        _gauss_newton_rows(space.positions_ecef, space.pseudorange_errors_m, self._sel, self._active,
+        _gauss_newton_rows(space.positions_ecef, space.pseudorange_errors_m, self._sel,
+                           self._active if used is None else used,
                            np.ascontiguousarray(idx, dtype=np.int64), true_ecef, noise, guess,
                            self.params.gauss_newton_iterations, p, q)
         return p, q

@@ -56,6 +56,9 @@ class SensorRegistration:
     built as ``build(params, num_vehicles, streams, scene)``, and only in a scenario with a ``scene``.
     check_scenario(sensors): checks the sensor against the scenario's other registered sensors (their
     parameters by name), raising ConfigError (two cameras may not both publish the one depth image).
+    off_fault: the fault kind (``core.faults.KINDS``) that switches the sensor off on a vehicle (None:
+    none does): while it is active the model steps that vehicle as invalid (no new reading) and its node
+    publishes nothing for it (docs/FAULTS.md "Effects").
     """
 
     name: str
@@ -66,6 +69,7 @@ class SensorRegistration:
     reads_specific_force: bool = False
     uses_scene: bool = False
     check_scenario: Callable[[dict[str, Any]], None] | None = None
+    off_fault: str | None = None
 
 
 #: Every registered sensor, by name.
@@ -106,6 +110,7 @@ register(SensorRegistration(
     build=lambda params, n, streams, scene: Lidar(n, params, streams, scene),
     ros_conversion="qrsim_ros.ros.conversions.lidar",
     uses_scene=True,
+    off_fault="lidar_off",
 ))
 
 register(SensorRegistration(
@@ -117,6 +122,7 @@ register(SensorRegistration(
     ros_conversion="qrsim_ros.ros.conversions.fisheye",
     uses_scene=True,
     check_scenario=check_depth_outputs,
+    off_fault="camera_off",
 ))
 
 register(SensorRegistration(
@@ -128,4 +134,5 @@ register(SensorRegistration(
     ros_conversion="qrsim_ros.ros.conversions.camera",
     uses_scene=True,
     check_scenario=check_depth_outputs,
+    off_fault="camera_off",
 ))

@@ -105,6 +105,8 @@ class Airframes:
             self._only = self.rotor
         self._limits = np.asarray(self.params.state_limits, float)
         self._near = np.zeros(n, bool)
+        #: the rotor vehicles' rotor health (rotor faults; None: all healthy)
+        self._rotor_health: Array | None = None
 
     # --- accessors ------------------------------------------------------------------------------
     def _gather(self, name: str, width: int) -> Array:
@@ -196,6 +198,28 @@ class Airframes:
         if rot.any():
             self.rotor.disarm(self._local[idx[rot]], reason)  # type: ignore[union-attr]
 
+    # --- rotor faults (core.engine.faults.FaultEffects) --------------------------------------------
+    def set_thrust_fault(self, scale: ArrayLike, offset_n: ArrayLike) -> None:
+        """The identified Pelican's rotor-fault approximation (``PelicanFleet.set_thrust_fault``), (N,)
+        each; rows of rotor vehicles are ignored: their faults are exact (``set_rotor_health``)."""
+        if self.pelican is not None:
+            s, b = np.asarray(scale, float), np.asarray(offset_n, float)
+            if self._only is self.pelican:
+                self.pelican.set_thrust_fault(s, b)
+            else:
+                self.pelican.set_thrust_fault(s[self._pel], b[self._pel])
+
+    def set_rotor_health(self, health: ArrayLike | None) -> None:
+        """Per-rotor thrust and drag factors (N, 4) in [0, 1] of the rotor vehicles (1 healthy, 0 lost;
+        ``RotorFleet.step``'s ``health``); rows of Pelican vehicles are ignored; None: all healthy."""
+        if self.rotor is None:
+            return
+        if health is None:
+            self._rotor_health = None
+            return
+        h = np.asarray(health, float).reshape(self.num_vehicles, 4)[self._rot]
+        self._rotor_health = None if np.all(h == 1.0) else np.ascontiguousarray(h)
+
     # --- stepping -------------------------------------------------------------------------------
     def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None, *,
              rates_thrust: ArrayLike | None = None, motors: ArrayLike | None = None) -> None:
@@ -264,7 +288,7 @@ class Airframes:
                 frozen = ~live
                 if frozen.any():  # frozen vehicles ignore the wind; a NaN row there is no error
                     wind_r = np.where(frozen[:, None], 0.0, wind_r)
-            self.rotor.step(omega_cmd, wind_body=wind_r)
+            self.rotor.step(omega_cmd, health=self._rotor_health, wind_body=wind_r)
         if self._only is None:
             self._cross_collisions(valid)
 

@@ -219,13 +219,17 @@ def battery_max_thrust_n(vb: float) -> float:
     return CVB0 + CVB1 * vb
 
 
-@njit("float64(float64, float64, float64, float64)")
-def thrust_rate(th_fw: float, vb: float, fth: float, dt_s: float) -> float:
+@njit("float64(float64, float64, float64, float64, float64, float64)")
+def thrust_rate(th_fw: float, vb: float, fth: float, dt_s: float, thrust_scale: float,
+                thrust_offset_n: float) -> float:
     """The identified thrust dynamics (spec 2.3): d(thrust)/dt [N/s] at thrust ``fth`` [N] for throttle
     ``th_fw`` (firmware units) and battery ``vb`` [V]: below the low-throttle limit a first order towards
     the thrust map, else slew-limited (TAU1 N/s) towards it and capped by the battery's maximum thrust.
+    ``thrust_scale`` and ``thrust_offset_n`` [N] map the thrust the rotors can give (the map's value and
+    the battery's cap) to ``scale * value + offset``: 1 and 0 leave the identified model exactly as it is
+    (rotor faults, ``PelicanFleet.set_thrust_fault``).
     The rotor airframe's onboard controller (``rotor_control``) asks its rotors for this thrust change."""
-    df = steady_thrust_n(th_fw) - fth
+    df = (thrust_scale * steady_thrust_n(th_fw) + thrust_offset_n) - fth
     if abs(df) < TAU1 * dt_s:
         tau = df / dt_s
     elif df > 0.0:
@@ -236,13 +240,19 @@ def thrust_rate(th_fw: float, vb: float, fth: float, dt_s: float) -> float:
         tau = df * TAU1  # NaN stays NaN (sign(NaN) * TAU1)
     if th_fw < LOW_THROTTLE_LIMIT_RAW:
         return TAU0 * df
-    f_max = battery_max_thrust_n(vb)
+    f_max = thrust_scale * battery_max_thrust_n(vb) + thrust_offset_n
     return (f_max - fth) / dt_s if fth + tau * dt_s > f_max else tau
 
 
-@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, {_OUT}, {_OUT})")
-def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
-    """Right-hand side of one vehicle (spec 2.3): xdot (13) and ``a`` (3); see ``pelican_derivative``."""
+def steady_thrust_si(throttle: float) -> float:
+    """``steady_thrust_n`` of a throttle in [0, 1] (SI controls) [N]."""
+    return float(steady_thrust_n(float(throttle) * SI_TO_FIRMWARE[2]))
+
+
+@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, float64, float64, {_OUT}, {_OUT})")
+def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, thrust_scale, thrust_offset_n, xdot, a):
+    """Right-hand side of one vehicle (spec 2.3): xdot (13) and ``a`` (3); see ``pelican_derivative``.
+    ``thrust_scale``, ``thrust_offset_n``: see ``thrust_rate`` (1 and 0: the identified model)."""
     phi, theta = x[3], x[4]
     u, v, w = x[6], x[7], x[8]
     p, q, r = x[9], x[10], x[11]
@@ -263,7 +273,7 @@ def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
 
     pdot, qdot, rdot = attitude_loop(pt, rl, ya, phi, theta, p, q, r)
 
-    fdot = thrust_rate(th, vb, fth, dt_s)
+    fdot = thrust_rate(th, vb, fth, dt_s, thrust_scale, thrust_offset_n)
 
     g0, g1, g2 = G_MS2 * d02, G_MS2 * d12, G_MS2 * d22  # gravity in body axes
     acc0 = -q * w + r * v + g0 + KUV * (u - wind[0])
@@ -282,17 +292,18 @@ def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
     xdot[12] = fdot
 
 
-@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, {_OUT}, {_OUT}, "
+@njit(f"void({_IN}, {_IN}, {_IN}, {_IN}, float64, float64, float64, float64, {_OUT}, {_OUT}, "
       f"{_OUT}, {_OUT}, {_OUT}, {_OUT}, {_OUT})")
-def _heun_into(x, u_fw, wind, noise, mass_kg, dt_s, x_next, a, k1, k2, x1, a1, a2):
+def _heun_into(x, u_fw, wind, noise, mass_kg, dt_s, thrust_scale, thrust_offset_n, x_next, a, k1, k2, x1, a1,
+               a2):
     """One Heun step of one vehicle (spec 2.5); k1, k2, x1 (13), a1, a2 (3) are scratch.
 
     ``x_next`` may be ``x`` itself (the fleet integrates in place).
     """
-    _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, k1, a1)
+    _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, thrust_scale, thrust_offset_n, k1, a1)
     for j in range(STATE_SIZE):
         x1[j] = x[j] + k1[j] * dt_s
-    _derivative_into(x1, u_fw, wind, noise, mass_kg, dt_s, k2, a2)
+    _derivative_into(x1, u_fw, wind, noise, mass_kg, dt_s, thrust_scale, thrust_offset_n, k2, a2)
     half_dt = 0.5 * dt_s
     for j in range(STATE_SIZE):
         x_next[j] = x[j] + (k1[j] + k2[j]) * half_dt
@@ -307,7 +318,7 @@ _MAT_OUT = "float64[:, ::1]"
 @njit(f"void({_MAT_IN}, {_MAT_IN}, {_MAT_IN}, {_MAT_IN}, float64, float64, {_MAT_OUT}, {_MAT_OUT})")
 def _derivative_rows(x, u_fw, wind, noise, mass_kg, dt_s, xdot, a):
     for i in range(x.shape[0]):
-        _derivative_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, xdot[i], a[i])
+        _derivative_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, 1.0, 0.0, xdot[i], a[i])
 
 
 @njit(f"void({_MAT_IN}, {_MAT_IN}, {_MAT_IN}, {_MAT_IN}, float64, float64, {_MAT_OUT}, {_MAT_OUT})")
@@ -315,7 +326,8 @@ def _heun_rows(x, u_fw, wind, noise, mass_kg, dt_s, x_next, a):
     k1, k2, x1 = np.empty(STATE_SIZE), np.empty(STATE_SIZE), np.empty(STATE_SIZE)
     a1, a2 = np.empty(3), np.empty(3)
     for i in range(x.shape[0]):
-        _heun_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, x_next[i], a[i], k1, k2, x1, a1, a2)
+        _heun_into(x[i], u_fw[i], wind[i], noise[i], mass_kg, dt_s, 1.0, 0.0, x_next[i], a[i], k1, k2, x1, a1,
+                   a2)
 
 
 @njit(f"int64({_MAT_IN}, boolean[::1], {_MAT_IN})")
@@ -371,14 +383,16 @@ REASON_COLLISION = 2 + STATE_SIZE
 
 @njit("UniTuple(int64, 3)(float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], boolean[::1], "
       f"{_MAT_IN}, {_MAT_IN}, {_IN}, {_MAT_IN}, {_MAT_IN}, {_IN}, "
-      "float64[:, :, ::1], int64[::1], float64, float64, float64)")
+      f"float64[:, :, ::1], int64[::1], float64, float64, float64, {_IN}, {_IN})")
 def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_limits, state_limits,
-                dyn_noise, normals, normals_used, mass_kg, dt_s, collision_distance_m):
+                dyn_noise, normals, normals_used, mass_kg, dt_s, collision_distance_m, thrust_scale,
+                thrust_offset_n):
     """``PelicanFleet.step`` for all vehicles (spec 2.7), in place on x, accel, valid, reason.
 
     Returns (first bad control i * 5 + j or -1, vehicles that became invalid, noise buffers that
     ran empty). Nothing changes if a control is bad. ``normals`` (N, B, 6) are buffered standard
     normals, row ``normals_used[i]`` is vehicle i's next; B == 0 means no dynamic noise.
+    ``thrust_scale``, ``thrust_offset_n`` (N,): each vehicle's rotor-fault thrust map (``_derivative_into``).
     """
     bad = _first_bad_control(u_si, valid, control_limits)
     if bad >= 0:
@@ -404,7 +418,8 @@ def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_lim
             normals_used[i] = row + 1
             if row + 1 >= block:
                 emptied += 1
-        _heun_into(x[i], u_fw, wind[i], noise, mass_kg, dt_s, x[i], accel[i], k1, k2, x1, a1, a2)
+        _heun_into(x[i], u_fw, wind[i], noise, mass_kg, dt_s, thrust_scale[i], thrust_offset_n[i], x[i],
+                   accel[i], k1, k2, x1, a1, a2)
     if moved == 0:
         return -1, 0, emptied
     if n > 1:
@@ -530,6 +545,9 @@ class PelicanFleet:
         self._mass_kg = float(self.params.mass_kg)
         self._dt_s = float(self.params.dt_s)
         self._collision_distance_m = float(self.params.collision_distance_m)
+        # rotor faults' thrust map per vehicle (``set_thrust_fault``): 1 and 0 = the identified model
+        self._thrust_scale = np.ones(n)
+        self._thrust_offset_n = np.zeros(n)
 
     # --- accessors --------------------------------------------------------------------------
     state = copy_of("_x", "True states (N, 13) (a copy).")
@@ -578,6 +596,21 @@ class PelicanFleet:
                 self._valid[int(i)] = False
                 self._invalid_reason[int(i)] = reason
 
+    def set_thrust_fault(self, scale: ArrayLike | None = None, offset_n: ArrayLike | None = None) -> None:
+        """Rotor faults on the identified model (docs/FAULTS.md, "Effects"): from the next ``step`` each
+        vehicle's available thrust, both the throttle's steady thrust and the battery's cap, becomes
+        ``scale * value + offset_n`` [N]. ``scale`` (N,) in [0, 1], ``offset_n`` (N,) >= 0 [N]; None: 1 / 0
+        (no fault). The Pelican has no rotors: this is the collective-thrust approximation of a lost,
+        degraded or stuck rotor (``core.engine.faults``)."""
+        n = self.num_vehicles
+        s = np.ones(n) if scale is None else np.asarray(scale, float)
+        b = np.zeros(n) if offset_n is None else np.asarray(offset_n, float)
+        if s.shape != (n,) or b.shape != (n,) or not (np.all((s >= 0) & (s <= 1)) and np.all(b >= 0)):
+            raise PelicanInputError(f"thrust fault: scale must be (N,) in [0, 1] and offset_n (N,) >= 0, "
+                                    f"got {s.tolist()!r}, {b.tolist()!r}")
+        self._thrust_scale[:] = s
+        self._thrust_offset_n[:] = b
+
     # --- stepping ---------------------------------------------------------------------------
     def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None) -> None:
         """Advance every valid vehicle by ``dt_s``.
@@ -605,7 +638,7 @@ class PelicanFleet:
         bad, invalid, emptied = _fleet_step(
             self._x, self._a, self._valid, self._reason_code, self._near, u, wind, SI_TO_FIRMWARE,
             CONTROL_LIMITS, self._limits, self._dyn_noise, self._normals, self._normals_used,
-            self._mass_kg, self._dt_s, self._collision_distance_m,
+            self._mass_kg, self._dt_s, self._collision_distance_m, self._thrust_scale, self._thrust_offset_n,
         )
         if bad >= 0:
             raise _control_error(u, bad)

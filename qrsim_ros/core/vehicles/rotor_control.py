@@ -212,7 +212,7 @@ def _control_rows_to_speeds(u_si, x, omega, live, si_to_fw, c, dt_s, omega_cmd):
         pdot, qdot, rdot = attitude_loop(pt, rl, ya, phi_ahead, theta_ahead, p_ahead, q_ahead, r)
         pdot = _rate_clamped(c[_ATT] * pdot, p_ahead, dt_s)
         qdot = _rate_clamped(c[_ATT] * qdot, q_ahead, dt_s)
-        thrust = measured + thrust_rate(th, vb, measured, dt_s) * dt_s
+        thrust = measured + thrust_rate(th, vb, measured, dt_s, 1.0, 0.0) * dt_s
         _wrench_to_speeds(thrust, pdot, qdot, c[_YAW] * rdot, p, q, r, omega[i], c,
                           omega_cmd[i], f_rp, f_y)
 

@@ -1,0 +1,374 @@
+"""Faults acting on the models: the scenario's fault schedule and the effects of its active faults
+(issue 14, "Faults"; docs/FAULTS.md "Effects").
+
+``FaultEffects`` owns the ``FaultSchedule`` (``core.faults``: *when* which fault is active) and applies
+the active faults to the models it is given (``FaultModels``), each through that model's own small hook,
+so a node that wraps one model (vehicle_dynamics the fleet, the gps node the receiver, ...) can apply the
+same effect with the same code later:
+
+=========================  ==============================================================================
+kind                       effect (model: hook)
+=========================  ==============================================================================
+gps_outage                 GpsReceiver.set_fault_state(outage): no fix, outputs held at the last fix
+gps_degradation            GpsReceiver.set_fault_state(sigma_factor, bias_ned_m, satellites_lost)
+imu_bias_step              Accelerometer / Gyroscope.set_fault_state(bias): the bias added to the reading
+gyro_stuck                 Gyroscope.set_fault_state(stuck): the reading repeats
+altimeter_stuck / _offset  Altimeter.set_fault_state(stuck / offset_m)
+camera_off                 the camera (and the registered scene cameras) step the vehicle as invalid:
+                           no observation (``off_mask``)
+lidar_off                  the registered lidar steps the vehicle as invalid: no cloud (``off_mask``)
+rotor_loss / _degradation  PelicanFleet.set_thrust_fault(scale = sum(rotor factors) / 4) and a yaw-rate
+                           disturbance on the controls (``adjust_controls``)
+motor_stuck                PelicanFleet.set_thrust_fault: the stuck rotor gives a constant quarter-thrust
+battery_cell_failure       battery.cell_failure(vehicle, volts) when a battery is given, else recorded
+comm_loss                  the vehicle's new set points are dropped (``drop_commands``): it expires and
+                           flies its failsafe
+grasper_release            recorded in the log (no grasper exists yet)
+self_test_failure          PelicanFleet.disarm(vehicle, "self_test_failure"): never flies
+=========================  ==============================================================================
+
+The Pelican approximation of rotor faults (the identified model has no rotors, only the closed loop of
+airframe and attitude controller): a quadrotor that keeps roll and pitch with a weak or lost rotor gives
+up yaw (the rotor pairs that balance the reaction torques no longer can), and it can lift what its rotors
+can give. So the thrust the vehicle can make, both the throttle's steady thrust and the battery's cap, is
+scaled by the mean rotor factor ``sum(f_i) / 4`` (a lost rotor: 3/4), and the unbalanced reaction torque
+``tau_z ~ -sum(spin_i f_i)`` (spin +1: clockwise seen from above, the rotor model's convention) spins the
+vehicle: the yaw-rate command gets ``-sum(spin_i f_i) / 2 * 4.5 rad/s`` added (one lost rotor: +-2.25
+rad/s; the sum is normalised by the two rotors of each direction; the control's limits clip it). A stuck
+motor makes a constant quarter of the thrust: of its command's steady thrust (``command`` given) or of the
+vehicle's thrust when the fault starts (``command`` null); its yaw torque is not modelled.
+
+Order within a tick (the Simulator's): ``step`` right after time advances, before the environment, the
+controls and the dynamics, so a fault that starts at tick k acts on tick k's controls, dynamics and
+readings; its conditions read the state at the start of the tick (t_(k-1)). ``begin_episode`` runs the
+start-up step (k = 0, ``FaultSchedule.step``) after the initial states are set and before the sensors
+reset: a self-test failure disarms the vehicle before anything moves (invalid from t = 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.faults import (
+    NO_CONDITIONS,
+    NO_EVENTS,
+    ActiveFault,
+    Condition,
+    FaultConditions,
+    FaultEvents,
+    FaultSchedule,
+    FaultSpec,
+)
+from qrsim_ros.core.faults.schedule import rotor_thrust_factors
+from qrsim_ros.core.sensors.ahars import Ahars
+from qrsim_ros.core.sensors.gps import GpsReceiver
+from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanFleet, steady_thrust_si
+
+#: Rotor directions of the quadrotor the Pelican approximates (+1 clockwise seen from above; opposite
+#: rotors alike), the rotor model's default (``rotor_params.RotorParams.spin``).
+ROTOR_SPIN = np.array([1.0, -1.0, 1.0, -1.0])
+#: Yaw-rate command of a fully unbalanced quadrotor [rad/s]: the control's limit (spec 2.1).
+MAX_YAW_RATE_RADPS = float(CONTROL_LIMITS[3, 1])
+#: Invalid reason of a vehicle whose start-up self test failed.
+SELF_TEST_FAILURE = "self_test_failure"
+#: The fault kinds that switch a sensor off (``off_mask``).
+OFF_KINDS = ("camera_off", "lidar_off")
+
+
+class Battery(Protocol):
+    """What the effects use of a battery bank (``vehicles.battery.BatteryBank``)."""
+
+    voltage_v: Array
+    percentage: Array
+
+    def cell_failure(self, vehicle: int, volts_drop: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class FaultModels:
+    """The models a ``FaultEffects`` acts on; a front end gives the ones it owns (None: not here)."""
+
+    fleet: PelicanFleet | None = None
+    gps: GpsReceiver | None = None
+    ahars: Ahars | None = None
+    battery: Battery | None = None
+
+
+@dataclass(frozen=True)
+class FaultLogEntry:
+    """One start or end of a fault on one vehicle at tick ``tick`` (t = ``tick * dt`` [s]); ``note`` says
+    what the effect did where that is not plain (a battery step, a no-op)."""
+
+    tick: int
+    event: str  # "started" or "ended"
+    fault: ActiveFault
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values for logs and bags."""
+        return {"tick": self.tick, "event": self.event, "note": self.note, **self.fault.as_dict()}
+
+
+class FaultEffects:
+    """The fault schedule of a scenario and its effects on the given models (see the module docstring).
+
+    ``specs``: the scenario's faults; ``streams``: the scenario's RandomStreams (the schedule's
+    ``fault.<id>`` streams); ``ticks_per_task_step``: for ``at_step`` triggers. Faults off (no specs and
+    nothing injected) cost one attribute test per hook: ``any_active`` is False and every hook returns
+    its input.
+    """
+
+    def __init__(self, specs: Iterable[FaultSpec], num_vehicles: int, streams: RandomStreams,
+                 models: FaultModels, *, ticks_per_task_step: int, dt_s: float = BASE_DT_S) -> None:
+        self.num_vehicles = n = int(num_vehicles)
+        self.dt_s = float(dt_s)
+        self.models = models
+        self.schedule = FaultSchedule(tuple(specs), n, streams, dt_s=dt_s,
+                                      ticks_per_task_step=ticks_per_task_step)
+        #: Every start and end of the episode, in order (``FaultLogEntry``).
+        self.log: list[FaultLogEntry] = []
+        #: The last step's events.
+        self.last_events: FaultEvents = NO_EVENTS
+        #: Whether any fault is active (False: every hook is a no-op).
+        self.any_active = False
+        self._stuck_thrust_n: dict[tuple[str, int], float] = {}
+        self._needs_conditions = self._any_condition()
+        self._reset_state()
+
+    # --- the schedule ---------------------------------------------------------------------------------
+    def begin_episode(self) -> FaultEvents:
+        """A new episode: the schedule reset (injected faults dropped), every model's fault state
+        cleared, the log emptied, then the start-up step (k = 0) and its effects."""
+        self.schedule.reset()
+        self.log = []
+        self._stuck_thrust_n = {}
+        self._needs_conditions = self._any_condition()
+        if self.any_active:
+            self.any_active = False
+            self._reset_state()
+            self._push()
+        return self.step(0)
+
+    def step(self, k: int) -> FaultEvents:
+        """Tick ``k`` (t = k dt): the schedule's step on the models' conditions, then the effects of
+        what started and ended (see the module docstring for where in the tick)."""
+        events = self.schedule.step(k, k * self.dt_s, self._conditions())  # no faults: returns at once
+        self.last_events = events
+        if events:
+            self._apply(k, events)
+        return events
+
+    def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:
+        """``FaultSchedule.inject`` (starts at the next step); returns the fault's id."""
+        fault_id = self.schedule.inject(fault, t_s)
+        self._needs_conditions = self._any_condition()
+        return fault_id
+
+    def clear(self, fault_id: str | None = None, *, kind: str | None = None,
+              vehicle: int | None = None) -> list[ActiveFault]:
+        """``FaultSchedule.clear`` (ends at the next step)."""
+        return self.schedule.clear(fault_id, kind=kind, vehicle=vehicle)
+
+    @property
+    def active(self) -> list[ActiveFault]:
+        """Every active fault (``FaultSchedule.active``)."""
+        return self.schedule.active
+
+    # --- hooks the front end calls within the tick ------------------------------------------------------
+    def drop_commands(self, targets: Array) -> Array:
+        """comm_loss: the set points (N, W) that reach the vehicles: ``targets`` with the rows of vehicles
+        without a link set to NaN (no new set point: the held one expires after ``command_timeout_s`` and
+        the failsafe flies), a new array; ``targets`` itself when every link is up."""
+        if self.any_active and self._any_comm_lost:
+            targets = targets.copy()
+            targets[self._comm_lost] = np.nan
+        return targets
+
+    def adjust_controls(self, controls: Array) -> Array:
+        """Rotor faults: the controls (N, 5) the airframe flies, with the yaw-rate disturbance added and
+        clipped to the limits: a new array (``controls``, the commanded ones, is left as it is: the task's
+        control cost scores what was commanded); ``controls`` itself when nothing changes."""
+        if self.any_active and self._yaw_rows.size:
+            controls = controls.copy()
+            r = self._yaw_rows
+            yaw = controls[r, 3] + self._yaw_offset[r]
+            np.minimum(yaw, MAX_YAW_RATE_RADPS, out=yaw)  # (np.clip costs ten times more on a few rows)
+            np.maximum(yaw, -MAX_YAW_RATE_RADPS, out=yaw)
+            controls[r, 3] = yaw
+        return controls
+
+    def off_mask(self, kind: str) -> NDArray[np.bool_] | None:
+        """(N,) bool: vehicles whose sensor is off by an active fault of ``kind`` (camera_off, lidar_off);
+        None when none is."""
+        if not self.any_active:
+            return None
+        m = self._off.get(kind)
+        return m if m is not None and m.any() else None
+
+    def sensor_valid(self, name: str, valid: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """The validity a sensor steps with: ``valid`` without the vehicles whose sensor ``name`` (the
+        classifier camera "camera_classifier", or a registered sensor's name) is off."""
+        if not self.any_active:
+            return valid
+        kind = "camera_off" if name == "camera_classifier" else SENSORS[name].off_fault
+        off = None if kind is None else self.off_mask(kind)
+        return valid if off is None else valid & ~off
+
+    # --- internals ------------------------------------------------------------------------------------
+    def _any_condition(self) -> bool:
+        return any(isinstance(s.trigger, Condition) for s in self.schedule.specs)
+
+    def _conditions(self) -> FaultConditions:
+        if not self._needs_conditions:
+            return NO_CONDITIONS
+        n = self.num_vehicles
+        fleet, battery = self.models.fleet, self.models.battery
+        pos = fleet.state[:, 0:3] if fleet is not None else None
+        if battery is None:
+            return FaultConditions(np.full(n, np.nan), np.full(n, np.nan), pos)
+        return FaultConditions(battery.voltage_v, battery.percentage, pos)
+
+    def _reset_state(self) -> None:
+        n = self.num_vehicles
+        self._comm_lost = np.zeros(n, bool)
+        self._any_comm_lost = False
+        self._yaw_offset = np.zeros(n)
+        self._yaw_rows = np.zeros(0, np.intp)
+        self._off: dict[str, NDArray[np.bool_]] = {k: np.zeros(n, bool) for k in OFF_KINDS}
+        self._thrust_scale = np.ones(n)
+        self._thrust_offset_n = np.zeros(n)
+        self._rotor_health: Array | None = None
+        self._gps: dict[str, Any] = {}
+        self._accel_bias = np.zeros((n, 3))
+        self._gyro_bias = np.zeros((n, 3))
+        self._gyro_stuck = np.zeros(n, bool)
+        self._alt_offset = np.zeros(n)
+        self._alt_stuck = np.zeros(n, bool)
+
+    def _apply(self, k: int, events: FaultEvents) -> None:
+        """One-off effects of the events, then every model's fault state from the active set."""
+        fleet, battery = self.models.fleet, self.models.battery
+        for f in events.ended:
+            self._stuck_thrust_n.pop((f.id, f.vehicle), None)
+            self.log.append(FaultLogEntry(k, "ended", f, _ENDED_NOTES.get(f.kind, "")))
+        for f in events.started:
+            note = ""
+            if f.kind == "self_test_failure":
+                if fleet is not None:
+                    fleet.disarm([f.vehicle], SELF_TEST_FAILURE)
+                note = "disarmed: never flies"
+            elif f.kind == "battery_cell_failure":
+                note = self._cell_failure(f, battery)
+            elif f.kind == "grasper_release":
+                note = "no grasper in the simulation: recorded only"
+            elif f.kind == "motor_stuck":
+                command = f.params["command"]
+                if command is not None:
+                    held = steady_thrust_si(command) / len(ROTOR_SPIN)
+                else:
+                    held = float(fleet.state[f.vehicle, 12]) / len(ROTOR_SPIN) if fleet is not None else 0.0
+                self._stuck_thrust_n[(f.id, f.vehicle)] = max(held, 0.0)
+                note = f"rotor {f.params['rotor']} held at {held:.3f} N"
+            self.log.append(FaultLogEntry(k, "started", f, note))
+        self.apply_active(self.schedule.active)
+
+    def apply_active(self, active: list[ActiveFault]) -> None:
+        """Every model's fault state from the faults ``active`` now (the schedule's, or, in a node that
+        does not own the schedule, the list the owner sent): the per-tick hooks and the models' fault
+        states. The one-off effects of a start (disarm, cell failure, a stuck motor's held thrust) are
+        ``step``'s, in the owner of the schedule."""
+        self._reset_state()
+        self.any_active = bool(active)
+        self._collect(active)
+        self._push()
+
+    def _cell_failure(self, f: ActiveFault, battery: Battery | None) -> str:
+        volts = f.params["voltage_step_v"]
+        if battery is None:
+            return "no battery in the simulation: recorded only"
+        if volts is None:  # cells_failed cells at the pack's present voltage per cell
+            cells = getattr(getattr(battery, "params", None), "cells", None)
+            if not cells:
+                return "battery without a cell count: recorded only"
+            volts = f.params["cells_failed"] * float(battery.voltage_v[f.vehicle]) / cells
+        if not (math.isfinite(volts) and volts > 0):
+            return "battery voltage not finite: recorded only"
+        battery.cell_failure(f.vehicle, volts)
+        return f"pack voltage -{volts:.3f} V"
+
+    def _collect(self, active: list[ActiveFault]) -> None:
+        """Every model's fault state from the active faults (several of one kind on a vehicle combine:
+        factors multiply, biases and offsets add, satellites lost add)."""
+        n = self.num_vehicles
+        rotor_factor = rotor_thrust_factors(active, n, len(ROTOR_SPIN))  # (N, 4) loss x 0, degradation x k
+        stuck_rotor = np.zeros_like(rotor_factor, dtype=bool)
+        sigma, bias, lost = np.ones(n), np.zeros((n, 3)), np.zeros(n, np.int64)
+        outage = np.zeros(n, bool)
+        for f in active:
+            v, p = f.vehicle, f.params
+            kind = f.kind
+            if kind == "comm_loss":
+                self._comm_lost[v] = True
+            elif kind in OFF_KINDS:
+                self._off[kind][v] = True
+            elif kind == "gps_outage":
+                outage[v] = True
+            elif kind == "gps_degradation":
+                sigma[v] *= p["sigma_factor"]
+                bias[v] += p["bias_ned_m"]
+                lost[v] += p["satellites_lost"]
+            elif kind == "imu_bias_step":
+                self._accel_bias[v] += p["accelerometer_bias_mps2"]
+                self._gyro_bias[v] += p["gyro_bias_radps"]
+            elif kind == "gyro_stuck":
+                self._gyro_stuck[v] = True
+            elif kind == "altimeter_stuck":
+                self._alt_stuck[v] = True
+            elif kind == "altimeter_offset":
+                self._alt_offset[v] += p["offset_m"]
+            elif kind == "motor_stuck":
+                stuck_rotor[v, p["rotor"]] = True
+                self._thrust_offset_n[v] += (rotor_factor[v, p["rotor"]]
+                                             * self._stuck_thrust_n.get((f.id, v), 0.0))
+        rotors = rotor_factor.shape[1]
+        self._thrust_scale = np.where(stuck_rotor, 0.0, rotor_factor).sum(axis=1) / rotors
+        imbalance = -(rotor_factor @ ROTOR_SPIN) / (0.5 * rotors)  # -sum(spin_i f_i) / 2: +-1 at most
+        airframes = getattr(self.models.fleet, "airframes", None)
+        if airframes is not None:  # rotor-level vehicles fly their rotors' factors exactly, no approximation
+            is_rotor = np.array([a == "rotor" for a in airframes], bool)
+            imbalance[is_rotor] = 0.0
+            self._rotor_health = rotor_factor if is_rotor.any() else None
+        self._yaw_offset = imbalance * MAX_YAW_RATE_RADPS
+        self._yaw_rows = np.flatnonzero(imbalance != 0.0)
+        self._gps = {"outage": outage, "sigma_factor": sigma, "bias_ned_m": bias, "satellites_lost": lost}
+        self._any_comm_lost = bool(self._comm_lost.any())
+
+    def _push(self) -> None:
+        """Give every model its fault state (all defaults when nothing is active: the models' own paths)."""
+        m = self.models
+        if m.fleet is not None:
+            m.fleet.set_thrust_fault(self._thrust_scale, self._thrust_offset_n)
+            if hasattr(m.fleet, "set_rotor_health"):  # rotor airframe: each rotor's factor, exactly
+                m.fleet.set_rotor_health(self._rotor_health)
+        if m.gps is not None:
+            m.gps.set_fault_state(**self._gps)
+        if m.ahars is not None:
+            m.ahars.accelerometer.set_fault_state(bias=self._accel_bias)
+            m.ahars.gyroscope.set_fault_state(bias=self._gyro_bias, stuck=self._gyro_stuck)
+            m.ahars.altimeter.set_fault_state(offset_m=self._alt_offset, stuck=self._alt_stuck)
+
+
+_ENDED_NOTES = {
+    "self_test_failure": "the vehicle stays disarmed until the next episode",
+    "battery_cell_failure": "the pack keeps its voltage drop until the next episode",
+}

@@ -194,7 +194,8 @@ PARAMETERS = ParamTable(
           "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
           **limit_range("duration_s")),
     Param("wait_for_commands", False,
-          "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude"),
+          "hold the clock at tick 0 until every vehicle has received a valid command (cmd/attitude; on "
+          "a rotor-airframe vehicle also cmd/rates_thrust or cmd/motors)"),
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
@@ -615,7 +616,8 @@ class VehicleDynamicsNode(ScenarioNode):
                 missing += [f"the consumer {who} (window {self.params.lockstep_window_ticks} ticks)"
                             for who in self._lagging(self._k + 1, self.params.lockstep_window_ticks)]
         if self.params.wait_for_commands:
-            missing += [f"{self.names[i]}/cmd/attitude (a first command)"
+            missing += [f"{self.names[i]}/cmd/attitude (a first command)" if not self._is_rotor[i] else
+                        f"{self.names[i]}/cmd/attitude, cmd/rates_thrust or cmd/motors (a first command)"
                         for i in np.flatnonzero(valid & ~self._has_cmd)]
         return missing
 

@@ -13,13 +13,27 @@ pytestmark = pytest.mark.ros
 
 def test_generated_types_have_the_documented_fields() -> None:
     require_ros()
-    from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, RunMember, TaskStatus, VehicleStatus
+    from qrsim_ros.msg import (
+        Altitude,
+        AttitudeCommand,
+        Concentration,
+        MotorCommand,
+        RatesThrustCommand,
+        RunMember,
+        TaskStatus,
+        VehicleStatus,
+    )
     from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
     assert set(AttitudeCommand.get_fields_and_field_types()) == {
         "header", "roll", "pitch", "yaw_rate", "throttle", "battery_voltage",
         # the flight controller's failsafe state, passed on to vehicle_dynamics (autopilots leave them)
         "failsafe", "disarm", "setpoints_rejected", "setpoints_clamped"}
+    # the rotor airframe's lower-level inputs (docs/ROTOR.md)
+    assert set(RatesThrustCommand.get_fields_and_field_types()) == {
+        "header", "roll_rate_radps", "pitch_rate_radps", "yaw_rate_radps", "thrust_n"}
+    assert MotorCommand.get_fields_and_field_types() == {"header": "std_msgs/Header",
+                                                         "normalised": "sequence<double>"}
     assert {"run_id", "failsafe", "failsafe_onsets", "setpoints_rejected", "setpoints_clamped"} <= set(
         VehicleStatus.get_fields_and_field_types())
     assert "run_id" in RunMember.get_fields_and_field_types()

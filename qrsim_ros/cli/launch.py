@@ -408,8 +408,8 @@ class Progress:
         counts = {"failsafe onsets": sum(vs.failsafe_onsets),
                   "set points rejected": sum(vs.setpoints_rejected),
                   "set points clamped": sum(vs.setpoints_clamped),
-                  "cmd/attitude rejected": sum(vs.commands_rejected),
-                  "cmd/attitude clamped": sum(vs.commands_clamped)}
+                  "commands rejected": sum(vs.commands_rejected),
+                  "commands clamped": sum(vs.commands_clamped)}
         text = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         return text + (f" ({', '.join(onsets)})" if onsets else "") if text else ""
 

@@ -41,6 +41,15 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        commands carry its own failsafe, ``disarm`` and set-point counters (AttitudeCommand), reported in
        the status; a command with ``disarm`` (touched down in ``land``) disarms the vehicle: frozen,
        invalid until the next episode.
+       ``uavN/cmd/rates_thrust`` (qrsim_ros/RatesThrustCommand: FRD body rates [rad/s] and collective
+       thrust [N]) and ``uavN/cmd/motors`` (qrsim_ros/MotorCommand: 4 normalised motor commands in
+       [0, 1]): the rotor airframe's lower-level inputs (``Airframes.step(rates_thrust=, motors=)``,
+       docs/ROTOR.md), validated as cmd/attitude (frame, non-finite, stamps, clamps, the same counters,
+       expiry -> failsafe). The latest valid command of the three kinds is the one held and flown (the
+       stamp rules compare against it, whatever its kind). On a Pelican vehicle (no rotors) they are
+       rejected and counted. In lockstep they are not awaited (as cmd/attitude of an attitude-mode
+       vehicle); a vehicle flown through the flight_controller gets its cmd/attitude every tick, which
+       wins over them.
        ``uavN/wind`` (geometry_msgs/Vector3Stamped, ``map``, ENU air velocity from wind_field) stamped
        t_k: the air velocity for the step t_k -> t_k+1, rotated into the body frame with the exact state.
        Non-finite or not in ``map``: rejected (counted), the held wind stays. In lockstep a second,
@@ -94,12 +103,13 @@ from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.vehicles.airframes import ROTOR
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import FleetControl
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, MAX_ANGVEL_RADS, PelicanInputError
 from qrsim_ros.core.world.scene import CRASH_REASON
-from qrsim_ros.msg import AttitudeCommand, TickProgress, VehicleStatus
+from qrsim_ros.msg import AttitudeCommand, MotorCommand, RatesThrustCommand, TickProgress, VehicleStatus
 from qrsim_ros.ros.names import (
     MAP_FRAME,
     TICK_PROGRESS_TOPIC,
@@ -130,6 +140,12 @@ from qrsim_ros.ros.to_messages import (
 
 #: Level attitude at hover throttle and full battery, [pitch, roll, throttle, yaw_rate, battery].
 HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
+#: What a vehicle's held command is (``_cmd_kind``): its topic under ``uavN/``.
+ATTITUDE, RATES_THRUST, MOTORS = 0, 1, 2
+COMMAND_TOPICS = ("cmd/attitude", "cmd/rates_thrust", "cmd/motors")
+#: cmd/rates_thrust's rate limits (FRD p, q, r) [rad/s]: the identified attitude loop's rate clamp
+#: (150 deg/s) on roll and pitch, QRSim's yaw-rate command limit on yaw (RatesThrustCommand.msg).
+RATE_LIMITS_RADPS = np.array([MAX_ANGVEL_RADS, MAX_ANGVEL_RADS, CONTROL_LIMITS[3, 1]])
 #: The episode number of the episode started at launch (the count of placements drawn).
 FIRST_EPISODE = 1
 #: /tf as tf2_ros' broadcasters publish it.
@@ -178,7 +194,8 @@ PARAMETERS = ParamTable(
           "simulated seconds to run (over all episodes) before shutting down (0: forever) [s]",
           **limit_range("duration_s")),
     Param("wait_for_commands", False,
-          "hold the clock at tick 0 until every vehicle has received a valid cmd/attitude"),
+          "hold the clock at tick 0 until every vehicle has received a valid command (cmd/attitude; on "
+          "a rotor-airframe vehicle also cmd/rates_thrust or cmd/motors)"),
     Param("start_subscribers", 0,
           "publish tick 0 only once /sim/vehicle_status (the fleet's ground truth) has this many matched "
           "subscriptions (the launchers set it to the number of ground-truth consumers they start), "
@@ -220,6 +237,14 @@ class VehicleDynamicsNode(ScenarioNode):
         self._has_cmd = np.zeros(n, bool)
         self._cmd_failsafe = [""] * n  # what the flight_controller's held command says (AttitudeCommand)
         self._cmd_disarm = np.zeros(n, bool)
+        # the held command's kind (ATTITUDE, RATES_THRUST, MOTORS) and a lower-level one's values (FRD
+        # [p, q, r] rad/s + thrust N, or the 4 normalised motor commands), clamped
+        self._cmd_kind = np.zeros(n, np.int8)
+        self._low = np.full((n, 4), np.nan)
+        self._is_rotor = np.array([a == ROTOR for a in self.fleet.airframes], bool)
+        rp = self.fleet.rotor.params if self.fleet.rotor is not None else None
+        #: cmd/rates_thrust's thrust range [N]: up to the rotors' maximum, 4 k_f omega_max^2
+        self._max_thrust_n = 4.0 * rp.k_f * rp.omega_max_rads ** 2 if rp is not None else 0.0
         self._timeout_s = p.command_timeout_s if p.command_timeout_s >= 0 else sc.vehicle.command_timeout_s
         # the failsafe of an expired cmd/attitude (every vehicle taken as attitude mode, on the exact state)
         battery = sc.vehicle.battery if p.battery == "scenario" else replace(sc.vehicle.battery, on=False)
@@ -292,6 +317,13 @@ class VehicleDynamicsNode(ScenarioNode):
         self._cmd_subs = [self.create_subscription(AttitudeCommand, f"{ns}/cmd/attitude",
                                                    lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
                           for i, ns in enumerate(self.names)]
+        # the rotor airframe's lower-level inputs (every vehicle: a Pelican one rejects and counts them)
+        self._rates_subs = [self.create_subscription(RatesThrustCommand, f"{ns}/cmd/rates_thrust",
+                                                     lambda m, i=i: self._on_low_level(i, RATES_THRUST, m),
+                                                     QOS_RELIABLE) for i, ns in enumerate(self.names)]
+        self._motor_subs = [self.create_subscription(MotorCommand, f"{ns}/cmd/motors",
+                                                     lambda m, i=i: self._on_low_level(i, MOTORS, m),
+                                                     QOS_RELIABLE) for i, ns in enumerate(self.names)]
         self._wind_subs = [self.create_subscription(Vector3Stamped, f"{ns}/wind",
                                                     lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
                            for i, ns in enumerate(self.names)]
@@ -368,10 +400,36 @@ class VehicleDynamicsNode(ScenarioNode):
             self._last_warning[key] = now
             self.get_logger().warning(text)
 
-    def _reject_command(self, i: int, why: str) -> None:
+    def _reject_command(self, i: int, why: str, kind: int = ATTITUDE) -> None:
         self.commands_rejected[i] += 1
-        self._warn(f"cmd{i}", f"{self.names[i]}/cmd/attitude rejected: {why} "
-                              f"({self.commands_rejected[i]} rejected so far; the held command stays)")
+        self._warn(f"cmd{i}.{kind}", f"{self.names[i]}/{COMMAND_TOPICS[kind]} rejected: {why} "
+                                     f"({self.commands_rejected[i]} rejected so far; the held command stays)")
+
+    def _command_frame(self, i: int, frame_id: str, kind: int) -> bool | None:
+        """Whether a command's frame_id is FLU (``uavN/base_link``), FRD (``uavN/base_link_frd`` or
+        empty: False), or None (rejected and counted)."""
+        frame = frame_id.lstrip("/")
+        if frame in ("", self._frd_frames[i]):
+            return False
+        if frame == self._flu_frames[i]:
+            return True
+        self._reject_command(i, f"frame_id {frame!r} must be {self._frd_frames[i]!r} (or empty: FRD) "
+                                f"or {self._flu_frames[i]!r} (FLU)", kind)
+        return None
+
+    def _stamp_problem(self, i: int, t_ns: int, now_ns: int) -> str:
+        """Why a command stamped ``t_ns`` cannot be held at the tick ``now_ns`` ('' if it can): older
+        than the held command (of any kind), ahead of the simulated time, or stale."""
+        if t_ns < self._cmd_ns[i]:
+            return (f"stamp {t_ns * 1e-9:.3f} s is older than the held command's "
+                    f"({self._cmd_ns[i] * 1e-9:.3f} s)")
+        if t_ns > now_ns + TICK_NS:
+            return (f"stamp {t_ns * 1e-9:.3f} s is ahead of the simulated time {now_ns * 1e-9:.3f} s "
+                    "(stamp commands with the /clock time: use_sim_time)")
+        if self._timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self._timeout_s:
+            return (f"stale: stamp {t_ns * 1e-9:.3f} s is more than command_timeout_s={self._timeout_s:g} s "
+                    f"before the simulated time {now_ns * 1e-9:.3f} s")
+        return ""
 
     def _on_command(self, i: int, msg: AttitudeCommand) -> None:
         t_ns = stamp_ns(msg.header.stamp)
@@ -385,33 +443,17 @@ class VehicleDynamicsNode(ScenarioNode):
 
     def _accept_command(self, i: int, msg: AttitudeCommand, t_ns: int, now_ns: int) -> None:
         """Validate a command and hold it (or count and warn)."""
-        frame = msg.header.frame_id.lstrip("/")
-        if frame in ("", self._frd_frames[i]):
-            flu = False
-        elif frame == self._flu_frames[i]:
-            flu = True
-        else:
-            self._reject_command(i, f"frame_id {frame!r} must be {self._frd_frames[i]!r} (or empty: FRD) "
-                                    f"or {self._flu_frames[i]!r} (FLU)")
+        flu = self._command_frame(i, msg.header.frame_id, ATTITUDE)
+        if flu is None:
             return
         u = np.array([msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage], float)
         if not np.all(np.isfinite(u)):
             self._reject_command(i, "non-finite values (pitch, roll, throttle, yaw_rate, battery) "
                                     f"{u.tolist()}")
             return
-        if t_ns < self._cmd_ns[i]:
-            self._reject_command(i, f"stamp {t_ns * 1e-9:.3f} s is older than the held command's "
-                                    f"({self._cmd_ns[i] * 1e-9:.3f} s)")
-            return
-        if t_ns > now_ns + TICK_NS:
-            self._reject_command(i, f"stamp {t_ns * 1e-9:.3f} s is ahead of the simulated time "
-                                    f"{now_ns * 1e-9:.3f} s (stamp commands with the /clock time: "
-                                    "use_sim_time)")
-            return
-        if self._timeout_s > 0 and (now_ns - t_ns) * 1e-9 > self._timeout_s:
-            self._reject_command(i, f"stale: stamp {t_ns * 1e-9:.3f} s is more than command_timeout_s="
-                                    f"{self._timeout_s:g} s before the simulated time "
-                                    f"{now_ns * 1e-9:.3f} s")
+        problem = self._stamp_problem(i, t_ns, now_ns)
+        if problem:
+            self._reject_command(i, problem)
             return
         if flu:  # FLU pitch and yaw rate have the opposite sign of QRSim's (AttitudeCommand.msg)
             u[0], u[3] = -u[0], -u[3]
@@ -423,12 +465,75 @@ class VehicleDynamicsNode(ScenarioNode):
                                     f"9..12 V): {u.tolist()} -> {clamped.tolist()} (FRD; "
                                     f"{self.commands_clamped[i]} clamped so far)")
         self._cmd[i] = clamped
+        self._cmd_kind[i] = ATTITUDE
         self._cmd_ns[i] = t_ns
         self._has_cmd[i] = True
         self._cmd_failsafe[i] = msg.failsafe
         self._cmd_disarm[i] = msg.disarm
         self.setpoints_rejected[i] = msg.setpoints_rejected
         self.setpoints_clamped[i] = msg.setpoints_clamped
+
+    def _on_low_level(self, i: int, kind: int, msg: RatesThrustCommand | MotorCommand) -> None:
+        self._accept_low_level(i, kind, msg, stamp_ns(msg.header.stamp), self._k * TICK_NS)
+        if self.params.wait_for_commands:
+            self._try_advance()
+
+    def _accept_low_level(self, i: int, kind: int, msg: RatesThrustCommand | MotorCommand, t_ns: int,
+                          now_ns: int) -> None:
+        """Validate a cmd/rates_thrust or cmd/motors (as ``_accept_command``) and hold it."""
+        if not self._is_rotor[i]:
+            self._reject_command(i, f"{self.names[i]} flies the identified Pelican airframe, which has no "
+                                    "rotor-level input (only vehicle.airframe 'rotor' takes it)", kind)
+            return
+        flu = self._command_frame(i, msg.header.frame_id, kind)
+        if flu is None:
+            return
+        if kind == RATES_THRUST:
+            v = np.array([msg.roll_rate_radps, msg.pitch_rate_radps, msg.yaw_rate_radps, msg.thrust_n], float)
+            names = "(roll_rate, pitch_rate, yaw_rate, thrust)"
+            lo = np.append(-RATE_LIMITS_RADPS, 0.0)
+            hi = np.append(RATE_LIMITS_RADPS, self._max_thrust_n)
+            limits = (f"|roll_rate|, |pitch_rate| <= {MAX_ANGVEL_RADS:.3f} rad/s, |yaw_rate| <= "
+                      f"{RATE_LIMITS_RADPS[2]:g} rad/s, thrust 0..{self._max_thrust_n:.2f} N")
+        else:
+            v = np.asarray(msg.normalised, float)
+            names, lo, hi, limits = "normalised", np.zeros(4), np.ones(4), "each in [0, 1]"
+            if v.shape != (4,):
+                self._reject_command(i, f"{v.size} normalised values, not 4 (one per rotor)", kind)
+                return
+        if not np.all(np.isfinite(v)):
+            self._reject_command(i, f"non-finite values {names} {v.tolist()}", kind)
+            return
+        problem = self._stamp_problem(i, t_ns, now_ns)
+        if problem:
+            self._reject_command(i, problem, kind)
+            return
+        if flu and kind == RATES_THRUST:  # FLU q and r have the opposite sign of FRD's
+            v[1], v[2] = -v[1], -v[2]
+        clamped = np.clip(v, lo, hi)
+        if np.any(clamped != v):
+            self.commands_clamped[i] += 1
+            self._warn(f"clamp{i}.{kind}", f"{self.names[i]}/{COMMAND_TOPICS[kind]} clamped ({limits}): "
+                                           f"{v.tolist()} -> {clamped.tolist()} (FRD; "
+                                           f"{self.commands_clamped[i]} clamped so far)")
+        self._low[i] = clamped
+        self._cmd_kind[i] = kind
+        self._cmd[i] = HOVER_COMMAND  # the control row under it (overridden while the command is fresh)
+        self._cmd_ns[i] = t_ns
+        self._has_cmd[i] = True
+        self._cmd_failsafe[i] = ""  # the flight_controller's fields are cmd/attitude's
+        self._cmd_disarm[i] = False
+
+    def _low_level_inputs(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``Airframes.step``'s rates_thrust and motors (N, 4) of this step: the held lower-level
+        commands of the valid vehicles that fly them fresh and are in no failsafe (NaN rows elsewhere);
+        None when no vehicle flies one."""
+        fly = self._fresh & self.fleet.valid & (self._failsafe_control.failsafe_code == 0)
+        out: list[np.ndarray | None] = []
+        for kind in (RATES_THRUST, MOTORS):
+            rows = fly & (self._cmd_kind == kind)
+            out.append(np.where(rows[:, None], self._low, np.nan) if rows.any() else None)
+        return out[0], out[1]
 
     def _on_wind(self, i: int, msg: Vector3Stamped) -> None:
         v = msg.vector
@@ -511,7 +616,8 @@ class VehicleDynamicsNode(ScenarioNode):
                 missing += [f"the consumer {who} (window {self.params.lockstep_window_ticks} ticks)"
                             for who in self._lagging(self._k + 1, self.params.lockstep_window_ticks)]
         if self.params.wait_for_commands:
-            missing += [f"{self.names[i]}/cmd/attitude (a first command)"
+            missing += [f"{self.names[i]}/cmd/attitude (a first command)" if not self._is_rotor[i] else
+                        f"{self.names[i]}/cmd/attitude, cmd/rates_thrust or cmd/motors (a first command)"
                         for i in np.flatnonzero(valid & ~self._has_cmd)]
         return missing
 
@@ -650,8 +756,9 @@ class VehicleDynamicsNode(ScenarioNode):
         if expired.any():
             self.command_timeouts[expired] += 1
             names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
-            self._warn("timeout", f"{names}: no cmd/attitude for more than command_timeout_s={timeout_s:g} s "
-                                  f"(simulated): failsafe {fc.failsafe_mode!r} until the next")
+            self._warn("timeout", f"{names}: no command (cmd/attitude, cmd/rates_thrust, cmd/motors) for "
+                                  f"more than command_timeout_s={timeout_s:g} s (simulated): failsafe "
+                                  f"{fc.failsafe_mode!r} until the next")
         self._fresh = fresh
         u = np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
         if (self._has_cmd & ~fresh & valid).any() or fc.failsafe_code.any():
@@ -677,7 +784,8 @@ class VehicleDynamicsNode(ScenarioNode):
         x = self.fleet.state
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
-        self.fleet.step(self.energy.apply(u), wind_body)
+        rates_thrust, motors = self._low_level_inputs()
+        self.fleet.step(self.energy.apply(u), wind_body, rates_thrust=rates_thrust, motors=motors)
         if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
             self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         self.energy.step(self.fleet, BASE_DT_S)

@@ -339,7 +339,8 @@ def test_a_node_without_the_schedule_applies_an_active_list() -> None:
     loss = ActiveFault("r", 2, "rotor_loss", {"rotor": 1}, 0.0, None)
     fx.apply_active([outage, loss])
     assert sim.gps._f_outage.tolist() == [i == 4 for i in range(10)]
-    np.testing.assert_array_equal(sim.fleet.pelican._thrust_scale, [0.75 if i == 2 else 1.0 for i in range(10)])
+    np.testing.assert_array_equal(sim.fleet.pelican._thrust_scale,
+                                  [0.75 if i == 2 else 1.0 for i in range(10)])
     fx.apply_active([])
     assert not sim.gps._faulted and not fx.any_active
     np.testing.assert_array_equal(sim.fleet.pelican._thrust_scale, 1.0)

@@ -168,6 +168,7 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
     from qrsim_ros.srv import ClearFault, InjectFault
 
     from qrsim_ros.ros.from_messages import fleet_arrays
+    from qrsim_ros.ros.stamps import tick_of_stamp
 
     domain_id = free_domain()
     env = ros_env(tmp_path, domain_id)
@@ -236,39 +237,52 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
         wait_ticks(5)
         assert procs[0].proc.poll() is None
 
+        # the status stream may lag the node: every check is at a tick counted from a /sim/faults
+        # change (stamped with the tick it acted at), never from when a message arrived here
+        def state_at(k: int) -> np.ndarray:
+            wait_for(lambda: k in status, 30, f"the status of tick {k}", procs)
+            return status[k]
+
+        def change(expected: list[tuple[str, int, str]], what: str) -> int:
+            wait_for(lambda: fault_set(latest[-1]) == expected, 10, what, procs)
+            return tick_of_stamp(latest[-1].header.stamp)
+
         # hover, then an injected rotor loss: on /sim/faults, and the thrust drops (3 rotors of 4)
         command(0.59)
-        k0 = wait_ticks(50)
-        thrust_before = status[k0][12]
+        k0 = last_tick()
+        thrust_before = state_at(k0 + 50)[12]
         r = inject_yaml("{id: lost_rotor, kind: rotor_loss, vehicles: [0], rotor: 1}")
         assert r.success and r.id == "lost_rotor", r.message
-        wait_for(lambda: fault_set(latest[-1]) == [("lost_rotor", 0, "rotor_loss")], 10,
-                 "the injected fault on /sim/faults", procs)
+        k1 = change([("lost_rotor", 0, "rotor_loss")], "the injected fault on /sim/faults")
+        assert k1 > k0 + 50
         f = latest[-1].faults[0]
         assert math.isnan(f.until_s) and yaml.safe_load(f.params_yaml) == {"rotor": 1}
-        k1 = wait_ticks(25)
-        assert status[k1][12] < 0.85 * thrust_before, (thrust_before, status[k1][12])
-        assert abs(status[k1][11]) > 0.2  # the unbalanced rotors spin it (yaw rate, rad/s)
+        assert f.since_s == pytest.approx(k1 * 0.02)
+        assert state_at(k1 - 1)[12] == pytest.approx(thrust_before, rel=0.02)
+        assert state_at(k1 + 25)[12] < 0.85 * thrust_before, (thrust_before, status[k1 + 25][12])
+        assert abs(state_at(k1 + 25)[11]) > 0.2  # the unbalanced rotors spin it (yaw rate, rad/s)
         r = clear_req("lost_rotor")
         assert r.success and "lost_rotor" in r.message, r.message
-        wait_for(lambda: fault_set(latest[-1]) == [], 10, "the cleared fault gone from /sim/faults", procs)
-        k2 = wait_ticks(40)
-        assert status[k2][12] == pytest.approx(thrust_before, rel=0.05)
+        k2 = change([], "the cleared fault gone from /sim/faults")
+        assert state_at(k2 + 40)[12] == pytest.approx(thrust_before, rel=0.05)
 
-        # comm_loss: a new command is ignored while the link is down, flies once sent again after
+        # comm_loss: a cmd/attitude that arrives while the link is down is ignored (also after the link
+        # returns: it was never taken); one sent after flies
         r = inject_yaml("{kind: comm_loss, vehicles: [0]}")
         assert r.success and r.id.startswith("comm_loss."), r.message
-        wait_for(lambda: [k for _, _, k in fault_set(latest[-1])] == ["comm_loss"], 10,
-                 "comm_loss on /sim/faults", procs)
-        command(0.75)  # delivered (acknowledged by the node's reader) while the link is lost
-        k3 = wait_ticks(25)
-        assert status[k3][12] == pytest.approx(thrust_before, rel=0.05)
+        k3 = change([(r.id, 0, "comm_loss")], "comm_loss on /sim/faults")
+        command(0.75)  # delivered (acknowledged by the node's reader) after tick k3, while the link is lost
         r = clear_req(kind="comm_loss", vehicle=0)
         assert r.success, r.message
-        wait_for(lambda: fault_set(latest[-1]) == [], 10, "comm_loss gone from /sim/faults", procs)
+        k4 = change([], "comm_loss gone from /sim/faults")
+        assert k4 > k3
+        assert state_at(k4 + 25)[12] == pytest.approx(thrust_before, rel=0.02)
         command(0.75)
-        k4 = wait_ticks(25)
-        assert status[k4][12] > 1.1 * thrust_before, (thrust_before, status[k4][12])
+        # a fault without effect (no grasper) marks a tick after the command arrived
+        r = inject_yaml("{id: mark, kind: grasper_release, vehicles: [0]}")
+        assert r.success, r.message
+        k5 = change([("mark", 0, "grasper_release")], "the mark on /sim/faults")
+        assert state_at(k5 + 25)[12] > 1.1 * thrust_before, (thrust_before, status[k5 + 25][12])
         assert procs[0].proc.poll() is None
     finally:
         probe.close()

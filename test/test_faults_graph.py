@@ -300,7 +300,7 @@ def test_self_test_and_cell_failures_act_in_vehicle_dynamics(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-off fleet effects in the graph: a failed self test (vehicle 1, from the start-up step)
     leaves the vehicle invalid from tick 0 with the reason ``self_test_failure``; a cell failure of
-    1.0 V on vehicle 0 at t = 0.2 s (tick 10) drops its pack's voltage on uav1/battery by that step
+    1.0 V on vehicle 0 at t = 1 s (tick 50) drops its pack's voltage on uav1/battery by that step
     (and a little more: the same load draws more current through the pack's resistance)."""
     require_ros()
     from qrsim_ros.msg import ActiveFaults, VehicleStatus
@@ -314,14 +314,15 @@ def test_self_test_and_cell_failures_act_in_vehicle_dynamics(tmp_path: Path,
     data["faults"] = [
         {"id": "selftest", "kind": "self_test_failure", "vehicles": [1], "trigger": {"at_step": 0}},
         {"id": "cell", "kind": "battery_cell_failure", "vehicles": [0], "voltage_step_v": 1.0,
-         "trigger": {"at_time_s": 0.2}},
+         "trigger": {"at_time_s": 1.0}},
     ]
     path = tmp_path / "keep_spot_x10_one_offs.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     domain_id = free_domain()
     env = ros_env(tmp_path, domain_id)
     params = {"scenario": str(path), "seed": SEED, "num_vehicles": 2, "lockstep": False,
-              "real_time_factor": 1.0, "tf_every_n_ticks": 0, "battery_every_n_ticks": 5, "duration_s": 1.0}
+              "real_time_factor": 1.0, "tf_every_n_ticks": 0, "battery_every_n_ticks": 5, "duration_s": 2.0,
+              "start_subscribers": 1}  # tick 0 waits for this test's status subscription
     procs = [NodeProcess("vehicle_dynamics", params, env, tmp_path)]
     probe = Probe(tmp_path, domain_id, monkeypatch)
     status: dict[int, Any] = {}
@@ -338,26 +339,25 @@ def test_self_test_and_cell_failures_act_in_vehicle_dynamics(tmp_path: Path,
         dyn = procs[0]
         wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s")
         assert dyn.proc.returncode == 0, dyn.stderr()
-        wait_for(lambda: latest and any(k >= 15 for k in volts) and max(status, default=-1) >= 15, 10,
+        wait_for(lambda: latest and any(k >= 60 for k in volts) and max(status, default=-1) >= 60, 10,
                  "/sim/faults, the battery and the status")
     finally:
         probe.close()
         codes = stop_all(procs)
     assert codes == [0], procs[0].stderr()
-    # the self test: invalid from the first status received (tick 0 or whichever came first) on
-    first = min(status)
+    # the self test: invalid from tick 0 on
+    assert min(status) == 0
     for k in sorted(status):
         assert list(status[k].valid) == [True, False], k
         assert status[k].invalid_reason[1] == "self_test_failure", (k, status[k].invalid_reason)
-    assert first <= 15
     # the last /sim/faults: both faults active (permanent), the self test since t = 0
     assert sorted(fault_set(latest[-1])) == [("cell", 0, "battery_cell_failure"),
                                              ("selftest", 1, "self_test_failure")]
     since = {f.id: f.since_s for f in latest[-1].faults}
-    assert since == pytest.approx({"cell": 0.2, "selftest": 0.0})
-    # the cell failure: 1 V less from tick 10 on
-    before = [k for k in volts if k < 10]
-    after = [k for k in volts if 10 <= k <= 20]
+    assert since == pytest.approx({"cell": 1.0, "selftest": 0.0})
+    # the cell failure: 1 V less from tick 50 on
+    before = [k for k in volts if k < 50]
+    after = [k for k in volts if 50 <= k <= 60]
     assert before and after, sorted(volts)
     drop = volts[max(before)] - volts[min(after)]
     assert 1.0 <= drop < 1.15, drop  # the step, plus the higher current under the same load

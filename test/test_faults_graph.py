@@ -226,7 +226,10 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
                "{kind: rotor_los, vehicles: [0]}": "rotor_los",
                "{kind: rotor_loss, vehicles: [3], rotor: 1}": "vehicles",
                "{kind: rotor_loss, vehicles: [0], rotor: 7}": "rotor",
-               "{kind: gps_degradation, vehicles: [0], sigma_factor: abc}": "sigma_factor"}
+               "{kind: gps_degradation, vehicles: [0], sigma_factor: abc}": "sigma_factor",
+               "!!python/object/apply:os.system [echo]": "not valid YAML",
+               "{kind: comm_loss, vehicles: {a: 1}}": "vehicles",
+               "{kind: comm_loss, trigger: {at_time_s: .nan}}": "at_time_s"}
         for text, words in bad.items():
             r = inject_yaml(text)
             assert not r.success and r.id == "" and words in r.message, (text, r.message)

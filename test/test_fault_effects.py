@@ -466,9 +466,33 @@ def test_battery_cell_failure_calls_the_battery_or_is_recorded() -> None:
     for k in (1, 2, 3):
         fx.step(k)
     assert battery.calls == [(0, 0.7), (1, 12.0 / 3)]  # one cell of three at the pack's 12 V
-    sim = sim_with([{"kind": "battery_cell_failure", "trigger": {"at_time_s": 0.02}}])
+    sim = sim_with([{"kind": "battery_cell_failure", "trigger": {"at_time_s": 0.02}}],
+                   vehicle={"battery": {"on": False}})
     sim.step([HOVER])
     assert "recorded only" in sim.fault_log()[0].note
+
+
+
+def test_battery_cell_failure_on_the_simulators_packs() -> None:
+    """With the battery on (keep_spot_x10), the fault reaches the Simulator's FleetEnergy (it crashed with
+    an AttributeError before): vehicle 0's pack drops by voltage_step_v = 1 V at t = 0.2 s (tick 10),
+    vehicle 1 loses one cell of three and its pack is empty."""
+    sim = sim_with([{"kind": "battery_cell_failure", "vehicles": [0], "voltage_step_v": 1.0,
+                     "trigger": {"at_time_s": 0.2}},
+                    {"kind": "battery_cell_failure", "vehicles": [1], "trigger": {"at_time_s": 0.2}}],
+                   name="keep_spot_x10", num_vehicles=2)
+    assert sim.battery.on and sim.battery.params.cells == 3
+    action = np.array([HOVER, HOVER])
+    for _ in range(9):
+        sim.step(action)
+    before = sim.battery.voltage_v.copy()
+    sim.step(action)
+    drop = before - sim.battery.voltage_v
+    # the 1 V step, plus the higher current under the same load through the pack's resistance
+    assert 1.0 <= drop[0] < 1.15, drop
+    # a third of 11.3 V lost: under the pack's cut-off, empty at once (the motors stop)
+    assert drop[1] > 1.5 and sim.battery.empty.tolist() == [False, True], (drop, sim.battery.empty)
+    assert next(e.note for e in sim.fault_log()).startswith("pack voltage -1.000 V")
 
 
 # --- run time -----------------------------------------------------------------------------------------------

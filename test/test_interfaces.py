@@ -48,6 +48,44 @@ def test_generated_types_have_the_documented_fields() -> None:
     assert "samples" in SubmitPlumeEstimates.Request.get_fields_and_field_types()
 
 
+def test_fault_interfaces_and_their_conversions() -> None:
+    """/sim/faults and the fault services (docs/FAULTS.md "Graph"): the fields, and the active faults
+    through ActiveFaults and back (``to_messages.active_faults_message``, ``from_messages.active_faults``)."""
+    require_ros()
+    import math
+
+    from qrsim_ros.msg import ActiveFault, ActiveFaults
+    from qrsim_ros.srv import ClearFault, InjectFault
+
+    from qrsim_ros.core.faults import ActiveFault as CoreFault
+    from qrsim_ros.ros.from_messages import active_faults, fault_request
+    from qrsim_ros.ros.stamps import stamp_from_tick
+    from qrsim_ros.ros.to_messages import active_faults_message
+
+    assert set(ActiveFault.get_fields_and_field_types()) == {
+        "id", "vehicle", "kind", "params_yaml", "since_s", "until_s"}
+    assert set(ActiveFaults.get_fields_and_field_types()) == {"header", "run_id", "episode", "faults"}
+    assert set(InjectFault.Request.get_fields_and_field_types()) == {"fault_yaml"}
+    assert set(InjectFault.Response.get_fields_and_field_types()) == {"success", "message", "id"}
+    assert set(ClearFault.Request.get_fields_and_field_types()) == {"id", "kind", "vehicle"}
+    assert set(ClearFault.Response.get_fields_and_field_types()) == {"success", "message"}
+
+    active = [CoreFault("r", 2, "rotor_degradation", {"rotor": 1, "factor": 0.6}, 12.0, 17.0),
+              CoreFault("g", 0, "gps_degradation", {"sigma_factor": 2.0, "bias_ned_m": (1.0, -2.0, 0.5),
+                                                    "satellites_lost": 0}, 0.5, None),
+              CoreFault("c", 1, "comm_loss", {}, 0.3, None)]
+    msg = active_faults_message(active, stamp_from_tick(50), "run7", 3)
+    assert (msg.run_id, msg.episode, msg.header.stamp.sec, msg.header.stamp.nanosec) == ("run7", 3, 1, 0)
+    assert [(f.id, f.vehicle, f.kind) for f in msg.faults] == [
+        ("r", 2, "rotor_degradation"), ("g", 0, "gps_degradation"), ("c", 1, "comm_loss")]
+    assert msg.faults[0].params_yaml == "{factor: 0.6, rotor: 1}" and msg.faults[2].params_yaml == "{}"
+    assert msg.faults[0].until_s == 17.0 and math.isnan(msg.faults[1].until_s)
+    assert active_faults(msg) == active
+    assert fault_request("{kind: gps_outage, vehicles: [0]}") == {"kind": "gps_outage", "vehicles": [0]}
+    assert "not valid YAML" in fault_request("kind: [")
+    assert "mapping" in fault_request("- 1")
+
+
 def test_attitude_command_crosses_processes(tmp_path) -> None:
     require_ros()
     env = ros_env(tmp_path)  # a free DDS domain of its own

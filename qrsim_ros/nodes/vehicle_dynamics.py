@@ -18,6 +18,9 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ticks (0.1 s of simulated time by default) while the scenario's battery is on (``FleetEnergy``,
        stepped here as in the Simulator; docs/ENERGY.md);
        ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset;
+       ``/sim/faults`` (qrsim_ros/ActiveFaults, latched): the active faults of the scenario's ``faults:``
+       and the injected ones, published at tick 0 and at every tick the active set changes (stamped
+       with that tick's time; docs/FAULTS.md "Graph");
        ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, ``ros.node.Counters``) every wall second,
        stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
        commands_clamped, command_timeouts, wind_rejected), lockstep_timeouts (waits longer than
@@ -55,6 +58,18 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        Non-finite or not in ``map``: rejected (counted), the held wind stays. In lockstep a second,
        different wind for the same tick (a second wind_field in the domain) is counted and ignored.
   srv  ``~/reset`` (std_srvs/Trigger): new placement, episode + 1, tick 0 published again.
+       ``/sim/inject_fault`` (qrsim_ros/InjectFault: one ``faults:`` item as YAML) and ``/sim/clear_fault``
+       (qrsim_ros/ClearFault: by id or kind, on one vehicle or all): act at the next tick, as
+       ``Simulator.inject_fault`` / ``clear_fault``; a bad request answers success=false and a message.
+
+Faults (docs/FAULTS.md): this node owns the scenario's fault schedule (``FaultEffects``, built as the
+Simulator's: the same scenario, the same ``fault.<id>`` random streams), steps it first in every tick
+(start-up step at every episode start) and applies the fleet's effects: rotor faults and stuck motors
+(thrust fault, rotor health, yaw disturbance), self-test failure (disarmed at the start), battery cell
+failure (its ``FleetEnergy``) and comm_loss (a vehicle's cmd/attitude, cmd/rates_thrust or cmd/motors
+received for a tick without a link is ignored: the held command stays and expires after
+``command_timeout_s``). The sensor faults are the
+sensor nodes' (not yet applied in the graph).
 
 Stepping (never blocks the executor): step k+1 is integrated in whichever callback completes its
 inputs (a wind or command message, or the wall-clock timer), paced by ``real_time_factor``:
@@ -100,8 +115,10 @@ from tf2_msgs.msg import TFMessage
 from qrsim_ros.core.common.frames import dcm_from_state, enu_to_ned, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
+from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet, build_scene
+from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.airframes import ROTOR
 from qrsim_ros.core.vehicles.energy import FleetEnergy
@@ -109,7 +126,15 @@ from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, MAX_ANGVEL_RADS, PelicanInputError
 from qrsim_ros.core.world.scene import CRASH_REASON
-from qrsim_ros.msg import AttitudeCommand, MotorCommand, RatesThrustCommand, TickProgress, VehicleStatus
+from qrsim_ros.msg import (
+    ActiveFaults,
+    AttitudeCommand,
+    MotorCommand,
+    RatesThrustCommand,
+    TickProgress,
+    VehicleStatus,
+)
+from qrsim_ros.ros.from_messages import fault_request
 from qrsim_ros.ros.names import (
     MAP_FRAME,
     TICK_PROGRESS_TOPIC,
@@ -129,6 +154,7 @@ from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PRO
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
     accel_message,
+    active_faults_message,
     battery_state_message,
     fill_battery_state,
     fill_ground_truth,
@@ -137,6 +163,7 @@ from qrsim_ros.ros.to_messages import (
     static_transforms,
     transform,
 )
+from qrsim_ros.srv import ClearFault, InjectFault
 
 #: Level attitude at hover throttle and full battery, [pitch, roll, throttle, yaw_rate, battery].
 HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
@@ -253,6 +280,12 @@ class VehicleDynamicsNode(ScenarioNode):
                                               battery, sc.bases)
         #: every vehicle's battery, stepped with the fleet (as ``Simulator.battery``)
         self.energy = FleetEnergy(n, battery, sc.bases)
+        #: the scenario's faults on the fleet and its batteries (as ``Simulator.faults``; docs/FAULTS.md)
+        self.faults = FaultEffects(sc.faults, n, streams, FaultModels(fleet=self.fleet, battery=self.energy),
+                                   ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
+                                   dt_s=BASE_DT_S)
+        self._faults_changed = True  # /sim/faults is due (published with the next tick)
+        self._link_held: tuple[Any, ...] | None = None  # comm_loss: the held commands of the last step
         self.failsafe = [""] * n  # what the last step flew
         self.failsafe_onsets = np.zeros(n, np.int64)
         self.setpoints_rejected = np.zeros(n, np.int64)
@@ -297,6 +330,7 @@ class VehicleDynamicsNode(ScenarioNode):
         # deeper than the other outputs: it carries the ground truth every simulator node steps on
         self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_FLEET)
         self._episode_pub = self.create_publisher(UInt32, "/sim/episode", QOS_LATCHED)
+        self._faults_pub = self.create_publisher(ActiveFaults, "/sim/faults", QOS_LATCHED)
         bat = sc.vehicle.battery
         self._battery_pubs = [self.create_publisher(BatteryState, f"{ns}/battery", QOS_RELIABLE)
                               for ns in self.names] if self.energy.on and p.battery_every_n_ticks else []
@@ -333,6 +367,8 @@ class VehicleDynamicsNode(ScenarioNode):
             self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress, QOS_TICK_PROGRESS)
         self._draining_since: float | None = None  # duration_s reached, waiting for the consumers
         self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(InjectFault, "/sim/inject_fault", self._on_inject_fault)
+        self.create_service(ClearFault, "/sim/clear_fault", self._on_clear_fault)
 
         static = static_transforms(n, sc.vehicle.camera.r_body_rad, zero)
         self._tf_static_pub.publish(TFMessage(transforms=static))
@@ -365,6 +401,9 @@ class VehicleDynamicsNode(ScenarioNode):
         except PelicanInputError as exc:
             raise ParameterError(f"parameter 'scenario'={self.scenario.source!r}: initial state: {exc}"
                                  ) from None
+        self.faults.begin_episode()  # the start-up step: a failed self test disarms before anything moves
+        self._faults_changed = True
+        self._link_held = None
         self.episode += 1
         self._k = 0
         self._wind_tick[:] = -1
@@ -781,11 +820,18 @@ class VehicleDynamicsNode(ScenarioNode):
 
     def _step(self) -> None:
         """Integrate step k+1 with the held inputs and publish its ground truth."""
+        faults = self.faults
+        if faults.step(self._k + 1):  # first in the tick, as the Simulator
+            self._faults_changed = True
+        self._hold_lost_links()
         x = self.fleet.state
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
         rates_thrust, motors = self._low_level_inputs()
-        self.fleet.step(self.energy.apply(u), wind_body, rates_thrust=rates_thrust, motors=motors)
+        applied = self.energy.apply(u)  # the pack's voltage; an empty pack stops the motors
+        if faults.any_active:  # rotor faults' yaw disturbance
+            applied = faults.adjust_controls(applied)
+        self.fleet.step(applied, wind_body, rates_thrust=rates_thrust, motors=motors)
         if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
             self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
         self.energy.step(self.fleet, BASE_DT_S)
@@ -795,6 +841,71 @@ class VehicleDynamicsNode(ScenarioNode):
         self._wait_since = time.monotonic()
         if self._max_steps and self.steps >= self._max_steps:
             self._begin_finish()
+
+    def _hold_lost_links(self) -> None:
+        """comm_loss: the vehicles without a link this tick keep the commands held at the last step (what
+        arrived since is ignored: it expires after command_timeout_s as any held command); the others'
+        are kept for the next tick's check."""
+        if self.faults.any_active and self._link_held is not None:
+            lost = self.faults.schedule.active_mask("comm_loss")
+            if lost.any():
+                cmd, cmd_ns, has_cmd, failsafe, disarm, low, kind = self._link_held
+                self._cmd[lost] = cmd[lost]
+                self._low[lost] = low[lost]  # the rotor-level commands too (cmd/rates_thrust, cmd/motors)
+                self._cmd_kind[lost] = kind[lost]
+                self._cmd_ns[lost] = cmd_ns[lost]
+                self._has_cmd[lost] = has_cmd[lost]
+                self._cmd_disarm[lost] = disarm[lost]
+                for i in np.flatnonzero(lost):
+                    self._cmd_failsafe[i] = failsafe[i]
+        self._link_held = (self._cmd.copy(), self._cmd_ns.copy(), self._has_cmd.copy(),
+                           list(self._cmd_failsafe), self._cmd_disarm.copy(), self._low.copy(),
+                           self._cmd_kind.copy())
+
+    def _on_inject_fault(self, request: InjectFault.Request, response: InjectFault.Response
+                         ) -> InjectFault.Response:
+        """/sim/inject_fault: one ``faults:`` item (YAML) added to the schedule, acting from the next tick."""
+        response.success, response.id = False, ""
+        if self._stopping:
+            response.message = "shutting down (duration_s reached)"
+            return response
+        item = fault_request(request.fault_yaml)
+        if isinstance(item, str):
+            response.message = item
+            return response
+        try:
+            fault_id = self.faults.inject(item, self._k * BASE_DT_S)
+        except (ConfigError, ValueError, TypeError, KeyError) as exc:  # the checker's message, by key path
+            response.message = str(exc)
+            return response
+        response.success, response.id = True, fault_id
+        response.message = (f"fault {fault_id!r} added at t={self._k * BASE_DT_S:.2f} s "
+                            "(acts from the next tick)")
+        self.get_logger().info(f"/sim/inject_fault: {response.message}")
+        return response
+
+    def _on_clear_fault(self, request: ClearFault.Request, response: ClearFault.Response
+                        ) -> ClearFault.Response:
+        """/sim/clear_fault: end the active faults of an id or a kind (on one vehicle, or all with -1) at
+        the next tick."""
+        response.success = False
+        fault_id, kind = request.id.strip() or None, request.kind.strip() or None
+        vehicle = None if request.vehicle == -1 else int(request.vehicle)
+        try:
+            cleared = self.faults.clear(fault_id, kind=kind, vehicle=vehicle)
+        except ValueError as exc:
+            response.message = str(exc)
+            return response
+        what = f"id={fault_id!r}" if fault_id is not None else f"kind={kind!r}"
+        where = "" if vehicle is None else f" on vehicle {vehicle}"
+        if not cleared:
+            response.message = f"no active fault with {what}{where} (nothing to clear)"
+            return response
+        response.success = True
+        response.message = ("ending at the next tick: "
+                            + ", ".join(f"{f.id} ({f.kind}) on {self.names[f.vehicle]}" for f in cleared))
+        self.get_logger().info(f"/sim/clear_fault: {response.message}")
+        return response
 
     def _check_listeners(self) -> None:
         """Whether anyone subscribes to the per-vehicle ground truth or /tf (at the start and on every
@@ -820,6 +931,10 @@ class VehicleDynamicsNode(ScenarioNode):
         else:
             with_tf = False
         self._publish_status(stamp)
+        if self._faults_changed:  # latched: the active set as of this tick
+            self._faults_changed = False
+            self._faults_pub.publish(active_faults_message(self.faults.active, stamp, self.params.run_id,
+                                                           self.episode))
         if self._battery_pubs and k % self.params.battery_every_n_ticks == 0:
             self._publish_battery(stamp)
         self._clock_msg.clock = stamp
@@ -883,8 +998,8 @@ class VehicleDynamicsNode(ScenarioNode):
         self.get_logger().info(f"duration_s={self.params.duration_s:g} reached: {self.steps} steps in "
                                f"{wall_s:.2f} s of wall time since tick 0 ({rate:.0f} ticks/s); shutdown")
         deadline = time.monotonic() + FINAL_ACK_S
-        for pub in [self._clock_pub, self._status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs,
-                    *self._battery_pubs]:
+        for pub in [self._clock_pub, self._status_pub, self._faults_pub, self._tf_pub, *self._odom_pubs,
+                    *self._accel_pubs, *self._battery_pubs]:
             left = deadline - time.monotonic()
             if left <= 0 or not pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))):
                 break

@@ -9,12 +9,15 @@ within a few 1e-16 rad (psi wrapped to (-pi, pi]); thrust is not carried (0). Th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+import yaml
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
+from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.ros.to_messages import DETECTION_DTYPE
 
 
@@ -78,3 +81,29 @@ def cloud_points(msg: Any) -> NDArray[np.void]:
     if msg.point_step != DETECTION_DTYPE.itemsize or names != list(DETECTION_DTYPE.names):
         raise ValueError("not a camera/detections cloud (unexpected fields or point_step)")
     return np.frombuffer(bytes(msg.data), DETECTION_DTYPE).reshape(msg.height, msg.width)
+
+
+def active_faults(msg: Any) -> list[ActiveFault]:
+    """The active faults of a qrsim_ros/ActiveFaults (/sim/faults) as the core's ``ActiveFault`` (for
+    ``FaultEffects.apply_active``): parameters parsed from YAML (lists as tuples), until_s NaN -> None."""
+    out = []
+    for f in msg.faults:
+        params = yaml.safe_load(f.params_yaml) or {}
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+        until = None if math.isnan(f.until_s) else float(f.until_s)
+        out.append(ActiveFault(f.id, int(f.vehicle), f.kind, params, float(f.since_s), until))
+    return out
+
+
+def fault_request(fault_yaml: str) -> dict[str, Any] | str:
+    """The fault of an InjectFault request (one ``faults:`` item as YAML) as a mapping for
+    ``FaultEffects.inject``, or why it is not one (the schedule checks the item itself)."""
+    try:
+        item = yaml.safe_load(fault_yaml)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"fault_yaml is not valid YAML: {first}"
+    if not isinstance(item, dict):
+        return ("fault_yaml must be one faults: item, a mapping such as "
+                f"'{{kind: gps_outage, vehicles: [0]}}', not {type(item).__name__}")
+    return item

@@ -11,6 +11,7 @@ m/s)  p q r (FRD, rad/s)  thrust (N)]. The nodes publish it as
   angular part is zero (the core does not expose the angular acceleration).
 - ``geometry_msgs/TransformStamped`` ``map`` -> ``uavN/base_link`` for /tf, and the static frames;
 - ``sensor_msgs/BatteryState`` of each pack (``battery_state_message``, ``fill_battery_state``);
+- qrsim_ros/ActiveFaults of the active faults (``active_faults_message``, /sim/faults);
 - the sensors' messages (``*_message``): sensor_msgs/Imu, NavSatFix, TwistStamped, PointCloud2 and
   qrsim_ros Altitude and Concentration, stamped with the tick's time t_k.
 
@@ -20,10 +21,12 @@ Every rotation comes from ``qrsim_ros.core.common.frames``; the way back is ``fr
 from __future__ import annotations
 
 import array
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import yaml
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import AccelStamped, TransformStamped
 from nav_msgs.msg import Odometry
@@ -39,6 +42,7 @@ from qrsim_ros.core.common.frames import (
     ned_to_enu,
     rotation_matrix_to_quaternion,
 )
+from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.ros.names import (
     MAP_FRAME,
@@ -421,4 +425,25 @@ def fill_battery_state(msg: Any, voltage_v: float, current_a: float, percentage:
     else:
         msg.power_supply_status = BatteryState.POWER_SUPPLY_STATUS_DISCHARGING
         msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_GOOD
+    return msg
+
+
+def fault_params_yaml(params: Any) -> str:
+    """A fault's parameters (``ActiveFault.params``) as a one-line YAML flow mapping (``"{}"``: none)."""
+    plain = {str(k): list(v) if isinstance(v, tuple) else v for k, v in dict(params).items()}
+    return yaml.safe_dump(plain, default_flow_style=True, sort_keys=True, width=1 << 16).strip()
+
+
+def active_faults_message(active: Sequence[ActiveFault], stamp: Time, run_id: str, episode: int) -> Any:
+    """qrsim_ros/ActiveFaults (/sim/faults) of the active faults (``FaultSchedule.active``): since_s and
+    until_s [s] of simulated time within the episode, until_s NaN for a permanent fault."""
+    from qrsim_ros.msg import ActiveFault as ActiveFaultMsg
+    from qrsim_ros.msg import ActiveFaults
+
+    msg = ActiveFaults(run_id=run_id, episode=int(episode))
+    msg.header.stamp = stamp
+    msg.faults = [ActiveFaultMsg(id=f.id, vehicle=int(f.vehicle), kind=f.kind,
+                                 params_yaml=fault_params_yaml(f.params), since_s=float(f.since_s),
+                                 until_s=math.nan if f.until_s is None else float(f.until_s))
+                  for f in active]
     return msg

@@ -246,6 +246,20 @@ class FleetEnergy:
             bank.step(power, dt_s)
         self._latch()
 
+    def cell_failure(self, vehicle: int, volts_drop: float) -> None:
+        """A cell failure of ``vehicle`` (the fault ``battery_cell_failure``, docs/FAULTS.md): its pack's
+        voltage steps down by ``volts_drop`` [V] (``BatteryBank.cell_failure``) and the voltage the next
+        ``apply`` writes follows at once. Nothing with the battery off."""
+        if self.bank is None:
+            return
+        self.bank.cell_failure(vehicle, volts_drop)
+        self._latch()
+
+    @property
+    def params(self) -> BatteryParams:
+        """The pack's parameters (cells, capacity, model)."""
+        return self.settings.pack
+
     # --- readings (N,) ----------------------------------------------------------------------------------
     def _read(self, name: str, fill: float) -> Array:
         if self.bank is None:

@@ -286,6 +286,10 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
         assert r.success, r.message
         k5 = change([("mark", 0, "grasper_release")], "the mark on /sim/faults")
         assert state_at(k5 + 25)[12] > 1.1 * thrust_before, (thrust_before, status[k5 + 25][12])
+        assert "sensor" not in r.message  # a fleet-level kind acts here
+        # a sensor fault is accepted, and the answer says the graph's sensor nodes do not act on it yet
+        r = inject_yaml("{kind: gps_outage, vehicles: [0]}")
+        assert r.success and "sensor nodes do not apply sensor faults yet" in r.message, r.message
         assert procs[0].proc.poll() is None
     finally:
         probe.close()

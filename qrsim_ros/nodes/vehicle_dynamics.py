@@ -240,6 +240,10 @@ PARAMETERS = ParamTable(
 )
 
 
+#: Fault kinds that act on sensors (docs/FAULTS.md): the graph's sensor nodes do not apply them yet.
+SENSOR_FAULT_KINDS = ("gps_outage", "gps_degradation", "imu_bias_step", "gyro_stuck", "altimeter_stuck",
+                      "altimeter_offset", "camera_off", "lidar_off")
+
 class VehicleDynamicsNode(ScenarioNode):
     """The fleet's integrator and the simulation clock (see the module docstring)."""
 
@@ -285,6 +289,12 @@ class VehicleDynamicsNode(ScenarioNode):
                                    ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
                                    dt_s=BASE_DT_S)
         self._faults_changed = True  # /sim/faults is due (published with the next tick)
+        in_process_only = sorted({f.kind for f in sc.faults} & set(SENSOR_FAULT_KINDS))
+        if in_process_only:  # honest: scheduled and shown on /sim/faults, but no sensor node acts on them yet
+            self.get_logger().warning(
+                f"faults of kind {', '.join(in_process_only)} are scheduled and shown on /sim/faults, but "
+                "the graph's sensor nodes do not apply them yet (the in-process Simulator does; "
+                "docs/FAULTS.md)")
         self._link_held: tuple[Any, ...] | None = None  # comm_loss: the held commands of the last step
         self.failsafe = [""] * n  # what the last step flew
         self.failsafe_onsets = np.zeros(n, np.int64)
@@ -881,6 +891,8 @@ class VehicleDynamicsNode(ScenarioNode):
         response.success, response.id = True, fault_id
         response.message = (f"fault {fault_id!r} added at t={self._k * BASE_DT_S:.2f} s "
                             "(acts from the next tick)")
+        if item.get("kind") in SENSOR_FAULT_KINDS:
+            response.message += "; note: the graph's sensor nodes do not apply sensor faults yet"
         self.get_logger().info(f"/sim/inject_fault: {response.message}")
         return response
 

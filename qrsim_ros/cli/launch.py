@@ -606,12 +606,16 @@ class Launcher:
 
     def _ready(self, listener: StatusListener, spec: NodeSpec) -> bool:
         """The node exists in the graph and has subscribed to a vehicle topic or the fleet's ground truth
-        (/sim/vehicle_status): its inputs are up."""
+        (/sim/vehicle_status): its inputs are up. /sim/run_members does not count: every node subscribes
+        to it first thing, before it has read its parameters and scenario (a node that is about to fail
+        on a bad parameter must not release the clock owner)."""
+        from qrsim_ros.ros.run_identity import RUN_MEMBERS_TOPIC  # rclpy: only once a listener runs
+
         try:
             subs = listener.node.get_subscriber_names_and_types_by_node(spec.name, spec.namespace)
         except Exception:  # not discovered yet
             return False
-        return any(topic.startswith(("/uav", "/sim/")) for topic, _ in subs)
+        return any(topic.startswith(("/uav", "/sim/")) and topic != RUN_MEMBERS_TOPIC for topic, _ in subs)
 
     def start(self, listener: StatusListener | None) -> None:
         """Start every node; the clock owner last, once the others are subscribed to their inputs.

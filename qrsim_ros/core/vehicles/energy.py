@@ -4,9 +4,9 @@
 ``vehicle_dynamics`` node), once per 0.02 s tick, right after the fleet has integrated it:
 
 1. power [W] per vehicle (``power.py``): the identified Pelican's ``momentum_theory_power`` of its total
-   thrust (state element 12, [N]); rows of a rotor-level airframe (a fleet that exposes
-   ``rotor_speeds_radps`` (N, 4) [rad/s], NaN on the Pelican's rows, and ``rotor_k_m`` [N m s^2], one
-   value or (N,)) ``rotor_power`` of their rotor speeds. A fleet without ``rotor_speeds_radps`` is all
+   thrust (state element 12, [N]); rows of a rotor-level airframe (``Airframes`` with a ``rotor``
+   sub-fleet: ``rotor_speeds_radps`` (N, 4) [rad/s], NaN on the Pelican's rows, and ``rotor_k_m``
+   [N m s^2]) ``rotor_power`` of their rotor speeds. A fleet without a ``rotor`` sub-fleet is all
    Pelicans. An invalid (frozen, disarmed) vehicle draws only its avionics.
 2. charging (N,) bool: a vehicle resting on a charging base (``ChargingBase``: horizontal distance to the
    base's NED point at most its ``radius_m``, at most ``CHARGE_HEIGHT_M`` above it, and disarmed/invalid
@@ -204,18 +204,13 @@ class FleetEnergy:
         valid = fleet.valid if valid is None else valid
         x = fleet.state if state is None else state
         power = momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
-        omega = getattr(fleet, "rotor_speeds_radps", None)
-        if omega is not None:
-            omega = np.asarray(omega, float)
-            rotor_rows = np.all(np.isfinite(omega), axis=1)
-            if rotor_rows.any():
-                k_m = np.broadcast_to(np.asarray(fleet.rotor_k_m, float), (self.num_vehicles,))
-                eta = self.settings.rotor_motor_efficiency
-                avionics = self._power_params.avionics_w
-                for km in np.unique(k_m[rotor_rows]):
-                    rows = rotor_rows & (k_m == km)
-                    w = np.where(valid[rows, None], omega[rows], 0.0)
-                    power[rows] = rotor_power(w, float(km), eta, avionics)
+        if getattr(fleet, "rotor", None) is None:  # no rotor-level vehicle: nothing more per tick
+            return power
+        omega = fleet.rotor_speeds_radps
+        rows = np.all(np.isfinite(omega), axis=1)
+        w = np.where(valid[rows, None], omega[rows], 0.0)
+        power[rows] = rotor_power(w, float(fleet.rotor_k_m), self.settings.rotor_motor_efficiency,
+                                  self._power_params.avionics_w)
         return power
 
     def charging_now(self, fleet: Any, state: Array | None = None) -> NDArray[np.bool_]:

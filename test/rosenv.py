@@ -151,3 +151,18 @@ def sensor_updates(model: Any, truth: dict[int, Any], *, reset: bool = True) -> 
         x = truth.get(k, x)
         if model.step(k, x):
             yield k
+
+
+def send_attitude_until(done: Callable[[], bool], pubs: list[Any], rows: Any, moved: Any) -> None:
+    """Publish every vehicle's AttitudeCommand (FRD, stamp 0: held until it expires) from ``rows`` (one
+    [pitch, roll, throttle, yaw_rate, battery_v] per publisher) again and again, every 50 ms or when the
+    event ``moved`` is set, until ``done()``: releases a clock held at tick 0 by ``wait_for_commands``."""
+    from qrsim_ros.msg import AttitudeCommand
+
+    while not done():
+        for i, pub in enumerate(pubs):
+            m = AttitudeCommand()
+            m.header.frame_id = f"uav{i + 1}/base_link_frd"
+            m.pitch, m.roll, m.throttle, m.yaw_rate, m.battery_voltage = (float(v) for v in rows[i])
+            pub.publish(m)
+        moved.wait(0.05)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import free_domain, require_ros, ros_env
+from rosenv import free_domain, require_ros, ros_env, send_attitude_until
 from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 
 pytestmark = pytest.mark.ros
@@ -97,13 +97,7 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
         # subscriptions are matched (the publishers are discovered), then until the clock moves
         wait_for(lambda: all(node.count_publishers(f"/uav{i + 1}/battery") >= 1 for i in range(n))
                  and len(odom0) == n, 60, "the battery publishers and tick 0", procs)
-        while not moved.is_set():
-            for i, pub in enumerate(pubs):
-                m = AttitudeCommand()
-                m.header.frame_id = f"uav{i + 1}/base_link_frd"
-                m.pitch, m.roll, m.throttle, m.yaw_rate, m.battery_voltage = (float(v) for v in ACTIONS[i])
-                pub.publish(m)
-            moved.wait(0.05)
+        send_attitude_until(moved.is_set, pubs, ACTIONS, moved)
         dyn = procs[1]
         wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s", procs[:1])
         assert dyn.proc.returncode == 0, dyn.stderr()

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from rosenv import free_domain, require_ros, ros_env
+from rosenv import free_domain, require_ros, ros_env, send_attitude_until
 from test_lockstep_agreement import ACTIONS, SEED, TOLERANCE
 from test_node_dynamics import NodeProcess, Probe, latched, reliable, stop_all, wait_for
 
@@ -114,13 +114,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
         # the clock is held at tick 0 until every vehicle has a command: send them once tick 0 and the
         # latched fault set of tick 0 are here, again and again (stamp 0, held forever) until it moves
         wait_for(lambda: 0 in states and faults, 60, "tick 0 and /sim/faults", procs)
-        while 1 not in states:
-            for i, pub in enumerate(pubs):
-                m = AttitudeCommand()
-                m.header.frame_id = f"uav{i + 1}/base_link_frd"
-                m.pitch, m.roll, m.throttle, m.yaw_rate, m.battery_voltage = (float(v) for v in ACTIONS[i])
-                pub.publish(m)
-            moved.wait(0.05)
+        send_attitude_until(lambda: 1 in states, pubs, ACTIONS, moved)
         dyn = procs[1]
         wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s", procs[:1])
         assert dyn.proc.returncode == 0, dyn.stderr()

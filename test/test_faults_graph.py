@@ -93,6 +93,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
              NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
     probe = Probe(tmp_path, domain_id, monkeypatch)
     states: dict[int, np.ndarray] = {}
+    status_faults: dict[int, list[tuple[str, int, str]]] = {}  # the faults each tick's status carries
     moved = threading.Event()
     faults: list[tuple[int, Any]] = []  # (tick of the stamp, message) in arrival order
     total = round(DURATION_S / 0.02)
@@ -103,6 +104,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
             arrays = fleet_arrays(msg, n)
             assert not isinstance(arrays, str), arrays
             states.setdefault(int(msg.tick), arrays[0])
+            status_faults.setdefault(int(msg.tick), fault_set(msg))
             if msg.tick >= 1:
                 moved.set()
 
@@ -137,6 +139,9 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     assert yaml.safe_load(at25["rotor0"].params_yaml) == {"rotor": 1}
     assert at25["link1"].since_s == pytest.approx(0.3) and math.isnan(at25["link1"].until_s)
     assert all(m.episode == 1 for _, m in faults)
+    # every tick's /sim/vehicle_status carries the set active at that tick (what the sensor nodes apply)
+    for k in range(total + 1):
+        assert status_faults[k] == [s for t, s in changes if t <= k][-1], k
 
     # the ground truth: the Simulator's, tick by tick, through the onsets and the end of the rotor fault
     ref = simulate(scenario, total)
@@ -280,10 +285,11 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
         assert r.success, r.message
         k5 = change([("mark", 0, "grasper_release")], "the mark on /sim/faults")
         assert state_at(k5 + 25)[12] > 1.1 * thrust_before, (thrust_before, status[k5 + 25][12])
-        assert "sensor" not in r.message  # a fleet-level kind acts here
-        # a sensor fault is accepted, and the answer says the graph's sensor nodes do not act on it yet
+        # a sensor fault is accepted like any other (the sensor nodes act on it: test_sensor_faults_graph)
         r = inject_yaml("{kind: gps_outage, vehicles: [0]}")
-        assert r.success and "sensor nodes do not apply sensor faults yet" in r.message, r.message
+        assert r.success and r.id.startswith("gps_outage."), r.message
+        change([("mark", 0, "grasper_release"), (r.id, 0, "gps_outage")],
+               "the injected outage on /sim/faults")
         assert procs[0].proc.poll() is None
     finally:
         probe.close()

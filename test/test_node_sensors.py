@@ -178,12 +178,20 @@ class GroundTruthPublisher:
                       for i in range(num_vehicles)]
         self.status = node.create_publisher(VehicleStatus, "/sim/vehicle_status", deep)
 
-    def publish(self, k: int, x: np.ndarray, a: np.ndarray, episode: int) -> None:
+    def publish(self, k: int, x: np.ndarray, a: np.ndarray, episode: int, faults: list[Any] | None = None
+                ) -> None:
+        """Tick k's messages; ``faults``: the tick's active faults (the core's ``ActiveFault``), carried
+        by /sim/vehicle_status as vehicle_dynamics does."""
         from qrsim_ros.msg import VehicleStatus
         from rosgraph_msgs.msg import Clock
 
         from qrsim_ros.ros.stamps import stamp_from_tick
-        from qrsim_ros.ros.to_messages import accel_message, fill_accel, odometry_from_state
+        from qrsim_ros.ros.to_messages import (
+            accel_message,
+            active_fault_messages,
+            fill_accel,
+            odometry_from_state,
+        )
 
         stamp = stamp_from_tick(k)
         self.clock.publish(Clock(clock=stamp))
@@ -192,7 +200,8 @@ class GroundTruthPublisher:
             self.accel[i].publish(fill_accel(accel_message(i), a[i], stamp))
         status = VehicleStatus(episode=episode, tick=k, names=[f"uav{i + 1}" for i in range(self.n)],
                                valid=[True] * self.n, state=np.asarray(x, float)[: self.n].ravel().tolist(),
-                               specific_force=np.asarray(a, float)[: self.n].ravel().tolist())
+                               specific_force=np.asarray(a, float)[: self.n].ravel().tolist(),
+                               faults=active_fault_messages(faults or []))
         status.header.stamp = stamp
         self.status.publish(status)
 
@@ -226,12 +235,12 @@ def drive(harness: Harness, truth: GroundTruthPublisher, episodes: list[list[dic
     for e, rows in enumerate(episodes, start=1):
         harness.episode = e
         for k, row in enumerate(rows):
-            truth.publish(k, row["x"], row["a"], e)
+            truth.publish(k, row["x"], row["a"], e, row.get("faults"))
             topics = due(k)
             wait_for(lambda e=e, k=k, topics=topics: all(harness.count(e, t, k) >= 1 for t in topics),
                      TICK_TIMEOUT_S, f"episode {e} tick {k}: {topics}", procs)
             if e == 1 and k == repeat_tick:
-                truth.publish(k, row["x"], row["a"], e)
+                truth.publish(k, row["x"], row["a"], e, row.get("faults"))
                 wait_for(lambda e=e, k=k, topics=topics: all(harness.count(e, t, k) >= 2 for t in topics),
                          TICK_TIMEOUT_S, f"the repeated tick {k}", procs)
 

@@ -8,7 +8,8 @@ variance [m^2] (0 for a noiseless altimeter).
 
 The model is the altimeter of the core's ``Ahars`` built with the Simulator's streams
 (``RandomStreams(seed)``, stream ``altimeter``), so with the same seed and ground truth the output
-equals the Simulator's. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
+equals the Simulator's. Faults (docs/FAULTS.md): ``altimeter_stuck`` and ``altimeter_offset`` of the
+tick's /sim/vehicle_status act as in the Simulator. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
+from qrsim_ros.core.engine.faults import FaultModels
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -34,11 +36,12 @@ class AltimeterNode(GroundTruthNode):
         from qrsim_ros.msg import Altitude
 
         # The composite applies ``ahars.on``; only its altimeter is used here (the imu node has the rest).
-        self.altimeter = build_ahars(self.scenario, self.streams).altimeter
+        ahars = build_ahars(self.scenario, self.streams)
+        self.altimeter = ahars.altimeter
         self._variance_m2 = self.altimeter.variances()[0]
         self._frames = [base_link_frame(i) for i in range(self.num_vehicles)]
         self._pubs = self.per_vehicle_publishers(Altitude, "altimeter")
-        self.follow_ground_truth("barometric altimeter")
+        self.follow_ground_truth("barometric altimeter", fault_models=FaultModels(ahars=ahars))
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:

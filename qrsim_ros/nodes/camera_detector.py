@@ -9,7 +9,9 @@ ENU [m] (float32), llkd = log likelihood difference "person vs no person" (float
 (int32), and the window's 4 ground corners c0..c3 x, y, z (float32). Windows that miss the ground
 have NaN coordinates and llkd and class -1. An empty cloud (0 x 0) is published at an episode start,
 when the camera sees no ground and for a vehicle that is invalid (``/sim/vehicle_status``: the
-Simulator's cameras skip invalid vehicles). Which person a window sees is ground truth and is not published.
+Simulator's cameras skip invalid vehicles). A camera switched off by a ``camera_off`` fault (the tick's
+/sim/vehicle_status; docs/FAULTS.md) publishes nothing for that vehicle. Which person a window sees is ground
+truth and is not published.
 
 Persons and terrain: the node builds the area itself, as the Simulator does: ``BoxWithPersonsArea``
 with the scenario's parameters and ``RandomStreams(seed)`` (streams ``area.persons``,
@@ -88,11 +90,14 @@ class CameraDetectorNode(GroundTruthNode):
             cam.reset(x)
             if not cam.is_update_tick(k):
                 return []
-        elif not cam.step(k, x, valid, area.persons_position_ned, area.terrain_class_at):
-            return []
+        else:
+            valid = self.faults.sensor_valid("camera_classifier", valid)  # camera_off: as invalid
+            if not cam.step(k, x, valid, area.persons_position_ned, area.terrain_class_at):
+                return []
         stamp = stamp_from_tick(k)
+        on = self.faults.sensor_valid("camera_classifier", present)  # camera_off: nothing published
         out = [(self._pubs[i], detections_message(stamp, MAP_FRAME, cam.observations[i], self._fields))
-               for i in np.flatnonzero(present)]
+               for i in np.flatnonzero(on)]
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):  # camera ticks only (1 Hz)
             outlines = [viz.footprint_outline_ned(obs.corners_ned) if present[i] and obs is not None
                         and not obs.empty else None for i, obs in enumerate(cam.observations)]

@@ -16,7 +16,9 @@ vehicle's latest estimated position and the track of estimates in ``map``, at mo
 
 The models are the core's ``GpsSpaceSegment`` and ``GpsReceiver`` built with the Simulator's streams
 (``RandomStreams(seed)``) and the scenario's geodetic origin, so with the same seed and ground truth the
-output equals the Simulator's. Parameters: ``scenario``, ``seed``, ``num_vehicles``.
+output equals the Simulator's. Faults (docs/FAULTS.md): ``gps_outage`` and ``gps_degradation`` of the
+tick's /sim/vehicle_status act on the receivers as in the Simulator (an outage publishes NO_FIX).
+Parameters: ``scenario``, ``seed``, ``num_vehicles``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_gps
+from qrsim_ros.core.engine.faults import FaultModels
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
@@ -62,7 +65,8 @@ class GpsNode(GroundTruthNode):
         self._viz = viz.VizThrottle(self.viz_period_s) if self.viz_period_s > 0 else None
         self._viz_tracks = viz.TrackHistory(n)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/gps", QOS_LATCHED)
-        self.follow_ground_truth("GPS space segment and receivers")
+        self.follow_ground_truth("GPS space segment and receivers",
+                                 fault_models=FaultModels(gps=self.receiver))
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:

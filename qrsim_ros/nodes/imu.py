@@ -13,6 +13,8 @@ AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Im
 The models are the core's ``Ahars`` sensors built with the Simulator's streams (``RandomStreams(seed)``,
 stream names ``accelerometer``, ``gyroscope``, ``orientation_estimator``), so with the same seed and
 ground truth the output equals the Simulator's AHARS. The altimeter belongs to the ``altimeter`` node.
+Faults (docs/FAULTS.md): ``imu_bias_step`` and ``gyro_stuck`` of the tick's /sim/vehicle_status act on the
+accelerometer and gyroscope as in the Simulator.
 Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``ros.ground_truth.GROUND_TRUTH_NODE_PARAMETERS``).
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
+from qrsim_ros.core.engine.faults import FaultModels
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -44,7 +47,8 @@ class ImuNode(GroundTruthNode):
         self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = self.per_vehicle_publishers(Imu, "imu/data")
-        self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True)
+        self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True,
+                                 fault_models=FaultModels(ahars=self.ahars))
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
                  reset: bool) -> Outgoing:

@@ -8,7 +8,9 @@ odometry), and publishes what the sensor's conversion module makes of it on ``ua
 with the tick's time; the mount's static transforms (if any) go on /tf_static once. A sensor that looks
 at the 3-D scene (``uses_scene``) keeps its own copy of the scenario's world (``ScenarioWorld``: ground,
 obstacles, and the persons redrawn at every reset), as camera_detector does. With the same seed
-and ground truth the readings equal the in-process Simulator's (``Simulator.sensor(name)``).
+and ground truth the readings equal the in-process Simulator's (``Simulator.sensor(name)``). A sensor
+switched off by a fault of the tick's /sim/vehicle_status (its registration's ``off_fault``: camera_off,
+lidar_off; docs/FAULTS.md) steps that vehicle as invalid and publishes nothing for it.
 A scenario that does not list the sensor leaves the node idle with a warning.
 """
 
@@ -72,10 +74,13 @@ class SensorNode(GroundTruthNode):
             if self.world is not None:
                 self.world.new_episode()
             self.model.reset(x)
-        elif not step_registered_sensor(self.registration.name, self.model, k, x, valid, accel):
-            return []
+        else:
+            valid = self.faults.sensor_valid(self.registration.name, valid)  # camera_off, lidar_off
+            if not step_registered_sensor(self.registration.name, self.model, k, x, valid, accel):
+                return []
+        on = self.faults.sensor_valid(self.registration.name, present)  # a sensor off publishes nothing
         msgs = self.conversion.messages(self.model, self.sensor_params, stamp_from_tick(k),
-                                        np.flatnonzero(present))
+                                        np.flatnonzero(on))
         if self._many:
             return [(self._pubs_by_key[key][i], m) for i, key, m in msgs]
         return [(self._pubs[i], m) for i, m in msgs]

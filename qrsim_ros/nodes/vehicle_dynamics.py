@@ -68,8 +68,8 @@ Simulator's: the same scenario, the same ``fault.<id>`` random streams), steps i
 (thrust fault, rotor health, yaw disturbance), self-test failure (disarmed at the start), battery cell
 failure (its ``FleetEnergy``) and comm_loss (a vehicle's cmd/attitude, cmd/rates_thrust or cmd/motors
 received for a tick without a link is ignored: the held command stays and expires after
-``command_timeout_s``). The sensor faults are the
-sensor nodes' (not yet applied in the graph).
+``command_timeout_s``). The tick's active faults travel with its ``/sim/vehicle_status`` (``faults``), from
+which the sensor nodes apply the sensor faults at the same tick (``FaultEffects.apply_active``).
 
 Stepping (never blocks the executor): step k+1 is integrated in whichever callback completes its
 inputs (a wind or command message, or the wall-clock timer), paced by ``real_time_factor``:
@@ -154,6 +154,7 @@ from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PRO
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
     accel_message,
+    active_fault_messages,
     active_faults_message,
     battery_state_message,
     fill_battery_state,
@@ -240,9 +241,6 @@ PARAMETERS = ParamTable(
 )
 
 
-#: Fault kinds that act on sensors (docs/FAULTS.md): the graph's sensor nodes do not apply them yet.
-SENSOR_FAULT_KINDS = ("gps_outage", "gps_degradation", "imu_bias_step", "gyro_stuck", "altimeter_stuck",
-                      "altimeter_offset", "camera_off", "lidar_off")
 
 class VehicleDynamicsNode(ScenarioNode):
     """The fleet's integrator and the simulation clock (see the module docstring)."""
@@ -289,12 +287,7 @@ class VehicleDynamicsNode(ScenarioNode):
                                    ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
                                    dt_s=BASE_DT_S)
         self._faults_changed = True  # /sim/faults is due (published with the next tick)
-        in_process_only = sorted({f.kind for f in sc.faults} & set(SENSOR_FAULT_KINDS))
-        if in_process_only:  # honest: scheduled and shown on /sim/faults, but no sensor node acts on them yet
-            self.get_logger().warning(
-                f"faults of kind {', '.join(in_process_only)} are scheduled and shown on /sim/faults, but "
-                "the graph's sensor nodes do not apply them yet (the in-process Simulator does; "
-                "docs/FAULTS.md)")
+        self._fault_msgs: list[Any] = []  # the active set as ActiveFault messages (/sim/vehicle_status)
         self._link_held: tuple[Any, ...] | None = None  # comm_loss: the held commands of the last step
         self.failsafe = [""] * n  # what the last step flew
         self.failsafe_onsets = np.zeros(n, np.int64)
@@ -891,8 +884,6 @@ class VehicleDynamicsNode(ScenarioNode):
         response.success, response.id = True, fault_id
         response.message = (f"fault {fault_id!r} added at t={self._k * BASE_DT_S:.2f} s "
                             "(acts from the next tick)")
-        if item.get("kind") in SENSOR_FAULT_KINDS:
-            response.message += "; note: the graph's sensor nodes do not apply sensor faults yet"
         self.get_logger().info(f"/sim/inject_fault: {response.message}")
         return response
 
@@ -970,6 +961,9 @@ class VehicleDynamicsNode(ScenarioNode):
         s.setpoints_rejected = self.setpoints_rejected.tolist()
         s.setpoints_clamped = self.setpoints_clamped.tolist()
         s.failsafe_onsets = self.failsafe_onsets.tolist()
+        if self._faults_changed:  # the list is rebuilt only when the active set changed
+            self._fault_msgs = active_fault_messages(self.faults.active)
+        s.faults = self._fault_msgs
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self._status_pub.publish(s)

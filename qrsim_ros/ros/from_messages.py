@@ -10,6 +10,7 @@ within a few 1e-16 rad (psi wrapped to (-pi, pi]); thrust is not carried (0). Th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -85,9 +86,15 @@ def cloud_points(msg: Any) -> NDArray[np.void]:
 
 def active_faults(msg: Any) -> list[ActiveFault]:
     """The active faults of a qrsim_ros/ActiveFaults (/sim/faults) as the core's ``ActiveFault`` (for
-    ``FaultEffects.apply_active``): parameters parsed from YAML (lists as tuples), until_s NaN -> None."""
+    ``FaultEffects.apply_active``): ``active_faults_of``."""
+    return active_faults_of(msg.faults)
+
+
+def active_faults_of(faults: Sequence[Any]) -> list[ActiveFault]:
+    """qrsim_ros/ActiveFault messages (of /sim/faults or /sim/vehicle_status) as the core's
+    ``ActiveFault``: parameters parsed from YAML (lists as tuples), until_s NaN -> None."""
     out = []
-    for f in msg.faults:
+    for f in faults:
         params = yaml.safe_load(f.params_yaml) or {}
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
         until = None if math.isnan(f.until_s) else float(f.until_s)

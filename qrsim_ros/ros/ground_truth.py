@@ -33,7 +33,7 @@ next tick continues: that next tick is taken (the gap counted as ``ticks_skipped
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +44,11 @@ from rclpy.node import Node
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
+from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
+from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.ros.from_messages import (
     RAW_ODOM_WIDTH,
+    active_faults_of,
     fleet_arrays,
     raw_odometry,
     specific_force_from_accel,
@@ -75,6 +78,9 @@ COUNTER_NAMES = ("ground_truth_rejected", "ticks_dropped", "ticks_skipped", "tic
 
 BoolArray = NDArray[np.bool_]
 
+
+#: A tick's /sim/vehicle_status as kept: (arrival number, episode, valid (N,), its ActiveFault messages).
+_Status = tuple[int, int, "BoolArray", Sequence[Any]]
 
 #: (publisher, message) pairs a handler wants published for a tick.
 Outgoing = list[tuple[Any, Any]]
@@ -110,7 +116,8 @@ class GroundTruthSync:
 
     def __init__(self, node: Node, num_vehicles: int, handler: TickHandler, *, with_accel: bool = False,
                  with_status: bool = False, source: str = "odometry",
-                 on_status: Callable[[Any], None] | None = None) -> None:
+                 on_status: Callable[[Any], None] | None = None,
+                 on_faults: Callable[[list[ActiveFault]], None] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
 
@@ -121,6 +128,8 @@ class GroundTruthSync:
         self.node = node
         self.source = source
         self.on_status = on_status
+        self.on_faults = on_faults
+        self._faults_key: tuple[tuple[str, int, float], ...] = ()  # the active set last given to on_faults
         self.num_vehicles = n = int(num_vehicles)
         self.handler = handler
         # handlers written before ``valid`` was added take (k, x, accel, present, reset)
@@ -136,9 +145,9 @@ class GroundTruthSync:
         self._episode: int | None = None  # episode of the last tick handled (when the status told it)
         self._rejected: tuple[int, int | None] | None = None  # (tick, episode) of the last tick rejected
         self._latest = np.full(n, -1, dtype=np.int64)  # latest tick each vehicle completed
-        # /sim/vehicle_status by tick: (arrival number, episode, valid); kept apart from the ground
-        # truth entries so that a status never creates, completes or purges a tick
-        self._statuses: dict[int, tuple[int, int, BoolArray]] = {}
+        # /sim/vehicle_status by tick: (arrival number, episode, valid, ActiveFault messages); kept apart
+        # from the ground truth entries so that a status never creates, completes or purges a tick
+        self._statuses: dict[int, _Status] = {}
         self._status_count = 0
         self._last_status_tick = -1  # tick of the status that arrived last
         self._state = np.zeros((n, 13))  # last known state of every vehicle
@@ -252,7 +261,7 @@ class GroundTruthSync:
             self.on_status(msg)
         x, accel = arrays
         self._status_count += 1
-        status = (self._status_count, int(msg.episode), np.array(msg.valid, bool))
+        status = (self._status_count, int(msg.episode), np.array(msg.valid, bool), msg.faults)
         self._handle_arrays(ns // TICK_NS, x, accel, np.ones(self.num_vehicles, bool), status, admitted=True)
 
     def _on_status(self, msg: Any) -> None:
@@ -270,7 +279,8 @@ class GroundTruthSync:
             return
         self._status_count += 1
         self._last_status_tick = ns // TICK_NS
-        self._statuses[ns // TICK_NS] = (self._status_count, int(msg.episode), np.array(msg.valid, bool))
+        self._statuses[ns // TICK_NS] = (self._status_count, int(msg.episode), np.array(msg.valid, bool),
+                                         msg.faults)
         while len(self._statuses) > 2 * MAX_PENDING_TICKS:
             del self._statuses[next(iter(self._statuses))]  # the oldest arrival
         self._flush()
@@ -338,10 +348,10 @@ class GroundTruthSync:
         return False
 
     def _handle_arrays(self, k: int, x: Array, accel_in: Array, done: BoolArray,
-                       status: tuple[int, int, BoolArray] | None, admitted: bool = False) -> None:
+                       status: _Status | None, admitted: bool = False) -> None:
         """Step the handler on tick k: states x (N, 13), specific forces (N, 3), which vehicles reported
-        (done) and the tick's (arrival number, episode, valid) status if known; ``admitted``: ``_admit``
-        already said yes."""
+        (done) and the tick's (arrival number, episode, valid, faults) status if known; ``admitted``:
+        ``_admit`` already said yes."""
         if not admitted and not self._admit(k, status[1] if status is not None else None):
             return
         self.counters.sim_time_s = k * BASE_DT_S  # the node's time is its input's
@@ -358,7 +368,9 @@ class GroundTruthSync:
         self._accel[present] = accel_in[present]
         episode = None
         if status is not None:
-            _, episode, self._valid = status
+            _, episode, self._valid, faults = status
+            if self.on_faults is not None:
+                self._give_faults(faults)
         valid = present & self._valid
         last = self._last_tick
         new_episode = episode is not None and self._episode is not None and episode != self._episode
@@ -397,6 +409,14 @@ class GroundTruthSync:
         self._last_out = out
         self._publish(out)
         self._report_progress(k)
+
+    def _give_faults(self, faults: Sequence[Any]) -> None:
+        """The tick's active faults to ``on_faults`` when they differ from the last ones given (before the
+        handler steps the models on the tick: they act at exactly the tick they act in vehicle_dynamics)."""
+        key = tuple((f.id, int(f.vehicle), float(f.since_s)) for f in faults)
+        if key != self._faults_key:
+            self._faults_key = key
+            self.on_faults(active_faults_of(faults))
 
     def _report_progress(self, k: int) -> None:
         """Tell vehicle_dynamics that tick k is handled (its outputs are published)."""
@@ -447,10 +467,17 @@ class GroundTruthNode(ScenarioNode):
         return [self.create_publisher(msg_type, f"{vehicle_namespace(i)}/{topic}", qos)
                 for i in range(self.num_vehicles)]
 
-    def follow_ground_truth(self, summary: str, *, with_accel: bool = False) -> None:
-        """Start stepping on the ground truth (with the specific force if ``with_accel``); log ``summary``."""
+    def follow_ground_truth(self, summary: str, *, with_accel: bool = False,
+                            fault_models: FaultModels | None = None) -> None:
+        """Start stepping on the ground truth (with the specific force if ``with_accel``); log ``summary``.
+
+        ``self.faults`` (``FaultEffects.follower``) follows the active faults of the ticks'
+        /sim/vehicle_status and applies them to ``fault_models`` (the sensor models this node owns) before
+        each tick's ``on_tick``; ``self.faults.sensor_valid`` tells which vehicles' sensor is off."""
+        self.faults = FaultEffects.follower(self.num_vehicles, fault_models or FaultModels())
         self.sync = GroundTruthSync(self, self.num_vehicles, self.on_tick, with_accel=with_accel,
-                                    with_status=True, source=self.params.ground_truth_source)
+                                    with_status=True, source=self.params.ground_truth_source,
+                                    on_faults=self.faults.apply_active)
         self.get_logger().info(f"{self.get_name()}: {self.num_vehicles} vehicles, scenario "
                                f"{self.scenario.name!r}, seed entropy {self.streams.entropy}; {summary}")
 

@@ -434,16 +434,22 @@ def fault_params_yaml(params: Any) -> str:
     return yaml.safe_dump(plain, default_flow_style=True, sort_keys=True, width=1 << 16).strip()
 
 
-def active_faults_message(active: Sequence[ActiveFault], stamp: Time, run_id: str, episode: int) -> Any:
-    """qrsim_ros/ActiveFaults (/sim/faults) of the active faults (``FaultSchedule.active``): since_s and
-    until_s [s] of simulated time within the episode, until_s NaN for a permanent fault."""
+def active_fault_messages(active: Sequence[ActiveFault]) -> list[Any]:
+    """qrsim_ros/ActiveFault of each active fault (``FaultSchedule.active``): since_s and until_s [s] of
+    simulated time within the episode, until_s NaN for a permanent fault."""
     from qrsim_ros.msg import ActiveFault as ActiveFaultMsg
+
+    return [ActiveFaultMsg(id=f.id, vehicle=int(f.vehicle), kind=f.kind,
+                           params_yaml=fault_params_yaml(f.params), since_s=float(f.since_s),
+                           until_s=math.nan if f.until_s is None else float(f.until_s))
+            for f in active]
+
+
+def active_faults_message(active: Sequence[ActiveFault], stamp: Time, run_id: str, episode: int) -> Any:
+    """qrsim_ros/ActiveFaults (/sim/faults) of the active faults (``active_fault_messages``)."""
     from qrsim_ros.msg import ActiveFaults
 
     msg = ActiveFaults(run_id=run_id, episode=int(episode))
     msg.header.stamp = stamp
-    msg.faults = [ActiveFaultMsg(id=f.id, vehicle=int(f.vehicle), kind=f.kind,
-                                 params_yaml=fault_params_yaml(f.params), since_s=float(f.since_s),
-                                 until_s=math.nan if f.until_s is None else float(f.until_s))
-                  for f in active]
+    msg.faults = active_fault_messages(active)
     return msg

@@ -128,7 +128,7 @@ class FaultEffects:
     its input.
     """
 
-    def __init__(self, specs: Iterable[FaultSpec], num_vehicles: int, streams: RandomStreams,
+    def __init__(self, specs: Iterable[FaultSpec], num_vehicles: int, streams: RandomStreams | None,
                  models: FaultModels, *, ticks_per_task_step: int, dt_s: float = BASE_DT_S) -> None:
         self.num_vehicles = n = int(num_vehicles)
         self.dt_s = float(dt_s)
@@ -144,6 +144,13 @@ class FaultEffects:
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
         self._needs_conditions = self._any_condition()
         self._reset_state()
+
+    @classmethod
+    def follower(cls, num_vehicles: int, models: FaultModels) -> FaultEffects:
+        """The effects of a front-end part that does not own the schedule (a sensor node): no faults of
+        its own and no random stream; the owner's active faults are given each time they change
+        (``apply_active``), and the hooks (``sensor_valid``, the models' fault states) act on them."""
+        return cls((), num_vehicles, None, models, ticks_per_task_step=1)
 
     # --- the schedule ---------------------------------------------------------------------------------
     def begin_episode(self) -> FaultEvents:

@@ -401,15 +401,17 @@ def test_motor_stuck_gives_a_constant_quarter_of_the_thrust(command: float | Non
 # --- communications, self test, battery ---------------------------------------------------------------------
 
 def test_comm_loss_the_set_point_expires_and_the_failsafe_flies() -> None:
-    """comm_loss from t = 1 s: the last set point reaching the vehicle is the one of tick 49, issued at
-    the time of its state, t = 0.96 s; it expires when older than command_timeout_s = 0.5 s."""
+    """comm_loss from t = 1 s (tick 50) to 2 s: a set point passes if the link is up when it is issued,
+    at the time of the state its controls start from (tick k's at t_(k-1)); so the last one reaching the
+    vehicle is tick 50's, issued at t = 0.98 s; it expires when older than command_timeout_s = 0.5 s.
+    Tick 101's, issued at t = 2.0 s with the link back, flies again."""
     sim = sim_with([{"kind": "comm_loss", "trigger": {"at_time_s": 1.0}, "duration_s": 1.0}])
     ref = sim_with(None)
     rows = hover_run(sim, 150, lambda s: (s.time, s.failsafe[0]))
     assert all(f == "" for _, f in hover_run(ref, 150, lambda s: (s.time, s.failsafe[0])))
     first = next(t for t, f in rows if f)
-    # the controls of tick k start from t_(k-1): expired once (k - 1) dt - 0.96 > 0.5
-    assert first == pytest.approx(0.96 + 0.5 + 0.04, abs=0.021)
+    # the controls of tick k start from t_(k-1): expired once (k - 1) dt - 0.98 > 0.5, i.e. at k = 76
+    assert first == pytest.approx(1.52, abs=1e-9)
     assert {f for t, f in rows if first <= t < 2.0 - 1e-9} == {"hold"}
     assert all(f == "" for t, f in rows if t >= 2.0 + 0.02)  # the link is back: set points fly again
 
@@ -420,7 +422,8 @@ def test_comm_loss_within_a_task_step_the_steps_set_point_arrives_once_the_link_
     """search_rescue_2a: 50 ticks per task step, one set point per step (issued at every tick of it). A
     link lost from t = 0.1 s for 0.2 s is back at tick 15: the step's set point reaches the vehicle
     again, nothing expires. Lost for 0.92 s (to t = 1.02 s, past the step's last tick at 1.0 s), the last
-    set point that arrived is tick 4's, issued at t = 0.06 s and expired at tick 30: the failsafe flies."""
+    set point that arrived is tick 5's, issued at t = 0.08 s with the link still up, expired at tick 31:
+    the failsafe flies."""
     sim = sim_with([{"kind": "comm_loss", "trigger": {"at_time_s": 0.1}, "duration_s": duration_s}],
                    name="search_rescue_2a")
     sim.step([[0.5, 0.0, 0.0]])

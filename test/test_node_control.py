@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, spin_until
+from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, scenario_with_sensors, spin_until
 
 pytestmark = pytest.mark.ros
 
@@ -386,10 +386,19 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
     assert "Traceback" not in graph.log("flight_controller") + graph.log("referee")
 
 
-def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+#: The mouse's link lost from t = 0.4 s for 0.6 s: its escape commands are dropped (docs/FAULTS.md).
+MOUSE_LINK_LOST = [{"id": "mouse_link", "kind": "comm_loss", "vehicles": [3], "trigger": {"at_time_s": 0.4},
+                    "duration_s": 0.6}]
+
+
+@pytest.mark.parametrize("faults", [None, MOUSE_LINK_LOST], ids=["no_faults", "mouse_link_lost"])
+def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           faults: list[dict[str, Any]] | None) -> None:
     """cats_mouse_1b (noisy sensors and dynamics) in lockstep: the cats hover on the flight controller's
     default (zero velocity, no set point), the mouse flees on the referee's escape command. The ground
-    truth after 1 s and 2 s equals the in-process Simulator's with zero actions."""
+    truth after 1 s and 2 s equals the in-process Simulator's with zero actions. With the mouse's link
+    lost for 0.6 s (the flight_controller drops its escape commands, from the faults of each tick's
+    /sim/vehicle_status) too, and the mouse then flies differently from the run without the fault."""
     from nav_msgs.msg import Odometry
     from qrsim_ros.msg import TaskStatus, VehicleStatus
 
@@ -400,6 +409,9 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
     graph = Graph(ros, domain)
     probe = None
     n, seed = 4, 5
+    scenario: str | Path = "cats_mouse_1b"
+    if faults is not None:
+        scenario = scenario_with_sensors(ros, "cats_mouse_1b", "cats_mouse_1b_faults", {}, faults=faults)
     want = {50, 100}
     got: dict[int, dict[int, np.ndarray]] = {k: {} for k in want}
     rewards: dict[int, tuple[float, float]] = {}
@@ -425,11 +437,11 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
         # controller, referee) and the probe match, so nobody misses the first task steps during discovery
         for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
-            graph.start(name, "cats_mouse_1b", seed=seed)
+            graph.start(name, scenario, seed=seed)
         # the referee's status publisher discovered before the clock can start (a late match gets only
         # the latest, latched status)
         assert probe.spin_until(lambda: probe.node.count_publishers("/referee/status") >= 1, STARTUP_S)
-        graph.start("vehicle_dynamics", "cats_mouse_1b", seed=seed, lockstep=True, real_time_factor=0.0,
+        graph.start("vehicle_dynamics", scenario, seed=seed, lockstep=True, real_time_factor=0.0,
                     use_sim_time=False, start_subscribers=7)
 
         def complete() -> bool:
@@ -443,8 +455,10 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         codes = _close(graph, probe)
     _assert_exit_0(graph, codes)
 
-    sim = Simulator.from_scenario("cats_mouse_1b", {"seed": seed})
+    sim = Simulator.from_scenario(str(scenario), {"seed": seed})
+    plain = Simulator.from_scenario("cats_mouse_1b", {"seed": seed})
     for step, k in enumerate(sorted(want), start=1):
+        plain.step(np.zeros((n - 1, 2)))
         reward = sim.step(np.zeros((n - 1, 2)))  # one task step = 50 ticks
         assert sim.tick == k
         # the referee's reward (-sum of squared cat-mouse distances) on the ground truth it received
@@ -459,6 +473,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         assert np.allclose(ros_x[:, 0:3], x[:, 0:3], rtol=0, atol=1e-9), ros_x[:, 0:3] - x[:, 0:3]
         assert np.allclose(ros_x[:, 3:5], x[:, 3:5], rtol=0, atol=1e-9)
         assert np.allclose(ros_x[:, 6:12], x[:, 6:12], rtol=0, atol=1e-9)
+        if faults is not None:  # the fault changed the mouse's flight (and nothing else, so far)
+            assert np.abs(plain.true_state()[n - 1, 0:3] - x[n - 1, 0:3]).max() > 1e-3
 
 
 def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:

@@ -18,7 +18,9 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
        ``/sim/vehicle_status`` (qrsim_ros/VehicleStatus, every tick): episode, tick and validity --
        invalid vehicles get NaN rows in eX and zero targets, as in the Simulator, and their sensors
        are not waited for; ``/sim/episode`` (std_msgs/UInt32, latched): the episode counter at
-       start-up. A new episode resets the PIDs, the set points and the held sensor values.
+       start-up. A new episode resets the PIDs, the set points and the held sensor values. The
+       status's ``faults``: a vehicle whose link is lost (comm_loss) at tick k keeps the set point it
+       held at tick k-1 (what arrived since is dropped, as the Simulator's ``drop_commands``).
   out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
        ``/diagnostics``: counters of rejected set points and late/skipped/re-sent ticks.
 
@@ -69,6 +71,7 @@ from qrsim_ros.core.common.frames import enu_to_ned, quaternion_enu_flu_to_euler
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
+from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import hold_pose
@@ -76,6 +79,7 @@ from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+from qrsim_ros.ros.fault_follower import FaultFollower
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
@@ -126,6 +130,9 @@ class FlightControllerNode(ScenarioNode):
         self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m, v.command_timeout_s,
                                           v.failsafe, v.failsafe_land_rate_m_s)
         self.setpoints_rejected = np.zeros(n, np.int64)  # per vehicle, since start
+        # comm_loss: the links of the tick's /sim/vehicle_status (vehicle_dynamics owns the schedule)
+        self.faults = FaultEffects.follower(n, FaultModels())
+        self._fault_follower = FaultFollower(self.faults)
         self._clamped_seen = np.zeros(n, np.int64)
         self._onsets_seen = np.zeros(n, np.int64)
         modes = self.modes = self.fleet_control.modes
@@ -199,6 +206,7 @@ class FlightControllerNode(ScenarioNode):
         self._velocity_sp = np.zeros((n, 3))  # NED [m/s]
         self._waypoint_sp = np.full((n, 4), np.nan)  # NED [m] + heading [rad]; NaN = hold the start
         self._sp_stamp_s = np.full(n, np.nan)  # when each held set point was issued [s]; NaN: none yet
+        self._link_held: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last tick's set points
         self._pending: dict[int, _TickInputs] = {}
         self._valid = np.ones(n, bool)
         self._last_tick = -1
@@ -421,6 +429,7 @@ class FlightControllerNode(ScenarioNode):
                 self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
+                self._fault_follower.update(msg.faults)
         self.assembler.update(imu=by_kind[IMU], fix=by_kind[FIX], vel=by_kind[VEL], alt=by_kind[ALT])
 
     def controls(self, ex: np.ndarray, now_s: float | None = None) -> np.ndarray:
@@ -439,8 +448,21 @@ class FlightControllerNode(ScenarioNode):
         targets[waypoint, 0:4] = self._waypoint_sp[waypoint]
         return self.fleet_control.controls(targets, ex, self._valid, self._headings, now_s, self._sp_stamp_s)
 
+    def _drop_lost_setpoints(self) -> None:
+        """comm_loss: a vehicle without a link at this tick keeps the set point it held at the last tick
+        (what arrived since is dropped; the held one expires after command_timeout_s as any other), as the
+        Simulator's ``drop_commands`` for the set points issued at this tick's time."""
+        lost = self.faults.links_lost
+        if lost is not None and self._link_held is not None:
+            velocity, waypoint, stamp_s = self._link_held
+            self._velocity_sp[lost] = velocity[lost]
+            self._waypoint_sp[lost] = waypoint[lost]
+            self._sp_stamp_s[lost] = stamp_s[lost]
+
     def _compute_and_publish(self, k: int) -> None:
+        self._drop_lost_setpoints()
         u = self.controls(self.assembler.estimated_state(self._valid), k * BASE_DT_S)
+        self._link_held = (self._velocity_sp.copy(), self._waypoint_sp.copy(), self._sp_stamp_s.copy())
         fc = self.fleet_control
         self._report_failsafe(k)
         failsafe = fc.failsafe

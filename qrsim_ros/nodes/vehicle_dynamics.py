@@ -846,11 +846,14 @@ class VehicleDynamicsNode(ScenarioNode):
             self._begin_finish()
 
     def _hold_lost_links(self) -> None:
-        """comm_loss: the vehicles without a link this tick keep the commands held at the last step (what
-        arrived since is ignored: it expires after command_timeout_s as any held command); the others'
-        are kept for the next tick's check."""
-        if self.faults.any_active and self._link_held is not None:
-            lost = self.faults.schedule.active_mask("comm_loss")
+        """comm_loss: the vehicles whose link was down when this step's commands were sent (t_k, as the
+        Simulator's ``drop_commands``) keep the commands held at the last step (what arrived since is
+        ignored: it expires after command_timeout_s as any held command); the others' are kept for the
+        next tick's check. Vehicles flown by the onboard flight_controller are not held here: their
+        cmd/attitude is onboard, and the flight_controller drops their set points itself."""
+        lost = self.faults.links_lost_at_issue
+        if lost is not None and self._link_held is not None:
+            lost = lost & ~self.controlled
             if lost.any():
                 cmd, cmd_ns, has_cmd, failsafe, disarm, low, kind = self._link_held
                 self._cmd[lost] = cmd[lost]

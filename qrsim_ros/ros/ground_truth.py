@@ -45,10 +45,9 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
-from qrsim_ros.core.faults import ActiveFault
+from qrsim_ros.ros.fault_follower import FaultFollower
 from qrsim_ros.ros.from_messages import (
     RAW_ODOM_WIDTH,
-    active_faults_of,
     fleet_arrays,
     raw_odometry,
     specific_force_from_accel,
@@ -117,7 +116,7 @@ class GroundTruthSync:
     def __init__(self, node: Node, num_vehicles: int, handler: TickHandler, *, with_accel: bool = False,
                  with_status: bool = False, source: str = "odometry",
                  on_status: Callable[[Any], None] | None = None,
-                 on_faults: Callable[[list[ActiveFault]], None] | None = None) -> None:
+                 on_faults: Callable[[Sequence[Any]], object] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
 
@@ -128,8 +127,7 @@ class GroundTruthSync:
         self.node = node
         self.source = source
         self.on_status = on_status
-        self.on_faults = on_faults
-        self._faults_key: tuple[tuple[str, int, float], ...] = ()  # the active set last given to on_faults
+        self.on_faults = on_faults  # the tick's ActiveFault messages, before the handler (FaultFollower)
         self.num_vehicles = n = int(num_vehicles)
         self.handler = handler
         # handlers written before ``valid`` was added take (k, x, accel, present, reset)
@@ -370,7 +368,7 @@ class GroundTruthSync:
         if status is not None:
             _, episode, self._valid, faults = status
             if self.on_faults is not None:
-                self._give_faults(faults)
+                self.on_faults(faults)
         valid = present & self._valid
         last = self._last_tick
         new_episode = episode is not None and self._episode is not None and episode != self._episode
@@ -409,14 +407,6 @@ class GroundTruthSync:
         self._last_out = out
         self._publish(out)
         self._report_progress(k)
-
-    def _give_faults(self, faults: Sequence[Any]) -> None:
-        """The tick's active faults to ``on_faults`` when they differ from the last ones given (before the
-        handler steps the models on the tick: they act at exactly the tick they act in vehicle_dynamics)."""
-        key = tuple((f.id, int(f.vehicle), float(f.since_s)) for f in faults)
-        if key != self._faults_key:
-            self._faults_key = key
-            self.on_faults(active_faults_of(faults))
 
     def _report_progress(self, k: int) -> None:
         """Tell vehicle_dynamics that tick k is handled (its outputs are published)."""
@@ -477,7 +467,7 @@ class GroundTruthNode(ScenarioNode):
         self.faults = FaultEffects.follower(self.num_vehicles, fault_models or FaultModels())
         self.sync = GroundTruthSync(self, self.num_vehicles, self.on_tick, with_accel=with_accel,
                                     with_status=True, source=self.params.ground_truth_source,
-                                    on_faults=self.faults.apply_active)
+                                    on_faults=FaultFollower(self.faults).update)
         self.get_logger().info(f"{self.get_name()}: {self.num_vehicles} vehicles, scenario "
                                f"{self.scenario.name!r}, seed entropy {self.streams.entropy}; {summary}")
 

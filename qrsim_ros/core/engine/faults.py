@@ -143,6 +143,7 @@ class FaultEffects:
         self.any_active = False
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
         self._needs_conditions = self._any_condition()
+        self._lost_at_issue: NDArray[np.bool_] | None = None
         self._reset_state()
 
     @classmethod
@@ -169,6 +170,8 @@ class FaultEffects:
     def step(self, k: int) -> FaultEvents:
         """Tick ``k`` (t = k dt): the schedule's step on the models' conditions, then the effects of
         what started and ended (see the module docstring for where in the tick)."""
+        # the links as they were at t_(k-1), when this tick's set points were issued (``drop_commands``)
+        self._lost_at_issue = self._comm_lost if self.any_active and self._any_comm_lost else None
         events = self.schedule.step(k, k * self.dt_s, self._conditions())  # no faults: returns at once
         self.last_events = events
         if events:
@@ -193,13 +196,29 @@ class FaultEffects:
 
     # --- hooks the front end calls within the tick ------------------------------------------------------
     def drop_commands(self, targets: Array) -> Array:
-        """comm_loss: the set points (N, W) that reach the vehicles: ``targets`` with the rows of vehicles
-        without a link set to NaN (no new set point: the held one expires after ``command_timeout_s`` and
-        the failsafe flies), a new array; ``targets`` itself when every link is up."""
-        if self.any_active and self._any_comm_lost:
+        """comm_loss: the set points (N, W) of this tick that reach the vehicles: ``targets`` with the rows
+        of vehicles whose link was down when they were issued (``links_lost_at_issue``) set to NaN (no new
+        set point: the held one expires after ``command_timeout_s`` and the failsafe flies), a new array;
+        ``targets`` itself when every link was up."""
+        lost = self._lost_at_issue
+        if lost is not None:
             targets = targets.copy()
-            targets[self._comm_lost] = np.nan
+            targets[lost] = np.nan
         return targets
+
+    @property
+    def links_lost_at_issue(self) -> NDArray[np.bool_] | None:
+        """(N,) bool: vehicles whose link was down at t_(k-1), when the set points and commands that the
+        step to tick k flies were issued (they are dropped); None when every link was up. A set point
+        passes if the link is up at the time it is sent: the graph's flight_controller, which computes
+        tick k-1's attitude commands knowing the faults of tick k-1 only, applies the same rule."""
+        return self._lost_at_issue
+
+    @property
+    def links_lost(self) -> NDArray[np.bool_] | None:
+        """(N,) bool: vehicles without a link now (after the last ``step`` or ``apply_active``); None when
+        every link is up."""
+        return self._comm_lost if self.any_active and self._any_comm_lost else None
 
     def adjust_controls(self, controls: Array) -> Array:
         """Rotor faults: the controls (N, 5) the airframe flies, with the yaw-rate disturbance added and

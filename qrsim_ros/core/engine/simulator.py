@@ -288,8 +288,7 @@ class Simulator:
         time of the state the controls start from (t_(k-1), as the graph's flight_controller stamps)."""
         for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
-        if self.faults.any_active:  # comm_loss: no new set point reaches the vehicle
-            targets = self.faults.drop_commands(targets)
+        targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
         given = ~np.isnan(targets[:, 0])
         self._held[given] = targets[given]

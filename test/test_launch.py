@@ -410,6 +410,29 @@ def test_progress_shows_failsafes_and_command_faults() -> None:
     assert p.command_faults() == ("failsafe onsets 1, set points rejected 2, set points clamped 1 (uav2)")
 
 
+def test_progress_shows_active_faults_and_the_lowest_battery() -> None:
+    from types import SimpleNamespace
+
+    from qrsim_ros.cli.launch import Progress
+
+    def fault(vehicle: int, kind: str) -> SimpleNamespace:
+        return SimpleNamespace(id=f"{kind}.0", vehicle=vehicle, kind=kind)
+
+    p = Progress()
+    assert "faults" not in p.line() and "battery" not in p.line()
+    p.on_faults(SimpleNamespace(faults=[]))  # /sim/faults at tick 0: nothing active
+    p.on_battery("uav1", SimpleNamespace(percentage=0.8))
+    assert "faults" not in p.line() and p.line().endswith(" | battery min 80 %")  # one pack: no name
+    p.on_faults(SimpleNamespace(faults=[fault(0, "rotor_loss"), fault(1, "gps_outage")]))
+    p.on_battery("uav2", SimpleNamespace(percentage=0.424))
+    p.on_battery("uav3", SimpleNamespace(percentage=float("nan")))  # not known: left out
+    assert p.line().endswith(" | faults: uav1 rotor_loss, uav2 gps_outage | battery min 42 % (uav2)")
+    p.on_faults(SimpleNamespace(faults=[fault(v, k) for v in (0, 1, 2) for k in ("comm_loss", "gyro_stuck")]))
+    assert "| faults: 6 active on 3 vehicles |" in p.line()
+    p.on_faults(SimpleNamespace(faults=[]))  # all ended
+    assert "faults" not in p.line()
+
+
 def test_console_redraws_the_status_line_on_a_terminal() -> None:
     import io
 

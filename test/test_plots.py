@@ -384,7 +384,7 @@ def sr_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) -> None:
     bag, stdout = sr_run
     assert (bag / "metadata.yaml").is_file()
-    for name in ("top_view", "altitude_speed", "reward", "gps_error"):
+    for name in ("top_view", "altitude_speed", "reward", "gps_error", "battery"):
         assert f"[qrsim launch] plot: wrote {bag / 'plots' / name}.png" in stdout
         assert (bag / "plots" / f"{name}.png").stat().st_size >= 20_000
     # the summary (bag closed) comes before the figures are drawn from it
@@ -402,10 +402,11 @@ def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path,
     r = _cli("plot", str(bag), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "skipped plume" in r.stdout  # no plume in search and rescue: skipped, not an error
-    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "gps_error.png", "reward.png",
-                                                      "top_view.png"]
+    assert "skipped faults: no fault was active in the run" in r.stdout  # 2C has no faults:
+    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "battery.png", "gps_error.png",
+                                                      "reward.png", "top_view.png"]
     top = _assert_figure(out / "top_view.png", "top_view")
-    for name in ("altitude_speed", "reward", "gps_error"):
+    for name in ("altitude_speed", "reward", "gps_error", "battery"):
         _assert_figure(out / f"{name}.png", name)
     # both vehicles' start markers and the persons are drawn in their opaque colours
     assert _has_colour(top, VEHICLE_COLOURS[0]) and _has_colour(top, VEHICLE_COLOURS[1])
@@ -424,6 +425,8 @@ def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> N
     assert run.terrain is not None and run.terrain.classes.size > 0
     st = run.status
     assert st is not None and np.all(np.diff(st.t_s) >= 0)
+    # /sim/faults was recorded (its tick-0 message: the active set, empty in 2C), no interval
+    assert run.fault_messages >= 1 and run.faults == []
     # the persons drawn are the referee's: as many as the status counts, as many found
     assert len(run.persons_enu) == st.persons_total[-1] > 0
     assert int(run.persons_found.sum()) == st.persons_found[-1]
@@ -431,6 +434,11 @@ def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> N
         # ground truth every tick (tick 0 .. the duration), within 10 %
         assert v.truth_enu.t_s.size >= 0.9 * SR_DURATION_S / DT_S
         assert np.all(np.diff(v.truth_enu.t_s) > 0)
+        # the battery every 0.1 s (docs/ENERGY.md), a 3-cell pack draining below its 85 % start
+        assert v.battery_v.t_s.size >= 0.9 * SR_DURATION_S / 0.1
+        assert np.all((v.battery_v.values > 9.0) & (v.battery_v.values <= 12.0))
+        f = v.battery_fraction.values[:, 0]
+        assert f[-1] < f[0] <= 0.85 + 1e-6
         # 2C's GPS is off: a noiseless sample-and-hold of the true position at its tick, so fix - truth
         # is only the NED -> WGS-84 -> NED round trip (a few 1e-9 m, estimated_state.py)
         err = gps_error(v)

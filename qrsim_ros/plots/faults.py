@@ -60,8 +60,8 @@ class FaultLog:
     """Collects ``/sim/faults`` messages in log order and turns them into ``FaultInterval``s."""
 
     messages: int = 0
-    _episode_key: tuple[int, int] | None = None    # (ActiveFaults.episode, restarts seen) of the episode
-    _episode: int = -1
+    _episode_field: int | None = None              # ActiveFaults.episode of the current episode
+    _episode: int = -1                             # its index in the bag (order of appearance)
     _last_stamp_s: float = -math.inf
     _episode_last_s: list[float] = field(default_factory=list)  # last stamp of each episode [s]
     _open: dict[tuple[str, int, float], _Open] = field(default_factory=dict)
@@ -73,10 +73,10 @@ class FaultLog:
         its ``faults`` (ActiveFault: id, vehicle, kind, params_yaml, since_s, until_s)."""
         self.messages += 1
         restarted = stamp_s < self._last_stamp_s
-        if self._episode_key is None or restarted or episode != self._episode_key[0]:
-            self._close_all(None)
+        if self._episode_field is None or restarted or episode != self._episode_field:
+            self._close_all()
             self._episode += 1
-            self._episode_key = (episode, self._episode)
+            self._episode_field = episode
             self._episode_last_s.append(stamp_s)
         self._last_stamp_s = stamp_s
         self._episode_last_s[-1] = max(self._episode_last_s[-1], stamp_s)
@@ -93,9 +93,10 @@ class FaultLog:
         o = self._open.pop(key)
         self._closed.append((self._episode, o.fault, o.since_s, o.until_s, end_s))
 
-    def _close_all(self, end_s: float | None) -> None:
+    def _close_all(self) -> None:
+        """End every open fault with its episode (a reset: they end where the next episode starts)."""
         for key in list(self._open):
-            self._close(key, end_s)
+            self._close(key, None)
 
     def intervals(self, episode_starts_s: Sequence[float] = ()) -> list[FaultInterval]:
         """Every interval, by start time then vehicle. ``episode_starts_s[e]``: where episode e starts on

@@ -410,6 +410,29 @@ def test_progress_shows_failsafes_and_command_faults() -> None:
     assert p.command_faults() == ("failsafe onsets 1, set points rejected 2, set points clamped 1 (uav2)")
 
 
+def test_progress_shows_active_faults_and_the_lowest_battery() -> None:
+    from types import SimpleNamespace
+
+    from qrsim_ros.cli.launch import Progress
+
+    def fault(vehicle: int, kind: str) -> SimpleNamespace:
+        return SimpleNamespace(id=f"{kind}.0", vehicle=vehicle, kind=kind)
+
+    p = Progress()
+    assert "faults" not in p.line() and "battery" not in p.line()
+    p.on_faults(SimpleNamespace(faults=[]))  # /sim/faults at tick 0: nothing active
+    p.on_battery("uav1", SimpleNamespace(percentage=0.8))
+    assert "faults" not in p.line() and p.line().endswith(" | battery min 80 %")  # one pack: no name
+    p.on_faults(SimpleNamespace(faults=[fault(0, "rotor_loss"), fault(1, "gps_outage")]))
+    p.on_battery("uav2", SimpleNamespace(percentage=0.424))
+    p.on_battery("uav3", SimpleNamespace(percentage=float("nan")))  # not known: left out
+    assert p.line().endswith(" | faults: uav1 rotor_loss, uav2 gps_outage | battery min 42 % (uav2)")
+    p.on_faults(SimpleNamespace(faults=[fault(v, k) for v in (0, 1, 2) for k in ("comm_loss", "gyro_stuck")]))
+    assert "| faults: 6 active on 3 vehicles |" in p.line()
+    p.on_faults(SimpleNamespace(faults=[]))  # all ended
+    assert "faults" not in p.line()
+
+
 def test_console_redraws_the_status_line_on_a_terminal() -> None:
     import io
 
@@ -546,3 +569,34 @@ def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     # the nodes' log lines carry their own names, as in multi-process mode
     assert re.search(r"^\[imu\] \[INFO\] .*imu: 1 vehicles", out, re.MULTILINE), out
     _assert_children_gone(out, 1)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_status_line_shows_the_active_faults_and_the_battery(tmp_path: Path) -> None:
+    """keep_spot with a permanent comm_loss on its vehicle from t = 0: the status lines printed while it
+    flies (every STATUS_PERIOD_S of wall time on a pipe) name the fault heard on /sim/faults and the
+    battery's charge heard on uav1/battery (one pack: no vehicle name)."""
+    import yaml
+
+    from qrsim_ros.cli.launch import STATUS_PERIOD_S
+    from qrsim_ros.core.config.loader import load_yaml
+    from qrsim_ros.core.config.scenario import scenario_path
+
+    require_ros()
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    with scenario_path("keep_spot").open(encoding="utf-8") as f:
+        data = load_yaml(f)
+    data["faults"] = [{"id": "no_link", "kind": "comm_loss", "vehicles": [0], "trigger": {"at_time_s": 0.0}}]
+    scenario = tmp_path / "keep_spot_faults.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    # real time: the launcher prints a status line as it starts watching, then every STATUS_PERIOD_S
+    rc, out = _launch(tmp_path, None, [str(scenario), "--duration", f"{STATUS_PERIOD_S + 3:g}",
+                                       "--no-autopilot", "--seed", "3"])
+    assert rc == 0, out
+    status = [line for line in out.splitlines() if line.startswith("[qrsim launch] sim ")]
+    flying = [line for line in status if "faults: " in line]
+    assert flying, "\n".join(status) or out
+    m = re.search(r" \| faults: uav1 comm_loss \| battery min (\d+) %$", flying[-1])
+    assert m, flying[-1]
+    assert 50 <= int(m.group(1)) <= 85  # the pack starts at 85 % (docs/ENERGY.md) and drains seconds only

@@ -112,6 +112,27 @@ def _fix(ts, t_s: float, lla: np.ndarray):  # type: ignore[no-untyped-def]
         position_covariance=np.zeros(9), position_covariance_type=2)
 
 
+def _battery(ts, name: str, t_s: float, volts: float, fraction: float):  # type: ignore[no-untyped-def]
+    return ts.types["sensor_msgs/msg/BatteryState"](
+        header=_header(ts, t_s, f"{name}/base_link"), voltage=volts, temperature=float("nan"),
+        current=-10.0, charge=fraction * 5.0, capacity=5.0, design_capacity=5.0, percentage=fraction,
+        power_supply_status=2, power_supply_health=1, power_supply_technology=3, present=True,
+        cell_voltage=np.full(3, volts / 3, np.float32), cell_temperature=np.zeros(0, np.float32),
+        location=name, serial_number=f"{name}-lipo")
+
+
+#: One active fault as written: (id, vehicle index, kind, params_yaml, since [s], until [s] or NaN).
+Fault = tuple[str, int, str, str, float, float]
+
+
+def _faults(ts, t_s: float, episode: int, active: list[Fault]):  # type: ignore[no-untyped-def]
+    one = ts.types["qrsim_ros/msg/ActiveFault"]
+    return ts.types["qrsim_ros/msg/ActiveFaults"](
+        header=_header(ts, t_s, ""), run_id="r1", episode=episode,
+        faults=[one(id=i, vehicle=v, kind=k, params_yaml=p, since_s=a, until_s=b)
+                for i, v, k, p, a, b in active])
+
+
 def _write_bag(path: Path, messages: list[tuple[str, str, float, object]]) -> Path:
     """A rosbag2 MCAP bag of (topic, type, t [s], message), written with rosbags and the project's types."""
     from rosbags.rosbag2 import StoragePlugin, Writer
@@ -177,6 +198,8 @@ def test_figures_without_their_topics_are_skipped_with_a_note(tmp_path: Path,
     rc, stdout, err = _plot(capsys, str(bag), "--out", str(out))
     assert rc == 0, err
     assert "skipped plume" in stdout and "skipped gps_error" in stdout
+    assert "skipped battery: no uavN/battery in the bag" in stdout
+    assert "skipped faults: no /sim/faults in the bag" in stdout
     assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "reward.png", "top_view.png"]
     for name in ("altitude_speed", "reward", "top_view"):
         _assert_figure(out / f"{name}.png", name)
@@ -221,6 +244,108 @@ def test_gps_error_uses_the_scenarios_geodetic_origin(tmp_path: Path) -> None:
     np.testing.assert_allclose(err.values, np.tile(offset_enu, (11, 1)), atol=1e-6)
 
 
+def _interval_rows(run) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return [(f.id, f.vehicle, f.kind, f.params_yaml, f.start_s, f.end_s, f.planned_end_s) for f in run.faults]
+
+
+def test_battery_and_fault_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two vehicles' batteries and a /sim/faults history (a timed rotor loss, a permanent GPS outage
+    still active at the end, a comm loss cleared before its planned end): the battery and faults figures
+    are drawn, and the voltages and intervals read back are the ones written."""
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.plots import load_run
+    from qrsim_ros.plots.timelines import fault_colour
+
+    ts = typestore()
+    nan = float("nan")
+    rotor: Fault = ("rotor_loss.0", 0, "rotor_loss", "{rotor: 2}", 1.0, 3.0)
+    gps: Fault = ("gps_dropouts", 1, "gps_outage", "{}", 2.0, nan)
+    link: Fault = ("link", 0, "comm_loss", "{}", 3.5, 4.5)
+    history = {0: [], 50: [rotor], 100: [rotor, gps], 150: [gps], 175: [gps, link], 190: [gps]}
+    msgs: list[tuple[str, str, float, object]] = []
+    volts: dict[str, list[float]] = {"uav1": [], "uav2": []}
+    fractions: dict[str, list[float]] = {"uav1": [], "uav2": []}
+    for k in range(0, 251):
+        t = k * DT_S
+        for i, name in enumerate(("uav1", "uav2")):
+            enu = np.array([3.0 * i, t, 10.0 + i])
+            msgs.append((f"/{name}/ground_truth/odom", "nav_msgs/msg/Odometry", t,
+                         _odometry(ts, t, enu, np.array([1.0, 0.0, 0.0]))))
+            if k % 5 == 0:
+                v, f = 12.5 - 0.2 * t - 0.1 * i, 0.96 - 0.05 * t - 0.02 * i
+                volts[name].append(v)
+                fractions[name].append(f)
+                msgs.append((f"/{name}/battery", "sensor_msgs/msg/BatteryState", t,
+                             _battery(ts, name, t, v, f)))
+        if k in history:
+            msgs.append(("/sim/faults", "qrsim_ros/msg/ActiveFaults", t, _faults(ts, t, 0, history[k])))
+    bag = _write_bag(tmp_path / "bag", msgs)
+    out = tmp_path / "figs"
+    rc, _, err = _plot(capsys, str(bag), "--out", str(out), "--only", "battery,faults,altitude_speed")
+    assert rc == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "battery.png", "faults.png"]
+    _assert_figure(out / "battery.png", "battery")
+    _assert_figure(out / "altitude_speed.png", "altitude_speed")
+    timeline = _assert_figure(out / "faults.png", "faults")
+    for kind in ("rotor_loss", "gps_outage", "comm_loss"):  # each firing's bar, opaque in its kind's colour
+        assert _has_colour(timeline, fault_colour(kind), 200), kind
+
+    run = load_run(bag)
+    for v in run.vehicles:
+        assert v.battery_v.t_s.size == 51
+        np.testing.assert_allclose(v.battery_v.t_s, 0.1 * np.arange(51), atol=1e-9)
+        np.testing.assert_allclose(v.battery_v.values[:, 0], volts[v.name], rtol=1e-6)  # float32 fields
+        np.testing.assert_allclose(v.battery_fraction.values[:, 0], fractions[v.name], rtol=1e-6)
+    got = _interval_rows(run)
+    want = [(*rotor[:5], 3.0, 3.0), (*gps[:5], nan, nan), (*link[:5], 3.8, 4.5)]
+    assert [g[:4] for g in got] == [w[:4] for w in want]
+    np.testing.assert_allclose([g[4:] for g in got], [w[4:] for w in want], atol=1e-9)
+    assert [f.label for f in run.faults] == ["rotor_loss", "gps_outage (gps_dropouts)", "comm_loss (link)"]
+    assert run.fault_messages == len(history)
+
+
+def test_faults_end_at_a_reset_and_an_empty_history_is_skipped(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Episodes laid end to end: a permanent fault of episode 0 ends where episode 1 starts (the ground
+    truth's restart, 2 s), and a fault of episode 1 is shifted by those 2 s. A bag whose /sim/faults
+    never held a fault skips the faults figure with a note and still draws the battery."""
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.plots import load_run
+
+    ts = typestore()
+    nan = float("nan")
+    msgs: list[tuple[str, str, float, object]] = []
+    bag_t = 0.0
+    for episode, ticks in ((0, 101), (1, 51)):
+        for k in range(ticks):
+            t = k * DT_S
+            bag_t += DT_S
+            msgs.append(("/uav1/ground_truth/odom", "nav_msgs/msg/Odometry", bag_t,
+                         _odometry(ts, t, np.array([0.0, 0.0, 5.0]), np.zeros(3))))
+            if k == 0:
+                msgs.append(("/sim/faults", "qrsim_ros/msg/ActiveFaults", bag_t, _faults(ts, t, episode, [])))
+            if k == 50:
+                fault = ("cells", 0, "battery_cell_failure", "{cells_failed: 1}", t, nan)
+                msgs.append(("/sim/faults", "qrsim_ros/msg/ActiveFaults", bag_t,
+                             _faults(ts, t, episode, [fault])))
+    run = load_run(_write_bag(tmp_path / "reset", msgs))
+    got = _interval_rows(run)
+    assert [g[:4] for g in got] == [("cells", 0, "battery_cell_failure", "{cells_failed: 1}")] * 2
+    np.testing.assert_allclose([g[4:] for g in got], [(1.0, 2.0, nan), (3.0, nan, nan)], atol=1e-9)
+    assert [f.episode for f in run.faults] == [0, 1]
+
+    quiet = [("/sim/faults", "qrsim_ros/msg/ActiveFaults", 0.0, _faults(ts, 0.0, 0, []))]
+    quiet += [("/uav1/battery", "sensor_msgs/msg/BatteryState", 0.1 * k,
+               _battery(ts, "uav1", 0.1 * k, 12.0 - 0.01 * k, 0.9 - 0.01 * k)) for k in range(30)]
+    out = tmp_path / "figs"
+    rc, stdout, err = _plot(capsys, str(_write_bag(tmp_path / "quiet", quiet)), "--out", str(out),
+                            "--only", "battery,faults")
+    assert rc == 0, err
+    assert "skipped faults: no fault was active in the run (/sim/faults: 1 message(s), all empty)" in stdout
+    assert sorted(p.name for p in out.iterdir()) == ["battery.png"]
+    _assert_figure(out / "battery.png", "battery", min_coloured=200)
+
+
 def test_only_unknown_figure_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _plot(capsys, str(tmp_path), "--only", "top_view,heatmap")
     assert rc == 2 and "heatmap" in err
@@ -259,7 +384,7 @@ def sr_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) -> None:
     bag, stdout = sr_run
     assert (bag / "metadata.yaml").is_file()
-    for name in ("top_view", "altitude_speed", "reward", "gps_error"):
+    for name in ("top_view", "altitude_speed", "reward", "gps_error", "battery"):
         assert f"[qrsim launch] plot: wrote {bag / 'plots' / name}.png" in stdout
         assert (bag / "plots" / f"{name}.png").stat().st_size >= 20_000
     # the summary (bag closed) comes before the figures are drawn from it
@@ -277,10 +402,11 @@ def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path,
     r = _cli("plot", str(bag), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "skipped plume" in r.stdout  # no plume in search and rescue: skipped, not an error
-    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "gps_error.png", "reward.png",
-                                                      "top_view.png"]
+    assert "skipped faults: no fault was active in the run" in r.stdout  # 2C has no faults:
+    assert sorted(p.name for p in out.iterdir()) == ["altitude_speed.png", "battery.png", "gps_error.png",
+                                                      "reward.png", "top_view.png"]
     top = _assert_figure(out / "top_view.png", "top_view")
-    for name in ("altitude_speed", "reward", "gps_error"):
+    for name in ("altitude_speed", "reward", "gps_error", "battery"):
         _assert_figure(out / f"{name}.png", name)
     # both vehicles' start markers and the persons are drawn in their opaque colours
     assert _has_colour(top, VEHICLE_COLOURS[0]) and _has_colour(top, VEHICLE_COLOURS[1])
@@ -299,6 +425,8 @@ def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> N
     assert run.terrain is not None and run.terrain.classes.size > 0
     st = run.status
     assert st is not None and np.all(np.diff(st.t_s) >= 0)
+    # /sim/faults was recorded (its tick-0 message: the active set, empty in 2C), no interval
+    assert run.fault_messages >= 1 and run.faults == []
     # the persons drawn are the referee's: as many as the status counts, as many found
     assert len(run.persons_enu) == st.persons_total[-1] > 0
     assert int(run.persons_found.sum()) == st.persons_found[-1]
@@ -306,6 +434,11 @@ def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> N
         # ground truth every tick (tick 0 .. the duration), within 10 %
         assert v.truth_enu.t_s.size >= 0.9 * SR_DURATION_S / DT_S
         assert np.all(np.diff(v.truth_enu.t_s) > 0)
+        # the battery every 0.1 s (docs/ENERGY.md), a 3-cell pack draining below its 85 % start
+        assert v.battery_v.t_s.size >= 0.9 * SR_DURATION_S / 0.1
+        assert np.all((v.battery_v.values > 9.0) & (v.battery_v.values <= 12.0))
+        f = v.battery_fraction.values[:, 0]
+        assert f[-1] < f[0] <= 0.85 + 1e-6
         # 2C's GPS is off: a noiseless sample-and-hold of the true position at its tick, so fix - truth
         # is only the NED -> WGS-84 -> NED round trip (a few 1e-9 m, estimated_state.py)
         err = gps_error(v)

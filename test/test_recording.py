@@ -351,13 +351,15 @@ def _expected_rates_hz() -> dict[str, float]:
             f"{ns}/imu/data": 1 / v.ahars.accelerometer.dt_s, f"{ns}/altimeter": 1 / v.ahars.altimeter.dt_s,
             f"{ns}/gps/fix": 1 / v.gps_receiver.dt_s, f"{ns}/gps/vel": 1 / v.gps_receiver.dt_s,
             f"{ns}/camera/detections": 1 / v.camera.dt_s,
+            f"{ns}/battery": 1 / (TICK_S * BATTERY_EVERY_N_TICKS),  # the battery is on by default
         })
     return rates
 
 
-#: Latched topics of the topic table (published once, transient local).
 #: Latched topics published once (per episode or change): a recorder that joins later gets them late.
-LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/viz/terrain", "/referee/markers")
+LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/viz/terrain", "/referee/markers", "/sim/faults")
+#: vehicle_dynamics' default battery_every_n_ticks (docs/ENERGY.md: every 0.1 s of simulated time).
+BATTERY_EVERY_N_TICKS = 5
 
 
 @pytest.mark.ros
@@ -420,6 +422,14 @@ def test_values_decode_and_timestamps_are_monotonic_sim_time(run: Run) -> None:
                 (f"uav{i}/base_link", f"uav{i}/camera_optical")} <= frames
     grid = bag.messages["/area/terrain"][0]
     assert grid.info.width * grid.info.height == len(grid.data) > 0
+    # the active faults at tick 0 (none: the scenario has no faults:), and the batteries draining
+    faults = bag.messages["/sim/faults"][0]
+    assert faults.header.stamp.sec == faults.header.stamp.nanosec == 0 and list(faults.faults) == []
+    for i in range(1, NUM_VEHICLES + 1):
+        packs = bag.messages[f"/uav{i}/battery"]
+        assert packs[0].header.frame_id == f"uav{i}/base_link" and packs[0].location == f"uav{i}"
+        assert 9.0 < packs[-1].voltage < packs[0].voltage <= 12.0  # 3 cells: 3.0..4.0 V each (ENERGY.md)
+        assert 0.0 < packs[-1].percentage < packs[0].percentage <= 1.0
 
 
 @pytest.mark.ros
@@ -434,7 +444,7 @@ def test_type_hashes_and_qos_are_those_of_the_running_graph(run: Run) -> None:
     assert compared >= 20, run.live_hashes
     assert re.fullmatch(r"RIHS01_[0-9a-f]{64}", bag.digests["/uav1/imu/data"])
     # latched topics keep their transient-local QoS (ros2 bag play republishes them latched)
-    for topic in ("/tf_static", "/area/terrain", "/referee/status"):
+    for topic in ("/tf_static", "/area/terrain", "/referee/status", "/sim/faults"):
         assert bag.durability[topic] == "TRANSIENT_LOCAL", topic
     assert bag.durability["/uav1/imu/data"] == "VOLATILE"
 

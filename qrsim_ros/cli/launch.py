@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import json
 import math
 import os
@@ -98,6 +99,7 @@ from qrsim_ros.launch_plan import (
     plan,
     resolve_scenario,
 )
+from qrsim_ros.ros.names import vehicle_namespace
 
 PROG = "qrsim launch"
 #: Seconds each node gets to exit after SIGINT, then after SIGTERM, before SIGKILL.
@@ -375,6 +377,8 @@ class Progress:
     status: Any = None
     done: bool = False
     vehicle_status: Any = None  # the latest /sim/vehicle_status (failsafes and input counters)
+    faults: Any = None  # the latest /sim/faults (qrsim_ros/ActiveFaults: the active set)
+    battery_fraction: dict[str, float] = field(default_factory=dict)  # uavN -> latest uavN/battery, 0..1
 
     def on_clock(self, t_s: float, wall: float) -> None:
         if self._last_clock_s is not None and t_s < self._last_clock_s - 1e-9:
@@ -398,6 +402,29 @@ class Progress:
             return ""
         active = [f"{n} {f}" for n, f in zip(vs.names, vs.failsafe, strict=False) if f]
         return ", ".join(active[:3]) + (f" +{len(active) - 3}" if len(active) > 3 else "")
+
+    def on_faults(self, msg: Any) -> None:
+        self.faults = msg
+
+    def on_battery(self, name: str, msg: Any) -> None:
+        self.battery_fraction[name] = float(msg.percentage)
+
+    def faults_text(self) -> str:
+        """'uav1 rotor_loss, uav2 gps_outage' for the active faults (up to three; more: '5 active on 3
+        vehicles'); '' when none is active or /sim/faults was not heard."""
+        active = list(self.faults.faults) if self.faults is not None else []
+        if len(active) > 3:
+            vehicles = len({int(f.vehicle) for f in active})
+            return f"{len(active)} active on {vehicles} vehicle{'s' * (vehicles != 1)}"
+        return ", ".join(f"{vehicle_namespace(int(f.vehicle))} {f.kind}" for f in active)
+
+    def battery_text(self) -> str:
+        """'42 % (uav2)': the lowest charge of the packs heard on uavN/battery ('' with none)."""
+        known = {n: p for n, p in self.battery_fraction.items() if math.isfinite(p)}
+        if not known:
+            return ""
+        name = min(known, key=lambda n: (known[n], n))
+        return f"{100.0 * known[name]:.0f} %" + (f" ({name})" if len(known) > 1 else "")
 
     def command_faults(self) -> str:
         """Failsafe onsets and rejected/clamped set points and commands since start ('' if none)."""
@@ -449,11 +476,18 @@ class Progress:
         failsafe = self.failsafe_text()
         if failsafe:
             parts.append(f"failsafe {failsafe}")
+        faults = self.faults_text()
+        if faults:
+            parts.append(f"faults: {faults}")
+        battery = self.battery_text()
+        if battery:
+            parts.append(f"battery min {battery}")
         return " | ".join(parts)
 
 
 class StatusListener:
-    """A small rclpy node in the launcher: /clock and /referee/status feed a Progress.
+    """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status, /sim/faults and
+    every uavN/battery feed a Progress.
 
     It is polled (``spin_once``: take what is there, then wait), not spun per message: both
     subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
@@ -461,13 +495,14 @@ class StatusListener:
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
-    def __init__(self, progress: Progress, run_id: str = "") -> None:
+    def __init__(self, progress: Progress, run_id: str = "", num_vehicles: int = 0) -> None:
         import rclpy
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
         from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import BatteryState
 
-        from qrsim_ros.msg import TaskStatus
+        from qrsim_ros.msg import ActiveFaults, TaskStatus
 
         self._rclpy = rclpy
         self.context = rclpy.Context()
@@ -485,6 +520,14 @@ class StatusListener:
             m.clock.sec + m.clock.nanosec * 1e-9, info["source_timestamp"] * 1e-9), clock_qos)
         self.node.create_subscription(TaskStatus, "/referee/status", self._ours(progress.on_status),
                                       status_qos)
+        # /sim/faults is latched too (vehicle_dynamics publishes it when the active set changes)
+        self.node.create_subscription(ActiveFaults, "/sim/faults", self._ours(progress.on_faults), status_qos)
+        # the batteries: the latest of each (best effort matches the reliable publisher)
+        for i in range(num_vehicles):
+            name = vehicle_namespace(i)
+            self.node.create_subscription(BatteryState, f"/{name}/battery",
+                                          functools.partial(progress.on_battery, name), clock_qos)
+        self._subscriptions = 4 + num_vehicles  # and /sim/vehicle_status, created once the clock runs
         self._progress = progress
         self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
@@ -507,7 +550,7 @@ class StatusListener:
                              history=HistoryPolicy.KEEP_LAST)
             self._vehicle_status_sub = self.node.create_subscription(
                 VehicleStatus, "/sim/vehicle_status", self._ours(self._progress.on_vehicle_status), qos)
-        for _ in range(4):  # three subscriptions of depth 1: at most three callbacks are ready
+        for _ in range(self._subscriptions):  # subscriptions of depth 1: at most one callback each is ready
             self.executor.spin_once(timeout_sec=0.0)
         left = deadline - time.monotonic()
         if left > 0:
@@ -918,7 +961,7 @@ def run(args: argparse.Namespace) -> int:
     participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
     listener: StatusListener | None = None
     try:
-        listener = StatusListener(launcher.progress, resolved.run_id)
+        listener = StatusListener(launcher.progress, resolved.run_id, resolved.num_vehicles)
     except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
         console.line(f"[{PROG}] no status line: {exc}")
     if listener is not None:

@@ -12,7 +12,9 @@ one. The figures (one PNG each, in --out, default BAG/plots/):
 - reward.png: reward per task step and cumulative reward (and persons found) over simulated time;
 - plume.png: plume runs: the concentration field slice (if the bag has one), tracks, sampled
   concentrations and sources, and the concentration over time;
-- gps_error.png: GPS position error (fix minus ground truth) per vehicle, horizontal and vertical.
+- gps_error.png: GPS position error (fix minus ground truth) per vehicle, horizontal and vertical;
+- battery.png: terminal voltage and charge per vehicle (uavN/battery), fault intervals shaded;
+- faults.png: the fault intervals of /sim/faults, one row per vehicle, coloured by kind.
 
 A figure whose topics are not in the bag is skipped with a note. Exit status: 0 when at least one
 figure was written; 1 (one line on stderr) for a path that is not a readable bag or a bag with nothing
@@ -35,7 +37,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: BAG/plots)")
     p.add_argument("--only", default=None, metavar="NAMES",
                    help="comma-separated figures to render: top_view, altitude_speed, reward, plume, "
-                   "gps_error (default: all)")
+                   "gps_error, battery, faults (default: all)")
     return finish_parser(p, run, PROG)
 
 

@@ -1,8 +1,8 @@
 """PNG figures of a recorded run (``qrsim plot``): read a rosbag2 bag with rosbags, draw with matplotlib.
 
-``render(bag, out_dir)`` writes one PNG per figure the bag has data for (``figures.FIGURES``: top view,
-altitude and speed, reward, plume, GPS error) and returns what it wrote and why it skipped the others.
-No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj are installed.
+``render(bag, out_dir)`` writes one PNG per figure the bag has data for (``figures.FIGURES``: top
+view, altitude and speed, reward, plume, GPS error, battery, faults) and returns what it wrote and why
+it skipped the others. No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj are installed.
 """
 
 from __future__ import annotations

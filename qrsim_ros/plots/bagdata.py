@@ -8,11 +8,13 @@
   scenario's geodetic origin through ``core.common.geodesy.lla_to_ned`` and
   ``core.common.frames.ned_to_enu``, as the estimated state does), the altimeter height, the GPS ground
   velocity, the camera footprints
-  (``uavN/camera/detections`` corner fields) and the plume readings (``uavN/plume/concentration``);
+  (``uavN/camera/detections`` corner fields), the plume readings (``uavN/plume/concentration``) and the
+  battery (``uavN/battery``: terminal voltage [V], percentage as a fraction 0..1);
 - the terrain classes (``/area/terrain`` OccupancyGrid), the persons (``/referee/markers``: the final
   state of the marker set; found/unfound from the marker namespace or colour), the task status
   history (``/referee/status``), the plume sources (``/plume/markers``) and, when the bag has one, a
-  sampled concentration field (a PointCloud2 on a ``/plume/...`` topic).
+  sampled concentration field (a PointCloud2 on a ``/plume/...`` topic);
+- the fault intervals (``/sim/faults`` snapshots of the active set, rebuilt by ``plots.faults``).
 
 Times are the messages' header stamps (simulated time, seconds). A bag with several episodes (the
 stamps restart at 0 after a reset) is laid end to end: each restart of a topic's stamps adds the
@@ -30,6 +32,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from qrsim_ros.plots.faults import FaultInterval, FaultLog
 
 Array = NDArray[np.float64]
 
@@ -72,6 +76,8 @@ class Vehicle:
     gps_speed: Track = field(default_factory=lambda: _empty_track(1))   # |v| of gps/vel [m/s]
     altimeter: Track = field(default_factory=lambda: _empty_track(1))   # height [m], up
     plume: Track = field(default_factory=lambda: _empty_track(1))       # concentration
+    battery_v: Track = field(default_factory=lambda: _empty_track(1))   # terminal voltage [V]
+    battery_fraction: Track = field(default_factory=lambda: _empty_track(1))  # charge, 0..1
     footprints: list[tuple[float, Array]] = field(default_factory=list)  # (t, (4, 2) ENU corners [m])
     # (episode, header stamp [ns]) of every truth_enu / gps_enu row (-1, -1 for the NaN break rows)
     truth_keys: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), np.int64))
@@ -139,8 +145,20 @@ class RunData:
     plume_field: PlumeField | None = None
     custom_data: dict[str, str] = field(default_factory=dict)  # metadata.yaml custom_data (recorder's)
     area_enu: tuple[float, float, float, float] | None = None  # flight area (east/north min/max) [m]
+    faults: list[FaultInterval] = field(default_factory=list)  # from /sim/faults (plots.faults)
+    fault_messages: int = 0                                    # /sim/faults messages read
     origin_note: str = ""
     read_note: str = ""                                        # set when the bag could not be read to its end
+
+    @property
+    def end_s(self) -> float:
+        """The last time of any sample read [s] (0 when none): where open fault intervals are drawn to."""
+        ends = [tr.t_s[-1] for v in self.vehicles
+                for tr in (v.truth_enu, v.altimeter, v.gps_speed, v.battery_v, v.plume) if not tr.empty]
+        if self.status is not None and not self.status.empty:
+            ends.append(self.status.t_s[-1])
+        ends += [t for f in self.faults for t in (f.start_s, f.end_s) if math.isfinite(t)]
+        return float(max(ends, default=0.0))
 
     @property
     def scenario(self) -> str:
@@ -252,6 +270,7 @@ class _Timeline:
         self.offset_ns = 0
         self.last_ns: int | None = None
         self.episode = 0
+        self.starts_ns = [0]  # where each episode starts on the time axis [ns]
 
     def __call__(self, stamp_ns: int) -> tuple[float, bool]:
         """(time [s], whether this sample starts a new episode)."""
@@ -260,6 +279,7 @@ class _Timeline:
             assert self.last_ns is not None
             self.offset_ns += self.last_ns
             self.episode += 1
+            self.starts_ns.append(self.offset_ns)
         self.last_ns = stamp_ns
         return (self.offset_ns + stamp_ns) * 1e-9, restart
 
@@ -460,12 +480,14 @@ def load_run(path: str | Path) -> RunData:
         def s(name: str, what: str, k: int) -> _Series:
             return series.setdefault((name, what), _Series(k))
 
+        faults = FaultLog()
         wanted = {"ground_truth/odom", "gps/fix", "gps/vel", "altimeter", "camera/detections",
-                  "plume/concentration"}
+                  "plume/concentration", "battery"}
         plume_clouds = {t for t, ty in topics.items()
                         if t.startswith("/plume/") and ty == "sensor_msgs/msg/PointCloud2"}
         read = {t for t in topics if (m := _VEHICLE_TOPIC.match(t)) and m.group(2) in wanted}
-        read |= {"/area/terrain", "/referee/markers", "/referee/status", "/plume/markers"} & set(topics)
+        read |= {"/area/terrain", "/referee/markers", "/referee/status", "/plume/markers",
+                 "/sim/faults"} & set(topics)
         read |= plume_clouds
         for topic, msg in bag.messages(read):
             m = _VEHICLE_TOPIC.match(topic)
@@ -488,6 +510,8 @@ def load_run(path: str | Path) -> RunData:
                     s(v.name, "altimeter", 1).add(_stamp_ns(msg.header), [msg.height])
                 elif what == "plume/concentration":
                     s(v.name, "plume", 1).add(_stamp_ns(msg.header), [msg.concentration])
+                elif what == "battery":
+                    s(v.name, "battery", 2).add(_stamp_ns(msg.header), [msg.voltage, msg.percentage])
                 elif what == "camera/detections":
                     quad = _footprint(msg)
                     t, _ = footprint_timelines.setdefault(v.name, _Timeline())(_stamp_ns(msg.header))
@@ -498,6 +522,8 @@ def load_run(path: str | Path) -> RunData:
                 grid = np.asarray(msg.data, np.int64).reshape(int(info.height), int(info.width))
                 run.terrain = Terrain(grid, float(info.origin.position.x), float(info.origin.position.y),
                                       float(info.resolution))
+            elif topic == "/sim/faults":
+                faults.add(_stamp_ns(msg.header) * 1e-9, int(msg.episode), msg.faults)
             elif topic == "/referee/markers":
                 _marker_state(markers, msg)
             elif topic == "/plume/markers":
@@ -522,6 +548,15 @@ def load_run(path: str | Path) -> RunData:
                 setattr(v, attr, series[(v.name, what)].track())
         if (v.name, "truth") in series:
             v.truth_keys = series[(v.name, "truth")].key_array()
+        if (v.name, "battery") in series:
+            tr = series[(v.name, "battery")].track()
+            v.battery_v = Track(tr.t_s, tr.values[:, :1])
+            v.battery_fraction = Track(tr.t_s.copy(), tr.values[:, 1:])
+    # the faults on the vehicle topics' time axis: the episode starts of the series with most episodes
+    timelines = [ser.timeline for ser in series.values()]
+    longest = max(timelines, key=lambda tl: len(tl.starts_ns), default=None)
+    run.faults = faults.intervals([t * 1e-9 for t in longest.starts_ns] if longest else ())
+    run.fault_messages = faults.messages
 
     if status_rows:
         a = np.asarray(status_rows, float)

@@ -15,62 +15,34 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.collections import PolyCollection
-from matplotlib.colors import BoundaryNorm, ListedColormap, LogNorm, Normalize, to_rgb
-from matplotlib.figure import Figure
+from matplotlib.colors import BoundaryNorm, ListedColormap, LogNorm, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from qrsim_ros.plots.bagdata import Array, RunData, Track, Vehicle, gps_error
+from qrsim_ros.plots.style import (
+    DPI,
+    FIGURE_SIZES_IN,
+    VEHICLE_COLOURS,
+    estimate_colour,
+    legend_outside,
+    new_figure,
+    save,
+    title,
+    vehicle_colour,
+)
+from qrsim_ros.plots.timelines import battery, faults_timeline, shade_faults
 
-#: Resolution of every PNG [dots per inch].
-DPI = 100
-#: Size of each figure [in] (width, height); at DPI these give the PNG's pixel dimensions.
-FIGURE_SIZES_IN: dict[str, tuple[float, float]] = {
-    "top_view": (12.0, 9.0),
-    "altitude_speed": (11.0, 7.5),
-    "reward": (11.0, 7.5),
-    "plume": (14.0, 6.5),
-    "gps_error": (11.0, 7.5),
-}
-#: Vehicle colours (matplotlib's tab10), cycled for more than ten vehicles.
-VEHICLE_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#17becf", "#e377c2", "#8c564b",
-                   "#bcbd22", "#7f7f7f", "#2ca02c")
 #: Terrain classes 0..K: muted earth tones so the tracks and persons stand out.
 TERRAIN_COLOURS = ("#eeeadf", "#c9d8b6", "#a9c39a", "#d9c7a0", "#b9b3a8", "#9fb4c7", "#d8b8b0",
                    "#c2c2a0")
 FOUND_COLOUR, UNFOUND_COLOUR, SOURCE_COLOUR = "#1a9850", "#d73027", "#000000"
 
-
-def vehicle_colour(i: int) -> str:
-    return VEHICLE_COLOURS[i % len(VEHICLE_COLOURS)]
-
-
-def estimate_colour(i: int) -> tuple[float, float, float]:
-    """A darker shade of vehicle i's colour for its estimates (GPS, altimeter), drawn over the truth."""
-    r, g, b = to_rgb(vehicle_colour(i))
-    return (0.55 * r, 0.55 * g, 0.55 * b)
-
-
-def _figure(name: str) -> Figure:
-    return Figure(figsize=FIGURE_SIZES_IN[name], dpi=DPI, layout="constrained")
-
-
-def _save(fig: Figure, path: Path) -> None:
-    fig.savefig(path, dpi=DPI, format="png", facecolor="white")
-
-
-def _title(run: RunData, what: str) -> str:
-    return f"{run.scenario}: {what}"
+__all__ = ["DPI", "FIGURES", "FIGURE_SIZES_IN", "VEHICLE_COLOURS", "estimate_colour", "vehicle_colour"]
 
 
 def _finite_rows(values: Array) -> Array:
     return values[np.all(np.isfinite(values), axis=1)] if values.size else values
-
-
-def _legend_outside(ax, handles=None, **kw) -> None:  # type: ignore[no-untyped-def]
-    """Legend to the right of the axes, so it never covers the data."""
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              fontsize=9, **kw)
 
 
 # --- 1. top view -------------------------------------------------------------------------------------
@@ -189,7 +161,7 @@ def top_view(run: RunData, path: Path) -> str | None:
     extent = _area_extent(run)
     if extent is None:
         return "nothing with a position in the bag"
-    fig = _figure("top_view")
+    fig = new_figure("top_view")
     ax = fig.add_subplot()
     handles = _draw_terrain(ax, run)
     handles += _draw_area(ax, run)
@@ -210,10 +182,10 @@ def top_view(run: RunData, path: Path) -> str | None:
         sub.append(f"persons found {run.status.persons_found[-1]} of {run.status.persons_total[-1]}")
     if run.status is not None and run.status.t_s.size:
         sub.append(f"{run.status.t_s[-1]:.0f} s simulated")
-    ax.set_title(_title(run, "top view, map frame (ENU)") + (f"\n{', '.join(sub)}" if sub else ""))
+    ax.set_title(title(run, "top view, map frame (ENU)") + (f"\n{', '.join(sub)}" if sub else ""))
     ax.grid(True, color="0.6", lw=0.4, alpha=0.5)
-    _legend_outside(ax, handles)
-    _save(fig, path)
+    legend_outside(ax, handles)
+    save(fig, path)
     return None
 
 
@@ -228,10 +200,10 @@ def _plot_track(ax, tr: Track, column: int, **kw) -> bool:  # type: ignore[no-un
 
 def altitude_speed(run: RunData, path: Path) -> str | None:
     """Altitude (true map z and the altimeter's height) and speed (true |v| and the GPS ground
-    velocity's norm) over simulated time, per vehicle."""
+    velocity's norm) over simulated time, per vehicle; the fault intervals shaded."""
     if not any(not v.truth_enu.empty or not v.altimeter.empty for v in run.vehicles):
         return "no ground truth or altimeter in the bag"
-    fig = _figure("altitude_speed")
+    fig = new_figure("altitude_speed")
     ax_h, ax_v = fig.subplots(2, 1, sharex=True)
     for i, v in enumerate(run.vehicles):
         c, e = vehicle_colour(i), estimate_colour(i)
@@ -241,15 +213,18 @@ def altitude_speed(run: RunData, path: Path) -> str | None:
         _plot_track(ax_h, v.altimeter, 0, **estimate, label=f"{v.name} altimeter")
         _plot_track(ax_v, v.truth_speed, 0, **truth, label=f"{v.name} true")
         _plot_track(ax_v, v.gps_speed, 0, **estimate, marker=".", ms=3, label=f"{v.name} GPS velocity")
+    if run.faults:  # the fault intervals (/sim/faults), labelled on the altitude plot
+        shade_faults(ax_h, run)
+        shade_faults(ax_v, run, labels=False, legend=False)
     ax_h.set_ylabel("altitude, up [m]")
     ax_v.set_ylabel("speed [m/s]")
     ax_v.set_xlabel("simulated time [s]")
-    ax_h.set_title(_title(run, "altitude and speed"))
+    ax_h.set_title(title(run, "altitude and speed"))
     for ax in (ax_h, ax_v):
         ax.grid(True, alpha=0.4)
         if ax.lines:
-            _legend_outside(ax)
-    _save(fig, path)
+            legend_outside(ax)
+    save(fig, path)
     return None
 
 
@@ -262,7 +237,7 @@ def reward(run: RunData, path: Path) -> str | None:
     if st is None or st.empty:
         return "no /referee/status in the bag"
     persons = bool(st.persons_total.size and st.persons_total.max() > 0)
-    fig = _figure("reward")
+    fig = new_figure("reward")
     axes = fig.subplots(3 if persons else 2, 1, sharex=True)
     ax_r, ax_c = axes[0], axes[1]
     ax_r.step(st.t_s, st.reward, where="pre", color="#1f77b4", lw=1.2, label="reward of the task step")
@@ -281,11 +256,11 @@ def reward(run: RunData, path: Path) -> str | None:
         ax_p.yaxis.get_major_locator().set_params(integer=True)
     axes[-1].set_xlabel("simulated time [s]")
     done = f" (done: {st.done_reason})" if st.done_reason else ""
-    ax_r.set_title(_title(run, f"reward over time, {st.step[-1]} task steps{done}"))
+    ax_r.set_title(title(run, f"reward over time, {st.step[-1]} task steps{done}"))
     for ax in axes:
         ax.grid(True, alpha=0.4)
-        _legend_outside(ax)
-    _save(fig, path)
+        legend_outside(ax)
+    save(fig, path)
     return None
 
 
@@ -358,7 +333,7 @@ def plume(run: RunData, path: Path) -> str | None:
     has_samples = any(not v.plume.empty for v in run.vehicles)
     if not has_samples and run.plume_field is None and not run.plume_sources_enu.size:
         return "no plume data (plume/concentration, /plume/markers or a /plume field cloud) in the bag"
-    fig = _figure("plume")
+    fig = new_figure("plume")
     fig.get_layout_engine().set(wspace=0.06)
     ax_map, ax_t = fig.subplots(1, 2, width_ratios=[1.25, 1.0])
     samples = [_samples_at(v) for v in run.vehicles]
@@ -428,8 +403,8 @@ def plume(run: RunData, path: Path) -> str | None:
     else:
         ax_t.text(0.5, 0.5, "no plume/concentration readings", ha="center", va="center",
                   transform=ax_t.transAxes)
-    fig.suptitle(_title(run, "plume"))
-    _save(fig, path)
+    fig.suptitle(title(run, "plume"))
+    save(fig, path)
     return None
 
 
@@ -447,7 +422,7 @@ def gps_error_figure(run: RunData, path: Path) -> str | None:
     errors = [(i, v, e) for i, v, e in errors if not e.empty and np.isfinite(e.values).any()]
     if not errors:
         return "needs both gps/fix and ground_truth/odom of a vehicle in the bag"
-    fig = _figure("gps_error")
+    fig = new_figure("gps_error")
     ax_h, ax_u = fig.subplots(2, 1, sharex=True)
     for i, v, e in errors:
         c = vehicle_colour(i)
@@ -468,11 +443,11 @@ def gps_error_figure(run: RunData, path: Path) -> str | None:
         notes.append("all errors below 1 µm: the GPS is noiseless in this scenario (what is left is the "
                      "WGS-84 round trip)")
     note = "".join(f"\n{n}" for n in notes)
-    ax_h.set_title(_title(run, "GPS position error (fix - ground truth)") + note)
+    ax_h.set_title(title(run, "GPS position error (fix - ground truth)") + note)
     for ax in (ax_h, ax_u):
         ax.grid(True, alpha=0.4)
-        _legend_outside(ax)
-    _save(fig, path)
+        legend_outside(ax)
+    save(fig, path)
     return None
 
 
@@ -483,4 +458,6 @@ FIGURES: dict[str, Callable[[RunData, Path], str | None]] = {
     "reward": reward,
     "plume": plume,
     "gps_error": gps_error_figure,
+    "battery": battery,
+    "faults": faults_timeline,
 }

@@ -38,6 +38,7 @@ from typing import Any
 from qrsim_ros.core.common.limits import LIMITS, MAX_GRAPH_VEHICLES
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES
 from qrsim_ros.dds import DomainError, dds_environment, domain_id_from_environment
 
 #: Scenario families with variants: family -> (variants, default variant).
@@ -372,7 +373,7 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("plume_field", "plume_field", parameters=dict(common)))
     specs += [NodeSpec(name, name, parameters=dict(common)) for name in res.sensors]  # registered sensors
     specs.append(NodeSpec("referee", "referee", parameters=dict(common)))
-    if any(mode != "attitude" for mode in res.control_modes):
+    if any(mode in CONTROLLED_MODES for mode in res.control_modes):
         specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))
     if autopilot and res.task_type in AUTOPILOT_TASKS:
         specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))

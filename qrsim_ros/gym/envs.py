@@ -89,7 +89,8 @@ class QRSimEnv(gym.Env[Obs, np.ndarray]):
                              f"{' or '.join(self.task_types)}; {name!r} is {kind!r}")
         self.view = AutopilotView(self.sim)
         spec = self.sim.action_spec
-        low, high = action_bounds(spec, self.sim.scenario.area_limits_ned)
+        sc = self.sim.scenario
+        low, high = action_bounds(spec, sc.area_limits_ned, sc.vehicle.rotor_params())
         self._action_low, self._action_high = low, high
         self.action_space = spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32),
                                        dtype=np.float32)

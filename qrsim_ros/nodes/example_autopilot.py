@@ -39,8 +39,17 @@ from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_qua
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.tasks.rules import TaskContext, make_task
+from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
-from qrsim_ros.msg import Altitude, AttitudeCommand, Concentration, TaskStatus
+from qrsim_ros.core.vehicles.rotor_control import hover_low_level
+from qrsim_ros.msg import (
+    Altitude,
+    AttitudeCommand,
+    Concentration,
+    MotorCommand,
+    RatesThrustCommand,
+    TaskStatus,
+)
 from qrsim_ros.policies import make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
@@ -110,6 +119,10 @@ class TopicView:
         return self.scenario.vehicle.camera
 
     @property
+    def rotor_params(self) -> Any:
+        return self.scenario.vehicle.rotor_params()
+
+    @property
     def area_limits_ned(self) -> tuple[float, ...]:
         return tuple(self.scenario.area_limits_ned)
 
@@ -173,12 +186,19 @@ class ExampleAutopilotNode(ScenarioNode):
                 self.create_subscription(Concentration, f"{ns}/plume/concentration",
                                          lambda m, i=i: self._on_concentration(i, m), QOS_RELIABLE)
         self._pubs: dict[int, Any] = {}
+        modes = set(self.view.action_spec["modes"]) & set(LOW_LEVEL_MODES)
+        self._low_level_hover = {m: hover_low_level(m, sc.vehicle.rotor_params()) for m in modes}
         for i, mode in zip(self.view.action_spec["vehicles"], self.view.action_spec["modes"], strict=True):
             ns = vehicle_namespace(i)
             if mode == "waypoint":
                 self._pubs[i] = self.create_publisher(PoseStamped, f"{ns}/cmd/pose", QOS_RELIABLE)
             elif mode == "attitude":
                 self._pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
+            elif mode == "rates_thrust":
+                self._pubs[i] = self.create_publisher(RatesThrustCommand, f"{ns}/cmd/rates_thrust",
+                                                      QOS_RELIABLE)
+            elif mode == "motors":
+                self._pubs[i] = self.create_publisher(MotorCommand, f"{ns}/cmd/motors", QOS_RELIABLE)
             else:
                 self._pubs[i] = self.create_publisher(TwistStamped, f"{ns}/cmd/velocity", QOS_RELIABLE)
         self.create_subscription(TaskStatus, "/referee/status", self._on_status, QOS_RELIABLE)
@@ -267,6 +287,15 @@ class ExampleAutopilotNode(ScenarioNode):
                 msg = AttitudeCommand()
                 u = a[0:5] if not stop else HOVER_CONTROL
                 msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(c) for c in u)
+                msg.header.frame_id = base_link_frd_frame(i)
+            elif mode in self._low_level_hover:  # the rotor airframe's lower-level inputs (FRD)
+                c4 = a[0:4] if not stop else self._low_level_hover[mode]
+                if mode == "rates_thrust":
+                    msg = RatesThrustCommand()
+                    msg.roll_rate_radps, msg.pitch_rate_radps, msg.yaw_rate_radps, msg.thrust_n = (
+                        float(c) for c in c4)
+                else:
+                    msg = MotorCommand(normalised=[float(c) for c in c4])
                 msg.header.frame_id = base_link_frd_frame(i)
             else:
                 v = np.zeros(3)

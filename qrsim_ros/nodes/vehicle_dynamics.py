@@ -123,8 +123,9 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_pl
 from qrsim_ros.core.vehicles.airframes import ROTOR
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
-from qrsim_ros.core.vehicles.fleet_control import FleetControl
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, MAX_ANGVEL_RADS, PelicanInputError
+from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, FleetControl
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.core.vehicles.rotor_control import RATE_LIMITS_RADPS, low_level_bounds
 from qrsim_ros.core.world.scene import CRASH_REASON
 from qrsim_ros.msg import (
     ActiveFaults,
@@ -171,9 +172,6 @@ HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 #: What a vehicle's held command is (``_cmd_kind``): its topic under ``uavN/``.
 ATTITUDE, RATES_THRUST, MOTORS = 0, 1, 2
 COMMAND_TOPICS = ("cmd/attitude", "cmd/rates_thrust", "cmd/motors")
-#: cmd/rates_thrust's rate limits (FRD p, q, r) [rad/s]: the identified attitude loop's rate clamp
-#: (150 deg/s) on roll and pitch, QRSim's yaw-rate command limit on yaw (RatesThrustCommand.msg).
-RATE_LIMITS_RADPS = np.array([MAX_ANGVEL_RADS, MAX_ANGVEL_RADS, CONTROL_LIMITS[3, 1]])
 #: The episode number of the episode started at launch (the count of placements drawn).
 FIRST_EPISODE = 1
 #: /tf as tf2_ros' broadcasters publish it.
@@ -257,7 +255,7 @@ class VehicleDynamicsNode(ScenarioNode):
         self.scene = build_scene(sc, streams)
         self._task = make_task(TaskContext(sc))  # placement reads the scenario
         self._placement_rng = streams.get(PLACEMENT_STREAM)
-        self.controlled = np.array([m != "attitude" for m in sc.control_modes()], bool)
+        self.controlled = np.array([m in CONTROLLED_MODES for m in sc.control_modes()], bool)
 
         # held inputs
         self._cmd = np.tile(HOVER_COMMAND, (n, 1))  # SI controls, FRD, clamped
@@ -272,8 +270,9 @@ class VehicleDynamicsNode(ScenarioNode):
         self._low = np.full((n, 4), np.nan)
         self._is_rotor = np.array([a == ROTOR for a in self.fleet.airframes], bool)
         rp = self.fleet.rotor.params if self.fleet.rotor is not None else None
-        #: cmd/rates_thrust's thrust range [N]: up to the rotors' maximum, 4 k_f omega_max^2
-        self._max_thrust_n = 4.0 * rp.k_f * rp.omega_max_rads ** 2 if rp is not None else 0.0
+        #: cmd/rates_thrust's and cmd/motors' limits (the Simulator's, ``rotor_control.low_level_bounds``)
+        self._low_bounds = {kind: low_level_bounds(mode, rp) for kind, mode in
+                            ((RATES_THRUST, "rates_thrust"), (MOTORS, "motors"))} if rp is not None else {}
         self._timeout_s = p.command_timeout_s if p.command_timeout_s >= 0 else sc.vehicle.command_timeout_s
         # the failsafe of an expired cmd/attitude (every vehicle taken as attitude mode, on the exact state)
         battery = sc.vehicle.battery if p.battery == "scenario" else replace(sc.vehicle.battery, on=False)
@@ -533,13 +532,13 @@ class VehicleDynamicsNode(ScenarioNode):
         if kind == RATES_THRUST:
             v = np.array([msg.roll_rate_radps, msg.pitch_rate_radps, msg.yaw_rate_radps, msg.thrust_n], float)
             names = "(roll_rate, pitch_rate, yaw_rate, thrust)"
-            lo = np.append(-RATE_LIMITS_RADPS, 0.0)
-            hi = np.append(RATE_LIMITS_RADPS, self._max_thrust_n)
-            limits = (f"|roll_rate|, |pitch_rate| <= {MAX_ANGVEL_RADS:.3f} rad/s, |yaw_rate| <= "
-                      f"{RATE_LIMITS_RADPS[2]:g} rad/s, thrust 0..{self._max_thrust_n:.2f} N")
+            lo, hi = self._low_bounds[kind]
+            limits = (f"|roll_rate|, |pitch_rate| <= {RATE_LIMITS_RADPS[0]:.3f} rad/s, |yaw_rate| <= "
+                      f"{RATE_LIMITS_RADPS[2]:g} rad/s, thrust 0..{hi[3]:.2f} N")
         else:
             v = np.asarray(msg.normalised, float)
-            names, lo, hi, limits = "normalised", np.zeros(4), np.ones(4), "each in [0, 1]"
+            names, limits = "normalised", "each in [0, 1]"
+            lo, hi = self._low_bounds[kind]
             if v.shape != (4,):
                 self._reject_command(i, f"{v.size} normalised values, not 4 (one per rotor)", kind)
                 return

@@ -39,7 +39,10 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
+from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
+from qrsim_ros.core.vehicles.rotor_params import RotorParams
 
 if TYPE_CHECKING:
     from qrsim_ros.core.config.scenario import TaskParams
@@ -79,6 +82,11 @@ class AutopilotView:
     def camera_params(self) -> CameraParams:
         """The vehicles' camera model (f, c, mounting, frame period)."""
         return self._sim.scenario.vehicle.camera
+
+    @property
+    def rotor_params(self) -> RotorParams:
+        """The rotor airframe's parameters (``vehicle.rotor``)."""
+        return self._sim.scenario.vehicle.rotor_params()
 
     @property
     def area_limits_ned(self) -> tuple[float, ...]:
@@ -168,7 +176,8 @@ PolicyFactory = Callable[[AutopilotView], Policy]
 
 # --- action space ------------------------------------------------------------------------------------
 
-def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, Array]:
+def mode_bounds(mode: str, area_limits_ned: tuple[float, ...], rotor: RotorParams | None = None
+                ) -> tuple[Array, Array]:
     """Physical limits (low, high) of one control mode's action columns.
 
     attitude: the Pelican's input limits (pitch/roll ±0.9 rad, throttle 0..1, yaw rate ±4.5 rad/s,
@@ -177,7 +186,13 @@ def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, A
     form a square of side 6 m/s turned by the heading; its NED bounding box is ±3 sqrt(2) (reached along
     a body diagonal); commands outside the square are clamped per body component by the loop.
     waypoint: the flight area (NED, m) and a heading in [-pi, pi] rad.
+    rates_thrust, motors (the rotor airframe's ``rotor`` parameters needed):
+    ``rotor_control.low_level_bounds``.
     """
+    if mode in LOW_LEVEL_MODES:
+        if rotor is None:
+            raise ValueError(f"the bounds of control mode {mode!r} need the rotor airframe's parameters")
+        return low_level_bounds(mode, rotor)
     if mode == "attitude":
         return CONTROL_LIMITS[:, 0].copy(), CONTROL_LIMITS[:, 1].copy()
     if mode in ("velocity", "velocity_height"):
@@ -189,13 +204,14 @@ def mode_bounds(mode: str, area_limits_ned: tuple[float, ...]) -> tuple[Array, A
     raise ValueError(f"unknown control mode {mode!r}")
 
 
-def action_bounds(action_spec: Mapping[str, Any], area_limits_ned: tuple[float, ...]) -> tuple[Array, Array]:
-    """(low, high), each (rows, width): every agent-controlled vehicle's mode limits; padding columns of
-    narrower modes (ignored by the simulator) are pinned to 0."""
+def action_bounds(action_spec: Mapping[str, Any], area_limits_ned: tuple[float, ...],
+                  rotor: RotorParams | None = None) -> tuple[Array, Array]:
+    """(low, high), each (rows, width): every agent-controlled vehicle's mode limits (``mode_bounds``);
+    padding columns of narrower modes (ignored by the simulator) are pinned to 0."""
     rows, width = len(action_spec["vehicles"]), int(action_spec["width"])
     low, high = np.zeros((rows, width)), np.zeros((rows, width))
     for r, mode in enumerate(action_spec["modes"]):
-        lo, hi = mode_bounds(mode, area_limits_ned)
+        lo, hi = mode_bounds(mode, area_limits_ned, rotor)
         low[r, : lo.size], high[r, : hi.size] = lo, hi
     return low, high
 

@@ -6,7 +6,9 @@ import numpy as np
 
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.controllers import WaypointPID
+from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
+from qrsim_ros.core.vehicles.rotor_control import hover_low_level
 from qrsim_ros.policies.base import Array, AutopilotView, action_bounds
 
 
@@ -16,7 +18,9 @@ class Hover:
     velocity / velocity_height: zero velocity (the simulator's loops hold the height); waypoint: the
     first estimated position and heading; attitude: a ``WaypointPID`` on the estimated state holding the
     first estimated position and heading when the task step is the 20 ms control step (the generic
-    tasks), else the open-loop hover controls (a PID cannot run on a held 1 s action).
+    tasks), else the open-loop hover controls (a PID cannot run on a held 1 s action); rates_thrust,
+    motors (rotor airframe): ``rotor_control.hover_low_level`` (zero rates and the weight; every motor
+    at the hover speed, open loop).
     """
 
     def __init__(self, view: AutopilotView) -> None:
@@ -27,6 +31,8 @@ class Hover:
         self.hold: Array | None = None  # (rows, 4) NED position + heading
         self.closed_loop = abs(view.task.dt_s - BASE_DT_S) < 1e-12
         self.pid = WaypointPID(len(self.rows), BASE_DT_S)
+        self.low_level = {m: hover_low_level(m, view.rotor_params)
+                          for m in set(self.modes) & set(LOW_LEVEL_MODES)}
 
     def __call__(self, view: AutopilotView) -> Array:
         ex = view.estimated_state()[self.rows]
@@ -44,6 +50,8 @@ class Hover:
         for r, m in enumerate(self.modes):
             if m == "waypoint":
                 a[r, 0:4] = np.nan_to_num(self.hold[r])
+            elif m in self.low_level:
+                a[r, 0:4] = self.low_level[m]
         return a
 
 
@@ -57,7 +65,7 @@ class RandomActions:
     drawn from the policy's own stream ``policy.random`` (seeded by the episode seed)."""
 
     def __init__(self, view: AutopilotView) -> None:
-        self.low, self.high = action_bounds(view.action_spec, view.area_limits_ned)
+        self.low, self.high = action_bounds(view.action_spec, view.area_limits_ned, view.rotor_params)
         self.rng = view.policy_rng("random")
 
     def __call__(self, view: AutopilotView) -> Array:

@@ -56,7 +56,7 @@ from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.airframes import AIRFRAME_NAMES
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase
-from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES
+from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES, LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.rotor_control import RotorControlParams
 from qrsim_ros.core.vehicles.rotor_params import PRESETS, RotorParams, rotor_preset
 from qrsim_ros.core.world.area import PersonsAreaParams, PersonsSettings
@@ -372,6 +372,10 @@ class Scenario:
         if self.task.type == "cats_mouse" and self.num_vehicles != self.task.num_cats + 1:
             raise ConfigError(f"num_vehicles={self.num_vehicles} must be task.num_cats + 1 = "
                               f"{self.task.num_cats + 1} for cats_mouse (the cats and the mouse)")
+        for i, (mode, airframe) in enumerate(zip(self.control_modes(), self.airframes(), strict=False)):
+            if mode in LOW_LEVEL_MODES and airframe != "rotor":
+                raise ConfigError(f"vehicle.control: vehicle {i} flies {mode!r}, a rotor-level input; its "
+                                  f"vehicle.airframe must be 'rotor', not {airframe!r}")
         if self.task.type == "cats_mouse" and self.control_modes()[-1] != "velocity_height":
             raise ConfigError(f"vehicle.control: the mouse (vehicle {self.num_vehicles - 1}) is flown by the "
                               "task with north/east velocities: its mode must be velocity_height")

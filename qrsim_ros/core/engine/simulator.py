@@ -64,8 +64,9 @@ from qrsim_ros.core.vehicles.estimated_state import (
     empty_estimated_state,
     fill_estimated_state,
 )
-from qrsim_ros.core.vehicles.fleet_control import TARGET_WIDTH, FleetControl
+from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
+from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
 from qrsim_ros.core.world.scene import CRASH_REASON
 
@@ -120,6 +121,11 @@ class Simulator:
         self.fleet_control = FleetControl(sc.control_modes(), sc.task.flight_z_ned_m, v.command_timeout_s,
                                           v.failsafe, v.failsafe_land_rate_m_s, v.battery, sc.bases)
         self.control_modes = list(self.fleet_control.modes)
+        # the limits an action row of a directly flown mode is checked against (attitude, rotor-level)
+        self._direct_bounds = {"attitude": (CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])}
+        if any(m in LOW_LEVEL_MODES for m in self.control_modes):
+            rotor = v.rotor_params()
+            self._direct_bounds.update({m: low_level_bounds(m, rotor) for m in LOW_LEVEL_MODES})
         agent_rows = self.task.agent_vehicles
         agent_modes = [self.control_modes[i] for i in agent_rows]
         self._action_width = max(len(CONTROL_MODES[m]) for m in agent_modes)
@@ -228,13 +234,13 @@ class Simulator:
                 r = int(action_rows[np.argmax(bad_rows)])
                 raise ActionError(
                     f"action row {r} (vehicle {rows[r]}) is not finite: {a[r, :width].tolist()}")
-            if mode == "attitude":
-                lo, hi = CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1]
-                out = check[:, None] & ((block < lo) | (block > hi))
+            if mode in self._direct_bounds:  # flown as given: checked against the input's limits
+                lo, hi = self._direct_bounds[mode]
+                out = check[:, None] & ~silent[:, None] & ((block < lo) | (block > hi))
                 if out.any():
                     rr, j = np.argwhere(out)[0]
                     r = int(action_rows[rr])
-                    raise ActionError(f"action row {r} (vehicle {rows[r]}): {CONTROL_MODES['attitude'][j]}="
+                    raise ActionError(f"action row {r} (vehicle {rows[r]}): {CONTROL_MODES[mode][j]}="
                                       f"{float(block[rr, j])!r} outside [{lo[j]}, {hi[j]}]")
             full[rows[action_rows], :width] = block
         return full
@@ -261,7 +267,8 @@ class Simulator:
         applied = self.battery.apply(controls)  # the pack's voltage; an empty pack stops the motors
         if faults.any_active:  # rotor faults' yaw disturbance
             applied = faults.adjust_controls(applied)
-        self.fleet.step(applied, wind_body)
+        rates_thrust, motors = self.fleet_control.low_level_inputs(self._held, valid)  # rotor-level modes
+        self.fleet.step(applied, wind_body, rates_thrust=rates_thrust, motors=motors)
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)

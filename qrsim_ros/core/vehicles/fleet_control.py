@@ -8,7 +8,10 @@ in-process ``Simulator`` and by the ``flight_controller`` node alike:
   heading;
 - ``velocity_height``: ``VelocityHeightPID`` to the north/east velocity target [m/s] (columns 0:2) at the
   scenario's flight height ``flight_z_ned_m``, holding the heading;
-- ``waypoint``: ``WaypointPID`` to the NED position [m] and heading [rad] target (columns 0:4).
+- ``waypoint``: ``WaypointPID`` to the NED position [m] and heading [rad] target (columns 0:4);
+- ``rates_thrust``, ``motors`` (rotor airframe only): the target row is the rotor-level input itself
+  (``rotor_control.LOW_LEVEL_INPUTS``); the control row under it is the hover row, and
+  ``low_level_inputs`` gives the inputs ``Airframes.step`` flies instead of it.
 
 One controller per mode runs over the vehicles in that mode (vectorised). Invalid vehicles fly zero
 targets, as in QRSim (they are frozen by the dynamics anyway), and so does a row whose target is not
@@ -53,6 +56,7 @@ from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS, VelocityHeightPID
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
 from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, POSITION_NED, hold_pose
 from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
+from qrsim_ros.core.vehicles.rotor_control import LOW_LEVEL_INPUTS
 
 Array = NDArray[np.float64]
 
@@ -63,9 +67,13 @@ CONTROL_MODES: dict[str, tuple[str, ...]] = {
     "velocity": ("vn_mps", "ve_mps", "vd_mps"),
     "velocity_height": ("vn_mps", "ve_mps"),
     "waypoint": ("north_m", "east_m", "down_m", "heading_rad"),
+    **LOW_LEVEL_INPUTS,
 }
-#: Modes flown through a PID controller (everything but raw attitude).
+#: Modes flown through a PID controller (attitude and the rotor-level inputs are flown as given).
 CONTROLLED_MODES = ("velocity", "velocity_height", "waypoint")
+#: The rotor airframe's lower-level inputs (not in QRSim; docs/ROTOR.md): body rates + collective
+#: thrust, and normalised motor commands; ``low_level_inputs`` hands them to ``Airframes.step``.
+LOW_LEVEL_MODES = tuple(LOW_LEVEL_INPUTS)
 #: Width of a target row (the widest mode).
 TARGET_WIDTH = 5
 #: What a vehicle does once its set point expired (``vehicle.failsafe``; see the module docstring).
@@ -183,6 +191,8 @@ class FleetControl:
                 fly = ~invalid[rows] & np.isfinite(t).all(axis=1)
                 u[rows] = np.where(fly[:, None], t, u[rows])
                 continue
+            if mode in LOW_LEVEL_MODES:  # flown by ``low_level_inputs``; the hover row under it
+                continue
             t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
             e = ex[rows]
             c = self._controllers[mode]
@@ -201,6 +211,28 @@ class FleetControl:
         if self.failsafe_code.any():
             self._failsafe_controls(u, ex, ~invalid)
         return u
+
+    def low_level_inputs(self, targets: ArrayLike, valid: ArrayLike) -> tuple[Array | None, Array | None]:
+        """``Airframes.step``'s ``rates_thrust`` and ``motors`` (N, 4) for this tick, after ``controls``:
+        the targets of the valid vehicles in those modes that have one (finite) and fly no failsafe; NaN
+        rows elsewhere (those fly their control row); None when no vehicle flies that input."""
+        t_all = np.asarray(targets, float)
+        fly = np.asarray(valid, bool) & (self.failsafe_code == 0)
+        out: list[Array | None] = []
+        for mode in LOW_LEVEL_MODES:
+            rows = self.rows[mode]
+            if not rows.size:
+                out.append(None)
+                continue
+            t = t_all[rows, : len(CONTROL_MODES[mode])]
+            live = fly[rows] & np.isfinite(t).all(axis=1)
+            if not live.any():
+                out.append(None)
+                continue
+            a = np.full((self.num_vehicles, len(CONTROL_MODES[mode])), np.nan)
+            a[rows[live]] = t[live]
+            out.append(a)
+        return out[0], out[1]
 
     def _count_clamps(self, t_all: Array, ex: Array, invalid: NDArray[np.bool_]) -> None:
         """Count the velocity set points the controllers clamp (as ``_body_velocity_error``: a body

@@ -48,6 +48,7 @@ from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ConfigError, finite, shape, single_positive
 from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_LIMITS,
     CONTROL_SIZE,
     MAX_ANGVEL_RADS,
     PQ2,
@@ -64,6 +65,34 @@ RATES_THRUST_SIZE = 4
 MOTORS_SIZE = 4
 RATES_THRUST_NAMES = ("p_rads", "q_rads", "r_rads", "thrust_n")
 MOTORS_NAMES = ("motor0", "motor1", "motor2", "motor3")
+#: The rotor-level inputs by name (the ``rates_thrust`` and ``motors`` control modes, the
+#: cmd/rates_thrust and cmd/motors topics) and their columns.
+LOW_LEVEL_INPUTS = {"rates_thrust": RATES_THRUST_NAMES, "motors": MOTORS_NAMES}
+#: Limits of the body-rate input [rad/s], FRD p, q, r: the identified attitude loop's rate limit for roll
+#: and pitch (150 deg/s, spec 2.1) and the yaw-rate command's limit (4.5 rad/s).
+RATE_LIMITS_RADPS = np.array([MAX_ANGVEL_RADS, MAX_ANGVEL_RADS, CONTROL_LIMITS[3, 1]])
+
+
+def low_level_bounds(mode: str, rotor: RotorParams) -> tuple[Array, Array]:
+    """(low, high) of a rotor-level input's columns: ``rates_thrust``: |p|, |q| <= 2.618, |r| <= 4.5
+    [rad/s] (``RATE_LIMITS_RADPS``) and collective thrust 0 .. ``rotor.max_thrust_n`` [N]; ``motors``: each
+    normalised command in [0, 1]. The one definition both front ends check (and clamp) against."""
+    if mode == "rates_thrust":
+        return np.append(-RATE_LIMITS_RADPS, 0.0), np.append(RATE_LIMITS_RADPS, rotor.max_thrust_n)
+    if mode == "motors":
+        return np.zeros(MOTORS_SIZE), np.ones(MOTORS_SIZE)
+    raise ValueError(f"{mode!r} is not a rotor-level input (one of {', '.join(LOW_LEVEL_INPUTS)})")
+
+
+def hover_low_level(mode: str, rotor: RotorParams) -> Array:
+    """The rotor-level input that holds a level vehicle in still air: ``rates_thrust`` zero rates and the
+    weight m g [N]; ``motors`` every rotor at the hover speed sqrt(m g / (4 k_f)) (open loop: it drifts)."""
+    if mode == "rates_thrust":
+        return np.array([0.0, 0.0, 0.0, rotor.mass_kg * rotor.gravity_ms2])
+    if mode == "motors":
+        span = rotor.omega_max_rads - rotor.omega_min_rads
+        return np.full(MOTORS_SIZE, (rotor.hover_omega_rads - rotor.omega_min_rads) / span)
+    raise ValueError(f"{mode!r} is not a rotor-level input (one of {', '.join(LOW_LEVEL_INPUTS)})")
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ applies the fleet's effects; it publishes the active faults on ``/sim/faults`` (
 ``/sim/inject_fault`` and ``/sim/clear_fault``.
 
 1. Lockstep with wind_field (test_lockstep_agreement's set-up: keep_spot_x10, 2 vehicles, constant
-   attitude commands held from tick 0), the scenario file with a timed rotor_loss on vehicle 0 and a
-   permanent comm_loss on vehicle 1: the ground truth on /sim/vehicle_status equals the Simulator's for
-   the same file and seed through the onsets and the end of the rotor fault, and /sim/faults goes
+   attitude commands held from tick 0), the scenario file with a timed rotor_loss then a motor_stuck on
+   vehicle 0 and a permanent comm_loss then a rotor_degradation on vehicle 1: the ground truth on
+   /sim/vehicle_status equals the Simulator's for the same file and seed through the onsets and the
+   end of the rotor fault (each fault changes the flight from its tick on), and /sim/faults goes
    through the expected sets at the expected ticks (the triggers' documented rule: the first tick
    whose time is >= T; a fault of duration D ends at the first tick >= since + D).
 2. Free running, one vehicle: a malformed injection or clearing is answered success=false with a
@@ -35,25 +36,28 @@ from qrsim_ros.core.config.scenario import scenario_path
 
 pytestmark = pytest.mark.ros
 
-#: The scenario's faults: vehicle 0 loses rotor 1 from t = 0.5 s for 1 s; vehicle 1's link is lost
-#: from t = 0.3 s on.
+#: The scenario's faults: vehicle 0 loses rotor 1 from t = 0.5 s for 1 s, then its rotor 3 sticks at
+#: t = 1.6 s; vehicle 1's link is lost from t = 0.3 s on and its rotor 0 degrades to 70 % at t = 1.2 s.
 FAULTS = [
     {"id": "rotor0", "kind": "rotor_loss", "vehicles": [0], "rotor": 1, "trigger": {"at_time_s": 0.5},
      "duration_s": 1.0},
     {"id": "link1", "kind": "comm_loss", "vehicles": [1], "trigger": {"at_time_s": 0.3}},
+    {"id": "weak1", "kind": "rotor_degradation", "vehicles": [1], "rotor": 0, "factor": 0.7,
+     "trigger": {"at_time_s": 1.2}},
+    {"id": "stuck0", "kind": "motor_stuck", "vehicles": [0], "rotor": 3, "trigger": {"at_time_s": 1.6}},
 ]
 DURATION_S = 2.0
 
 
-def faulty_scenario(tmp_path: Path) -> Path:
-    """keep_spot_x10 with ``FAULTS`` and commands held forever (vehicle.command_timeout_s 0, as the node's
+def faulty_scenario(tmp_path: Path, faults: list[dict[str, Any]] = FAULTS, name: str = "faults") -> Path:
+    """keep_spot_x10 with ``faults`` and commands held forever (vehicle.command_timeout_s 0, as the node's
     command_timeout_s 0 in the lockstep set-up, so both front ends hold the last command alike)."""
     with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
         data = load_yaml(f)
-    data["name"] = "keep_spot_x10_faults"
+    data["name"] = f"keep_spot_x10_{name}"
     data.setdefault("vehicle", {})["command_timeout_s"] = 0.0
-    data["faults"] = FAULTS
-    path = tmp_path / "keep_spot_x10_faults.yaml"
+    data["faults"] = faults
+    path = tmp_path / f"keep_spot_x10_{name}.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
@@ -132,7 +136,9 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
         (0, []),
         (15, [("link1", 1, "comm_loss")]),                            # 0.3 s
         (25, [("rotor0", 0, "rotor_loss"), ("link1", 1, "comm_loss")]),  # 0.5 s
-        (75, [("link1", 1, "comm_loss")]),                            # 0.5 s + 1.0 s
+        (60, [("rotor0", 0, "rotor_loss"), ("link1", 1, "comm_loss"), ("weak1", 1, "rotor_degradation")]),
+        (75, [("link1", 1, "comm_loss"), ("weak1", 1, "rotor_degradation")]),  # 0.5 s + 1.0 s
+        (80, [("link1", 1, "comm_loss"), ("weak1", 1, "rotor_degradation"), ("stuck0", 0, "motor_stuck")]),
     ], changes
     at25 = {f.id: f for f in faults[2][1].faults}
     assert at25["rotor0"].since_s == pytest.approx(0.5) and at25["rotor0"].until_s == pytest.approx(1.5)
@@ -152,6 +158,13 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     np.testing.assert_array_equal(plain[24], ref[24])
     assert np.abs(plain[total][0] - ref[total][0]).max() > 1e-3
     assert ref[30][0, 12] < 0.9 * plain[30][0, 12]  # three rotors of four: less thrust
+    # vehicle 1 (its held commands are unaffected by the link loss) changes with its weak rotor at tick 60
+    np.testing.assert_array_equal(plain[59][1], ref[59][1])
+    assert np.abs(plain[total][1] - ref[total][1]).max() > 1e-3
+    # vehicle 0's stuck motor from tick 80: the run without it agrees until then, not after
+    unstuck = simulate(str(faulty_scenario(tmp_path, FAULTS[:3], "unstuck")), total)
+    np.testing.assert_array_equal(unstuck[79], ref[79])
+    assert np.abs(unstuck[total][0] - ref[total][0]).max() > 1e-4
 
 
 def call(client: Any, request: Any, procs: list[NodeProcess]) -> Any:

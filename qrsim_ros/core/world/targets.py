@@ -1,0 +1,173 @@
+"""Retrievable targets: small rigid bodies a grasper picks up, carries and drops (ireland_2016 section 4.7).
+
+Each target is a point mass ``mass_kg`` with an effective radius ``radius_m`` (its centre rests at
+z = -radius_m NED above the flat floor z = 0). It is in one of three phases:
+
+- **resting** on the floor (or wherever it came to rest): not integrated at all (the common case, free);
+- **tethered** to a vehicle's grasper (section 4.7.1 eq. 15): it moves with the grasper point
+  ``r_G = r_Q + R r_G/Q`` (``grasper_position_m``, FRD body), its velocity the grasper point's;
+- **free**: released (a drop, a grasper fault, a low-battery release) it follows gravity and the floor model
+  of eq. 16, F_f = -k (R + z) z_hat - c r_dot while z >= -R (spring on the penetration, viscous damping on
+  every component: the horizontal part is the floor's friction), from the grasper's position and velocity
+  at release; once in contact and slower than ``rest_speed_mps`` it rests again.
+
+The floor contact is stiff (k / m = 2500 s^-2, a 0.13 s period with the paper's 1000 N/m and 0.4 kg), so a
+free target is integrated with ``substeps`` semi-implicit Euler sub-steps per tick (1 ms with the default
+20 at 50 Hz), stable for this spring and damper. Vectorised over targets.
+
+Frames: NED world [m], FRD body; the vehicle's state row is the core's 13-column state (position,
+ZYX Euler angles, body velocity, body rates, thrust).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.ticks import BASE_DT_S
+
+RESTING, TETHERED, FREE = 0, 1, 2
+PHASES = ("resting", "tethered", "free")
+
+
+@dataclass(frozen=True)
+class TargetParams:
+    """Targets of the retrieve mission (defaults: ireland_2016 Table 3).
+
+    mass_kg: target mass m_T [kg]; radius_m: effective radius R_T [m]; floor_stiffness_n_m: k_T [N/m];
+    floor_damping_n_s_m: c_T [N s/m]; grasper_position_m: r_G/Q, the grasper in the vehicle's FRD body
+    frame [m]; gravity_ms2: g [m/s^2]; rest_speed_mps: a free target in floor contact slower than this
+    rests [m/s]; substeps: integration sub-steps per tick of a free target.
+    """
+
+    mass_kg: float = 0.4
+    radius_m: float = 0.05
+    floor_stiffness_n_m: float = 1000.0
+    floor_damping_n_s_m: float = 20.0
+    grasper_position_m: tuple[float, float, float] = (0.0, 0.0, 0.2)
+    gravity_ms2: float = 9.81
+    rest_speed_mps: float = 1e-3
+    substeps: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("mass_kg", "radius_m", "floor_stiffness_n_m", "gravity_ms2", "rest_speed_mps"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"targets.{name}={value!r} must be finite and > 0")
+        if not (np.isfinite(self.floor_damping_n_s_m) and self.floor_damping_n_s_m >= 0):
+            raise ValueError(f"targets.floor_damping_n_s_m={self.floor_damping_n_s_m!r} must be >= 0")
+        if len(self.grasper_position_m) != 3 or not np.all(np.isfinite(self.grasper_position_m)):
+            raise ValueError(f"targets.grasper_position_m={self.grasper_position_m!r} must be 3 finite "
+                             "values")
+        if int(self.substeps) != self.substeps or not 1 <= self.substeps <= 1000:
+            raise ValueError(f"targets.substeps={self.substeps!r} must be an integer in [1, 1000]")
+
+
+def grasper_point(x: Array, grasper_position_m: ArrayLike) -> tuple[Array, Array]:
+    """The grasper point's NED position [m] and velocity [m/s] of each vehicle state row x (N, 13):
+    r_G = r_Q + R r_G/Q and v_G = R (v_body + omega x r_G/Q) (section 4.5.2, the rigid body's point)."""
+    x = np.atleast_2d(np.asarray(x, float))
+    r = np.broadcast_to(np.asarray(grasper_position_m, float), (x.shape[0], 3))
+    dcm = dcm_from_state(x)
+    pos = x[:, 0:3] + body_to_ned(dcm, r)
+    return pos, body_to_ned(dcm, x[:, 6:9] + np.cross(x[:, 9:12], r))
+
+
+class Targets:
+    """Every target's position, velocity and phase (see the module docstring).
+
+    ``positions_ned_m`` (M, 3): the targets' centres at the start (resting: z = -radius_m on the floor).
+    """
+
+    def __init__(self, params: TargetParams, positions_ned_m: ArrayLike) -> None:
+        self.params = params
+        self._grasper = np.asarray(params.grasper_position_m, float)
+        self.reset(positions_ned_m)
+
+    @property
+    def count(self) -> int:
+        return int(self.position_ned_m.shape[0])
+
+    def reset(self, positions_ned_m: ArrayLike) -> None:
+        """Every target resting at ``positions_ned_m`` (M, 3), none tethered."""
+        p = np.array(positions_ned_m, float).reshape(-1, 3)
+        if not np.all(np.isfinite(p)):
+            raise ValueError("target positions must be finite")
+        self.position_ned_m = p
+        self.velocity_ned_mps = np.zeros_like(p)
+        self.phase = np.full(p.shape[0], RESTING, np.int8)
+        self.carrier = np.full(p.shape[0], -1, np.int64)  # the vehicle a tethered target hangs from
+
+    def tether(self, target: int, vehicle: int, x: Array) -> None:
+        """Grasp: target ``target`` now moves with vehicle ``vehicle``'s grasper (state rows x (N, 13))."""
+        if self.phase[target] == TETHERED:
+            raise ValueError(f"target {target} is already tethered to vehicle {int(self.carrier[target])}")
+        self.phase[target] = TETHERED
+        self.carrier[target] = vehicle
+        self._follow(x)
+
+    def release(self, target: int) -> None:
+        """Let go of target ``target``: it falls from the grasper with the grasper's velocity (eq. 16)."""
+        if self.phase[target] != TETHERED:
+            return
+        self.phase[target] = FREE
+        self.carrier[target] = -1
+
+    def release_all(self, vehicle: int) -> list[int]:
+        """Release every target vehicle ``vehicle`` carries (a grasper fault, a low-battery release)."""
+        carried = np.flatnonzero((self.phase == TETHERED) & (self.carrier == vehicle)).tolist()
+        for t in carried:
+            self.release(t)
+        return carried
+
+    def carried_by(self, vehicle: int) -> int | None:
+        """The target vehicle ``vehicle`` carries, or None."""
+        hit = np.flatnonzero((self.phase == TETHERED) & (self.carrier == vehicle))
+        return int(hit[0]) if hit.size else None
+
+    def step(self, x: Array, dt_s: float = BASE_DT_S) -> None:
+        """One tick: tethered targets follow their grasper (vehicle states x (N, 13) at the tick's end),
+        free targets fall and meet the floor; resting targets do not move."""
+        if np.any(self.phase == TETHERED):
+            self._follow(x)
+        free = np.flatnonzero(self.phase == FREE)
+        if free.size:
+            self._integrate(free, dt_s)
+
+    def _follow(self, x: Array) -> None:
+        rows = np.flatnonzero(self.phase == TETHERED)
+        pos, vel = grasper_point(np.asarray(x, float)[self.carrier[rows]], self._grasper)
+        self.position_ned_m[rows] = pos
+        self.velocity_ned_mps[rows] = vel
+
+    def _integrate(self, rows: NDArray[np.intp], dt_s: float) -> None:
+        prm = self.params
+        h = dt_s / prm.substeps
+        p, v = self.position_ned_m[rows], self.velocity_ned_mps[rows]
+        k_m, c_m = prm.floor_stiffness_n_m / prm.mass_kg, prm.floor_damping_n_s_m / prm.mass_kg
+        for _ in range(prm.substeps):  # semi-implicit Euler: velocity first, then position
+            contact = p[:, 2] >= -prm.radius_m
+            a = np.zeros_like(v)
+            a[:, 2] = prm.gravity_ms2
+            if contact.any():
+                a[contact, 2] -= k_m * (prm.radius_m + p[contact, 2])
+                a[contact] -= c_m * v[contact]
+            v = v + h * a
+            p = p + h * v
+        self.position_ned_m[rows], self.velocity_ned_mps[rows] = p, v
+        at_rest = (p[:, 2] >= -prm.radius_m - 1e-3) & (np.linalg.norm(v, axis=1) < prm.rest_speed_mps)
+        if at_rest.any():
+            done = rows[at_rest]
+            self.phase[done] = RESTING
+            self.velocity_ned_mps[done] = 0.0
+
+    def inside(self, centre_ne_m: ArrayLike, radius_m: float) -> NDArray[np.bool_]:
+        """(M,) bool: resting targets whose centre lies within ``radius_m`` of ``centre_ne_m`` (north, east)
+        on the floor (a drop site: deposited)."""
+        c = np.asarray(centre_ne_m, float)[:2]
+        near = np.hypot(*(self.position_ned_m[:, 0:2] - c).T) <= radius_m
+        on_floor = self.position_ned_m[:, 2] >= -self.params.radius_m - 0.01
+        return (self.phase == RESTING) & near & on_floor

@@ -45,13 +45,14 @@ FAULTS = [
 DURATION_S = 2.0
 
 
-def faulty_scenario(tmp_path: Path) -> Path:
+def faulty_scenario(tmp_path: Path, rotor_loss_failsafe: str = "none") -> Path:
     """keep_spot_x10 with ``FAULTS`` and commands held forever (vehicle.command_timeout_s 0, as the node's
     command_timeout_s 0 in the lockstep set-up, so both front ends hold the last command alike)."""
     with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
         data = load_yaml(f)
     data["name"] = "keep_spot_x10_faults"
     data.setdefault("vehicle", {})["command_timeout_s"] = 0.0
+    data["vehicle"]["rotor_loss_failsafe"] = rotor_loss_failsafe
     data["faults"] = FAULTS
     path = tmp_path / "keep_spot_x10_faults.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -75,7 +76,11 @@ def fault_set(msg: Any) -> list[tuple[str, int, str]]:
     return [(f.id, f.vehicle, f.kind) for f in msg.faults]
 
 
-def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("rotor_loss_failsafe", ["none", "emergency_land"])
+def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  rotor_loss_failsafe: str) -> None:
+    """With ``emergency_land`` vehicle 0 flies ireland_2016's emergency controller from the rotor loss on
+    (latched after the fault ends), in the node as in the Simulator, and says so in its status."""
     require_ros()
     from qrsim_ros.msg import ActiveFaults, AttitudeCommand, VehicleStatus
 
@@ -83,7 +88,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(ACTIONS)
-    scenario = str(faulty_scenario(tmp_path))
+    scenario = str(faulty_scenario(tmp_path, rotor_loss_failsafe))
     domain_id = free_domain()
     env = ros_env(tmp_path, domain_id)
     common = {"scenario": scenario, "seed": SEED, "num_vehicles": n}
@@ -93,6 +98,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
              NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
     probe = Probe(tmp_path, domain_id, monkeypatch)
     states: dict[int, np.ndarray] = {}
+    failsafes: dict[int, list[str]] = {}
     moved = threading.Event()
     faults: list[tuple[int, Any]] = []  # (tick of the stamp, message) in arrival order
     total = round(DURATION_S / 0.02)
@@ -103,6 +109,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
             arrays = fleet_arrays(msg, n)
             assert not isinstance(arrays, str), arrays
             states.setdefault(int(msg.tick), arrays[0])
+            failsafes.setdefault(int(msg.tick), list(msg.failsafe))
             if msg.tick >= 1:
                 moved.set()
 
@@ -146,7 +153,9 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     plain = simulate("keep_spot_x10", total)
     np.testing.assert_array_equal(plain[24], ref[24])
     assert np.abs(plain[total][0] - ref[total][0]).max() > 1e-3
-    assert ref[30][0, 12] < 0.9 * plain[30][0, 12]  # three rotors of four: less thrust
+    assert ref[30][0, 12] < 0.9 * plain[30][0, 12]  # three rotors of four (two with the failsafe)
+    expected = "emergency_land" if rotor_loss_failsafe == "emergency_land" else ""
+    assert failsafes[24][0] == "" and failsafes[25][0] == expected and failsafes[total][0] == expected
 
 
 def call(client: Any, request: Any, procs: list[NodeProcess]) -> Any:

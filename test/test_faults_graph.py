@@ -49,13 +49,15 @@ FAULTS = [
 DURATION_S = 2.0
 
 
-def faulty_scenario(tmp_path: Path, faults: list[dict[str, Any]] = FAULTS, name: str = "faults") -> Path:
+def faulty_scenario(tmp_path: Path, faults: list[dict[str, Any]] = FAULTS, name: str = "faults",
+                    rotor_loss_failsafe: str = "none") -> Path:
     """keep_spot_x10 with ``faults`` and commands held forever (vehicle.command_timeout_s 0, as the node's
     command_timeout_s 0 in the lockstep set-up, so both front ends hold the last command alike)."""
     with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
         data = load_yaml(f)
     data["name"] = f"keep_spot_x10_{name}"
     data.setdefault("vehicle", {})["command_timeout_s"] = 0.0
+    data["vehicle"]["rotor_loss_failsafe"] = rotor_loss_failsafe
     data["faults"] = faults
     path = tmp_path / f"keep_spot_x10_{name}.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -79,7 +81,11 @@ def fault_set(msg: Any) -> list[tuple[str, int, str]]:
     return [(f.id, f.vehicle, f.kind) for f in msg.faults]
 
 
-def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("rotor_loss_failsafe", ["none", "emergency_land"])
+def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  rotor_loss_failsafe: str) -> None:
+    """With ``emergency_land`` vehicle 0 flies ireland_2016's emergency controller from the rotor loss on
+    (latched after the fault ends), in the node as in the Simulator, and says so in its status."""
     require_ros()
     from qrsim_ros.msg import ActiveFaults, AttitudeCommand, VehicleStatus
 
@@ -87,7 +93,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(ACTIONS)
-    scenario = str(faulty_scenario(tmp_path))
+    scenario = str(faulty_scenario(tmp_path, rotor_loss_failsafe=rotor_loss_failsafe))
     domain_id = free_domain()
     env = ros_env(tmp_path, domain_id)
     common = {"scenario": scenario, "seed": SEED, "num_vehicles": n}
@@ -98,6 +104,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     probe = Probe(tmp_path, domain_id, monkeypatch)
     states: dict[int, np.ndarray] = {}
     status_faults: dict[int, list[tuple[str, int, str]]] = {}  # the faults each tick's status carries
+    failsafes: dict[int, list[str]] = {}
     moved = threading.Event()
     faults: list[tuple[int, Any]] = []  # (tick of the stamp, message) in arrival order
     total = round(DURATION_S / 0.02)
@@ -109,6 +116,7 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
             assert not isinstance(arrays, str), arrays
             states.setdefault(int(msg.tick), arrays[0])
             status_faults.setdefault(int(msg.tick), fault_set(msg))
+            failsafes.setdefault(int(msg.tick), list(msg.failsafe))
             if msg.tick >= 1:
                 moved.set()
 
@@ -157,14 +165,16 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     plain = simulate("keep_spot_x10", total)
     np.testing.assert_array_equal(plain[24], ref[24])
     assert np.abs(plain[total][0] - ref[total][0]).max() > 1e-3
-    assert ref[30][0, 12] < 0.9 * plain[30][0, 12]  # three rotors of four: less thrust
+    assert ref[30][0, 12] < 0.9 * plain[30][0, 12]  # three rotors of four (two with the failsafe)
+    expected = "emergency_land" if rotor_loss_failsafe == "emergency_land" else ""
+    assert failsafes[24][0] == "" and failsafes[25][0] == expected and failsafes[total][0] == expected
     # vehicle 1 (its held commands are unaffected by the link loss) changes with its weak rotor at tick 60
     np.testing.assert_array_equal(plain[59][1], ref[59][1])
     assert np.abs(plain[total][1] - ref[total][1]).max() > 1e-3
-    # vehicle 0's stuck motor from tick 80: the run without it agrees until then, not after
-    unstuck = simulate(str(faulty_scenario(tmp_path, FAULTS[:3], "unstuck")), total)
-    np.testing.assert_array_equal(unstuck[79], ref[79])
-    assert np.abs(unstuck[total][0] - ref[total][0]).max() > 1e-4
+    if rotor_loss_failsafe == "none":  # vehicle 0's stuck motor from tick 80 (not emergency landing)
+        unstuck = simulate(str(faulty_scenario(tmp_path, FAULTS[:3], "unstuck")), total)
+        np.testing.assert_array_equal(unstuck[79], ref[79])
+        assert np.abs(unstuck[total][0] - ref[total][0]).max() > 1e-4
 
 
 def call(client: Any, request: Any, procs: list[NodeProcess]) -> Any:

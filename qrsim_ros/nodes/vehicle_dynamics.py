@@ -121,6 +121,7 @@ from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
 from qrsim_ros.core.vehicles.airframes import ROTOR
+from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, FleetControl
@@ -284,7 +285,7 @@ class VehicleDynamicsNode(ScenarioNode):
         #: the scenario's faults on the fleet and its batteries (as ``Simulator.faults``; docs/FAULTS.md)
         self.faults = FaultEffects(sc.faults, n, streams, FaultModels(fleet=self.fleet, battery=self.energy),
                                    ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
-                                   dt_s=BASE_DT_S)
+                                   dt_s=BASE_DT_S, rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe)
         self._faults_changed = True  # /sim/faults is due (published with the next tick)
         self._fault_msgs: list[Any] = []  # the active set as ActiveFault messages (/sim/vehicle_status)
         self._link_held: tuple[Any, ...] | None = None  # comm_loss: the held commands of the last step
@@ -807,10 +808,11 @@ class VehicleDynamicsNode(ScenarioNode):
             issued_s = np.where(self._has_cmd, self._cmd_ns * 1e-9, np.nan)
             u = fc.controls(np.where(self._has_cmd[:, None], self._cmd, np.nan), ex, valid,
                             np.zeros(self.num_vehicles), self._k * BASE_DT_S, issued_s)
-        if any(self._cmd_failsafe) or any(self.failsafe) or fc.failsafe_code.any():
+        emergency = bool((self.fleet.emergency_land_rotor >= 0).any())
+        if any(self._cmd_failsafe) or any(self.failsafe) or fc.failsafe_code.any() or emergency:
             own = fc.failsafe
-            failsafe = [own[i] or (self._cmd_failsafe[i] if fresh[i] else "")
-                        for i in range(self.num_vehicles)]
+            failsafe = emergency_failsafe([own[i] or (self._cmd_failsafe[i] if fresh[i] else "")
+                                           for i in range(self.num_vehicles)], self.fleet)
             for i, (old, new) in enumerate(zip(self.failsafe, failsafe, strict=True)):
                 if new and not old:
                     self.failsafe_onsets[i] += 1

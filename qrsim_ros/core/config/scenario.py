@@ -55,6 +55,7 @@ from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
 from qrsim_ros.core.sensors.plume_sensor import PlumeSensorParams
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.airframes import AIRFRAME_NAMES
+from qrsim_ros.core.vehicles.emergency_land import ROTOR_LOSS_FAILSAFES
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase
 from qrsim_ros.core.vehicles.fleet_control import CONTROL_MODES, FAILSAFES, LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.rotor_control import RotorControlParams
@@ -248,6 +249,9 @@ class VehicleParams:
     rotor_control: the rotor airframe's onboard controller gains (``RotorControlParams`` fields:
     ``attitude_gain``, ``yaw_gain``, ``speed_gain``, ``lookahead_ticks``, ``rate_gain_per_s``; default the
     documented ones, docs/ROTOR.md); ``rotor_control_params()`` builds them.
+    rotor_loss_failsafe: what a vehicle does when a ``rotor_loss`` fault starts, one of
+    ROTOR_LOSS_FAILSAFES: ``none`` (default: it flies on with the rotor lost) or ``emergency_land``
+    (ireland_2016's emergency landing controller, ``vehicles.emergency_land``; docs/FAULTS.md).
     battery: the battery pack, its power model and the low-battery failsafe (``energy.BatterySettings``;
     on by default, ``on: false`` flies QRSim's open loop).
     """
@@ -265,6 +269,7 @@ class VehicleParams:
     command_timeout_s: float = 0.5
     failsafe: str = "hold"
     failsafe_land_rate_m_s: float = 0.5
+    rotor_loss_failsafe: str = "none"
     ahars: AharsParams = field(default_factory=AharsParams)
     gps_receiver: GpsReceiverParams = field(default_factory=GpsReceiverParams)
     turbulence: TurbulenceParams = field(default_factory=TurbulenceParams)
@@ -298,6 +303,9 @@ class VehicleParams:
         if self.failsafe not in FAILSAFES:
             raise ConfigError(f"vehicle.failsafe={self.failsafe!r} must be one of {', '.join(FAILSAFES)}")
         in_range("vehicle.failsafe_land_rate_m_s", self.failsafe_land_rate_m_s, 0.1, 3.0)
+        if self.rotor_loss_failsafe not in ROTOR_LOSS_FAILSAFES:
+            raise ConfigError(f"vehicle.rotor_loss_failsafe={self.rotor_loss_failsafe!r} must be one of "
+                              f"{', '.join(ROTOR_LOSS_FAILSAFES)}")
         for i, row in enumerate(self.initial_states or ()):
             if len(row) not in (6, 12, 13):
                 raise ConfigError(f"vehicle.initial_states[{i}] has {len(row)} values; a state has 6 "

@@ -38,6 +38,14 @@ rad/s; the sum is normalised by the two rotors of each direction; the control's 
 motor makes a constant quarter of the thrust: of its command's steady thrust (``command`` given) or of the
 vehicle's thrust when the fault starts (``command`` null); its yaw torque is not modelled.
 
+The failsafe reaction to a rotor loss (``rotor_loss_failsafe="emergency_land"``, the scenario's
+``vehicle.rotor_loss_failsafe``): when a ``rotor_loss`` starts on a valid vehicle not yet in emergency
+landing, the fleet is told (``Airframes.set_emergency_land``) and flies ireland_2016's emergency landing
+controller (``vehicles.emergency_land``) until it touches down, latched for the episode even if the
+fault ends. On the Pelican approximation the opposite rotor then counts as off too (thrust 2/4, the
+yaw imbalance of the remaining same-spin pair, commanded by the fleet's emergency row instead of
+added here); on the rotor airframe the controller commands it to 0 and the motor spins down.
+
 Order within a tick (the Simulator's): ``step`` right after time advances, before the environment, the
 controls and the dynamics, so a fault that starts at tick k acts on tick k's controls, dynamics and
 readings; its conditions read the state at the start of the tick (t_(k-1)). ``begin_episode`` runs the
@@ -72,13 +80,16 @@ from qrsim_ros.core.faults.schedule import rotor_thrust_factors
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.gps import GpsReceiver
 from qrsim_ros.core.sensors.registry import SENSORS
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanFleet, steady_thrust_si
+from qrsim_ros.core.vehicles.emergency_land import (
+    MAX_YAW_RATE_RADPS,
+    ROTOR_LOSS_FAILSAFES,
+    ROTOR_SPIN,
+    opposite_rotor,
+    pair_factors,
+    unbalanced_yaw_rate_radps,
+)
+from qrsim_ros.core.vehicles.pelican import PelicanFleet, steady_thrust_si
 
-#: Rotor directions of the quadrotor the Pelican approximates (+1 clockwise seen from above; opposite
-#: rotors alike), the rotor model's default (``rotor_params.RotorParams.spin``).
-ROTOR_SPIN = np.array([1.0, -1.0, 1.0, -1.0])
-#: Yaw-rate command of a fully unbalanced quadrotor [rad/s]: the control's limit (spec 2.1).
-MAX_YAW_RATE_RADPS = float(CONTROL_LIMITS[3, 1])
 #: Invalid reason of a vehicle whose start-up self test failed.
 SELF_TEST_FAILURE = "self_test_failure"
 #: The fault kinds that switch a sensor off (``off_mask``).
@@ -129,7 +140,14 @@ class FaultEffects:
     """
 
     def __init__(self, specs: Iterable[FaultSpec], num_vehicles: int, streams: RandomStreams | None,
-                 models: FaultModels, *, ticks_per_task_step: int, dt_s: float = BASE_DT_S) -> None:
+                 models: FaultModels, *, ticks_per_task_step: int, dt_s: float = BASE_DT_S,
+                 rotor_loss_failsafe: str = "none") -> None:
+        if rotor_loss_failsafe not in ROTOR_LOSS_FAILSAFES:
+            raise ValueError(f"rotor_loss_failsafe={rotor_loss_failsafe!r} must be one of "
+                             f"{', '.join(ROTOR_LOSS_FAILSAFES)}")
+        #: whether a rotor loss starts the emergency landing controller (module doc)
+        self.emergency_land = rotor_loss_failsafe == "emergency_land" and hasattr(models.fleet,
+                                                                                  "set_emergency_land")
         self.num_vehicles = n = int(num_vehicles)
         self.dt_s = float(dt_s)
         self.models = models
@@ -160,8 +178,12 @@ class FaultEffects:
         self.schedule.reset()
         self.log = []
         self._stuck_thrust_n = {}
+        latched = False
+        if self.emergency_land:  # a latched landing keeps its pair off after its fault ended: undo that too
+            latched = bool((self.models.fleet.emergency_land_rotor >= 0).any())  # type: ignore[union-attr]
+            self.models.fleet.clear_emergency_land()  # type: ignore[union-attr]
         self._needs_conditions = self._any_condition()
-        if self.any_active:
+        if self.any_active or latched:
             self.any_active = False
             self._reset_state()
             self._push()
@@ -305,6 +327,8 @@ class FaultEffects:
                     held = float(fleet.state[f.vehicle, 12]) / len(ROTOR_SPIN) if fleet is not None else 0.0
                 self._stuck_thrust_n[(f.id, f.vehicle)] = max(held, 0.0)
                 note = f"rotor {f.params['rotor']} held at {held:.3f} N"
+            elif f.kind == "rotor_loss" and self.emergency_land:
+                note = self._start_emergency_land(f)
             self.log.append(FaultLogEntry(k, "started", f, note))
         self.apply_active(self.schedule.active)
 
@@ -317,6 +341,16 @@ class FaultEffects:
         self.any_active = bool(active)
         self._collect(active)
         self._push()
+
+    def _start_emergency_land(self, f: ActiveFault) -> str:
+        """A rotor loss on vehicle ``f.vehicle``: its emergency landing (module doc), unless it is frozen
+        or already in one."""
+        fleet = self.models.fleet
+        v, rotor = f.vehicle, int(f.params["rotor"])
+        if not fleet.valid[v] or fleet.emergency_land_rotor[v] >= 0:  # type: ignore[union-attr]
+            return ""
+        fleet.set_emergency_land([v], rotor)  # type: ignore[union-attr]
+        return f"emergency land: rotor {rotor} lost, rotor {int(opposite_rotor(rotor))} disabled"
 
     def _cell_failure(self, f: ActiveFault, battery: Battery | None) -> str:
         volts = f.params["voltage_step_v"]
@@ -367,15 +401,27 @@ class FaultEffects:
                 self._thrust_offset_n[v] += (rotor_factor[v, p["rotor"]]
                                              * self._stuck_thrust_n.get((f.id, v), 0.0))
         rotors = rotor_factor.shape[1]
-        self._thrust_scale = np.where(stuck_rotor, 0.0, rotor_factor).sum(axis=1) / rotors
-        imbalance = -(rotor_factor @ ROTOR_SPIN) / (0.5 * rotors)  # -sum(spin_i f_i) / 2: +-1 at most
         airframes = getattr(self.models.fleet, "airframes", None)
-        if airframes is not None:  # rotor-level vehicles fly their rotors' factors exactly, no approximation
-            is_rotor = np.array([a == "rotor" for a in airframes], bool)
-            imbalance[is_rotor] = 0.0
-            self._rotor_health = rotor_factor if is_rotor.any() else None
-        self._yaw_offset = imbalance * MAX_YAW_RATE_RADPS
-        self._yaw_rows = np.flatnonzero(imbalance != 0.0)
+        is_rotor = np.array([a == "rotor" for a in airframes], bool) if airframes is not None else None
+        if is_rotor is not None:  # rotor-level vehicles fly their rotors' factors exactly, no approximation
+            self._rotor_health = rotor_factor.copy() if is_rotor.any() else None
+        pelican_factor = rotor_factor
+        emergency = np.zeros(n, bool)
+        if self.emergency_land:  # the Pelican approximation of the disabled pair (module doc)
+            emergency = self.models.fleet.emergency_land_rotor >= 0  # type: ignore[union-attr]
+            if is_rotor is not None:  # rotor vehicles: the controller commands the pair off, exactly
+                emergency &= ~is_rotor
+            if emergency.any():
+                pelican_factor = rotor_factor.copy()
+                pelican_factor[emergency] *= pair_factors(
+                    self.models.fleet.emergency_land_rotor[emergency])  # type: ignore[union-attr]
+        self._thrust_scale = np.where(stuck_rotor, 0.0, pelican_factor).sum(axis=1) / rotors
+        yaw = unbalanced_yaw_rate_radps(pelican_factor)  # +-4.5 rad/s at most
+        yaw[emergency] = 0.0  # the fleet's emergency row commands the whole yaw rate
+        if is_rotor is not None:
+            yaw[is_rotor] = 0.0
+        self._yaw_offset = yaw
+        self._yaw_rows = np.flatnonzero(yaw != 0.0)
         self._gps = {"outage": outage, "sigma_factor": sigma, "bias_ned_m": bias, "satellites_lost": lost}
         self._any_comm_lost = bool(self._comm_lost.any())
 

@@ -58,6 +58,7 @@ from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
+from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import (
     ZERO_COLUMNS,
@@ -141,7 +142,8 @@ class Simulator:
         # the scenario's faults on the models built above (a battery if another component built one)
         self.faults = FaultEffects(sc.faults, n, streams, FaultModels(
             fleet=self.fleet, gps=self.gps, ahars=self.ahars, battery=getattr(self, "battery", None)),
-            ticks_per_task_step=self.ticks_per_task_step, dt_s=self.dt_s)
+            ticks_per_task_step=self.ticks_per_task_step, dt_s=self.dt_s,
+            rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe)
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -335,8 +337,9 @@ class Simulator:
     @property
     def failsafe(self) -> list[str]:
         """Per vehicle: the failsafe its last tick flew ('' = its set point; 'hold', 'land', 'level', and
-        for a low battery 'return', 'battery_land')."""
-        return self.fleet_control.failsafe
+        for a low battery 'return', 'battery_land'; 'emergency_land' after a rotor loss with
+        ``vehicle.rotor_loss_failsafe: emergency_land``, also once landed)."""
+        return emergency_failsafe(self.fleet_control.failsafe, self.fleet)
 
     def true_state(self) -> Array:
         """True states X (N, 13): NED position, ZYX Euler angles, body velocity, body rates, thrust."""

@@ -20,6 +20,15 @@ the rotor airframe, per tick: body rates + collective thrust or normalised motor
 ``rotor_speeds_radps`` (N, 4) [rad/s]: every vehicle's rotor speeds (rotor numbering of
 ``rotor_params``), NaN rows for Pelican vehicles (the identified model has no rotors): the power model's
 input (docs/ENERGY.md ``rotor_power``).
+
+Emergency landing (``set_emergency_land``; ``emergency_land``, ireland_2016 section 5.3.4): a vehicle
+told its failed rotor flies the emergency controller from the next ``step`` on, whatever it is given
+(its control row or lower-level input is ignored): rotor vehicles get the eq. 26 thrusts through the
+speed loop (``RotorControl.from_rotor_thrusts``), Pelican vehicles the control row ``[0, 0, throttle,
+yaw, battery]`` with the throttle whose steady thrust, at the vehicle's thrust scale (2/4 with the pair
+off, ``set_thrust_fault``), is eq. 22's collective, and the yaw rate of the approximation's imbalance
+(``emergency_land.unbalanced_yaw_rate_radps``). On touchdown it is disarmed (``LANDED_REASON``).
+Latched until ``clear_emergency_land`` (a new episode).
 """
 
 from __future__ import annotations
@@ -29,7 +38,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.vehicles.emergency_land import (
+    LANDED_REASON,
+    EmergencyLandParams,
+    collective_thrust_n,
+    pair_factors,
+    pair_thrusts_n,
+    pelican_throttle,
+    touched_down,
+    unbalanced_yaw_rate_radps,
+)
 from qrsim_ros.core.vehicles.pelican import (
     CONTROL_NAMES,
     CONTROL_SIZE,
@@ -107,6 +126,15 @@ class Airframes:
         self._near = np.zeros(n, bool)
         #: the rotor vehicles' rotor health (rotor faults; None: all healthy)
         self._rotor_health: Array | None = None
+        #: per vehicle the failed rotor of an emergency landing (-1: none; ``set_emergency_land``)
+        self._emergency = np.full(n, -1, np.int64)
+        self._touchdown_mps = np.full(n, np.nan)
+        self.emergency_params = EmergencyLandParams()
+        self.ground_z_ned_m = float(ground_z_ned_m)
+        # the centre of mass at rest on the ground: the rotor set's contact radius (that of the pelican
+        # set for Pelican vehicles, which have no contact model)
+        radius = (self.rotor.params if self.rotor is not None else pelican_rotor_params()).contact_radius_m
+        self._landed_z_ned_m = self.ground_z_ned_m - radius
 
     # --- accessors ------------------------------------------------------------------------------
     def _gather(self, name: str, width: int) -> Array:
@@ -220,6 +248,63 @@ class Airframes:
         h = np.asarray(health, float).reshape(self.num_vehicles, 4)[self._rot]
         self._rotor_health = None if np.all(h == 1.0) else np.ascontiguousarray(h)
 
+    # --- emergency landing (core.engine.faults.FaultEffects) ----------------------------------------
+    @property
+    def emergency_land_rotor(self) -> NDArray[np.int64]:
+        """Per vehicle the failed rotor of its emergency landing (N,) (a copy; -1: none)."""
+        return self._emergency.copy()
+
+    @property
+    def emergency_touchdown_mps(self) -> Array:
+        """Per vehicle the NED vertical speed [m/s] (down > 0) at which its emergency landing touched down
+        (N,) (a copy; NaN: not yet, or none)."""
+        return self._touchdown_mps.copy()
+
+    def set_emergency_land(self, vehicles: ArrayLike, failed_rotor: ArrayLike) -> None:
+        """The ``vehicles`` fly the emergency landing controller from the next ``step`` on, with rotor
+        ``failed_rotor`` (0..3, one or one per vehicle) lost and its opposite disabled (module doc)."""
+        idx = np.atleast_1d(np.asarray(vehicles, np.int64))
+        rotor = np.broadcast_to(np.asarray(failed_rotor, np.int64), idx.shape)
+        if np.any((rotor < 0) | (rotor > 3)):
+            raise PelicanInputError(f"failed rotor must be in 0..3, got {rotor.tolist()}")
+        self._emergency[idx] = rotor
+
+    def clear_emergency_land(self) -> None:
+        """No vehicle in emergency landing (a new episode)."""
+        self._emergency[:] = -1
+        self._touchdown_mps[:] = np.nan
+
+    def _emergency_inputs(self, u: Array, valid: NDArray[np.bool_]) -> tuple[Array, Array | None]:
+        """The control rows (a copy) with the emergency rows of Pelican vehicles replaced, and the rotor
+        thrusts (N, 4) [N] of the emergency rows of rotor vehicles (NaN elsewhere; None: no such row);
+        vehicles that touched down are disarmed first."""
+        x = self.state
+        rows = np.flatnonzero((self._emergency >= 0) & valid)
+        p = self.emergency_params
+        down = touched_down(x[rows, 2], self._landed_z_ned_m, p)
+        if down.any():
+            landed = rows[down]
+            self._touchdown_mps[landed] = body_to_ned(dcm_from_state(x[landed]), x[landed, 6:9])[:, 2]
+            self.disarm(landed, LANDED_REASON)
+            rows = rows[~down]
+        u = u.copy()
+        failed = self._emergency[rows]
+        rot = self._is_rotor[rows]
+        mass = np.where(rot, self.rotor.params.mass_kg if self.rotor is not None else np.nan,
+                        self.params.mass_kg)
+        thrust = collective_thrust_n(x[rows], self._landed_z_ned_m, mass, p)
+        if (~rot).any():  # Pelican: level, the throttle of the collective at the fleet's thrust scale
+            pr = rows[~rot]
+            scale = self.pelican.thrust_scale[self._local[pr]]  # type: ignore[union-attr]
+            u[pr, 0:2] = 0.0
+            u[pr, 2] = pelican_throttle(thrust[~rot] / np.maximum(scale, 1e-9))
+            u[pr, 3] = unbalanced_yaw_rate_radps(pair_factors(failed[~rot]))
+        if not rot.any():
+            return u, None
+        thrusts = np.full((self.num_vehicles, 4), np.nan)
+        thrusts[rows[rot]] = pair_thrusts_n(thrust[rot], failed[rot])
+        return u, thrusts
+
     # --- stepping -------------------------------------------------------------------------------
     def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None, *,
              rates_thrust: ArrayLike | None = None, motors: ArrayLike | None = None) -> None:
@@ -235,7 +320,8 @@ class Airframes:
         Raises PelicanInputError (``RotorControlInputError`` for the lower-level inputs) before anything
         moves.
         """
-        if self._only is self.pelican and rates_thrust is None and motors is None:
+        emergency = bool((self._emergency >= 0).any())
+        if self._only is self.pelican and rates_thrust is None and motors is None and not emergency:
             self.pelican.step(controls, wind_body)  # type: ignore[union-attr]
             return
         n = self.num_vehicles
@@ -243,6 +329,10 @@ class Airframes:
         if u.ndim != 2 or u.shape != (n, CONTROL_SIZE):
             raise PelicanInputError(f"controls must have shape ({n}, 5) {CONTROL_NAMES}, got {u.shape}")
         valid = self.valid
+        emergency_thrusts = None
+        if emergency:
+            u, emergency_thrusts = self._emergency_inputs(u, valid)
+            valid = self.valid
         low_level = rates_thrust is not None or motors is not None
         if low_level:
             rt, use_rt = self._low_level(rates_thrust, "rates_thrust")
@@ -278,6 +368,10 @@ class Airframes:
                 if use_mo[r].any():
                     sel = live & use_mo[r]
                     omega_cmd[sel] = ctl.from_motors(mo[r], sel)[sel]  # type: ignore[union-attr]
+            if emergency_thrusts is not None:  # the emergency controller wins over every input
+                et = emergency_thrusts if only_rotor else emergency_thrusts[r]
+                sel = live & np.isfinite(et[:, 0])
+                omega_cmd[sel] = ctl.from_rotor_thrusts(et[sel], om[sel])  # type: ignore[union-attr]
         if self.pelican is not None:
             p = self._pel
             self.pelican.step(u[p], None if wind is None else wind[p])

@@ -611,6 +611,11 @@ class PelicanFleet:
         self._thrust_scale[:] = s
         self._thrust_offset_n[:] = b
 
+    @property
+    def thrust_scale(self) -> Array:
+        """Each vehicle's thrust scale of ``set_thrust_fault`` (N,) (a copy; 1: no rotor fault)."""
+        return self._thrust_scale.copy()
+
     # --- stepping ---------------------------------------------------------------------------
     def step(self, controls: ArrayLike, wind_body: ArrayLike | None = None) -> None:
         """Advance every valid vehicle by ``dt_s``.

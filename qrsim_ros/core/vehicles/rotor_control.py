@@ -308,6 +308,16 @@ class RotorControl:
                                 out)
         return out
 
+    def from_rotor_thrusts(self, thrusts_n: ArrayLike, omega: Array) -> Array:
+        """Rotor thrusts (M, 4) [N] (clipped to the rotors' range) -> speed commands (M, 4) [rad/s] through
+        the motor controllers' speed loop from the measured speeds ``omega`` (M, 4), as the other inputs'
+        last step: the emergency landing controller's output (``emergency_land``, eq. 26). A thrust of 0
+        commands 0 (with omega_min = 0 the motor spins down at its own time constant)."""
+        c = self._c
+        desired = np.sqrt(np.clip(np.asarray(thrusts_n, np.float64), c[_FLO], c[_FHI]) / c[_KF])
+        om = np.asarray(omega, np.float64)
+        return np.maximum(om + c[_KW] * (desired - om), 0.0)
+
     def from_motors(self, cmd: ArrayLike, live: ArrayLike) -> Array:
         """Normalised motor commands (N, 4) in [0, 1] -> speeds (``rotor_mixer.normalised_to_speeds``)."""
         c = np.asarray(cmd, np.float64).reshape(-1, MOTORS_SIZE)

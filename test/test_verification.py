@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import tempfile
 from collections import Counter, defaultdict
 from fractions import Fraction
 from pathlib import Path
@@ -23,7 +24,7 @@ from qrsim_ros.cli.main import main
 from qrsim_ros.verification.abstraction import AbstractChain, interval_vertices
 from qrsim_ros.verification.compare import verify
 from qrsim_ros.verification.formats import BatchFormatError, read_batch
-from qrsim_ros.verification.prism import dtmc_text
+from qrsim_ros.verification.prism import dtmc_text, mdp_text
 from qrsim_ros.verification.storm import check
 
 Z95 = 1.959963984540054
@@ -146,21 +147,66 @@ def test_mdp_bounds_equal_the_closed_form(tmp_path: Path) -> None:
     directory, w, (t_lo, t_hi) = _loop_batch(tmp_path / "loop")
     v = verify(read_batch(directory))
     rows = {r.name: r for r in v.rows}
-    (lp, up), (lq, uq), (lr, ur) = w["p"], w["q"], w["r"]
+    (lp, up), (lq, uq), (lr, ur) = w["p"], w["q"], w["r"]  # MDP: sound value iteration, error <= 1e-6
     # P(success) = p / (p + q): largest with p high and q low (the loop takes the rest, feasible here)
     assert lr <= 1 - up - lq <= ur and lr <= 1 - lp - uq <= ur
-    assert rows["P(success)"].mdp_max == pytest.approx(up / (up + lq), rel=1e-9)
-    assert rows["P(success)"].mdp_min == pytest.approx(lp / (lp + uq), rel=1e-9)
-    assert rows["P(time_limit)"].mdp_max == pytest.approx(uq / (uq + lp), rel=1e-9)
+    assert rows["P(success)"].mdp_max == pytest.approx(up / (up + lq), rel=1e-5)
+    assert rows["P(success)"].mdp_min == pytest.approx(lp / (lp + uq), rel=1e-5)
+    assert rows["P(time_limit)"].mdp_max == pytest.approx(uq / (uq + lp), rel=1e-5)
     # E[T] = tau / (1 - r): extreme loop probabilities within what the other bounds allow
     r_max, r_min = min(ur, 1 - lp - lq), max(lr, 1 - up - uq)
     time = rows["E[mission time] (s)"]
-    assert time.mdp_max == pytest.approx(t_hi / (1 - r_max), rel=1e-9)
-    assert time.mdp_min == pytest.approx(t_lo / (1 - r_min), rel=1e-9)
+    assert time.mdp_max == pytest.approx(t_hi / (1 - r_max), rel=1e-5)
+    assert time.mdp_min == pytest.approx(t_lo / (1 - r_min), rel=1e-5)
     # the DTMC: the maximum-likelihood point inside
     assert rows["P(success)"].checked == pytest.approx(25 / 40, abs=1e-15)
     assert time.checked == pytest.approx(5.0, rel=1e-12)
     assert time.mdp_min < time.checked < time.mdp_max
+
+
+def test_vertex_mdp_equals_storms_interval_dtmc() -> None:
+    """The MDP's choices span the interval set: its Pmin / Pmax and Rmin / Rmax equal Storm's robust
+    value iteration on the same intervals written as an interval DTMC (written here, bounds from scipy)."""
+    names = ["start", "search", "identify", "end:success", "end:crash", "end:time_limit"]
+    counts = {("start", "search"): 60, ("search", "search"): 41, ("search", "identify"): 70,
+              ("search", "end:crash"): 4, ("search", "end:time_limit"): 9, ("identify", "search"): 23,
+              ("identify", "end:success"): 47}
+    chain = _chain(names, counts, {"search": 7.0, "identify": 2.5},
+                   {"success": ["end:success"], "crash": ["end:crash"],
+                    "done": ["end:success", "end:crash", "end:time_limit"]})
+    lines = ["dtmc", "module m", "  s : [0..5] init 0;"]
+    for i, a in enumerate(names):
+        row = {names.index(b): k for (x, b), k in counts.items() if x == a}
+        total = sum(row.values())
+        if not row:
+            lines.append(f"  [] s={i} -> [1, 1] : (s'={i});")
+            continue
+        cis = {j: binomtest(k, total).proportion_ci(0.95, "wilson") for j, k in row.items()}
+        lines.append(f"  [] s={i} -> " + " + ".join(f"[{ci.low:.17f}, {ci.high:.17f}] : (s'={j})"
+                                                    for j, ci in cis.items()) + ";")
+    lines += ["endmodule", 'label "success" = s=3;', 'label "crash" = s=4;', 'label "done" = s>=3;',
+              'rewards "time"', "  s=1 : 7;", "  s=2 : 2.5;", "endrewards", ""]
+    import stormpy
+
+    interval_path = Path(tempfile.mkdtemp()) / "interval.prism"
+    interval_path.write_text("\n".join(lines))
+    program = stormpy.parse_prism_program(str(interval_path))
+    formulas = ['P=? [ F "success" ]', 'P=? [ F "crash" ]', 'R{"time"}=? [ F "done" ]']
+    props = stormpy.parse_properties(";".join(formulas), program)
+    model = stormpy.build_model[stormpy.Interval](program, props)
+    robust = {}
+    for mode in ("MINIMIZE", "MAXIMIZE"):
+        resolution = getattr(stormpy.UncertaintyResolutionMode, mode)
+        for f, prop in zip(formulas, props, strict=True):
+            r = stormpy.model_checking(model, prop, only_initial_states=True,
+                                       uncertainty_resolution_mode=resolution)
+            robust[mode, f] = r.get_value(model.initial_states[0])
+    mdp = check(mdp_text(chain, "vertices"), ['Pmin=? [ F "success" ]', 'Pmax=? [ F "success" ]',
+                                              'Pmin=? [ F "crash" ]', 'Pmax=? [ F "crash" ]',
+                                              'R{"time"}min=? [ F "done" ]', 'R{"time"}max=? [ F "done" ]'])
+    expected = [robust[m, f] for f in formulas for m in ("MINIMIZE", "MAXIMIZE")]
+    np.testing.assert_allclose(mdp.values, expected, rtol=1e-5)  # Storm's value iteration: 1e-6
+    assert mdp.values[1] - mdp.values[0] > 0.1  # a real interval
 
 
 # --- a synthetic batch from an independent Markov-chain simulator -----------------------------------------

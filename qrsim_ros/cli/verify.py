@@ -12,7 +12,7 @@ one line per quantity, the DTMC's value, the Monte Carlo estimate with its 95 % 
 check times. Written into BATCH_DIR: abstract_dtmc.prism, abstract_mdp.prism, abstract.props.
 
 Exit status: 0 after the table (whatever it shows); 2 with one line on stderr for a missing or malformed
-batch file; 1 if a model file cannot be written.
+batch file (or no stormpy); 1 if a model file cannot be written.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read, check, print, write. 0 ok, 2 bad input, 1 unwritable output."""
+    try:
+        from qrsim_ros.verification.compare import table_lines, verify
+    except ImportError as exc:  # stormpy is in the project venv, not in `pip install .`
+        return report(PROG, CliError(f"needs stormpy (pip install stormpy==2.0.0): {exc}"))
     from qrsim_ros.verification.abstraction import AbstractionError
-    from qrsim_ros.verification.compare import table_lines, verify
     from qrsim_ros.verification.formats import BatchFormatError, read_batch
 
     directory = Path(args.directory)

@@ -23,7 +23,7 @@ DONE = "done"
 #: label prefix of the states a fault's transitions pass through: ``fault_<event>``.
 FAULT_LABEL_PREFIX = "fault_"
 #: most successors of one state for which the MDP's choices (the interval polytope's vertices) are listed.
-MAX_MDP_SUCCESSORS = 8
+MAX_MDP_SUCCESSORS = 12
 
 
 class AbstractionError(ValueError):
@@ -108,10 +108,12 @@ def build_chain(batch: Batch, confidence: float = 0.95) -> AbstractChain:
 
 
 def interval_vertices(low: np.ndarray, high: np.ndarray, digits: int = 12) -> list[np.ndarray]:
-    """The distinct vertices of ``{q : low <= q <= high, sum q = 1}`` (needs sum low <= 1 <= sum high).
+    """The vertices of ``{q : low <= q <= high, sum q = 1}`` (needs sum low <= 1 <= sum high), each once.
 
-    Each vertex fills the successors up to their upper bounds in one order, starting from the lower
-    bounds, until the mass is 1; every order is tried (at most ``MAX_MDP_SUCCESSORS`` successors).
+    At a vertex every coordinate but at most one is at a bound: for each coordinate f and each choice of
+    low / high bounds for the others, f takes the rest of the mass, kept if within its own bounds
+    (k 2^(k-1) candidates for k successors; at most ``MAX_MDP_SUCCESSORS``). The points kept include
+    every vertex and lie in the set, so min / max over them equal min / max over the set.
     """
     k = len(low)
     if k > MAX_MDP_SUCCESSORS:
@@ -119,14 +121,18 @@ def interval_vertices(low: np.ndarray, high: np.ndarray, digits: int = 12) -> li
                                f"{MAX_MDP_SUCCESSORS})")
     if low.sum() > 1.0 + 1e-12 or high.sum() < 1.0 - 1e-12:
         raise AbstractionError(f"empty interval set: lower bounds sum to {low.sum()}, upper to {high.sum()}")
+    if k == 1:
+        return [np.ones(1)]
     seen: dict[tuple[float, ...], np.ndarray] = {}
-    for order in itertools.permutations(range(k)):
-        q = low.astype(float).copy()
-        budget = 1.0 - float(q.sum())
-        for j in order:
-            add = min(float(high[j] - low[j]), budget)
-            q[j] += add
-            budget -= add
-        q /= q.sum()  # rounding only
-        seen.setdefault(tuple(np.round(q, digits)), q)
+    tol = 1e-12
+    for f in range(k):
+        others = [j for j in range(k) if j != f]
+        for at_high in itertools.product((False, True), repeat=k - 1):
+            q = np.empty(k)
+            for j, up in zip(others, at_high, strict=True):
+                q[j] = high[j] if up else low[j]
+            q[f] = 1.0 - float(q[others].sum())
+            if low[f] - tol <= q[f] <= high[f] + tol:
+                q[f] = min(max(q[f], float(low[f])), float(high[f]))
+                seen.setdefault(tuple(np.round(q, digits)), q)
     return list(seen.values())

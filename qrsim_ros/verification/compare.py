@@ -55,7 +55,7 @@ def verify(batch: Batch, confidence: float = 0.95) -> Verification:
     dtmc = dtmc_text(chain, title)
     mdp = mdp_text(chain, title + f"; {confidence:.0%} interval MDP", confidence)
     dtmc_result = check(dtmc, [q.dtmc for q in items])
-    mdp_result = check(mdp, [f for q in items for f in (q.mdp_min, q.mdp_max)])
+    mdp_result = check(mdp, [f for q in items for f in (q.mdp_min, q.mdp_max)], exact=False)
     estimates = monte_carlo(batch, confidence)
     rows = tuple(Row(q.name, dtmc_result.values[i], mdp_result.values[2 * i], mdp_result.values[2 * i + 1],
                      estimates[q.name]) for i, q in enumerate(items))

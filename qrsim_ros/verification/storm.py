@@ -1,8 +1,10 @@
 """Check PRISM language models with Storm (stormpy): the package's only stormpy user.
 
-Models are built with exact rational values and checked in Storm's exact environment (rational linear
-equation solving for DTMCs, policy iteration for MDPs), so a value is the model's exact answer, converted
-to the nearest float; the DTMC's, built from counts, reproduces the Monte Carlo fractions bit for bit.
+``exact=True`` (the DTMC) builds the model with rational values and checks it in Storm's exact
+environment (rational equation solving): a value is the model's exact answer, rounded to a float, so the
+DTMC built from counts reproduces the Monte Carlo fractions exactly. ``exact=False`` (the interval MDP,
+where exact policy iteration over many choices is slow) uses floats and Storm's sound environment
+(sound value iteration: a guaranteed error bound, 1e-6 by default).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class CheckResult:
     unit), the model's size and the build + check time (s, wall)."""
 
     values: tuple[float, ...]
-    exact: tuple[Fraction, ...]
+    exact: tuple[Fraction, ...]  # the values as Storm computed them (rationals in exact mode)
     states: int
     transitions: int
     choices: int
@@ -36,13 +38,14 @@ class CheckResult:
 
 
 def _fraction(value: object) -> Fraction:
-    """A stormpy Rational (printed ``p/q`` or ``p``) as a Fraction."""
-    return Fraction(str(value))
+    """A stormpy Rational (printed ``p/q`` or ``p``) or a float as a Fraction."""
+    return Fraction(value) if isinstance(value, float) else Fraction(str(value))
 
 
-def check(program: str, formulas: list[str]) -> CheckResult:
+def check(program: str, formulas: list[str], exact: bool = True) -> CheckResult:
     """Build the PRISM ``program`` (text) with the rewards and labels the ``formulas`` use and check each
-    formula (``P=? [...]``, ``Pmax=? [...]``, ``R{"r"}min=? [...]`` ...) at the initial state."""
+    formula (``P=? [...]``, ``Pmax=? [...]``, ``R{"r"}min=? [...]`` ...) at the initial state; exactly
+    (rationals) or soundly (floats, error <= 1e-6)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="qrsim-verify-") as tmp:
         path = Path(tmp) / "model.prism"
@@ -50,13 +53,16 @@ def check(program: str, formulas: list[str]) -> CheckResult:
         try:
             prism = stormpy.parse_prism_program(str(path))
             properties = stormpy.parse_properties(";".join(formulas), prism)
-            model = stormpy.build_model[stormpy.Rational](prism, properties)
+            if exact:
+                model = stormpy.build_model[stormpy.Rational](prism, properties)
+            else:
+                model = stormpy.build_model(prism, properties)
         except RuntimeError as exc:
             raise CheckError(f"Storm refused the model: {exc}") from exc
     if len(model.initial_states) != 1:
         raise CheckError(f"the model has {len(model.initial_states)} initial states, expected 1")
     initial = model.initial_states[0]
-    env = stormpy.environments.exact()
+    env = stormpy.environments.exact() if exact else stormpy.environments.sound()
     exact = []
     for prop in properties:
         result = stormpy.model_checking(model, prop, only_initial_states=True, environment=env)

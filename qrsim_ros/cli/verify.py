@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return report(PROG, CliError(f"needs stormpy (pip install stormpy==2.0.0): {exc}"))
     from qrsim_ros.verification.abstraction import AbstractionError
     from qrsim_ros.verification.formats import BatchFormatError, read_batch
+    from qrsim_ros.verification.storm import CheckError
 
     directory = Path(args.directory)
     try:
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         result = verify(batch)
     except (BatchFormatError, AbstractionError) as exc:
         return report(PROG, exc)
+    except CheckError as exc:  # the writer's bug, not the input's
+        return report(PROG, exc, 1)
     for line in table_lines(result):
         print(line)
     d, m = result.dtmc_result, result.mdp_result

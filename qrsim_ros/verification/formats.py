@@ -33,8 +33,18 @@ FAULT_PREFIX = "fault_"
 RESULTS_COLUMNS = ("episode", "seed", "outcome", "mission_time_s")
 TRANSITIONS_COLUMNS = ("from_mode", "to_mode", "event", "count")
 MODE_TIMES_COLUMNS = ("mode", "visits", "total_time_s", "total_sq_time_s2")
-#: names the abstract model uses itself (PRISM's built-in labels, the label of every end).
-RESERVED = frozenset({START, "done", "init", "deadlock"})
+#: words of the PRISM language (Storm's parser refuses them as label names).
+PRISM_KEYWORDS = frozenset({
+    "bool", "clock", "const", "ctmc", "deadlock", "double", "dtmc", "endinit", "endinvariant", "endmodule",
+    "endobservables", "endplayer", "endrewards", "endsystem", "false", "filter", "formula", "func", "global",
+    "init", "int", "invariant", "label", "ma", "max", "mdp", "min", "module", "nondeterministic",
+    "observable", "observables", "player", "pomdp", "probabilistic", "pta", "rate", "rewards", "smg",
+    "stochastic", "system", "true",
+})
+#: names the abstract model uses itself (the entry state, the label of every end).
+RESERVED = frozenset({START, "done"})
+#: an outcome is a label of the model: neither reserved nor a PRISM word.
+RESERVED_OUTCOMES = RESERVED | PRISM_KEYWORDS
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 #: relative tolerance of the cross-file check of the mission times against the mode times.
 TIME_RTOL = 1e-6
@@ -153,10 +163,11 @@ def _float(path: Path, line: int, column: str, text: str) -> float:
     return value
 
 
-def _name(path: Path, line: int, column: str, text: str) -> str:
-    if not _NAME.match(text) or text in RESERVED:
+def _name(path: Path, line: int, column: str, text: str, reserved: frozenset[str] = RESERVED) -> str:
+    if not _NAME.match(text) or text in reserved:
+        words = "start, done" if reserved is RESERVED else "start, done or a word of the PRISM language"
         raise BatchFormatError(f"{path}:{line}: {column} must be a name of lower-case letters, digits and _ "
-                               f"(not {', '.join(sorted(RESERVED))}), got {text!r:.80}")
+                               f"(not {words}), got {text!r:.80}")
     return text
 
 
@@ -178,7 +189,7 @@ def read_results(path: Path) -> tuple[Episode, ...]:
                 if text not in ("0", "1"):
                     raise BatchFormatError(f"{path}:{line}: {column} must be 0 or 1, got {text!r:.80}")
                 faults[event] = int(text)
-        outcome = _name(path, line, "outcome", row["outcome"])
+        outcome = _name(path, line, "outcome", row["outcome"], RESERVED_OUTCOMES)
         if outcome.startswith(FAULT_PREFIX):
             raise BatchFormatError(f"{path}:{line}: outcome must not start with {FAULT_PREFIX} (the fault "
                                    f"labels' prefix), got {outcome!r:.80}")
@@ -199,7 +210,8 @@ def read_transitions(path: Path) -> tuple[TransitionCount, ...]:
             source = _name(path, line, "from_mode", source)
         target = row["to_mode"]
         if target.startswith(END_PREFIX):
-            target = END_PREFIX + _name(path, line, "to_mode's outcome", target[len(END_PREFIX):])
+            target = END_PREFIX + _name(path, line, "to_mode's outcome", target[len(END_PREFIX):],
+                                        RESERVED_OUTCOMES)
         else:
             target = _name(path, line, "to_mode", target)
         if source == START and target.startswith(END_PREFIX):
@@ -245,8 +257,9 @@ def read_batch(directory: Path) -> Batch:
 
 def check_consistent(batch: Batch) -> None:
     """The files describe the same runs: one ``start`` per episode, one ``end:<o>`` per episode of outcome
-    o, every mode entered as often as left and as mode_times.csv's visits say, a fault flagged in
-    results.csv has transitions of its event, and the mode times add up to the mission times."""
+    o, every mode entered as often as left and as mode_times.csv's visits say, every event of the
+    transitions has a fault column and a fault flagged there has transitions of its event, and the mode
+    times add up to the mission times."""
     d = batch.directory
     tr, mt, res = d / TRANSITIONS_FILE, d / MODE_TIMES_FILE, d / RESULTS_FILE
     n = len(batch.episodes)
@@ -273,6 +286,9 @@ def check_consistent(batch: Batch) -> None:
             raise BatchFormatError(f"{tr}: mode {mode} is entered {entered[mode]} and left {left[mode]} "
                                    f"times, {mt} says {visits.get(mode, 0)} visits")
     events = {t.event for t in batch.transitions if t.event}
+    for event in sorted(events - set(batch.fault_events)):
+        raise BatchFormatError(f"{tr}: transitions with event {event} but {res} has no column "
+                               f"{FAULT_PREFIX}{event}")
     for event in batch.fault_events:
         flagged = sum(e.faults[event] for e in batch.episodes)
         if flagged and event not in events:

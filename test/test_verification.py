@@ -21,7 +21,7 @@ from scipy import stats
 from scipy.stats import binomtest
 
 from qrsim_ros.cli.main import main
-from qrsim_ros.verification.abstraction import AbstractChain, interval_vertices
+from qrsim_ros.verification.abstraction import AbstractChain, AbstractionError, interval_vertices
 from qrsim_ros.verification.compare import verify
 from qrsim_ros.verification.formats import BatchFormatError, read_batch
 from qrsim_ros.verification.prism import dtmc_text, mdp_text
@@ -269,6 +269,17 @@ def test_synthetic_batch_model_checked_inside_monte_carlo(tmp_path: Path,
     for name in ("abstract_dtmc.prism", "abstract_mdp.prism", "abstract.props"):
         assert (directory / name).stat().st_size > 0
     assert (directory / "abstract_dtmc.prism").read_text().count("\ndtmc\n") == 1
+    # the written files are models Storm reads on their own, with the written properties
+    import stormpy
+
+    program = stormpy.parse_prism_program(str(directory / "abstract_dtmc.prism"))
+    props_text = (directory / "abstract.props").read_text().split("// interval MDP")[0]
+    formulas = [ln.rstrip(";") for ln in props_text.splitlines() if ln and not ln.startswith("//")]
+    props = stormpy.parse_properties(";".join(formulas), program)
+    model = stormpy.build_model(program, props)
+    success = stormpy.model_checking(model, props[0]).get_value(model.initial_states[0])
+    assert formulas[0] == 'P=? [ F "success" ]'
+    assert success == pytest.approx(sum(e["outcome"] == "success" for e in episodes) / n, abs=1e-6)
     v = verify(read_batch(directory))
     rows = {r.name: r for r in v.rows}
     outcomes = Counter(str(e["outcome"]) for e in episodes)
@@ -293,6 +304,8 @@ def test_synthetic_batch_model_checked_inside_monte_carlo(tmp_path: Path,
     time = rows["E[mission time] (s)"]
     assert time.checked == pytest.approx(mission.mean(), rel=1e-9)
     assert mission.mean() - half <= time.checked <= mission.mean() + half
+    assert (time.monte_carlo.low, time.monte_carlo.high) == pytest.approx((mission.mean() - half,
+                                                                            mission.mean() + half), rel=1e-12)
     assert time.mdp_min < time.checked < time.mdp_max
     # the generating chain's own P(success), solved with numpy, lies within the MDP's bounds
     assert rows["P(success)"].mdp_min <= _true_success() <= rows["P(success)"].mdp_max
@@ -367,6 +380,22 @@ def test_bad_batch_is_one_error_naming_the_file(tmp_path: Path, capsys: pytest.C
     rc, out, err = qrsim(capsys, "verify", str(directory))
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("qrsim verify: ") and message in err
+
+
+def test_without_stormpy_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "stormpy", None)  # import stormpy raises ImportError
+    for name in ("qrsim_ros.verification.compare", "qrsim_ros.verification.storm"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    rc, out, err = qrsim(capsys, "verify", str(_good(tmp_path)))
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "needs stormpy" in err
+
+
+def test_too_many_successors_for_the_mdp_is_an_error() -> None:
+    with pytest.raises(AbstractionError, match="13 successors"):
+        interval_vertices(np.full(13, 0.01), np.full(13, 0.2))
 
 
 def test_not_a_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ from qrsim_ros.verification.abstraction import AbstractChain, AbstractionError, 
 from qrsim_ros.verification.compare import verify
 from qrsim_ros.verification.formats import BatchFormatError, read_batch
 from qrsim_ros.verification.prism import dtmc_text, mdp_text
+from qrsim_ros.verification.records import ModeStatistics
 from qrsim_ros.verification.storm import check
 
 Z95 = 1.959963984540054
@@ -238,11 +239,13 @@ def simulate_batch(directory: Path, runs: int, seed: int) -> list[dict[str, obje
     times: defaultdict[str, list[float]] = defaultdict(list)
     episodes = []
     for i in range(runs):
-        mode, clock, faults = "take_off", 0.0, Counter[str]()
+        mode, clock, faults, entered_by = "take_off", 0.0, Counter[str](), ""
         transitions["start", mode, ""] += 1
+        segments = []
         while True:
             dwell = float(rng.exponential(SOJOURN_S[mode]))
             times[mode].append(dwell)
+            segments.append((mode, dwell, entered_by))
             clock += dwell
             options = MISSION[mode]
             nxt, event, _ = options[rng.choice(len(options), p=[o[2] for o in options])]
@@ -251,9 +254,9 @@ def simulate_batch(directory: Path, runs: int, seed: int) -> list[dict[str, obje
                 faults[event] = 1
             if nxt.startswith("end:"):
                 break
-            mode = nxt
+            mode, entered_by = nxt, event
         episodes.append({"episode": i, "seed": seed + i, "outcome": nxt[4:], "mission_time_s": repr(clock),
-                         **{f"fault_{k}": v for k, v in faults.items()}})
+                         "segments": segments, **{f"fault_{k}": v for k, v in faults.items()}})
     write_batch(directory, episodes, dict(transitions), dict(times))
     return episodes
 
@@ -309,6 +312,31 @@ def test_synthetic_batch_model_checked_inside_monte_carlo(tmp_path: Path,
     assert time.mdp_min < time.checked < time.mdp_max
     # the generating chain's own P(success), solved with numpy, lies within the MDP's bounds
     assert rows["P(success)"].mdp_min <= _true_success() <= rows["P(success)"].mdp_max
+
+
+def test_mode_statistics_writes_what_the_simulator_counted(tmp_path: Path) -> None:
+    episodes = simulate_batch(tmp_path / "sim", 300, 3)
+    stats_ = ModeStatistics()
+    for e in episodes:
+        mission = stats_.add_episode(e["segments"], str(e["outcome"]))
+        assert mission == pytest.approx(float(e["mission_time_s"]), rel=1e-12)
+    (tmp_path / "rec").mkdir()
+    stats_.write(tmp_path / "rec")
+
+    def rows(run: str, name: str) -> list[list[str]]:
+        return list(csv.reader((tmp_path / run / name).read_text().splitlines()))
+
+    assert sorted(rows("sim", "transitions.csv")) == sorted(rows("rec", "transitions.csv"))
+    sim_m = {r[0]: r for r in rows("sim", "mode_times.csv")}
+    rec_m = {r[0]: r for r in rows("rec", "mode_times.csv")}
+    assert sim_m.keys() == rec_m.keys() and sim_m.pop("mode") == rec_m.pop("mode")
+    for mode, row in sim_m.items():
+        assert rec_m[mode][1] == row[1]
+        np.testing.assert_allclose([float(x) for x in rec_m[mode][2:]], [float(x) for x in row[2:]],
+                                   rtol=1e-12)
+    # the recorder's files with the simulator's results.csv make a consistent batch
+    (tmp_path / "rec" / "results.csv").write_bytes((tmp_path / "sim" / "results.csv").read_bytes())
+    assert len(read_batch(tmp_path / "rec").episodes) == 300
 
 
 def _true_success() -> float:

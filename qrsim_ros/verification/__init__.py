@@ -7,6 +7,6 @@ intervals (the paper's section 7 abstraction: Pmin / Pmax, Rmin / Rmax). Both ar
 language and checked with Storm (stormpy), beside the Monte Carlo estimates of the same runs.
 
 Modules: ``formats`` (the batch files and their readers), ``abstraction`` (the chain and its intervals),
-``prism`` (PRISM language text), ``storm`` (the only stormpy user), ``estimates`` (Monte Carlo) and
-``compare`` (the two side by side).
+``prism`` (PRISM language text), ``storm`` (the only stormpy user), ``estimates`` (Monte Carlo),
+``compare`` (the two side by side) and ``records`` (for the batch writer: mode sequences into the files).
 """

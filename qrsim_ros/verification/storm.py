@@ -29,7 +29,7 @@ class CheckResult:
     unit), the model's size and the build + check time (s, wall)."""
 
     values: tuple[float, ...]
-    exact: tuple[Fraction, ...]  # the values as Storm computed them (rationals in exact mode)
+    exact: tuple[Fraction, ...]  # the exact values (exact mode; empty otherwise)
     states: int
     transitions: int
     choices: int
@@ -38,8 +38,8 @@ class CheckResult:
 
 
 def _fraction(value: object) -> Fraction:
-    """A stormpy Rational (printed ``p/q`` or ``p``) or a float as a Fraction."""
-    return Fraction(value) if isinstance(value, float) else Fraction(str(value))
+    """A stormpy Rational (printed ``p/q`` or ``p``) as a Fraction."""
+    return Fraction(str(value))
 
 
 def check(program: str, formulas: list[str], exact: bool = True) -> CheckResult:
@@ -63,9 +63,9 @@ def check(program: str, formulas: list[str], exact: bool = True) -> CheckResult:
         raise CheckError(f"the model has {len(model.initial_states)} initial states, expected 1")
     initial = model.initial_states[0]
     env = stormpy.environments.exact() if exact else stormpy.environments.sound()
-    exact = []
-    for prop in properties:
-        result = stormpy.model_checking(model, prop, only_initial_states=True, environment=env)
-        exact.append(_fraction(result.get_value(initial)))
-    return CheckResult(tuple(float(v) for v in exact), tuple(exact), model.nr_states, model.nr_transitions,
-                       model.nr_choices, time.perf_counter() - t0, stormpy.info.storm_version())
+    raw = [stormpy.model_checking(model, prop, only_initial_states=True, environment=env).get_value(initial)
+           for prop in properties]
+    fractions = tuple(_fraction(v) for v in raw) if exact else ()
+    values = tuple(float(v) for v in fractions) if exact else tuple(float(v) for v in raw)
+    return CheckResult(values, fractions, model.nr_states, model.nr_transitions, model.nr_choices,
+                       time.perf_counter() - t0, stormpy.info.storm_version())

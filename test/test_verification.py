@@ -314,6 +314,23 @@ def test_synthetic_batch_model_checked_inside_monte_carlo(tmp_path: Path,
     assert rows["P(success)"].mdp_min <= _true_success() <= rows["P(success)"].mdp_max
 
 
+def test_a_repeated_fault_in_a_non_markov_batch_is_reported_outside(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """25 episodes drop the load 4 times, 75 never: the mode chain (drop with probability 1/2 per visit)
+    says P(fault) = 1/2, the runs 1/4. The outcome and the time still agree; the table says which not."""
+    episodes = [{"episode": i, "seed": i, "outcome": "success", "mission_time_s": 5.0 if i < 25 else 1.0,
+                 "fault_grasper": int(i < 25)} for i in range(100)]
+    counts = {("start", "carry", ""): 100, ("carry", "carry", "grasper"): 100,
+              ("carry", "end:success", ""): 100}
+    directory = write_batch(tmp_path / "nm", episodes, counts, {"carry": [1.0] * 200})
+    rc, out, err = qrsim(capsys, "verify", str(directory))
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("P(fault_grasper)"))
+    assert line.split()[1] == "0.5" and line.split()[2] == "0.25" and line.endswith("NO")
+    assert "outside the Monte Carlo interval: P(fault_grasper)" in out
+    assert next(ln for ln in out.splitlines() if ln.startswith("E[mission time]")).endswith("yes")
+
+
 def test_mode_statistics_writes_what_the_simulator_counted(tmp_path: Path) -> None:
     episodes = simulate_batch(tmp_path / "sim", 300, 3)
     stats_ = ModeStatistics()

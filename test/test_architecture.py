@@ -41,6 +41,8 @@ def test_import_contracts_are_kept() -> None:
     ("launch_plan.py", "from qrsim_ros.cli import launch  # noqa", "Front ends call down"),
     ("ros/names.py", "from qrsim_ros.nodes import imu  # noqa", "Front ends call down"),
     ("ros/stamps.py", "from qrsim_ros.ros import node  # noqa", "No import circles"),
+    ("core/common/intervals.py", "import stormpy  # noqa", "The core imports nothing of ROS"),
+    ("verification/formats.py", "from qrsim_ros.cli import verify  # noqa", "Front ends call down"),
 ])
 def test_contracts_catch_a_planted_violation(tmp_path: Path, module: str, planted: str,
                                              contract: str) -> None:

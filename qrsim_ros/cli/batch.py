@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from qrsim_ros.cli import (
     CliError,
@@ -53,6 +52,7 @@ from qrsim_ros.cli.run import (
     scenario_overrides,
     seed_argument,
 )
+from qrsim_ros.core.common.intervals import wilson_interval
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.scenario import (
     MAX_SEED,
@@ -76,27 +76,6 @@ RESULTS_HEADER = ("episode", "seed", "reward", "outcome", "steps", "sim_time_s",
 
 
 # --- statistics ------------------------------------------------------------------------------------------
-
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (the one place it is computed).
-
-    ``(p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)`` with ``z`` the two-sided normal quantile
-    of ``confidence``; (0, 1) for n = 0.
-    """
-    if trials <= 0:
-        return 0.0, 1.0
-    if not 0 <= successes <= trials:
-        raise ValueError(f"successes={successes} must be in [0, trials={trials}]")
-    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
-    n, p = float(trials), successes / trials
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2.0 * n)) / denom
-    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
-    # the ends are exact (0 successes: lower 0; all successes: upper 1) whatever the rounding
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == trials else min(1.0, centre + half)
-    return lo, hi
-
 
 @dataclass(frozen=True)
 class Distribution:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from qrsim_ros import __version__
-from qrsim_ros.cli import batch, demo, launch, plot, replay, run
+from qrsim_ros.cli import batch, demo, launch, plot, replay, run, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.build_parser(sub)
     launch.build_parser(sub)
     plot.build_parser(sub)
+    verify.build_parser(sub)
     return parser
 
 

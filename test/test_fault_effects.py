@@ -603,3 +603,30 @@ def test_rotor_loss_on_the_rotor_airframe_is_exact_not_the_pelican_approximation
     assert len(yaw_rates) >= 2
     assert yaw_rates[1] == pytest.approx(yaw_accel * 0.04, rel=0.3)  # two ticks after the loss
     assert faulty.faults.adjust_controls(np.array([HOVER]))[0, 3] == HOVER[3]  # no approximation on top
+
+
+@pytest.mark.parametrize("command", [0.75, None])
+def test_motor_stuck_on_the_rotor_airframe_holds_that_motors_speed(command: float | None) -> None:
+    """Rotor airframe: the stuck motor's speed is held exactly (its command's speed omega_min + c (omega_max
+    - omega_min), or its speed at the onset) whatever the controller asks; the other motors still follow."""
+    fault = {"kind": "motor_stuck", "rotor": 0, "command": command, "trigger": {"at_time_s": 0.5}}
+    rotor = {"airframe": "rotor", "dyn_noise": [0.0] * 6, "turbulence": {"on": False}, "battery": {"on": False}}
+    sim = sim_with([fault], vehicle=rotor)
+    ref = sim_with(None, vehicle=rotor)
+    rp = sim.scenario.vehicle.rotor_params()
+    climb = [0.0, 0.0, 0.65, 0.0, 12.0]
+    for _ in range(24):  # hover until just before the onset (tick 25)
+        sim.step([HOVER])
+        ref.step([HOVER])
+    at_onset = sim.fleet.rotor_speeds_radps[0, 0]
+    np.testing.assert_array_equal(sim.fleet.rotor_speeds_radps, ref.fleet.rotor_speeds_radps)
+    for _ in range(25):  # 0.5 s of climb command: several motor time constants
+        sim.step([climb])
+        ref.step([climb])
+    held = rp.omega_min_rads + command * (rp.omega_max_rads - rp.omega_min_rads) if command is not None \
+        else at_onset
+    speeds, free = sim.fleet.rotor_speeds_radps[0], ref.fleet.rotor_speeds_radps[0]
+    # first-order motor: after 0.5 s (> 6 tau) within 1 % of the held command's step
+    assert speeds[0] == pytest.approx(held, abs=0.01 * abs(held - at_onset) + 1e-6)
+    assert abs(free[0] - held) > 5.0  # without the fault rotor 0 turns at another speed
+    assert sim.fault_log()[0].note.startswith("rotor 0 held at ")

@@ -89,6 +89,7 @@ from qrsim_ros.core.vehicles.emergency_land import (
     unbalanced_yaw_rate_radps,
 )
 from qrsim_ros.core.vehicles.pelican import PelicanFleet, steady_thrust_si
+from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 
 #: Invalid reason of a vehicle whose start-up self test failed.
 SELF_TEST_FAILURE = "self_test_failure"
@@ -160,6 +161,7 @@ class FaultEffects:
         #: Whether any fault is active (False: every hook is a no-op).
         self.any_active = False
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
+        self._stuck_speed_radps: dict[tuple[str, int], float] = {}  # rotor airframe: the held motor speed
         self._needs_conditions = self._any_condition()
         self._lost_at_issue: NDArray[np.bool_] | None = None
         self._reset_state()
@@ -178,6 +180,7 @@ class FaultEffects:
         self.schedule.reset()
         self.log = []
         self._stuck_thrust_n = {}
+        self._stuck_speed_radps = {}
         latched = False
         if self.emergency_land:  # a latched landing keeps its pair off after its fault ended: undo that too
             latched = bool((self.models.fleet.emergency_land_rotor >= 0).any())  # type: ignore[union-attr]
@@ -292,6 +295,7 @@ class FaultEffects:
         self._any_comm_lost = False
         self._yaw_offset = np.zeros(n)
         self._yaw_rows = np.zeros(0, np.intp)
+        self._stuck_speeds = np.full((n, 4), np.nan)  # rotor airframe: held motor speeds [rad/s], NaN free
         self._off: dict[str, NDArray[np.bool_]] = {k: np.zeros(n, bool) for k in OFF_KINDS}
         self._thrust_scale = np.ones(n)
         self._thrust_offset_n = np.zeros(n)
@@ -308,6 +312,7 @@ class FaultEffects:
         fleet, battery = self.models.fleet, self.models.battery
         for f in events.ended:
             self._stuck_thrust_n.pop((f.id, f.vehicle), None)
+            self._stuck_speed_radps.pop((f.id, f.vehicle), None)
             self.log.append(FaultLogEntry(k, "ended", f, _ENDED_NOTES.get(f.kind, "")))
         for f in events.started:
             note = ""
@@ -327,6 +332,10 @@ class FaultEffects:
                     held = float(fleet.state[f.vehicle, 12]) / len(ROTOR_SPIN) if fleet is not None else 0.0
                 self._stuck_thrust_n[(f.id, f.vehicle)] = max(held, 0.0)
                 note = f"rotor {f.params['rotor']} held at {held:.3f} N"
+                speed = self._stuck_speed(f.vehicle, f.params["rotor"], command)
+                if speed is not None:  # rotor airframe: that motor's speed held, exactly
+                    self._stuck_speed_radps[(f.id, f.vehicle)] = speed
+                    note = f"rotor {f.params['rotor']} held at {speed:.1f} rad/s"
             elif f.kind == "rotor_loss" and self.emergency_land:
                 note = self._start_emergency_land(f)
             self.log.append(FaultLogEntry(k, "started", f, note))
@@ -351,6 +360,17 @@ class FaultEffects:
             return ""
         fleet.set_emergency_land([v], rotor)  # type: ignore[union-attr]
         return f"emergency land: rotor {rotor} lost, rotor {int(opposite_rotor(rotor))} disabled"
+
+    def _stuck_speed(self, vehicle: int, rotor: int, command: float | None) -> float | None:
+        """The speed [rad/s] a stuck motor of a rotor-airframe vehicle holds: its normalised ``command``
+        (``rotor_mixer.normalised_to_speeds``), or its speed when the fault starts; None for a Pelican."""
+        fleet = self.models.fleet
+        speeds = getattr(fleet, "rotor_speeds_radps", None)
+        if speeds is None or not np.isfinite(speeds[vehicle, rotor]):
+            return None
+        if command is None:
+            return float(speeds[vehicle, rotor])
+        return float(normalised_to_speeds(fleet.rotor.params, command))  # type: ignore[union-attr]
 
     def _cell_failure(self, f: ActiveFault, battery: Battery | None) -> str:
         volts = f.params["voltage_step_v"]
@@ -398,6 +418,9 @@ class FaultEffects:
                 self._alt_offset[v] += p["offset_m"]
             elif kind == "motor_stuck":
                 stuck_rotor[v, p["rotor"]] = True
+                speed = self._stuck_speed_radps.get((f.id, v))
+                if speed is not None:
+                    self._stuck_speeds[v, p["rotor"]] = speed
                 self._thrust_offset_n[v] += (rotor_factor[v, p["rotor"]]
                                              * self._stuck_thrust_n.get((f.id, v), 0.0))
         rotors = rotor_factor.shape[1]
@@ -432,6 +455,8 @@ class FaultEffects:
             m.fleet.set_thrust_fault(self._thrust_scale, self._thrust_offset_n)
             if hasattr(m.fleet, "set_rotor_health"):  # rotor airframe: each rotor's factor, exactly
                 m.fleet.set_rotor_health(self._rotor_health)
+                stuck = self._stuck_speeds if np.isfinite(self._stuck_speeds).any() else None
+                m.fleet.set_stuck_motors(stuck)
         if m.gps is not None:
             m.gps.set_fault_state(**self._gps)
         if m.ahars is not None:

@@ -126,6 +126,7 @@ class Airframes:
         self._near = np.zeros(n, bool)
         #: the rotor vehicles' rotor health (rotor faults; None: all healthy)
         self._rotor_health: Array | None = None
+        self._stuck_speeds: Array | None = None  # (rotor vehicles, 4) [rad/s]; NaN: free (set_stuck_motors)
         #: per vehicle the failed rotor of an emergency landing (-1: none; ``set_emergency_land``)
         self._emergency = np.full(n, -1, np.int64)
         self._touchdown_mps = np.full(n, np.nan)
@@ -247,6 +248,16 @@ class Airframes:
             return
         h = np.asarray(health, float).reshape(self.num_vehicles, 4)[self._rot]
         self._rotor_health = None if np.all(h == 1.0) else np.ascontiguousarray(h)
+
+    def set_stuck_motors(self, speeds_radps: ArrayLike | None) -> None:
+        """Stuck motors of the rotor vehicles (N, 4) [rad/s]: a finite entry is that rotor's speed command
+        whatever the controller (or the emergency landing) asks, NaN a free motor; rows of Pelican
+        vehicles are ignored (their stuck motor is ``set_thrust_fault``'s approximation); None: none."""
+        if self.rotor is None or speeds_radps is None:
+            self._stuck_speeds = None
+            return
+        s = np.asarray(speeds_radps, float).reshape(self.num_vehicles, 4)[self._rot]
+        self._stuck_speeds = None if np.all(np.isnan(s)) else np.ascontiguousarray(s)
 
     # --- emergency landing (core.engine.faults.FaultEffects) ----------------------------------------
     @property
@@ -372,6 +383,8 @@ class Airframes:
                 et = emergency_thrusts if only_rotor else emergency_thrusts[r]
                 sel = live & np.isfinite(et[:, 0])
                 omega_cmd[sel] = ctl.from_rotor_thrusts(et[sel], om[sel])  # type: ignore[union-attr]
+            if self._stuck_speeds is not None:  # a stuck motor holds its speed whatever is commanded
+                omega_cmd = np.where(np.isnan(self._stuck_speeds), omega_cmd, self._stuck_speeds)
         if self.pelican is not None:
             p = self._pel
             self.pelican.step(u[p], None if wind is None else wind[p])

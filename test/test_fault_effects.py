@@ -610,7 +610,8 @@ def test_motor_stuck_on_the_rotor_airframe_holds_that_motors_speed(command: floa
     """Rotor airframe: the stuck motor's speed is held exactly (its command's speed omega_min + c (omega_max
     - omega_min), or its speed at the onset) whatever the controller asks; the other motors still follow."""
     fault = {"kind": "motor_stuck", "rotor": 0, "command": command, "trigger": {"at_time_s": 0.5}}
-    rotor = {"airframe": "rotor", "dyn_noise": [0.0] * 6, "turbulence": {"on": False}, "battery": {"on": False}}
+    rotor = {"airframe": "rotor", "dyn_noise": [0.0] * 6, "turbulence": {"on": False},
+             "battery": {"on": False}}
     sim = sim_with([fault], vehicle=rotor)
     ref = sim_with(None, vehicle=rotor)
     rp = sim.scenario.vehicle.rotor_params()

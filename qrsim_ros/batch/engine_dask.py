@@ -10,6 +10,8 @@ the same record. Results are collected by episode index as they complete (``as_c
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -69,11 +71,28 @@ def _check_workers(client: Client, address: str, timeout_s: float) -> int:
 
 
 @contextmanager
+def _sigint_ignored_by_children() -> Iterator[None]:
+    """While the worker processes start, ignore SIGINT here: they inherit that (Python leaves an ignored
+    SIGINT ignored), so a terminal's Ctrl-C, sent to the whole process group, reaches only this process,
+    which then closes the cluster in order (no tracebacks from every worker). Only from the main thread
+    (the only one that may set signal handlers); elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def local_client(workers: int) -> Iterator[Client]:
     """A LocalCluster of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard) and
     a client of it; both closed on the way out, Ctrl-C included (no worker process outlives it)."""
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    with _sigint_ignored_by_children():
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.ERROR)
     with cluster, Client(cluster) as client:
         yield client
 

@@ -238,6 +238,13 @@ def test_a_worker_killed_mid_batch_loses_no_episode(dask_cluster: Cluster) -> No
     assert records == expected
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT handled as on a terminal even if this test runs where it is
+    ignored (a background job of a non-interactive shell): Python leaves an inherited ignored SIGINT
+    ignored, and then Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("interrupt", [False, True])
 def test_the_command_stops_every_process_it_started(tmp_path: Path, interrupt: bool) -> None:
     # qrsim batch in its own session (as a terminal's foreground job); Ctrl-C is SIGINT to the group
@@ -245,7 +252,7 @@ def test_the_command_stops_every_process_it_started(tmp_path: Path, interrupt: b
     proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.batch", "keep_spot", "--runs", runs,
                              "--workers", "2", "--steps", str(LONG_STEPS), "--seed", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            env=child_env(), start_new_session=True)
+                            env=child_env(), start_new_session=True, preexec_fn=default_sigint)
     try:
         err = LineWatcher(proc.stderr)
         out = LineWatcher(proc.stdout)

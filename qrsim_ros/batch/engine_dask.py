@@ -15,11 +15,13 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from distributed import Client, LocalCluster, as_completed
-
 from qrsim_ros.batch.jobs import Collector, EpisodeJob, OnDone, Record, run_job
+
+if TYPE_CHECKING:  # distributed itself is imported when a client is made (it takes ~1 s)
+    from distributed import Client
 
 #: How long to wait for an existing scheduler to answer and to have a worker [s].
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -90,6 +92,8 @@ def _sigint_ignored_by_children() -> Iterator[None]:
 def local_client(workers: int) -> Iterator[Client]:
     """A LocalCluster of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard) and
     a client of it; both closed on the way out, Ctrl-C included (no worker process outlives it)."""
+    from distributed import Client, LocalCluster
+
     with _sigint_ignored_by_children():
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address=None, silence_logs=logging.ERROR)
@@ -102,6 +106,8 @@ def remote_client(address: str, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) ->
     """A client of the existing scheduler at ``address`` with at least one worker that imports
     qrsim_ros. ValueError for a malformed address, ConnectionError (one line naming the address) when no
     scheduler answers or no usable worker is there within ``timeout_s``."""
+    from distributed import Client
+
     check_scheduler_address(address)
     try:
         client = Client(address, timeout=timeout_s)
@@ -122,6 +128,8 @@ def worker_count(client: Client) -> int:
 def run_dask(client: Client, jobs: Sequence[EpisodeJob], on_done: OnDone | None = None) -> list[Record]:
     """Every job as one task on ``client``'s cluster; records in episode order. Tasks still pending when
     this returns early (an error, Ctrl-C) are cancelled, so a shared cluster stops working on them."""
+    from distributed import as_completed
+
     batch = uuid.uuid4().hex[:12]  # keys unique to this batch on a shared scheduler
     futures = [client.submit(run_job, job, key=f"qrsim-episode-{batch}-{job.index}") for job in jobs]
     collector = Collector(len(jobs), on_done)

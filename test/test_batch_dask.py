@@ -329,3 +329,20 @@ def test_a_scheduler_without_workers_exits_2(capsys: pytest.CaptureFixture[str],
         _stop(scheduler)
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert f"--scheduler {address}: the scheduler has no worker" in err and f"dask worker {address}" in err
+
+
+def test_a_policy_failing_on_a_worker_exits_1_with_one_line(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # the policy is resolved on the worker; its error comes back through Dask as the same PolicyError
+    (tmp_path / "bad.py").write_text(
+        "def make(view):\n"
+        "    def policy(v):\n"
+        "        if v.step_count == 2:\n"
+        "            raise KeyError('boom')\n"
+        "        return [[0.0, 0.0, 0.0]]\n"
+        "    return policy\n")
+    rc, out, err = qrsim(capsys, "batch", "search_rescue_2a", "--runs", "2", "--workers", "2", "--steps", "5",
+                         "--policy", f"{tmp_path / 'bad.py'}:make", "--no-progress")
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("qrsim batch: ")
+    assert "failed at step 3: KeyError: 'boom'" in err

@@ -250,6 +250,10 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         print(f"{PROG}: interrupted; the workers are stopped, nothing was written", file=sys.stderr)
         return INTERRUPTED
+    except Exception as exc:  # the engine gave up (e.g. Dask's KilledWorker: a task killed 3 workers)
+        bar.close()
+        return report(PROG, RuntimeError(f"the batch failed on the {args.engine} engine: "
+                                          f"{type(exc).__name__}: {exc}"), 1)
     bar.close()
     wall_s = time.perf_counter() - wall0
     info = BatchInfo(str(args.scenario), args.policy, tuple(seeds), engine, workers, wall_s)

@@ -346,3 +346,18 @@ def test_a_policy_failing_on_a_worker_exits_1_with_one_line(tmp_path: Path,
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("qrsim batch: ")
     assert "failed at step 3: KeyError: 'boom'" in err
+
+
+def test_without_dask_installed_the_dask_engine_exits_2(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "distributed" else real(name, *a))
+    rc, out, err = qrsim(capsys, "batch", "keep_spot", "--runs", "2", "--workers", "2")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "--engine dask needs Dask distributed: pip install 'dask[distributed]'" in err
+    rc, _, err = qrsim(capsys, "batch", "keep_spot", "--runs", "2", "--workers", "1", "--steps", "2",
+                       "--no-progress")
+    assert rc == 0, err  # in process needs no Dask

@@ -33,6 +33,7 @@ persons_total (empty outside search and rescue); floats in full precision, repla
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -225,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--runs R is required and must be >= 1, got {args.runs}")
         _check_engine_arguments(args)
         workers = 0 if args.scheduler is not None else _local_workers(args.workers, args.runs)
+        if args.engine == "dask" and workers != 1 and importlib.util.find_spec("distributed") is None:
+            raise CliError("--engine dask needs Dask distributed: pip install 'dask[distributed]' (the "
+                           "project venv has it), or use --engine multiprocessing")
         requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, _ = load_checked(args.scenario, overrides, args.policy)

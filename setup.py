@@ -19,6 +19,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["qrsim_ros", "qrsim_ros.*"]),
     install_requires=["numpy>=1.24", "numba>=0.60", "scipy>=1.10", "pyproj>=3.4", "PyYAML>=6"],
-    extras_require={"plots": ["matplotlib>=3.6"], "bags": ["rosbags>=0.10"], "gym": ["gymnasium>=1.0"]},
+    extras_require={"plots": ["matplotlib>=3.6"], "bags": ["rosbags>=0.10"], "gym": ["gymnasium>=1.0"],
+                    "batch": ["dask[distributed]>=2024.1", "matplotlib>=3.6"]},
     entry_points={"console_scripts": ["qrsim=qrsim_ros.cli.main:main"]},
 )

@@ -1,6 +1,6 @@
 """Command-line tools of qrsim_ros (pure Python; no rclpy), and what their subcommands share: the one
 error type (``CliError``) and how it is reported, one-line usage errors, the standalone entry point and
-atomic CSV output."""
+atomic file output."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import csv
 import fcntl
+import io
 import os
 import sys
 import tempfile
@@ -105,9 +106,18 @@ def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
 
 
 def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Write a CSV (``\\n`` line ends) to a temporary file in the same directory, then ``os.replace`` it
-    onto ``path``: an existing file is never half-written or lost. The new file gets the old file's
-    permissions, or the umask's. An OSError becomes a CliError naming ``path``.
+    """Write a CSV (``\\n`` line ends, UTF-8) atomically (``write_bytes_atomic``)."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_bytes_atomic(path, text.getvalue().encode("utf-8"))
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file in the same directory, then ``os.replace`` it onto ``path``: an
+    existing file is never half-written or lost. The new file gets the old file's permissions, or the
+    umask's. An OSError becomes a CliError naming ``path``.
 
     The temporary is flock-ed while it is written: if this process is killed, the next writer of
     ``path`` finds it unlocked and removes it (``leftovers.remove_stale_temporaries``)."""
@@ -115,13 +125,11 @@ def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[A
     tmp_path = None
     try:
         remove_stale_temporaries(path)
-        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=temporary_prefix(path),
-                                         suffix=".tmp", newline="", encoding="utf-8", delete=False) as f:
+        with tempfile.NamedTemporaryFile("wb", dir=directory, prefix=temporary_prefix(path),
+                                         suffix=".tmp", delete=False) as f:
             tmp_path = f.name
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # held until the file is closed (or we die)
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows(rows)
+            f.write(data)
         os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
         os.replace(tmp_path, path)
         tmp_path = None

@@ -1,39 +1,51 @@
-"""``qrsim batch``: many seeded episodes of a scenario in parallel processes, with outcome statistics.
+"""``qrsim batch``: many seeded episodes of a scenario on Dask distributed (or a multiprocessing pool), with
+outcome statistics and an optional report.
 
-    qrsim batch search_rescue_2a --runs 100 --workers 4 --out results.csv
+    qrsim batch search_rescue_2a --runs 100 --workers 4 --report out/
+    qrsim batch search_rescue_2a --runs 1000 --scheduler tcp://10.0.0.5:8786
 
 Episode i (0-based) gets seed BASE + i. --seed BASE follows the seed convention of ``qrsim run``
 except that no batch episode is ever clock-seeded: -1 (the default) takes the scenario file's seed as
 BASE, or 1 if the file's seed is 0 (from the clock); 1..2147483647 is BASE itself; 0 is rejected. Every
 episode builds its own Simulator from its seed (all streams, the policy's included, derive from it), so
-an episode's result depends on its seed only: the results, and results.csv, are identical for any
---workers W, and ``qrsim run --seed BASE+i`` flies episode i again. The scenario file is read once; W
-processes (multiprocessing, forkserver where available, else spawn) get the validated scenario and each
-run whole episodes; W = 1 runs in this process; a W above the CPUs this process may use (its affinity)
-is capped at that count, with a one-line note. Results are collected by episode index.
+an episode's result depends on its seed only: the results, results.csv and summary.json are identical for
+any engine, --workers W and completion order, and ``qrsim run --seed BASE+i`` flies episode i again. The
+scenario file is read once; each task carries the validated scenario and runs one whole episode; results
+are collected by episode index.
+
+Engines (docs/BATCH.md): --engine dask (the default) runs a LocalCluster of W single-threaded worker
+processes on 127.0.0.1, or uses the existing cluster at --scheduler tcp://HOST:PORT (``dask scheduler``
+and ``dask worker`` processes whose Python imports the same qrsim_ros); a worker lost mid-batch loses no
+episode (Dask runs its tasks again). --engine multiprocessing uses a process pool (forkserver where
+available, else spawn). W = 1 without --scheduler runs in this process; a W above the CPUs this process
+may use (its affinity) is capped at that count, with a one-line note. An unreachable or malformed
+--scheduler exits with status 2 within --connect-timeout. Ctrl-C stops the workers and exits with 130.
 
 Printed: the probability of every outcome (time_limit, invalid_vehicle, all_persons_found) with its
 Wilson 95 % confidence interval, and the distribution (mean, std, min, quartiles, max) of the episode
 reward, the duration in steps and in simulated seconds, and of the persons found (search and rescue).
 --out FILE.csv: one row per episode: episode, seed, reward, outcome, steps, sim_time_s, persons_found,
 persons_total (empty outside search and rescue); floats in full precision, replaced atomically.
+--report DIR: results.csv (as --out), summary.json, report.md, outcomes.png and distributions.png.
 --policy, --steps and --set are as for ``qrsim run``. Bad input exits with status 2 and one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import multiprocessing as mp
+import importlib.util
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from contextlib import ExitStack
 
-import numpy as np
-
+from qrsim_ros.batch import engine_dask
+from qrsim_ros.batch.engine_local import run_in_process, run_pool, usable_cpus
+from qrsim_ros.batch.jobs import BASE_COLUMNS, EpisodeJob, OnDone, Record, make_jobs
+from qrsim_ros.batch.report import BatchInfo, build_report, results_table
+from qrsim_ros.batch.stats import Distribution
+from qrsim_ros.batch.summary import OUTCOMES, summarise, table_lines
 from qrsim_ros.cli import (
     CliError,
     check_output_path,
@@ -41,12 +53,12 @@ from qrsim_ros.cli import (
     report,
     standalone_main,
     subcommand_parser,
+    write_bytes_atomic,
     write_csv_atomic,
 )
 from qrsim_ros.cli.run import (
     ProgressBar,
     add_common_arguments,
-    fmt_float,
     input_files,
     load_checked,
     scenario_overrides,
@@ -58,45 +70,21 @@ from qrsim_ros.core.config.scenario import (
     MAX_SEED,
     SEED_FROM_CLOCK,
     SEED_FROM_FILE,
-    Scenario,
     available_scenarios,
     resolve_seed,
 )
-from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.core.tasks.rules import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
 from qrsim_ros.policies import PolicyError
-from qrsim_ros.policies.episode import EpisodeResult, run_episode
+
+__all__ = ["OUTCOMES", "RESULTS_HEADER", "Distribution", "episode_seeds", "resolve_base_seed", "usable_cpus",
+           "wilson_interval"]
 
 PROG = "qrsim batch"
-OUTCOMES = (DONE_TIME_LIMIT, DONE_INVALID_VEHICLE, DONE_ALL_PERSONS_FOUND)
+ENGINES = ("dask", "multiprocessing")
 #: BASE when --seed is -1 and the scenario file's seed is 0 (from the clock).
 DEFAULT_BASE_SEED = 1
-RESULTS_HEADER = ("episode", "seed", "reward", "outcome", "steps", "sim_time_s", "persons_found",
-                  "persons_total")
-
-
-# --- statistics ------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Distribution:
-    """Summary of a sample: mean, std (ddof 1; 0 for one value), min, quartiles (linear), max."""
-
-    mean: float
-    std: float
-    min: float
-    q1: float
-    median: float
-    q3: float
-    max: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Distribution:
-        v = np.asarray(values, float)
-        if v.size == 0:
-            return cls(*([math.nan] * 7))
-        q1, med, q3 = np.percentile(v, [25, 50, 75])
-        std = float(v.std(ddof=1)) if v.size > 1 else 0.0
-        return cls(float(v.mean()), std, float(v.min()), float(q1), float(med), float(q3), float(v.max()))
+RESULTS_HEADER = BASE_COLUMNS
+#: Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 
 
 def resolve_base_seed(requested: int, file_seed: int) -> int:
@@ -122,91 +110,21 @@ def episode_seeds(base_seed: int, runs: int) -> list[int]:
     return [base_seed + i for i in range(runs)]
 
 
-# --- running -----------------------------------------------------------------------------------------------
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's cpuset),
-    at least 1: the most useful number of worker processes."""
-    count = getattr(os, "process_cpu_count", None)  # Python 3.13+
-    if count is not None:
-        return max(1, count() or 1)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _run_one(job: tuple[int, int, Scenario, str]) -> tuple[int, EpisodeResult]:
-    """One episode from scratch (picklable for worker processes): a Simulator built from the validated
-    scenario with seed ``seed`` (no YAML read here), at the start of the episode of that seed."""
-    index, seed, scenario, policy = job
-    sim = Simulator(replace(scenario, seed=seed))
-    return index, run_episode(sim, policy)
-
-
-def _context() -> mp.context.BaseContext:
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-def run_batch(scenario: Scenario, policy: str, seeds: Sequence[int], workers: int,
-              progress: ProgressBar | None = None) -> list[EpisodeResult]:
-    """Run one episode of the validated ``scenario`` per seed on ``workers`` processes (1 = in process);
-    results in seed order."""
-    jobs = [(i, s, scenario, policy) for i, s in enumerate(seeds)]
-    results: list[EpisodeResult | None] = [None] * len(jobs)
-    done = 0
-    if workers <= 1:
-        outputs = map(_run_one, jobs)
-        for index, result in outputs:
-            results[index] = result
-            done += 1
-            if progress is not None:
-                progress.update(done)
-    else:
-        with _context().Pool(processes=workers) as pool:
-            for index, result in pool.imap_unordered(_run_one, jobs, chunksize=1):
-                results[index] = result
-                done += 1
-                if progress is not None:
-                    progress.update(done)
-    return [r for r in results if r is not None]
-
-
-def results_rows(results: Sequence[EpisodeResult]) -> list[list[str]]:
-    """results.csv rows (no wall times: the file depends on the seeds only)."""
-    rows = []
-    for i, r in enumerate(results):
-        rows.append([str(i), str(r.seed), fmt_float(r.total_reward), r.outcome, str(r.steps),
-                     fmt_float(r.sim_time_s), "" if r.persons_found is None else str(r.persons_found),
-                     "" if r.persons_total is None else str(r.persons_total)])
-    return rows
-
-
-def report_lines(results: Sequence[EpisodeResult]) -> list[str]:
-    """Outcome probabilities with Wilson 95 % intervals and the reward / duration distributions."""
-    n = len(results)
-    counts = Counter(r.outcome for r in results)
-    names = list(OUTCOMES) + sorted(set(counts) - set(OUTCOMES))
-    lines = [f"{'outcome':<20} {'count':>6} {'p':>7}   95% CI (Wilson)"]
-    for name in names:
-        k = counts.get(name, 0)
-        lo, hi = wilson_interval(k, n)
-        lines.append(f"{name:<20} {k:>6} {k / n:>7.3f}   [{lo:.3f}, {hi:.3f}]")
-    lines.append("")
-    cols = ("mean", "std", "min", "q1", "median", "q3", "max")
-    lines.append(f"{'':<20}" + "".join(f"{c:>12}" for c in cols))
-    series: list[tuple[str, list[float]]] = [
-        ("reward", [r.total_reward for r in results]),
-        ("duration [steps]", [float(r.steps) for r in results]),
-        ("duration [s]", [r.sim_time_s for r in results]),
-    ]
-    if all(r.persons_found is not None for r in results):
-        series.append(("persons found", [float(r.persons_found or 0) for r in results]))
-    for label, values in series:
-        d = Distribution.of(values)
-        lines.append(f"{label:<20}" + "".join(f"{getattr(d, c):>12.6g}" for c in cols))
-    return lines
+def run_jobs(jobs: Sequence[EpisodeJob], engine: str, workers: int, scheduler: str | None,
+             connect_timeout_s: float, on_done: OnDone | None = None) -> tuple[list[Record], str, int]:
+    """Run the jobs on the chosen engine: (records in episode order, the engine as printed, the worker
+    count). ConnectionError or ValueError before any episode runs when --scheduler is unusable."""
+    if engine == "dask" and (scheduler is not None or workers > 1):
+        with ExitStack() as stack:
+            if scheduler is not None:
+                client = stack.enter_context(engine_dask.remote_client(scheduler, connect_timeout_s))
+                workers, what = engine_dask.worker_count(client), f"dask scheduler {scheduler}"
+            else:
+                client, what = stack.enter_context(engine_dask.local_client(workers)), "dask LocalCluster"
+            return engine_dask.run_dask(client, jobs, on_done), what, workers
+    if engine == "multiprocessing" and workers > 1:
+        return run_pool(jobs, workers, on_done), "multiprocessing pool", workers
+    return run_in_process(jobs, on_done), "in process", 1
 
 
 # --- command line --------------------------------------------------------------------------------
@@ -215,12 +133,24 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_common_arguments(p)
     p.add_argument("--runs", type=int, default=None, metavar="R", help="number of episodes (required)")
     p.add_argument("--workers", type=int, default=None, metavar="W",
-                   help="worker processes (default: the CPU count, at most R; 1 = in process; more than the "
-                   "CPUs this process may use are capped at that, with a note)")
+                   help="local worker processes (default: the CPU count, at most R; 1 = in process; more "
+                   "than the CPUs this process may use are capped at that, with a note; not with "
+                   "--scheduler)")
+    p.add_argument("--engine", choices=ENGINES, default="dask",
+                   help="dask: Dask distributed, a LocalCluster or --scheduler (the default); "
+                   "multiprocessing: a local process pool")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on the existing Dask cluster of this scheduler (its workers need qrsim_ros)")
+    p.add_argument("--connect-timeout", type=float, default=engine_dask.DEFAULT_CONNECT_TIMEOUT_S,
+                   metavar="S",
+                   help="seconds to wait for --scheduler and a worker of it (default %(default)g)")
     p.add_argument("--seed", type=int, default=SEED_FROM_FILE, metavar="BASE",
                    help="episode i gets seed BASE + i (-1: the scenario file's seed, or 1 if that is 0, "
                    "the default; 1..2147483647: BASE; 0, the clock, is not allowed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per episode")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="write results.csv, summary.json, report.md and PNG figures into DIR (made if "
+                   "missing)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return finish_parser(p, run, PROG)
 
@@ -228,12 +158,65 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``batch`` subcommand on a ``qrsim`` subparsers object."""
     p = subcommand_parser(subparsers, "batch",
-                          "many seeded episodes in parallel, with outcome statistics", __doc__)
+                          "many seeded episodes on Dask or local processes, with outcome statistics", __doc__)
     return _add_arguments(p)
 
 
+def _local_workers(requested: int | None, runs: int) -> int:
+    """W for a local engine: the CPU count (at most R) by default, capped at the usable CPUs with a note."""
+    cpus = usable_cpus()
+    workers = min(runs, cpus) if requested is None else requested
+    if workers < 1:
+        raise CliError(f"--workers must be >= 1, got {workers}")
+    if workers > cpus:  # more processes than CPUs only cost memory and switching
+        print(f"{PROG}: note: --workers {workers} capped at the {cpus} CPU(s) this process may use",
+              file=sys.stderr)
+        workers = cpus
+    return workers
+
+
+def _check_engine_arguments(args: argparse.Namespace) -> None:
+    if args.scheduler is None:
+        return
+    if args.engine != "dask":
+        raise CliError(f"--scheduler needs --engine dask, not --engine {args.engine}")
+    if args.workers is not None:
+        raise CliError("--workers is for local engines: with --scheduler the cluster's workers run the batch")
+    if not args.connect_timeout > 0:
+        raise CliError(f"--connect-timeout must be > 0 s, got {args.connect_timeout}")
+    try:
+        engine_dask.check_scheduler_address(args.scheduler)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _check_report_dir(path: str) -> None:
+    """Make --report DIR (and its parents) before any work; CliError if it cannot be a directory."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CliError(f"--report {path}: cannot write the report: it is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--report {path}: cannot make the directory: {exc.strerror or exc}") from None
+
+
+def _write_outputs(args: argparse.Namespace, records: list[Record], info: BatchInfo) -> list[str]:
+    """--out and --report; the lines saying what was written."""
+    said = []
+    if args.out is not None:
+        write_csv_atomic(args.out, *results_table(records))
+        said.append(f"results: {len(records)} rows -> {args.out}")
+    if args.report is not None:
+        files = build_report(records, info)
+        for name, data in files.items():
+            write_bytes_atomic(os.path.join(args.report, name), data)
+        said.append(f"report: {', '.join(files)} -> {args.report}")
+    return said
+
+
 def run(args: argparse.Namespace) -> int:
-    """Validate, run the episodes, print the statistics, write --out. 0 ok, 2 bad input, 1 failure."""
+    """Validate, run the episodes, print the statistics, write --out and --report. 0 ok, 2 bad input,
+    1 failure, 130 interrupted."""
     if args.list:
         print("\n".join(available_scenarios()))
         return 0
@@ -242,43 +225,53 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("the SCENARIO argument is required (qrsim batch --list shows them)")
         if args.runs is None or args.runs < 1:
             raise CliError(f"--runs R is required and must be >= 1, got {args.runs}")
-        cpus = usable_cpus()
-        workers = min(args.runs, cpus) if args.workers is None else args.workers
-        if workers < 1:
-            raise CliError(f"--workers must be >= 1, got {workers}")
-        if workers > cpus:  # more processes than CPUs only cost memory and switching
-            print(f"{PROG}: note: --workers {workers} capped at the {cpus} CPU(s) this process may use",
-                  file=sys.stderr)
-            workers = cpus
+        _check_engine_arguments(args)
+        workers = 0 if args.scheduler is not None else _local_workers(args.workers, args.runs)
+        if args.engine == "dask" and workers != 1 and importlib.util.find_spec("distributed") is None:
+            raise CliError("--engine dask needs Dask distributed: pip install 'dask[distributed]' (the "
+                           "project venv has it), or use --engine multiprocessing")
         requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, _ = load_checked(args.scenario, overrides, args.policy)
         seeds = episode_seeds(resolve_base_seed(requested, scenario.seed), args.runs)
         if args.out is not None:
             check_output_path(args.out, input_files(scenario, args.policy))
+        if args.report is not None:
+            _check_report_dir(args.report)
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
-    bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress)
+    bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress, eta=True)
     wall0 = time.perf_counter()
     try:
-        results = run_batch(scenario, args.policy, seeds, workers, bar)
+        records, engine, workers = run_jobs(make_jobs(scenario, args.policy, seeds), args.engine, workers,
+                                            args.scheduler, args.connect_timeout, bar.update)
+    except ConnectionError as exc:  # --scheduler unusable: found before any episode ran
+        bar.close()
+        return report(PROG, exc)
     except PolicyError as exc:
         bar.close()
         return report(PROG, exc, 1)
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"{PROG}: interrupted; the workers are stopped, nothing was written", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as exc:  # the engine gave up (e.g. Dask's KilledWorker: a task killed 3 workers)
+        bar.close()
+        return report(PROG, RuntimeError(f"the batch failed on the {args.engine} engine: "
+                                          f"{type(exc).__name__}: {exc}"), 1)
     bar.close()
     wall_s = time.perf_counter() - wall0
-    if args.out is not None:
-        try:
-            write_csv_atomic(args.out, RESULTS_HEADER, results_rows(results))
-        except CliError as exc:
-            return report(PROG, exc, 1)
-    sim_s = sum(r.sim_time_s for r in results)
-    print(f"{args.scenario}, policy {args.policy}: {len(results)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
-          f"on {workers} worker(s) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time overall)")
-    for line in report_lines(results):
+    info = BatchInfo(str(args.scenario), args.policy, tuple(seeds), engine, workers, wall_s)
+    try:
+        written = _write_outputs(args, records, info)
+    except CliError as exc:
+        return report(PROG, exc, 1)
+    sim_s = sum(float(r["sim_time_s"]) for r in records)
+    print(f"{args.scenario}, policy {args.policy}: {len(records)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
+          f"on {workers} worker(s) ({engine}) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time "
+          f"overall, {len(records) / wall_s:.2f} episodes/s)")
+    for line in table_lines(summarise(records)) + written:
         print(line)
-    if args.out is not None:
-        print(f"results: {len(results)} rows -> {args.out}")
     return 0
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -144,13 +144,33 @@ def fmt_float(x: float) -> str:
     return repr(float(x))
 
 
+def _clock_text(seconds: float) -> str:
+    minutes, secs = divmod(round(max(0.0, seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def eta_text(done: int, total: int, elapsed_s: float) -> str:
+    """``ETA M:SS`` (the mean time per item so far times the items left), ``ETA --:--`` before the
+    first item, ``took M:SS`` at the end."""
+    if done >= total:
+        return f"took {_clock_text(elapsed_s)}"
+    if done <= 0:
+        return "ETA --:--"
+    return f"ETA {_clock_text(elapsed_s / done * (total - done))}"
+
+
 class ProgressBar:
     """A dependency-free progress indicator on ``stream``: redrawn with ``\\r`` on a terminal, otherwise
-    one line per ``line_fraction`` of the total."""
+    one line per ``line_fraction`` of the total. ``eta``: each update shows ``eta_text``."""
 
     def __init__(self, total: int, label: str, stream: TextIO | None = None, enabled: bool = True,
-                 line_fraction: float = 0.1, width: int = 30) -> None:
+                 line_fraction: float = 0.1, width: int = 30, eta: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.total = max(1, int(total))
+        self.eta = eta
+        self.clock = clock
+        self.start = clock()
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -163,6 +183,8 @@ class ProgressBar:
     def update(self, done: int, note: str = "") -> None:
         if not self.enabled:
             return
+        if self.eta:
+            note = f"{eta_text(done, self.total, self.clock() - self.start)} {note}".rstrip()
         if self.tty:
             now = time.monotonic()
             if done < self.total and now - self._last_draw < 0.1:

@@ -18,13 +18,17 @@ batch file (or no stormpy); 1 if a model file cannot be written.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
+from qrsim_ros.cli import (
+    CliError,
+    finish_parser,
+    report,
+    standalone_main,
+    subcommand_parser,
+    write_bytes_atomic,
+)
 
 PROG = "qrsim verify"
 DTMC_FILE = "abstract_dtmc.prism"
@@ -47,23 +51,9 @@ def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it onto ``path``; an OSError
-    becomes a CliError naming ``path``."""
-    tmp = None
-    try:
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                         encoding="utf-8", delete=False) as f:
-            tmp = f.name
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    """Write ``text`` (UTF-8) atomically onto ``path`` (``cli.write_bytes_atomic``); an OSError becomes a
+    CliError naming ``path``."""
+    write_bytes_atomic(str(path), text.encode("utf-8"))
 
 
 def run(args: argparse.Namespace) -> int:

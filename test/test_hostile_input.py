@@ -289,11 +289,12 @@ def test_batch_caps_workers_at_the_usable_cpus(tmp_path: Path, capsys: pytest.Ca
     from qrsim_ros.cli.main import main
 
     started: list[int] = []
-    real = batch.run_batch
+    real = batch.run_jobs
     monkeypatch.setattr(batch, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(batch, "run_batch", lambda *a, **k: started.append(a[3]) or real(*a, **k))
+    monkeypatch.setattr(batch, "run_jobs", lambda *a, **k: started.append(a[2]) or real(*a, **k))
     t0 = time.perf_counter()
-    rc = main(["batch", "keep_spot", "--runs", "2", "--workers", "100000", "--steps", "3", "--no-progress"])
+    rc = main(["batch", "keep_spot", "--runs", "2", "--workers", "100000", "--steps", "3", "--no-progress",
+               "--engine", "multiprocessing"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert started == [2] and "on 2 worker(s)" in out

@@ -126,6 +126,7 @@ class FleetControl:
         # per tick: the hover rows to start from, the modes that have vehicles, the flight height
         self._hover = np.tile(HOVER_CONTROL, (self.num_vehicles, 1))
         self._active = [(m, r, len(CONTROL_MODES[m])) for m, r in self.rows.items() if r.size]
+        self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self.rows["velocity"]))),
@@ -216,6 +217,8 @@ class FleetControl:
         """``Airframes.step``'s ``rates_thrust`` and ``motors`` (N, 4) for this tick, after ``controls``:
         the targets of the valid vehicles in those modes that have one (finite) and fly no failsafe; NaN
         rows elsewhere (those fly their control row); None when no vehicle flies that input."""
+        if not self._any_low_level:  # the common case, every tick: nothing to build
+            return None, None
         t_all = np.asarray(targets, float)
         fly = np.asarray(valid, bool) & (self.failsafe_code == 0)
         out: list[Array | None] = []

@@ -527,7 +527,10 @@ def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path
     assert m, out
     sim = float(m.group(1))
     assert 2.0 <= sim < 2.5  # the clock owner stops itself at exactly 2 s; the listener may lag a tick
-    assert re.search(r"real-time factor [\d.]+", s)
+    # the real-time factor needs the listener to have seen /clock; on a loaded machine discovery can take
+    # longer than the 2 s run, and the summary then says so instead (the referee's latched status still
+    # gives the simulated time)
+    assert re.search(r"real-time factor [\d.]+", s) or "no /clock reached the launcher" in s, s
     assert "Reward: " in s and "All 7 processes stopped cleanly" in s  # six nodes and the recorder
     # forwarded logs carry the node's name
     assert re.search(r"^\[imu\] ", out, re.MULTILINE) and re.search(r"^\[vehicle_dynamics\] ", out, re.M)

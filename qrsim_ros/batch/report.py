@@ -35,6 +35,7 @@ class BatchInfo:
     engine: str = ""
     workers: int = 0
     wall_s: float = 0.0
+    task_type: str = ""
 
 
 @dataclass

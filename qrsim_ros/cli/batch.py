@@ -43,6 +43,7 @@ from contextlib import ExitStack
 from qrsim_ros.batch import engine_dask
 from qrsim_ros.batch.engine_local import run_in_process, run_pool, usable_cpus
 from qrsim_ros.batch.jobs import BASE_COLUMNS, EpisodeJob, OnDone, Record, make_jobs
+from qrsim_ros.batch.missions import columns_for, extras_for
 from qrsim_ros.batch.report import BatchInfo, build_report, results_table
 from qrsim_ros.batch.stats import Distribution
 from qrsim_ros.batch.summary import OUTCOMES, summarise, table_lines
@@ -207,7 +208,7 @@ def _write_outputs(args: argparse.Namespace, records: list[Record], info: BatchI
         write_csv_atomic(args.out, *results_table(records))
         said.append(f"results: {len(records)} rows -> {args.out}")
     if args.report is not None:
-        files = build_report(records, info)
+        files = build_report(records, info, extras_for(info.task_type))
         for name, data in files.items():
             write_bytes_atomic(os.path.join(args.report, name), data)
         said.append(f"report: {', '.join(files)} -> {args.report}")
@@ -243,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress, eta=True)
     wall0 = time.perf_counter()
     try:
-        records, engine, workers = run_jobs(make_jobs(scenario, args.policy, seeds), args.engine, workers,
+        jobs = make_jobs(scenario, args.policy, seeds, columns_for(scenario.task.type))
+        records, engine, workers = run_jobs(jobs, args.engine, workers,
                                             args.scheduler, args.connect_timeout, bar.update)
     except ConnectionError as exc:  # --scheduler unusable: found before any episode ran
         bar.close()
@@ -261,7 +263,8 @@ def run(args: argparse.Namespace) -> int:
                                           f"{type(exc).__name__}: {exc}"), 1)
     bar.close()
     wall_s = time.perf_counter() - wall0
-    info = BatchInfo(str(args.scenario), args.policy, tuple(seeds), engine, workers, wall_s)
+    info = BatchInfo(str(args.scenario), args.policy, tuple(seeds), engine, workers, wall_s,
+                     scenario.task.type)
     try:
         written = _write_outputs(args, records, info)
     except CliError as exc:

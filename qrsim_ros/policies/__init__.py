@@ -10,6 +10,7 @@ Built-in names (``qrsim run --policy NAME``):
 - ``search-pattern``: lawn-mower search with descend-and-hover confirmation (search and rescue).
 - ``pursuit``: the cats' rule of QRSim's cats-and-mouse example.
 - ``random-search``: the random search of QRSim's search-and-rescue / plume examples.
+- ``mission``: ireland_2016's 17-mode search-and-retrieve guidance (retrieve scenarios).
 - ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover).
 
 Anything else of the form ``MODULE:FUNC`` or ``path/to/file.py:FUNC`` is loaded (``base.resolve_factory``).
@@ -27,6 +28,7 @@ from qrsim_ros.policies.base import (
     mode_bounds,
     resolve_factory,
 )
+from qrsim_ros.policies.mission import Mission, mission
 from qrsim_ros.policies.pursuit import Pursuit, pursuit
 from qrsim_ros.policies.random_search import RandomSearch, random_search
 from qrsim_ros.policies.search_pattern import SearchPattern, SearchPatternParams, search_pattern
@@ -38,10 +40,12 @@ BUILTIN_POLICIES: dict[str, PolicyFactory] = {
     "search-pattern": search_pattern,
     "pursuit": pursuit,
     "random-search": random_search,
+    "mission": mission,
 }
 
 #: The baseline ``auto`` picks per task type.
-TASK_BASELINES = {"search_rescue": "search-pattern", "cats_mouse": "pursuit", "plume": "random-search"}
+TASK_BASELINES = {"search_rescue": "search-pattern", "cats_mouse": "pursuit", "plume": "random-search",
+                  "retrieve": "mission"}
 
 
 def policy_names() -> list[str]:
@@ -66,6 +70,7 @@ __all__ = [
     "TASK_BASELINES",
     "AutopilotView",
     "Hover",
+    "Mission",
     "Policy",
     "PolicyError",
     "PolicyFactory",

@@ -38,6 +38,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
+from qrsim_ros.core.tasks.retrieve import RetrieveTask
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
@@ -152,6 +153,24 @@ class AutopilotView:
     def plume_readings(self) -> Array:
         """Latest plume-sensor reading per vehicle (N,); NaN without a plume sensor."""
         return self._sim.plume_readings()
+
+    def battery_voltage_v(self) -> Array:
+        """Each vehicle's battery voltage (N,) [V] (its power bus; NaN with the battery off)."""
+        return np.array(self._sim.battery.voltage_v, float)
+
+    @property
+    def failsafe(self) -> list[str]:
+        """What each vehicle's onboard failsafe flies ('' none, 'emergency_land' after a rotor loss, ...)."""
+        return list(self._sim.failsafe)
+
+    @property
+    def retrieve(self) -> RetrieveTask:
+        """The retrieve task's vehicle-side devices (``task.type: retrieve``): the downward camera's target
+        centroids, the grasper and the Initialise self-test. ``PolicyError`` in other tasks."""
+        task = self._sim.task
+        if not isinstance(task, RetrieveTask):
+            raise PolicyError(f"scenario {self.scenario_name!r} is not a retrieve task")
+        return task
 
     @property
     def plume_locations(self) -> Array:

@@ -48,6 +48,7 @@ from qrsim_ros.core.common.validation import (
     ticks_per_update,
 )
 from qrsim_ros.core.config.loader import ScenarioError, YamlLimitError, build, load_yaml, merge
+from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.faults import FaultSpec, parse_faults
 from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
@@ -76,7 +77,7 @@ MAX_SEED = LIMITS["seed"].hi
 SEED_HELP = f"-1: the scenario file's seed; 0: from the clock; 1..{MAX_SEED}: that seed"
 
 TASK_TYPES = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
-              "search_rescue", "plume")
+              "search_rescue", "plume", "retrieve")
 AREA_TYPES = ("box", "box_with_persons")
 PLUME_TYPES = ("gaussian", "gaussian_dispersion", "gaussian_puff")
 #: The vehicle models (``vehicle.airframe``): QRSim's identified Pelican (the default) and the rotor-level
@@ -367,6 +368,8 @@ class Scenario:
     #: The top-level ``faults:`` list (docs/FAULTS.md), parsed by ``parse_faults`` against the fleet's
     #: size; empty: no faults (the Simulator then builds no fault schedule at all).
     faults: tuple[FaultSpec, ...] = ()
+    #: The search-and-retrieve world and mission (``task.type: retrieve``; docs/RETRIEVE.md).
+    retrieve: RetrieveParams | None = None
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:
@@ -375,6 +378,8 @@ class Scenario:
         LIMITS["scenario_num_vehicles"].check(self.num_vehicles, "num_vehicles")
         if self.task.type == "plume" and self.plume is None:
             raise ConfigError("a plume task needs a 'plume' section")
+        if self.task.type == "retrieve" and self.retrieve is None:
+            raise ConfigError("a retrieve task needs a 'retrieve' section")
         if self.task.type == "search_rescue" and self.area.type != "box_with_persons":
             raise ConfigError("search_rescue needs area.type: box_with_persons")
         if self.task.type == "cats_mouse" and self.num_vehicles != self.task.num_cats + 1:

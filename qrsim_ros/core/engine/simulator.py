@@ -161,6 +161,9 @@ class Simulator:
         self.episode.set_plume_reference(self.world.plume_reference_samples)
         # vehicles (the task's placement, shared with the vehicle_dynamics node)
         x0, self._headings = initial_placement(self.task, self._task_rng)
+        bases = self.task.charging_bases()
+        if bases is not None:  # a task that places its landing site per episode (retrieve)
+            self.battery.set_bases(bases)
         try:
             self.fleet.set_state(x0)
         except PelicanInputError as exc:
@@ -251,7 +254,9 @@ class Simulator:
         self.tick += 1
         k = self.tick
         faults = self.faults
-        faults.step(k)
+        events = faults.step(k)
+        if events.started:
+            self.episode.task.on_fault_started(events.started)
         x = self.fleet.state
         valid = self.fleet.valid
         self.gps_space.step(k)

@@ -61,6 +61,12 @@ class FaultSpec:
         set_frozen_field(self, "repeat", flag("fault.repeat", self.repeat))
         check_repeat("fault", self.trigger, self.repeat)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled with its parameters as a plain dict (the read-only mapping is not picklable), so a
+        scenario with faults ships to batch workers."""
+        return (FaultSpec, (self.id, self.kind, dict(self.params), self.vehicles, self.trigger,
+                            self.duration_s, self.repeat))
+
     @classmethod
     def from_dict(cls, item: object, where: str = "fault", *, num_vehicles: int | None = None,
                   num_rotors: int = DEFAULT_NUM_ROTORS, default_id: str | None = None,

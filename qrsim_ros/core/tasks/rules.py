@@ -21,6 +21,8 @@ from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
 
 if TYPE_CHECKING:
     from qrsim_ros.core.config.scenario import Scenario
+    from qrsim_ros.core.faults.schedule import ActiveFault
+    from qrsim_ros.core.vehicles.energy import ChargingBase
     from qrsim_ros.core.world.area import BoxArea
 
 Array = NDArray[np.float64]
@@ -75,6 +77,10 @@ class Task:
         """Heading each vehicle's velocity controller holds [rad]."""
         return np.zeros(self.num_vehicles)
 
+    def charging_bases(self) -> tuple[ChargingBase, ...] | None:
+        """This episode's charging bases, after ``initial_states``; None: the scenario's ``bases``."""
+        return None
+
     # --- actions --------------------------------------------------------------------------------
     @property
     def agent_vehicles(self) -> NDArray[np.int_]:
@@ -91,6 +97,9 @@ class Task:
 
     def on_tick(self, controls: Array) -> None:
         """Called every 20 ms with the controls applied (for running costs)."""
+
+    def on_fault_started(self, faults: tuple[ActiveFault, ...]) -> None:
+        """Faults that started at this tick (a task whose world they change: the retrieve grasper)."""
 
     def step_reward(self, last_step: bool) -> float:
         """Reward of the task step just completed."""
@@ -303,6 +312,10 @@ def make_task(sim: TaskWorld) -> Task:
         return SearchRescueTask(sim)
     if kind == "plume":
         return PlumeTask(sim)
+    if kind == "retrieve":
+        from qrsim_ros.core.tasks.retrieve import RetrieveTask  # it builds on this module's Task
+
+        return RetrieveTask(sim)
     raise ValueError(f"unknown task type {kind!r}")
 
 

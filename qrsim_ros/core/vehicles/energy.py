@@ -171,6 +171,12 @@ class FleetEnergy:
         #: ``FleetControl.update_battery`` only then)
         self.low = False
 
+    def set_bases(self, bases: Sequence[ChargingBase]) -> None:
+        """Replace the charging bases (a task that places its landing site per episode)."""
+        self.bases = tuple(bases)
+        self._bases = bases_array(self.bases)
+        self._radii = np.array([b.radius_m for b in self.bases], float)
+
     # --- per episode / per tick ------------------------------------------------------------------------
     def reset(self) -> None:
         """Fresh packs for every vehicle (a new episode)."""

@@ -1,0 +1,71 @@
+"""``--policy mission``: ireland_2016's mission guidance (``core.mission.guidance``) flying a retrieve
+scenario in process, one ``MissionGuidance`` per vehicle.
+
+Per task step it reads only what the vehicle senses (``AutopilotView``): the estimated state (motion
+capture position and velocity, heading), the battery voltage, the onboard failsafe (the emergency landing
+after a rotor loss is the detected actuator fault), the downward camera's target centroids and the
+grasper's report; it commands a velocity set point (``vehicle.control: velocity``) and the grasper, and
+reports its mode to the referee (the graph's ``uavN/mission/mode``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from qrsim_ros.core.mission.guidance import GuidanceInputs, MissionGuidance
+from qrsim_ros.core.vehicles.estimated_state import EULER, GROUND_VELOCITY_NE, POSITION_NED, VERTICAL_SPEED
+from qrsim_ros.policies.base import AutopilotView, PolicyError
+
+Array = NDArray[np.float64]
+
+
+def velocity_ned(ex_row: Array) -> Array:
+    """The NED velocity [m/s] in an estimated-state row: its ground velocity north, east and its vertical
+    speed (positive up, spec 2.1) turned down."""
+    return np.array([*ex_row[GROUND_VELOCITY_NE], -ex_row[VERTICAL_SPEED]])
+
+
+class Mission:
+    """The mission policy (module docstring)."""
+
+    def __init__(self, view: AutopilotView) -> None:
+        if view.task.type != "retrieve":
+            raise PolicyError(f"the mission policy flies retrieve scenarios, not {view.task.type!r}")
+        modes = set(view.action_spec["modes"])
+        if modes != {"velocity"}:
+            raise PolicyError(f"the mission policy commands velocities: vehicle.control must be 'velocity', "
+                              f"not {sorted(modes)}")
+        task = view.retrieve
+        params = task.retrieve.guidance
+        self.rows = list(view.action_spec["vehicles"])
+        self.dt_s = float(view.task.dt_s)
+        self.guidance = [MissionGuidance(params, task.landing_site_ne, task.drop_site_ne,
+                                         task.targets.count, lambda i=i: task.self_test(i))
+                         for i in self.rows]
+
+    def __call__(self, view: AutopilotView) -> Array:
+        task = view.retrieve
+        ex = view.estimated_state()
+        volts = view.battery_voltage_v()
+        failsafe = view.failsafe
+        actions = np.full((len(self.rows), 3), np.nan)
+        for r, i in enumerate(self.rows):
+            g = self.guidance[r]
+            if not np.all(np.isfinite(ex[i, 0:3])):
+                continue  # a lost vehicle: no set point
+            inputs = GuidanceInputs(
+                time_s=view.time_s, position_ned_m=ex[i, POSITION_NED], velocity_ned_mps=velocity_ned(ex[i]),
+                heading_rad=float(ex[i, EULER][2]), battery_v=float(volts[i]),
+                centroids_px=task.camera_centroids_px(i), holding=task.holding(i),
+                rotor_failed=failsafe[i] == "emergency_land")
+            cmd = g.update(inputs, self.dt_s)
+            task.command_grasper(i, cmd.grasper_closed)
+            task.report_mission(i, cmd.mode, g.mission_over, view.time_s)
+            actions[r] = cmd.velocity_ned_mps
+        return actions
+
+
+def mission(view: AutopilotView) -> Mission:
+    """Factory of ``--policy mission``."""
+    return Mission(view)

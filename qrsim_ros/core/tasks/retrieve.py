@@ -6,7 +6,8 @@ The task owns what the vehicle does not: the landing site (the charging base), t
 self-test draws of the Initialise mode (the system fault, section 4.8.2: probability P_s per visit, from
 a generator seeded by one draw of the placement stream per episode). The actuator and grasper faults
 come through the scenario's ``faults:`` list (``rotor_loss`` and ``grasper_release`` with probabilistic
-triggers); a started ``grasper_release`` reaches the task through ``on_fault_started`` and drops what the grasper holds.
+triggers); a started ``grasper_release`` reaches the task through ``on_fault_started`` and drops what
+the grasper holds.
 
 Per episode, from the ``task.placement`` stream in this order: the landing site (north, east) and heading
 unless fixed, the drop site unless fixed, then every target's (north, east) (section 4.8.1: uniform in

@@ -236,7 +236,8 @@ def test_initial_placement_gives_the_simulators_headings() -> None:
     from qrsim_ros.core.common.rng import RandomStreams
     from qrsim_ros.core.config.scenario import load_scenario
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+    from qrsim_ros.core.tasks.factory import make_task
+    from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement
 
     sc = load_scenario("search_rescue_2c", {"seed": 9})
     sim = Simulator(sc)

@@ -38,7 +38,8 @@ from sensor_msgs.msg import Imu, NavSatFix, PointCloud2
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
-from qrsim_ros.core.tasks.rules import TaskContext, make_task
+from qrsim_ros.core.tasks.factory import make_task
+from qrsim_ros.core.tasks.rules import TaskContext
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import hover_low_level

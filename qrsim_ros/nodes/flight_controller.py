@@ -72,7 +72,8 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
-from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.tasks.factory import make_task
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import hold_pose
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl

@@ -119,7 +119,8 @@ from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
-from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement, make_task
+from qrsim_ros.core.tasks.factory import make_task
+from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement
 from qrsim_ros.core.vehicles.airframes import ROTOR
 from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy

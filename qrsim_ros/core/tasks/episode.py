@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.validation import ticks_per_update
-from qrsim_ros.core.tasks.rules import PlumeTask, Task, TaskContext, make_task
+from qrsim_ros.core.tasks.factory import make_task
+from qrsim_ros.core.tasks.rules import PlumeTask, Task, TaskContext
 
 if TYPE_CHECKING:
     from qrsim_ros.core.config.scenario import Scenario

@@ -301,25 +301,6 @@ class PlumeTask(Task):
         return plume_mse_reward(ref, est)
 
 
-def make_task(sim: TaskWorld) -> Task:
-    """The task object for the scenario's task type."""
-    kind = sim.scenario.task.type
-    if kind in ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity"):
-        return GenericTask(sim)
-    if kind == "cats_mouse":
-        return CatsMouseTask(sim)
-    if kind == "search_rescue":
-        return SearchRescueTask(sim)
-    if kind == "plume":
-        return PlumeTask(sim)
-    if kind == "retrieve":
-        from qrsim_ros.core.tasks.retrieve import RetrieveTask  # it builds on this module's Task
-
-        return RetrieveTask(sim)
-    raise ValueError(f"unknown task type {kind!r}")
-
-
-
 # --- running the rules without a Simulator (the ROS referee and flight controller) -------------------
 
 class TaskContext:

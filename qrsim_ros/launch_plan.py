@@ -89,6 +89,10 @@ SUPERVISION_ARGUMENTS: tuple[tuple[str, str], ...] = (
 SUPERVISION_DEFAULTS = {"keep_alive": "false", "record_required": "false"}
 
 
+#: Task types the node graph cannot run yet (their world and autopilot exist in process only).
+IN_PROCESS_ONLY_TASKS = ("retrieve",)
+
+
 class PlanError(ValueError):
     """Bad launch arguments; the message names the argument, its value and what is allowed."""
 
@@ -298,6 +302,10 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles))
     except (ScenarioError, ConfigError) as exc:
         raise PlanError(f"scenario {config!r}: {exc}") from None
+    if loaded.task.type in IN_PROCESS_ONLY_TASKS:
+        raise PlanError(f"scenario {config!r}: task.type={loaded.task.type!r} runs in process only so far "
+                        "(qrsim run / qrsim batch with --policy mission; the graph's mission_autopilot node "
+                        "is not built yet, docs/RETRIEVE.md)")
     if loaded.num_vehicles > MAX_GRAPH_VEHICLES:  # a file's count: the nodes' num_vehicles range
         raise PlanError(f"scenario {config!r}: num_vehicles={loaded.num_vehicles} (from the scenario file) "
                         f"exceeds the node graph's maximum {MAX_GRAPH_VEHICLES} "

@@ -345,3 +345,10 @@ def test_batch_records_give_transitions_that_verify_reads(tmp_path):
         (tmp_path / name).write_bytes(data)
     batch = read_batch(tmp_path)  # the checks of qrsim verify: mode times add up to mission times
     assert len(batch.episodes) == 3
+
+
+def test_the_graph_refuses_a_retrieve_scenario_with_one_clear_line():
+    from qrsim_ros.launch_plan import PlanError, plan
+
+    with pytest.raises(PlanError, match=r"task.type='retrieve' runs in process only so far"):
+        plan("retrieve_simplified")

@@ -352,3 +352,24 @@ def test_the_graph_refuses_a_retrieve_scenario_with_one_clear_line():
 
     with pytest.raises(PlanError, match=r"task.type='retrieve' runs in process only so far"):
         plan("retrieve_simplified")
+
+
+def test_qrsim_batch_then_verify_a_retrieve_batch(tmp_path, capsys):
+    """The issue's command on a small batch: the report holds the mission files, and Storm's values from
+    the abstract model lie in the Monte Carlo intervals of the same runs."""
+    from qrsim_ros.cli.main import main
+
+    out = tmp_path / "report"
+    rc = main(["batch", "retrieve_simplified", "--runs", "3", "--seed", "3", "--policy", "mission",
+               "--workers", "1", "--no-progress", "--report", str(out)])
+    assert rc == 0, capsys.readouterr()
+    for name in ("results.csv", "transitions.csv", "mode_times.csv", "summary.json", "report.md"):
+        assert (out / name).stat().st_size > 0, name
+    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"episode", "seed", "outcome", "mission_time_s", "fault_system", "fault_actuator",
+            "fault_grasper", "mode_path"} <= set(header)
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "every model-checked value lies in its Monte Carlo interval" in text, text
+    assert "P(success)" in text and "E[mission time]" in text

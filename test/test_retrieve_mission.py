@@ -373,3 +373,24 @@ def test_qrsim_batch_then_verify_a_retrieve_batch(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "every model-checked value lies in its Monte Carlo interval" in text, text
     assert "P(success)" in text and "E[mission time]" in text
+
+
+def test_distances_per_mode_add_up_to_the_distance_flown():
+    from qrsim_ros.batch.missions import parse_mode_distances
+
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 4, "faults": []})
+    sim_positions = []
+
+    def on_step(s, _r):
+        sim_positions.append(s.true_state()[0, 0:3].copy())
+
+    run_episode(sim, "mission", on_step=on_step)
+    record = retrieve_columns(sim, None)  # type: ignore[arg-type]
+    per_mode = parse_mode_distances(record["mode_distances"])
+    assert set(per_mode) <= set(MODES) and per_mode["search"] > 5.0 and per_mode["transport"] > 1.0
+    assert math.isclose(sum(per_mode.values()), record["distance_m"], rel_tol=1e-12)
+    # at least the distance between the task steps' positions (ticks in between only add)
+    steps = np.linalg.norm(np.diff(np.array(sim_positions), axis=0), axis=1).sum()
+    assert steps <= record["distance_m"] <= steps * 1.2
+    with pytest.raises(ValueError, match="not mode=metres"):
+        parse_mode_distances("search:3")

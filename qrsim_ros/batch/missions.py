@@ -5,7 +5,8 @@ mode statistics ``qrsim verify`` reads (docs/VERIFICATION.md).
 report extras. For retrieve: ``mission_time_s``, the fault flags ``fault_system``, ``fault_actuator``,
 ``fault_grasper`` (0/1: the fault occurred; the grasper's only when it dropped a carried target, as the
 paper counts it, section 6.2.2), counts, and ``mode_path``: the episode's modes in order as
-``mode@seconds`` with ``!event`` for an entry a fault caused; from those, transitions.csv and
+``mode@seconds`` with ``!event`` for an entry a fault caused, and ``mode_distances`` (``mode=metres;...``,
+the distance flown in each mode); from those, transitions.csv and
 mode_times.csv (``verification.records.ModeStatistics``).
 """
 
@@ -51,6 +52,17 @@ def parse_mode_path(text: str) -> list[tuple[str, float, str]]:
     return out
 
 
+def parse_mode_distances(text: str) -> dict[str, float]:
+    """``mode_distances`` (``mode=metres;...``) back into a mapping; ValueError naming a malformed part."""
+    out: dict[str, float] = {}
+    for part in filter(None, text.split(";")):
+        mode, eq, metres = part.partition("=")
+        if not eq or not mode:
+            raise ValueError(f"mode_distances part {part!r} is not mode=metres")
+        out[mode] = float(metres)
+    return out
+
+
 def mode_statistics(records: Sequence[Record]) -> ModeStatistics:
     """Transition counts and per-mode times over the batch's episodes."""
     stats = ModeStatistics()
@@ -64,13 +76,20 @@ def retrieve_report(records: Sequence[Record], summary: Summary) -> ReportPart:
     stats = mode_statistics(records)
     files = {TRANSITIONS_FILE: _csv_bytes(TRANSITIONS_COLUMNS, stats.transition_rows()),
              MODE_TIMES_FILE: _csv_bytes(MODE_TIMES_COLUMNS, stats.mode_time_rows())}
+    distance: dict[str, float] = {}
+    for r in records:
+        for mode, metres in parse_mode_distances(str(r.get("mode_distances") or "")).items():
+            distance[mode] = distance.get(mode, 0.0) + metres
     rows = sorted(stats.visits.items(), key=lambda kv: -stats.total_s[kv[0]])
+    n_ep = max(len(records), 1)
     lines = ["## Mission modes", "",
              f"- {TRANSITIONS_FILE}: mode-to-mode counts (`start`, `end:<outcome>`), the paper's Figure 11",
              f"- {MODE_TIMES_FILE}: visits and time per mode; `qrsim verify DIR` model-checks them", "",
-             "| mode | visits | mean time per visit (s) | share of all time |", "|---|---:|---:|---:|"]
+             "| mode | visits | mean time per visit (s) | share of all time | mean distance per episode (m) |",
+             "|---|---:|---:|---:|---:|"]
     total = sum(stats.total_s.values()) or 1.0
-    lines += [f"| {m} | {n} | {stats.total_s[m] / n:.2f} | {stats.total_s[m] / total:.3f} |" for m, n in rows]
+    lines += [f"| {m} | {n} | {stats.total_s[m] / n:.2f} | {stats.total_s[m] / total:.3f} | "
+              f"{distance.get(m, 0.0) / n_ep:.2f} |" for m, n in rows]
     return ReportPart(files=files, markdown=lines)
 
 

@@ -319,4 +319,5 @@ class RetrieveTask(Task):
             "targets_in_drop_zone": int(self.in_drop_zone().sum()),
             "distance_m": float(sum(self.logs[0].distance_m.values())),
             "mode_path": path,
+            "mode_distances": ";".join(f"{m}={d!r}" for m, d in sorted(self.logs[0].distance_m.items())),
         }

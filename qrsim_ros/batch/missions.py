@@ -85,7 +85,7 @@ def retrieve_report(records: Sequence[Record], summary: Summary) -> ReportPart:
     lines = ["## Mission modes", "",
              f"- {TRANSITIONS_FILE}: mode-to-mode counts (`start`, `end:<outcome>`), the paper's Figure 11",
              f"- {MODE_TIMES_FILE}: visits and time per mode; `qrsim verify DIR` model-checks them", "",
-             "| mode | visits | mean time per visit (s) | share of all time | mean distance per episode (m) |",
+             "| mode | visits | mean time per visit (s) | share of all time | distance per episode (m) |",
              "|---|---:|---:|---:|---:|"]
     total = sum(stats.total_s.values()) or 1.0
     lines += [f"| {m} | {n} | {stats.total_s[m] / n:.2f} | {stats.total_s[m] / total:.3f} | "

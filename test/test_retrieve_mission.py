@@ -394,3 +394,42 @@ def test_distances_per_mode_add_up_to_the_distance_flown():
     assert steps <= record["distance_m"] <= steps * 1.2
     with pytest.raises(ValueError, match="not mode=metres"):
         parse_mode_distances("search:3")
+
+
+def test_a_grasper_fault_in_transport_is_recovered_by_reacquiring_the_target():
+    fault = {"id": "grasper", "kind": "grasper_release", "trigger": {"at_time_s": 24.0}, "duration_s": 0.02}
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 3, "faults": [fault]})
+    result = run_episode(sim, "mission")
+    record = retrieve_columns(sim, result)
+    segments = parse_mode_path(record["mode_path"])
+    assert ("transport", "reacquire_target", "grasper") in [
+        (a[0], b[0], b[2]) for a, b in zip(segments, segments[1:], strict=False)]
+    assert record["fault_grasper"] == 1 and result.outcome == "success"
+    assert [m for m, _, _ in segments].count("grasp") == 3  # the dropped target was grasped again
+
+
+def test_a_partly_charged_pack_charges_in_idle_before_the_take_off():
+    # a pack 0.38 V short of full: Idle exits only at V_max (section 5.1.1), at 0.025 V/s
+    sim = Simulator.from_scenario("retrieve_simplified", {
+        "seed": 3, "faults": [], "vehicle": {"battery": {"linear_initial_v": 10.62}}})
+    result = run_episode(sim, "mission")
+    segments = parse_mode_path(retrieve_columns(sim, result)["mode_path"])
+    first_idle = segments[0]
+    assert first_idle[0] == "idle" and math.isclose(first_idle[1], (11.0 - 10.62) / 0.025, abs_tol=2.0)
+    take_off = segments[1]
+    assert take_off[0] == "take_off" and take_off[1] < 3.0  # no wound-up loop to unwind after charging
+    assert result.outcome == "success"
+
+
+def test_low_battery_returns_to_base_recharges_and_resumes_the_search():
+    # warning at 10.9 V: 20 s of flight at -0.005 V/s
+    sim = Simulator.from_scenario("retrieve_simplified", {
+        "seed": 3, "faults": [], "retrieve": {"guidance": {"low_battery_v": 10.9}}})
+    volts = []
+    run_episode(sim, "mission", on_step=lambda s, _r: volts.append(float(s.battery.voltage_v[0])))
+    segments = parse_mode_path(retrieve_columns(sim, None)["mode_path"])  # type: ignore[arg-type]
+    modes = [m for m, _, _ in segments]
+    k = modes.index("return_to_base")
+    assert modes[k + 1:k + 6] == ["land", "idle", "take_off", "initialise", "search"]
+    assert min(volts) <= 10.9 + 1e-9 and max(volts[len(volts) // 4:]) == pytest.approx(11.0, abs=0.01)
+    assert modes.count("take_off") >= 2

@@ -94,12 +94,14 @@ class GuidanceParams:
     max_mission_time_s: float = 900.0    # T_max
     system_fault: str = "retry"
     waypoint_tol_m: float = 0.1
+    pad_tol_m: float = 0.02
 
     def __post_init__(self) -> None:
         for name in ("max_speed_mps", "search_speed_mps", "position_gain_per_s", "focal_length_px",
                      "detection_radius_px", "centre_tol_px", "position_tol_m", "speed_tol_mps",
                      "grasp_height_tol_m", "land_tol_m", "lost_after_s", "descend_timeout_s",
-                     "max_mission_time_s", "waypoint_tol_m", "drop_radius_m", "full_battery_v"):
+                     "max_mission_time_s", "waypoint_tol_m", "drop_radius_m", "full_battery_v",
+                     "pad_tol_m"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"guidance.{name}={value!r} must be a finite number > 0")
@@ -138,7 +140,8 @@ class GuidanceInputs:
 
 @dataclass
 class GuidanceCommand:
-    """What the guidance commands: a velocity set point NED [m/s], the grasper, the mode."""
+    """What the guidance commands: a velocity set point NED [m/s] (NaN: none, in Emergency land), the
+    grasper, the mode."""
 
     velocity_ned_mps: Array
     grasper_closed: bool
@@ -361,10 +364,15 @@ class MissionGuidance:
         """Table 1: the velocity set point NED [m/s] of the present mode."""
         p, r, mode = self.params, s.position_ned_m, self.mode
         base = self.base_ne
-        if mode in ("idle", "emergency_land"):
-            # idle: resting, rotors at their least (the flight controller pushes onto the floor); emergency
-            # land: the airframe's emergency controller flies, this set point is not used
-            return np.array([0.0, 0.0, 0.5])
+        if mode == "idle":
+            # Table 1: u = 0. The rotor airframe has no "motors off" in velocity control, so the vehicle is
+            # kept on its pad: pressed down while it is above its resting height, else its own vertical
+            # speed is commanded (zero error: the loop's integral, which holds it down, stops growing, so
+            # the next take-off does not first unwind a charge-long windup)
+            above_pad = r[2] < -p.quad_radius_m - p.pad_tol_m
+            return np.array([0.0, 0.0, 0.5 if above_pad else float(s.velocity_ned_mps[2])])
+        if mode == "emergency_land":  # the airframe's emergency controller flies: no set point
+            return np.full(3, np.nan)
         if mode in ("take_off", "initialise", "return_to_base"):
             return self._goto(r, [*base, p.hover_z_ned_m])
         if mode == "search":

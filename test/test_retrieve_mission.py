@@ -3,6 +3,7 @@ and a batch's mission statistics as ``qrsim verify`` reads them."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -403,7 +404,7 @@ def test_a_grasper_fault_in_transport_is_recovered_by_reacquiring_the_target():
     record = retrieve_columns(sim, result)
     segments = parse_mode_path(record["mode_path"])
     assert ("transport", "reacquire_target", "grasper") in [
-        (a[0], b[0], b[2]) for a, b in zip(segments, segments[1:], strict=False)]
+        (a[0], b[0], b[2]) for a, b in itertools.pairwise(segments)]
     assert record["fault_grasper"] == 1 and result.outcome == "success"
     assert [m for m, _, _ in segments].count("grasp") == 3  # the dropped target was grasped again
 

@@ -434,3 +434,18 @@ def test_low_battery_returns_to_base_recharges_and_resumes_the_search():
     assert modes[k + 1:k + 6] == ["land", "idle", "take_off", "initialise", "search"]
     assert min(volts) <= 10.9 + 1e-9 and max(volts[len(volts) // 4:]) == pytest.approx(11.0, abs=0.01)
     assert modes.count("take_off") >= 2
+
+
+def test_summary_lists_the_missions_outcomes_and_fault_events_with_intervals():
+    from qrsim_ros.batch.summary import outcomes_for, summarise, table_lines
+    from qrsim_ros.core.common.intervals import wilson_interval
+
+    records = [{"episode": i, "seed": i, "outcome": o, "fault_actuator": a, "fault_grasper": 0}
+               for i, (o, a) in enumerate([("success", 0), ("actuator_fault", 1), ("success", 0)])]
+    s = summarise(records, outcomes_for("retrieve"))
+    names = [o.name for o in s.outcomes]
+    assert names[:2] == ["success", "actuator_fault"] and "all_persons_found" not in names
+    events = {e.name: e for e in s.events}
+    assert events["fault_actuator"].count == 1 and events["fault_actuator"].wilson95 == wilson_interval(1, 3)
+    assert events["fault_grasper"].count == 0
+    assert any(line.startswith("fault_actuator") for line in table_lines(s))

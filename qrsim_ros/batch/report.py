@@ -22,7 +22,7 @@ from typing import Any
 
 from qrsim_ros.batch.figures import distributions_png, outcomes_png
 from qrsim_ros.batch.jobs import Record
-from qrsim_ros.batch.summary import Summary, columns_of, summarise
+from qrsim_ros.batch.summary import Summary, columns_of, outcomes_for, summarise
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ def summary_json(info: BatchInfo, summary: Summary) -> bytes:
         "seed_first": info.seeds[0], "seed_last": info.seeds[-1],
         "outcomes": {o.name: {"count": o.count, "p": o.p, "wilson95": list(o.wilson95)}
                      for o in summary.outcomes},
+        "events": {o.name: {"count": o.count, "p": o.p, "wilson95": list(o.wilson95)}
+                   for o in summary.events},
         "distributions": {c: d.as_dict() for c, d in summary.distributions.items()},
     }
     return (json.dumps(data, indent=2, allow_nan=False) + "\n").encode("utf-8")
@@ -99,6 +101,11 @@ def _markdown(info: BatchInfo, summary: Summary, figures: Sequence[str], columns
     lines += ["", "## Outcomes", "", "| outcome | count | p | 95 % CI (Wilson) |", "|---|---:|---:|---|"]
     lines += [f"| {o.name} | {o.count} | {o.p:.3f} | [{o.wilson95[0]:.3f}, {o.wilson95[1]:.3f}] |"
               for o in summary.outcomes]
+    if summary.events:
+        lines += ["", "## Events (faults)", "", "| event | episodes | p | 95 % CI (Wilson) |",
+                  "|---|---:|---:|---|"]
+        lines += [f"| {o.name} | {o.count} | {o.p:.3f} | [{o.wilson95[0]:.3f}, {o.wilson95[1]:.3f}] |"
+                  for o in summary.events]
     stats = ("mean", "std", "min", "q1", "median", "q3", "max")
     lines += ["", "## Distributions", "", "| | " + " | ".join(stats) + " |",
               "|---" + "|---:" * len(stats) + "|"]
@@ -114,7 +121,7 @@ def _markdown(info: BatchInfo, summary: Summary, figures: Sequence[str], columns
 def build_report(records: Sequence[Record], info: BatchInfo,
                  extras: Sequence[ReportExtra] = ()) -> dict[str, bytes]:
     """Every file of the report, name -> content, report.md last."""
-    summary = summarise(records)
+    summary = summarise(records, outcomes_for(info.task_type))
     title = f"{info.scenario} ({info.policy})"
     files = {"results.csv": results_csv(records), "summary.json": summary_json(info, summary),
              "outcomes.png": outcomes_png(summary, title)}

@@ -11,10 +11,20 @@ from typing import Any
 from qrsim_ros.batch.jobs import BASE_COLUMNS, Record
 from qrsim_ros.batch.stats import Distribution
 from qrsim_ros.core.common.intervals import wilson_interval
+from qrsim_ros.core.tasks.retrieve import OUTCOMES as RETRIEVE_OUTCOMES
 from qrsim_ros.core.tasks.rules import DONE_ALL_PERSONS_FOUND, DONE_INVALID_VEHICLE, DONE_TIME_LIMIT
 
 #: Outcomes always listed (with count 0 if none happened), then any other in name order.
 OUTCOMES = (DONE_TIME_LIMIT, DONE_INVALID_VEHICLE, DONE_ALL_PERSONS_FOUND)
+#: A task type's own outcome list, where it has one (the retrieve referee's).
+TASK_OUTCOMES = {"retrieve": RETRIEVE_OUTCOMES}
+#: 0/1 columns with this prefix are events (a fault occurred): their share gets a Wilson interval too.
+EVENT_PREFIX = "fault_"
+
+
+def outcomes_for(task_type: str) -> tuple[str, ...]:
+    """The outcomes always listed for ``task_type``."""
+    return tuple(TASK_OUTCOMES.get(task_type, OUTCOMES))
 #: Base columns summarised as distributions, with their labels in the printed table.
 DISTRIBUTION_LABELS = {"reward": "reward", "steps": "duration [steps]", "sim_time_s": "duration [s]",
                        "persons_found": "persons found"}
@@ -37,6 +47,8 @@ class Summary:
     episodes: int
     outcomes: tuple[OutcomeShare, ...]
     distributions: dict[str, Distribution]
+    #: the share of episodes in which each event column (``fault_*``, 0/1) is 1
+    events: tuple[OutcomeShare, ...] = ()
 
     def label(self, column: str) -> str:
         return DISTRIBUTION_LABELS.get(column, column)
@@ -54,13 +66,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def summarise(records: Sequence[Record]) -> Summary:
-    """The Summary of a batch's records (at least one)."""
+def summarise(records: Sequence[Record], outcomes: Sequence[str] = OUTCOMES) -> Summary:
+    """The Summary of a batch's records (at least one); ``outcomes``: those always listed."""
     n = len(records)
     counts = Counter(str(r["outcome"]) for r in records)
-    names = list(OUTCOMES) + sorted(set(counts) - set(OUTCOMES))
-    outcomes = tuple(OutcomeShare(name, counts.get(name, 0), counts.get(name, 0) / n,
-                                  wilson_interval(counts.get(name, 0), n)) for name in names)
+    names = list(outcomes) + sorted(set(counts) - set(outcomes))
+    shares = tuple(OutcomeShare(name, counts.get(name, 0), counts.get(name, 0) / n,
+                                wilson_interval(counts.get(name, 0), n)) for name in names)
     distributions = {}
     for column in columns_of(records):
         if column in _NOT_SUMMARISED:
@@ -68,7 +80,13 @@ def summarise(records: Sequence[Record]) -> Summary:
         values = [r.get(column) for r in records]
         if all(_is_number(v) for v in values):  # a column with a None (not applicable) is not summarised
             distributions[column] = Distribution.of([float(v) for v in values])
-    return Summary(n, outcomes, distributions)
+    events = []
+    for column in columns_of(records):
+        values = [r.get(column) for r in records]
+        if column.startswith(EVENT_PREFIX) and all(v in (0, 1) and _is_number(v) for v in values):
+            k = int(sum(values))  # type: ignore[arg-type]
+            events.append(OutcomeShare(column, k, k / n, wilson_interval(k, n)))
+    return Summary(n, shares, distributions, tuple(events))
 
 
 def table_lines(summary: Summary) -> list[str]:
@@ -76,6 +94,11 @@ def table_lines(summary: Summary) -> list[str]:
     lines = [f"{'outcome':<20} {'count':>6} {'p':>7}   95% CI (Wilson)"]
     for o in summary.outcomes:
         lines.append(f"{o.name:<20} {o.count:>6} {o.p:>7.3f}   [{o.wilson95[0]:.3f}, {o.wilson95[1]:.3f}]")
+    if summary.events:
+        lines += ["", f"{'event':<20} {'count':>6} {'p':>7}   95% CI (Wilson)"]
+        for o in summary.events:
+            low, high = o.wilson95
+            lines.append(f"{o.name:<20} {o.count:>6} {o.p:>7.3f}   [{low:.3f}, {high:.3f}]")
     lines.append("")
     cols = ("mean", "std", "min", "q1", "median", "q3", "max")
     lines.append(f"{'':<20}" + "".join(f"{c:>12}" for c in cols))

@@ -46,7 +46,7 @@ from qrsim_ros.batch.jobs import BASE_COLUMNS, EpisodeJob, OnDone, Record, make_
 from qrsim_ros.batch.missions import columns_for, extras_for
 from qrsim_ros.batch.report import BatchInfo, build_report, results_table
 from qrsim_ros.batch.stats import Distribution
-from qrsim_ros.batch.summary import OUTCOMES, summarise, table_lines
+from qrsim_ros.batch.summary import OUTCOMES, outcomes_for, summarise, table_lines
 from qrsim_ros.cli import (
     CliError,
     check_output_path,
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.scenario}, policy {args.policy}: {len(records)} episodes (seeds {seeds[0]}..{seeds[-1]}) "
           f"on {workers} worker(s) ({engine}) in {wall_s:.1f} s wall ({sim_s / wall_s:.1f}x real time "
           f"overall, {len(records) / wall_s:.2f} episodes/s)")
-    for line in table_lines(summarise(records)) + written:
+    for line in table_lines(summarise(records, outcomes_for(scenario.task.type))) + written:
         print(line)
     return 0
 

@@ -247,6 +247,15 @@ def test_plot_defaults_to_a_directory_next_to_the_csv(mission: _Mission, tmp_pat
     assert rc == 2 and "unknown figure(s) top_view" in err and "mission_path" in err
 
 
+def test_an_output_directory_that_cannot_be_made_exits_1(mission: _Mission, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    rc, out, err = qrsim(capsys, "plot", str(mission.path), "--out", str(blocker))
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and str(blocker) in err and "cannot write the figures" in err
+
+
 def test_the_battery_figure_is_skipped_without_a_battery(mission: _Mission, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     header, rows = mission.header, [list(r) for r in mission.rows]

@@ -1,7 +1,9 @@
-"""``qrsim plot``: render PNG figures of a recorded run from its rosbag2 bag.
+"""``qrsim plot``: render PNG figures of a recorded run from its rosbag2 bag, or of a retrieve mission
+from the CSV ``qrsim run --out`` wrote.
 
     qrsim plot bags/search_rescue_2c_20250101_120000
     qrsim plot BAG --out figures/ --only top_view,reward
+    qrsim run retrieve_simplified --policy mission --seed 3 --out run.csv && qrsim plot run.csv
 
 BAG is a rosbag2 directory (metadata.yaml + MCAP, as ``qrsim launch --record`` writes) or a file in
 one. The figures (one PNG each, in --out, default BAG/plots/):
@@ -19,6 +21,23 @@ one. The figures (one PNG each, in --out, default BAG/plots/):
 A figure whose topics are not in the bag is skipped with a note. Exit status: 0 when at least one
 figure was written; 1 (one line on stderr) for a path that is not a readable bag or a bag with nothing
 to plot; 2 for bad arguments.
+
+RUN.csv (a path ending in .csv, or a file starting with ``qrsim run --out``'s header) is read as a
+retrieve run (``qrsim run retrieve_... --out RUN.csv``: the mission columns of vehicle 0) and gives
+ireland_2016's single-run figures (section 6.1; ``qrsim_ros.plots.mission``), in --out (default
+RUN_plots/ next to the CSV):
+
+- mission_path.png (Figure 8): top view (north up, east right) of the vehicle's path, the targets' start
+  and final positions and their tracks when carried, the drop site and its radius, the landing site,
+  the lab's outline;
+- mission_height.png (Figure 9): height above the floor (-z) over time, the guidance's height command
+  dashed, the background shaded by mission mode, the mode sequence below;
+- mission_battery.png (Figure 10): battery voltage over time, the maximum voltage and the low-battery
+  warning threshold dashed, shaded by mode (skipped when the battery is off).
+
+--only takes these names for a CSV. A CSV that is missing, unreadable, of another kind (a non-retrieve
+run, any other CSV) or malformed exits with status 2 and one line on stderr naming the file and the
+problem; an output directory that cannot be made exits with status 1.
 """
 
 from __future__ import annotations
@@ -33,18 +52,23 @@ PROG = "qrsim plot"
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("bag", metavar="BAG", help="rosbag2 bag directory (or a file inside one)")
-    p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: BAG/plots)")
+    p.add_argument("bag", metavar="BAG|RUN.csv",
+                   help="rosbag2 bag directory (or a file inside one), or a retrieve run's CSV "
+                   "(qrsim run --out)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory (default: BAG/plots, or RUN_plots next to RUN.csv)")
     p.add_argument("--only", default=None, metavar="NAMES",
                    help="comma-separated figures to render: top_view, altitude_speed, reward, plume, "
-                   "gps_error, battery, faults (default: all)")
+                   "gps_error, battery, faults; for a CSV mission_path, mission_height, mission_battery "
+                   "(default: all)")
     return finish_parser(p, run, PROG)
 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``plot`` subcommand on a ``qrsim`` subparsers object."""
     p = subcommand_parser(subparsers, "plot",
-                          "render PNG figures of a recorded run from its bag", __doc__)
+                          "render PNG figures of a recorded run from its bag or a retrieve run's CSV",
+                          __doc__)
     return _add_arguments(p)
 
 
@@ -69,16 +93,43 @@ def render_bag(bag: str, out: str | None = None, only: list[str] | None = None, 
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    from qrsim_ros.plots import FIGURES
+def render_mission_csv(csv_path: str, out: str | None = None, only: list[str] | None = None,
+                       prefix: str = PROG) -> int:
+    """Render a retrieve run's CSV (module docstring), printing each PNG written and each figure
+    skipped; 0 if any was written, 2 (one line on stderr) for a bad CSV, 1 otherwise."""
+    from qrsim_ros.plots import MissionCsvError, render_mission
 
+    t0 = time.monotonic()
+    try:
+        result = render_mission(csv_path, out, only)
+    except MissionCsvError as exc:
+        return report(prefix, exc, 2)
+    except OSError as exc:
+        return report(prefix, CliError(f"{exc.filename or out}: cannot write the figures: "
+                                       f"{exc.strerror or exc}"), 1)
+    for name, reason in result.skipped.items():
+        print(f"{prefix}: skipped {name}: {reason}")
+    for path in result.written.values():
+        print(f"{prefix}: wrote {path}")
+    print(f"{prefix}: {len(result.written)} figure(s) in {time.monotonic() - t0:.1f} s", flush=True)
+    return 0 if result.written else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    from qrsim_ros.plots import FIGURES, MISSION_FIGURES, looks_like_run_csv
+
+    is_csv = looks_like_run_csv(args.bag)
+    known = MISSION_FIGURES if is_csv else FIGURES
     only = None
     if args.only:
         only = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in only if n not in FIGURES]
+        unknown = [n for n in only if n not in known]
         if unknown:
-            return report(PROG, CliError(f"--only: unknown figure(s) {', '.join(unknown)} "
-                                         f"(known: {', '.join(FIGURES)})"))
+            what = "a run's CSV" if is_csv else "a bag"
+            return report(PROG, CliError(f"--only: unknown figure(s) {', '.join(unknown)} for {what} "
+                                         f"(known: {', '.join(known)})"))
+    if is_csv:
+        return render_mission_csv(args.bag, args.out, only)
     return render_bag(args.bag, args.out, only)
 
 

@@ -19,6 +19,16 @@ total reward, the outcome (time_limit, invalid_vehicle or all_persons_found), pe
 rescue), simulated and wall time and the real-time factor on stdout. --out FILE.csv writes one row per
 task step: step, t [s], reward, cumulative reward, then per vehicle i: px_i, py_i, pz_i (true NED
 position, m), valid_i (0/1); floats in full precision; the file is replaced atomically.
+A retrieve scenario's file has more columns after these (``qrsim plot RUN.csv`` draws them as
+ireland_2016's Figures 8-10; docs/PLOTS.md): per vehicle i: mode_i (the mission mode the referee was
+told, ``core.mission.modes.MODES``), zcmd_i (the guidance's height command, the z NED [m] the mode flies
+to, read from the policy's ``MissionGuidance.height_command_z_ned_m``: hover, search, transport or grasp
+height, the entry point's z in identify / reacquire_target, -R_Q (the floor) in land, idle and
+emergency_land; nan with a policy other than ``mission``), battery_v_i (terminal voltage [V], nan with
+the battery off), holding_i (the grasper holds a target, 0/1); per target j: tx_j, ty_j, tz_j (centre,
+NED m), phase_j (resting, tethered or free); then the episode's constants on every row: landing_x,
+landing_y, drop_x, drop_y (NED m), drop_radius_m, battery_full_v and battery_low_v (the guidance's
+V_max and low-battery threshold V_th [V]). Other scenarios' files are unchanged.
 Bad scenario names, overrides or policy names exit with status 2 and one line on stderr; a policy that
 fails during the episode exits with status 1.
 """
@@ -54,8 +64,13 @@ from qrsim_ros.core.config.scenario import (
     resolve_seed,
 )
 from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.mission.guidance import MissionGuidance
+from qrsim_ros.core.tasks.retrieve import RetrieveTask
+from qrsim_ros.core.world.targets import PHASES
 from qrsim_ros.policies import PolicyError, PolicyFactory, make_factory, policy_names
+from qrsim_ros.policies.base import AutopilotView, instantiate
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
+from qrsim_ros.policies.mission import Mission
 
 PROG = "qrsim run"
 
@@ -242,6 +257,62 @@ def episode_header(num_vehicles: int) -> list[str]:
     return cols
 
 
+def retrieve_header(num_vehicles: int, num_targets: int) -> list[str]:
+    """The columns ``--out`` adds after ``episode_header``'s in a retrieve scenario (module docstring)."""
+    cols: list[str] = []
+    for i in range(num_vehicles):
+        cols += [f"mode_{i}", f"zcmd_{i}", f"battery_v_{i}", f"holding_{i}"]
+    for j in range(num_targets):
+        cols += [f"tx_{j}", f"ty_{j}", f"tz_{j}", f"phase_{j}"]
+    return cols + list(RETRIEVE_CONSTANTS)
+
+
+#: The retrieve episode's constants repeated on every row (the mission figures draw them).
+RETRIEVE_CONSTANTS = ("landing_x", "landing_y", "drop_x", "drop_y", "drop_radius_m", "battery_full_v",
+                      "battery_low_v")
+
+
+class MissionColumns:
+    """The retrieve columns of ``--out`` (``retrieve_header``), one row part per task step. ``wrap``
+    makes a policy factory that hands the built policy over, so a ``--policy mission`` run reports its
+    guidance's height command (``MissionGuidance.height_command_z_ned_m``); any other policy: NaN."""
+
+    def __init__(self, sim: Simulator) -> None:
+        task = sim.task
+        if not isinstance(task, RetrieveTask):
+            raise TypeError("MissionColumns needs a retrieve scenario")
+        self.task = task
+        self.n = sim.num_vehicles
+        self.guidance: dict[int, MissionGuidance] = {}
+
+    def header(self) -> list[str]:
+        return retrieve_header(self.n, self.task.targets.count)
+
+    def wrap(self, factory: PolicyFactory) -> PolicyFactory:
+        def built(view: AutopilotView) -> Any:
+            policy = instantiate(factory, view)
+            if isinstance(policy, Mission):
+                self.guidance = dict(zip(policy.rows, policy.guidance, strict=True))
+            return policy
+        return built
+
+    def row(self, s: Simulator) -> list[str]:
+        task, volts = self.task, s.battery.voltage_v
+        row: list[str] = []
+        for i in range(self.n):
+            g = self.guidance.get(i)
+            zcmd = g.height_command_z_ned_m() if g is not None else float("nan")
+            row += [task.mode[i], fmt_float(zcmd), fmt_float(volts[i]), "1" if task.holding(i) else "0"]
+        targets = task.targets
+        for j in range(targets.count):
+            p = targets.position_ned_m[j]
+            row += [fmt_float(p[0]), fmt_float(p[1]), fmt_float(p[2]), PHASES[int(targets.phase[j])]]
+        g0 = task.retrieve.guidance
+        return row + [fmt_float(v) for v in (*task.landing_site_ne, *task.drop_site_ne,
+                                             task.retrieve.drop_radius_m, g0.full_battery_v,
+                                             g0.low_battery_v)]
+
+
 def summary_lines(scenario: str, policy: str, result: EpisodeResult) -> list[str]:
     lines = [
         f"scenario {scenario}, policy {policy}, seed {result.seed}",
@@ -278,6 +349,11 @@ def run(args: argparse.Namespace) -> int:
 
     n = sim.num_vehicles
     rows: list[list[str]] = []
+    header = episode_header(n)
+    mission = MissionColumns(sim) if args.out is not None and isinstance(sim.task, RetrieveTask) else None
+    if mission is not None:
+        header += mission.header()
+        factory = mission.wrap(factory)
     cumulative = [0.0]
     bar = ProgressBar(sim.scenario.task.duration_steps, PROG, enabled=not args.no_progress)
 
@@ -288,6 +364,8 @@ def run(args: argparse.Namespace) -> int:
             row = [str(s.step_count), fmt_float(s.time), fmt_float(reward), fmt_float(cumulative[0])]
             for i in range(n):
                 row += [fmt_float(x[i, 0]), fmt_float(x[i, 1]), fmt_float(x[i, 2]), "1" if valid[i] else "0"]
+            if mission is not None:
+                row += mission.row(s)
             rows.append(row)
         bar.update(s.step_count, f"reward {cumulative[0]:.4g}")
 
@@ -299,7 +377,7 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     if args.out is not None:
         try:
-            write_csv_atomic(args.out, episode_header(n), rows)
+            write_csv_atomic(args.out, header, rows)
         except CliError as exc:
             return report(PROG, exc, 1)
     for line in summary_lines(sim.scenario.name, args.policy, result):

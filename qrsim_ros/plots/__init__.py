@@ -3,6 +3,9 @@
 ``render(bag, out_dir)`` writes one PNG per figure the bag has data for (``figures.FIGURES``: top
 view, altitude and speed, reward, plume, GPS error, battery, faults) and returns what it wrote and why
 it skipped the others. No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj are installed.
+
+``render_mission(csv, out_dir)`` writes the single-run figures of a retrieve mission (ireland_2016
+Figures 8-10, ``mission.MISSION_FIGURES``) from the CSV ``qrsim run --out`` writes (``plots.mission``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,17 @@ from pathlib import Path
 
 from qrsim_ros.plots.bagdata import BagError, RunData, bag_directory, load_run
 from qrsim_ros.plots.figures import DPI, FIGURE_SIZES_IN, FIGURES
+from qrsim_ros.plots.mission import (
+    MISSION_FIGURES,
+    MissionCsvError,
+    default_mission_out_dir,
+    load_mission_csv,
+    looks_like_run_csv,
+)
 
-__all__ = ["DPI", "FIGURES", "FIGURE_SIZES_IN", "BagError", "Rendered", "RunData", "default_out_dir",
-           "load_run", "render"]
+__all__ = ["DPI", "FIGURES", "FIGURE_SIZES_IN", "MISSION_FIGURES", "BagError", "MissionCsvError", "Rendered",
+           "RunData", "default_mission_out_dir", "default_out_dir", "load_mission_csv", "load_run",
+           "looks_like_run_csv", "render", "render_mission"]
 
 
 @dataclass
@@ -55,4 +66,28 @@ def render(bag: str | Path, out_dir: str | Path | None = None, names: list[str] 
             out.rmdir()
         topics = ", ".join(sorted(run.topics)) or "none"
         raise BagError(f"{run.path}: nothing to plot (topics in the bag: {topics})")
+    return result
+
+
+def render_mission(csv_path: str | Path, out_dir: str | Path | None = None,
+                   names: list[str] | None = None) -> Rendered:
+    """Read a retrieve run's CSV (``qrsim run --out``) and write its figures (``MISSION_FIGURES``) to
+    ``out_dir`` (default ``default_mission_out_dir``: ``RUN_plots/`` next to ``RUN.csv``).
+
+    Raises ``MissionCsvError`` (one line naming the file) when the CSV is missing, unreadable, of
+    another kind or malformed; nothing is written then. OSError when ``out_dir`` cannot be made.
+    """
+    run = load_mission_csv(csv_path)
+    out = Path(out_dir) if out_dir is not None else default_mission_out_dir(csv_path)
+    result = Rendered()
+    out.mkdir(parents=True, exist_ok=True)
+    for name, draw in MISSION_FIGURES.items():
+        if names is not None and name not in names:
+            continue
+        path = out / f"{name}.png"
+        reason = draw(run, path)
+        if reason is None:
+            result.written[name] = path
+        else:
+            result.skipped[name] = reason
     return result

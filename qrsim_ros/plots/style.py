@@ -21,6 +21,9 @@ FIGURE_SIZES_IN: dict[str, tuple[float, float]] = {
     "gps_error": (11.0, 7.5),
     "battery": (11.0, 7.5),
     "faults": (11.0, 6.0),
+    "mission_path": (13.0, 7.5),
+    "mission_height": (13.0, 7.5),
+    "mission_battery": (12.0, 6.0),
 }
 #: Vehicle colours (matplotlib's tab10), cycled for more than ten vehicles.
 VEHICLE_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#17becf", "#e377c2", "#8c564b",

@@ -400,6 +400,28 @@ class MissionGuidance:
             return self._goto(r, [*base, -p.quad_radius_m])
         raise AssertionError(mode)
 
+    def height_command_z_ned_m(self) -> float:
+        """The height the present mode flies to, as the z (NED [m]) of its position set point (Table 1,
+        as ``_command`` flies it): z_hvr in Take-off, Initialise and Return to base; z_srch in Search,
+        Hover above target and Return to search; the grasp height z_d (``grasp_z_ned_m``) in Descend to
+        grasp, Grasp, Descend to drop and Drop; z_trnsprt in Ascend and Transport; the z where the mode
+        was entered in Identify and Reacquire target (they fly back to that point); -R_Q (resting on
+        the floor) in Land. Idle and Emergency land have no position set point (the vehicle rests on,
+        or the emergency controller descends to, the floor): their height command is the floor's -R_Q
+        too, so a plotted command is continuous (ireland_2016 Figure 9's dashed line)."""
+        p, mode = self.params, self.mode
+        if mode in ("take_off", "initialise", "return_to_base"):
+            return p.hover_z_ned_m
+        if mode in ("search", "hover_above_target", "return_to_search"):
+            return p.search_z_ned_m
+        if mode in ("descend_to_grasp", "grasp", "descend_to_drop", "drop"):
+            return p.grasp_z_ned_m
+        if mode in ("ascend", "transport"):
+            return p.transport_z_ned_m
+        if mode in ("identify", "reacquire_target"):
+            return float(self._entry[2])
+        return -p.quad_radius_m  # land, idle, emergency_land
+
     @property
     def carrying(self) -> bool:
         """Whether the present mode expects a target on the grasper."""

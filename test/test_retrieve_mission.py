@@ -449,3 +449,21 @@ def test_summary_lists_the_missions_outcomes_and_fault_events_with_intervals():
     assert events["fault_actuator"].count == 1 and events["fault_actuator"].wilson95 == wilson_interval(1, 3)
     assert events["fault_grasper"].count == 0
     assert any(line.startswith("fault_actuator") for line in table_lines(s))
+
+
+def test_transition_probabilities_are_each_modes_exit_shares():
+    from qrsim_ros.batch.missions import transition_probabilities, transition_tables
+    from qrsim_ros.verification.records import ModeStatistics
+
+    stats = ModeStatistics()
+    stats.add_episode([("idle", 0.0, ""), ("take_off", 1.0, ""), ("search", 5.0, ""),
+                       ("return_to_base", 2.0, ""), ("land", 1.0, ""), ("idle", 0.1, "")],
+                      "end_of_search_path")
+    stats.add_episode([("idle", 0.0, ""), ("take_off", 1.0, ""), ("search", 3.0, ""),
+                       ("emergency_land", 2.0, "actuator"), ("idle", 0.1, "")], "actuator_fault")
+    p = transition_probabilities(stats)
+    assert p["search", "return_to_base"] == (1, 0.5) and p["search", "emergency_land"] == (1, 0.5)
+    assert p["idle", "take_off"] == (2, 0.5)  # idle's 4 exits: 2 take-offs, 2 episode ends
+    assert p["start", "idle"] == (2, 1.0)
+    table6 = "\n".join(transition_tables(stats))
+    assert "| search | 0.5000 | 0.5000 |" in table6

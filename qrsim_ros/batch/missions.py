@@ -90,7 +90,35 @@ def retrieve_report(records: Sequence[Record], summary: Summary) -> ReportPart:
     total = sum(stats.total_s.values()) or 1.0
     lines += [f"| {m} | {n} | {stats.total_s[m] / n:.2f} | {stats.total_s[m] / total:.3f} | "
               f"{distance.get(m, 0.0) / n_ep:.2f} |" for m, n in rows]
-    return ReportPart(files=files, markdown=lines)
+    return ReportPart(files=files, markdown=lines + transition_tables(stats))
+
+
+def transition_probabilities(stats: ModeStatistics) -> dict[tuple[str, str], tuple[int, float]]:
+    """(from, to) -> (count, probability) with the probability the share of ``from``'s exits (events
+    merged): the paper's Figure 11 with its predicates replaced by probabilities."""
+    exits: dict[str, int] = {}
+    pairs: dict[tuple[str, str], int] = {}
+    for (a, b, _event), n in stats.transitions.items():
+        exits[a] = exits.get(a, 0) + n
+        pairs[a, b] = pairs.get((a, b), 0) + n
+    return {k: (n, n / exits[k[0]]) for k, n in sorted(pairs.items())}
+
+
+def transition_tables(stats: ModeStatistics) -> list[str]:
+    """report.md: every transition's probability (Figure 11) and, per mode, the probabilities of leaving
+    it for Emergency land and for Return to base (Table 6)."""
+    probs = transition_probabilities(stats)
+    lines = ["", "### Transition probabilities (Figure 11)", "", "| from | to | count | p |",
+             "|---|---|---:|---:|"]
+    lines += [f"| {a} | {b} | {n} | {p:.4f} |" for (a, b), (n, p) in probs.items()]
+    lines += ["", "### Into Emergency land and Return to base (Table 6)", "",
+              "| from | p(emergency_land) | p(return_to_base) |", "|---|---:|---:|"]
+    sources = sorted({a for (a, b) in probs if b in ("emergency_land", "return_to_base")})
+    for a in sources:
+        e = probs.get((a, "emergency_land"), (0, 0.0))[1]
+        r = probs.get((a, "return_to_base"), (0, 0.0))[1]
+        lines.append(f"| {a} | {e:.4f} | {r:.4f} |")
+    return lines
 
 
 def _csv_bytes(header: Sequence[str], rows: Sequence[Sequence[str]]) -> bytes:

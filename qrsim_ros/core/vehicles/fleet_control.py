@@ -51,10 +51,16 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import dcm_ned_to_body, ned_to_body
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS, VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.vehicles.controllers import (
+    MAX_SPEED_MPS,
+    VelocityHeightPID,
+    VelocityPID,
+    WaypointPID,
+    _rotate_ned_to_body,
+)
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
-from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, POSITION_NED, hold_pose
+from qrsim_ros.core.vehicles.estimated_state import HEIGHT, POSITION_NED, hold_pose
 from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import LOW_LEVEL_INPUTS
 
@@ -87,6 +93,27 @@ _HOLD, _LAND, _LEVEL, _RETURN, _BATTERY_LAND = range(1, len(ALL_FAILSAFES) + 1)
 LAND_TOUCHDOWN_HEIGHT_M = 0.3
 #: The controls of a disarmed vehicle: level, throttle off.
 DISARMED_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), Array(int64, 1, 'A', "
+      "readonly=True), int64, float64, float64[:, :], int64[:])")
+def _count_clamps_kernel(t_all, ex, invalid, rows, width, max_speed_mps, clamped_sp, counts):
+    """``FleetControl._count_clamps`` for the vehicles ``rows`` whose velocity targets are the first ``width``
+    columns of ``t_all`` (the rest 0): a valid vehicle whose target [m/s] is faster than ``max_speed_mps``
+    and has a body component (at the attitude eX[3:6], ``EULER``) beyond it counts once per new set point."""
+    for r in rows:
+        if invalid[r]:
+            continue
+        v0 = t_all[r, 0] if width > 0 else 0.0
+        v1 = t_all[r, 1] if width > 1 else 0.0
+        v2 = t_all[r, 2] if width > 2 else 0.0
+        if not np.sqrt(v0 * v0 + v1 * v1 + v2 * v2) > max_speed_mps:  # else never clamped (NaN: no target)
+            continue
+        b = _rotate_ned_to_body(ex[r, 3], ex[r, 4], ex[r, 5], v0, v1, v2)
+        clamped = abs(b[0]) > max_speed_mps or abs(b[1]) > max_speed_mps or abs(b[2]) > max_speed_mps
+        if clamped and (clamped_sp[r, 0] != v0 or clamped_sp[r, 1] != v1 or clamped_sp[r, 2] != v2):
+            counts[r] += 1
+            clamped_sp[r, 0], clamped_sp[r, 1], clamped_sp[r, 2] = v0, v1, v2
 
 
 class FleetControl:
@@ -241,19 +268,8 @@ class FleetControl:
         """Count the velocity set points the controllers clamp (as ``_body_velocity_error``: a body
         component of the target beyond ``MAX_SPEED_MPS``), once per set point."""
         for rows, width in self._velocity_rows:
-            v = np.zeros((rows.size, 3))
-            v[:, :width] = t_all[rows, :width]
-            with np.errstate(invalid="ignore"):
-                fast = ~invalid[rows] & (np.linalg.norm(v, axis=1) > MAX_SPEED_MPS)  # else never clamped
-            if not fast.any():
-                continue
-            r = rows[fast]
-            eul = ex[r][:, EULER]
-            vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v[fast])
-            clamped = np.any(np.abs(vt) > MAX_SPEED_MPS, axis=1)
-            new = clamped & np.any(self._clamped_sp[r] != v[fast], axis=1)
-            self.setpoints_clamped[r[new]] += 1
-            self._clamped_sp[r[new]] = v[fast][new]
+            _count_clamps_kernel(t_all, ex, invalid, rows, width, MAX_SPEED_MPS, self._clamped_sp,
+                                 self.setpoints_clamped)
 
     def _update_failsafe(self, expired: NDArray[np.bool_], ex: Array) -> None:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh

@@ -51,7 +51,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.vehicles.controllers import (
     MAX_SPEED_MPS,
     VelocityHeightPID,
@@ -116,6 +116,16 @@ def _count_clamps_kernel(t_all, ex, invalid, rows, width, max_speed_mps, clamped
             clamped_sp[r, 0], clamped_sp[r, 1], clamped_sp[r, 2] = v0, v1, v2
 
 
+@njit(f"boolean[:]({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64)")
+def _expired_kernel(issued_s, invalid, now_s, timeout_s):
+    """(N,) bool: valid vehicles whose set point, issued at ``issued_s`` [s], is older than ``timeout_s``
+    at ``now_s`` (NaN: none yet, never expired); one pass (numpy's errstate alone costs microseconds)."""
+    out = np.empty(issued_s.shape[0], np.bool_)
+    for i in range(issued_s.shape[0]):
+        out[i] = not invalid[i] and now_s - issued_s[i] > timeout_s
+    return out
+
+
 class FleetControl:
     """The controllers of a fleet whose vehicles each have a control mode (see the module docstring).
 
@@ -153,6 +163,9 @@ class FleetControl:
         # per tick: the hover rows to start from, the modes that have vehicles, the flight height
         self._hover = np.tile(HOVER_CONTROL, (self.num_vehicles, 1))
         self._active = [(m, r, len(CONTROL_MODES[m])) for m, r in self.rows.items() if r.size]
+        # how ``controls`` takes a mode's rows: a slice (views, no copies) when the mode has every vehicle
+        self._take = {m: slice(None) if np.array_equal(r, np.arange(len(self.modes))) else r
+                      for m, r, _ in self._active}
         self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
@@ -213,7 +226,8 @@ class FleetControl:
         invalid = ~np.asarray(valid, bool)
         headings = np.asarray(headings_rad, float)
         u = self._hover.copy()
-        for mode, rows, width in self._active:
+        for mode, _, width in self._active:
+            rows = self._take[mode]
             t = t_all[rows, :width]
             if mode == "attitude":
                 fly = ~invalid[rows] & np.isfinite(t).all(axis=1)
@@ -222,7 +236,7 @@ class FleetControl:
             if mode in LOW_LEVEL_MODES:  # flown by ``low_level_inputs``; the hover row under it
                 continue
             t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
-            e = ex[rows]
+            e = ex[rows] if isinstance(rows, np.ndarray) else ex
             c = self._controllers[mode]
             if mode == "velocity":
                 u[rows] = c.compute_from_estimated_state(e, t, headings[rows])
@@ -233,8 +247,8 @@ class FleetControl:
         if self._velocity_rows:
             self._count_clamps(t_all, ex, invalid)
         if now_s is not None and issued_s is not None and self.command_timeout_s > 0:
-            with np.errstate(invalid="ignore"):  # NaN: no set point yet
-                expired = ~invalid & (now_s - np.asarray(issued_s, float) > self.command_timeout_s + 1e-9)
+            expired = _expired_kernel(np.asarray(issued_s, float), invalid, float(now_s),
+                                      self.command_timeout_s + 1e-9)
             self._update_failsafe(expired, ex)
         if self.failsafe_code.any():
             self._failsafe_controls(u, ex, ~invalid)
@@ -275,6 +289,8 @@ class FleetControl:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
+        if not code.any() and not expired.any():  # the common case, every tick: nothing changes
+            return
         recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():
             code[recovered] = 0

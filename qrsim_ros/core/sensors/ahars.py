@@ -47,7 +47,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import copy_of, forwarded
-from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_body
+from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals, ou_coefficients
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import (
@@ -236,7 +237,20 @@ class AharsVariances:
 
 def _vertical_speed_up(x: Array) -> Array:
     """True vertical speed [m/s, up] = -(NED down velocity) of states (M, >=9)."""
-    return -body_to_ned(dcm_from_state(x), x[:, _BODY_VELOCITY])[:, 2]
+    return _vertical_speed_kernel(np.asarray(x, float))
+
+
+@njit(f"float64[:]({F8_2D_IN})")
+def _vertical_speed_kernel(x):
+    """-(down row of ``body_to_ned(dcm_from_state(x), x[:, 6:9])``): the DCM's third column times the body
+    velocity, summed in einsum's order for this (transposed) product, so bit-identical; one pass instead
+    of the full DCM (a few us of numpy per call)."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
+        sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
+        out[i] = -((-sth * x[i, 6] + sph * cth * x[i, 7]) + cph * cth * x[i, 8])
+    return out
 
 
 # --- the sensors ---------------------------------------------------------------------------------

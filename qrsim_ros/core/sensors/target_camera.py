@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,38 @@ def image_coordinates(x: ArrayLike, points_ned_m: ArrayLike, params: TargetCamer
     12-13), and (N, M) whether each point is in front of the camera (v_x > 0; elsewhere NaN)."""
     x = np.atleast_2d(np.asarray(x, float))
     pts = np.atleast_2d(np.asarray(points_ned_m, float))
-    dcm = dcm_from_state(x)  # (N, 3, 3) NED -> body
-    rel = pts[None, :, :] - x[:, None, 0:3]  # (N, M, 3) NED
-    body = ned_to_body(dcm[:, None, :, :], rel) - np.asarray(params.position_m, float)
-    vx, vy, vz = body[..., 2], body[..., 1], -body[..., 0]  # camera frame C (module docstring)
-    front = vx > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        coords = np.stack([params.focal_length * vy / vx, -params.focal_length * vz / vx], axis=-1)
-    coords[~front] = np.nan
+    if x.shape[1] < 6 or pts.shape[1] != 3:
+        raise ValueError(f"x must have shape (N, 13) and points (M, 3), got {x.shape}, {pts.shape}")
+    coords = np.empty((x.shape[0], pts.shape[0], 2))
+    front = np.empty((x.shape[0], pts.shape[0]), np.bool_)
+    _image_kernel(x, pts, np.asarray(params.position_m, float), float(params.focal_length), coords, front)
     return coords, front
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, float64[:, :, :], boolean[:, :])")
+def _image_kernel(x, pts, camera_m, focal, coords, front):
+    """``image_coordinates`` in one pass: body = dcm (pts - position) - camera_m (``dcm_ned_to_body``'s
+    entries, each row summed as numpy's einsum does, (d0 r0 + d2 r2) + d1 r1, so bit-identical); camera
+    frame vx, vy, vz = body z, body y, -body x; coords (f vy / vx, -f vz / vx), NaN behind the camera."""
+    for n in range(x.shape[0]):
+        sph, cph = np.sin(x[n, 3]), np.cos(x[n, 3])
+        sth, cth = np.sin(x[n, 4]), np.cos(x[n, 4])
+        sps, cps = np.sin(x[n, 5]), np.cos(x[n, 5])
+        for m in range(pts.shape[0]):
+            r0, r1, r2 = pts[m, 0] - x[n, 0], pts[m, 1] - x[n, 1], pts[m, 2] - x[n, 2]
+            b0 = ((cth * cps * r0 + -sth * r2) + cth * sps * r1) - camera_m[0]
+            b1 = (((-cph * sps + sph * sth * cps) * r0 + sph * cth * r2) + (cph * cps + sph * sth * sps) * r1
+                  - camera_m[1])
+            b2 = (((sph * sps + cph * sth * cps) * r0 + cph * cth * r2) + (-sph * cps + cph * sth * sps) * r1
+                  - camera_m[2])
+            vx, vy, vz = b2, b1, -b0
+            front[n, m] = vx > 0
+            if vx > 0:
+                coords[n, m, 0] = focal * vy / vx
+                coords[n, m, 1] = -focal * vz / vx
+            else:
+                coords[n, m, 0] = np.nan
+                coords[n, m, 1] = np.nan
 
 
 def visible(x: ArrayLike, points_ned_m: ArrayLike, params: TargetCameraParams) -> NDArray[np.bool_]:

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array, dcm_ned_to_body, ned_to_body, wrap_angle
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.estimated_state import (
     ESTIMATED_STATE_SIZE,
@@ -330,6 +331,95 @@ def _tilt_commands(out: Array, max_tilt_rad: float) -> tuple[Array, Array]:
     return np.clip(out[:, 0], -max_tilt_rad, max_tilt_rad), np.clip(out[:, 1], -max_tilt_rad, max_tilt_rad)
 
 
+# --- VelocityPID's fused kernel ------------------------------------------------------------------
+# numpy's per-call overhead (about 1 us per operation) dominated VelocityPID on a few vehicles; the kernel
+# is the same arithmetic in the same order as the numpy building blocks (``dcm_ned_to_body``,
+# ``ned_to_body``'s einsum, ``_BodyVelocityPID.step``, ``_yaw_rate_command``, ``_finalise``), so the
+# results are bit-identical. numpy's einsum sums a row of 3 products as (d0 v0 + d2 v2) + d1 v1
+# (its SIMD pairs), which ``_rotate_ned_to_body`` copies.
+
+
+def _is_f8(a: object, shape: tuple[int, ...]) -> bool:
+    """Whether ``a`` is a float64 array of exactly ``shape`` (what the kernels take without a copy)."""
+    return isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
+
+
+@njit("UniTuple(float64, 3)(float64, float64, float64, float64, float64, float64)")
+def _rotate_ned_to_body(phi, theta, psi, vn, ve, vd):
+    """``ned_to_body(dcm_ned_to_body(phi, theta, psi), [vn, ve, vd])`` for one vector, bit-identical."""
+    sph, cph = np.sin(phi), np.cos(phi)
+    sth, cth = np.sin(theta), np.cos(theta)
+    sps, cps = np.sin(psi), np.cos(psi)
+    return ((cth * cps * vn + -sth * vd) + cth * sps * ve,
+            ((-cph * sps + sph * sth * cps) * vn + sph * cth * vd) + (cph * cps + sph * sth * sps) * ve,
+            ((sph * sps + cph * sth * cps) * vn + cph * cth * vd) + (-sph * cps + cph * sth * sps) * ve)
+
+
+@njit(f"void({F8_2D_IN}, float64[:, :], float64[:, :], float64[:, :])")
+def _estimated_view_kernel(ex, pos, eul, vel):
+    """``estimated_state_view`` into (N, 3) buffers: pos [m], euler [rad], body velocity [m/s]."""
+    for i in range(ex.shape[0]):
+        phi, theta, psi = ex[i, 3], ex[i, 4], ex[i, 5]
+        pos[i, 0], pos[i, 1], pos[i, 2] = ex[i, 0], ex[i, 1], -ex[i, 16]
+        eul[i, 0], eul[i, 1], eul[i, 2] = phi, theta, psi
+        v = _rotate_ned_to_body(phi, theta, psi, ex[i, 17], ex[i, 18], -ex[i, 19])  # NED velocity, down
+        vel[i, 0], vel[i, 1], vel[i, 2] = v
+
+
+@njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64[:, :], float64[:, :], "
+      f"float64[:, :], {F8_1D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, float64[:, :])")
+def _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, sp, ei, e_prev, g, limits, hover, dt_s, u):
+    """One ``VelocityPID.compute`` over N vehicles (class doc): controls into ``u`` (N, 5), PID state
+    ``sp``/``ei``/``e_prev`` (N, 3) updated where the inputs are finite. ``g``: kvp, kvi, kvd, kwp, kwi,
+    kwd, th_hover, max_tilt_rad, max_speed_mps, k_per_s, max_rate_rads, battery [V]. Returns 1 (nothing
+    done) if a set point is not finite, else 0."""
+    n = pos.shape[0]
+    for i in range(n):
+        if not (np.isfinite(psi_des[i]) and np.isfinite(v_des[i, 0]) and np.isfinite(v_des[i, 1])
+                and np.isfinite(v_des[i, 2])):
+            return 1
+    kp = (g[0], g[0], g[3])
+    ki = (g[1], g[1], g[4])
+    kd = (g[2], g[2], g[5])
+    th_hover, tilt, vmax, k_yaw, max_yaw = g[6], g[7], g[8], g[9], g[10]
+    e = np.empty(3)
+    out = np.empty(3)
+    c = np.empty(5)
+    for i in range(n):
+        ok = True
+        for j in range(3):
+            if not (np.isfinite(pos[i, j]) and np.isfinite(eul[i, j]) and np.isfinite(vel[i, j])):
+                ok = False
+        change = sp[i, 0] != v_des[i, 0] or sp[i, 1] != v_des[i, 1] or sp[i, 2] != v_des[i, 2]
+        vt0, vt1, vt2 = _rotate_ned_to_body(eul[i, 0], eul[i, 1], eul[i, 2], v_des[i, 0], v_des[i, 1],
+                                            v_des[i, 2])
+        vt0 = min(max(vt0, -vmax), vmax)
+        vt1 = min(max(vt1, -vmax), vmax)
+        vt2 = min(max(vt2, -vmax), vmax)
+        e[0] = -(vt0 - vel[i, 0])  # nose up accelerates backwards
+        e[1] = vt1 - vel[i, 1]
+        e[2] = vt2 - vel[i, 2]
+        for j in range(3):
+            de = 0.0 if change else (e[j] - e_prev[i, j]) / dt_s
+            out[j] = kp[j] * e[j] + ki[j] * ei[i, j] + kd[j] * de  # integral used before it is updated
+        if ok:
+            for j in range(3):
+                sp[i, j] = v_des[i, j]
+                ei[i, j] = ei[i, j] + e[j]
+                e_prev[i, j] = e[j]
+        c[0] = min(max(out[0], -tilt), tilt)
+        c[1] = min(max(out[1], -tilt), tilt)
+        c[2] = min(max(th_hover + out[2], 0.0), 1.0)
+        w = (psi_des[i] - eul[i, 2] + np.pi) % (2.0 * np.pi) - np.pi
+        if w == -np.pi:
+            w = np.pi
+        c[3] = min(max(k_yaw * w, -max_yaw), max_yaw)
+        c[4] = g[11]
+        for j in range(5):
+            u[i, j] = min(max(c[j], limits[j, 0]), limits[j, 1]) if ok else hover[j]
+    return 0
+
+
 # --- controllers -----------------------------------------------------------------------------------
 
 
@@ -352,8 +442,13 @@ class VelocityPID(_Controller):
         yaw_gains: YawGains | None = None,
     ) -> None:
         super().__init__(num_vehicles, dt_s, yaw_gains)
-        self.gains = gains or VelocityGains()
+        self.gains = g = gains or VelocityGains()
         self._loop = _BodyVelocityPID(self.num_vehicles, 3, 3)  # set point: v_des_ned
+        y = self.yaw_gains
+        self._kernel_gains = np.array([g.kvp, g.kvi, g.kvd, g.kwp, g.kwi, g.kwd, g.th_hover, g.max_tilt_rad,
+                                       g.max_speed_mps, y.k_per_s, y.max_rate_rads, FULL_BATTERY_V])
+        n = self.num_vehicles  # buffers of the estimated-state view, filled per call
+        self._pos, self._eul, self._vel = np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 3))
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Clear integrators, past errors and stored set points of ``vehicles`` (default all)."""
@@ -371,22 +466,34 @@ class VelocityPID(_Controller):
 
         ``position_ned`` is unused (kept for a uniform interface). Returns SI controls (N, 5).
         """
-        g = self.gains
-        _, eul, vel, ok = self._vehicle_inputs(position_ned, euler, velocity_body)
+        pos = self._per_vehicle(position_ned, 3, "position_ned", False)
+        eul = self._per_vehicle(euler, 3, "euler", False)
+        vel = self._per_vehicle(velocity_body, 3, "velocity_body", False)
         v_des = self._per_vehicle(velocity_des_ned, 3, "velocity_des_ned", True)
         psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
+        return self._run_kernel(pos, eul, vel, v_des, psi_des)
 
-        sp_change = self._loop.set_point_change(v_des)
-        e = _body_velocity_error(eul, vel, v_des, g.max_speed_mps)
-        kp = np.array([g.kvp, g.kvp, g.kwp])
-        ki = np.array([g.kvi, g.kvi, g.kwi])
-        kd = np.array([g.kvd, g.kvd, g.kwd])
-        out = self._loop.step(e, v_des, sp_change, ok, kp, ki, kd, self.dt_s)
+    def compute_from_estimated_state(self, ex: ArrayLike, *set_points: ArrayLike) -> Array:
+        """``compute`` on estimated states eX (N, 20) (see ``estimated_state_view``) with the set points
+        ``velocity_des_ned`` (N, 3) [m/s] and ``psi_des`` (N,) [rad]. Float arrays of exactly these shapes
+        go straight to the kernel (the fleet's per-tick call); anything else through ``compute``'s
+        broadcasting."""
+        n = self.num_vehicles
+        if (len(set_points) == 2 and _is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and _is_f8(set_points[0], (n, 3))
+                and _is_f8(set_points[1], (n,))):
+            _estimated_view_kernel(ex, self._pos, self._eul, self._vel)  # type: ignore[arg-type]
+            return self._run_kernel(self._pos, self._eul, self._vel, *set_points)  # type: ignore[arg-type]
+        return super().compute_from_estimated_state(ex, *set_points)
 
-        pitch, roll = _tilt_commands(out, g.max_tilt_rad)
-        throttle = np.clip(g.th_hover + out[:, 2], 0.0, 1.0)
-        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
-        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+    def _run_kernel(self, pos: Array, eul: Array, vel: Array, v_des: Array, psi_des: Array) -> Array:
+        """The fused kernel on shaped inputs; controls (N, 5), PID state updated (class doc)."""
+        loop = self._loop
+        u = np.empty((self.num_vehicles, 5))
+        if _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, loop.sp, loop.ei, loop.e_prev,
+                                self._kernel_gains, CONTROL_LIMITS, HOVER_CONTROL, self.dt_s, u):
+            bad = "psi_des" if not np.all(np.isfinite(psi_des)) else "velocity_des_ned"
+            raise ValueError(f"{bad} must be finite")
+        return u
 
 
 class VelocityHeightPID(_HeightController):

@@ -36,11 +36,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_1D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
 from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
-from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power, rotor_power
+from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power
 
 #: What a vehicle does when its battery runs low (``BatterySettings.low_battery_failsafe``):
 #: ``return``: fly to the nearest charging base at the flight height, land, charge (siegemund_2011 4.5;
@@ -137,6 +137,44 @@ def _latch_kernel(volts, percentage, empty, v_in, v_lo, v_hi, low_below):
     return flags
 
 
+@njit(f"void({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, float64, float64, float64, "
+      "float64, float64[:])")
+def _power_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, out):
+    """``FleetEnergy.power_w`` in one pass (module doc, 1): rows with finite rotor speeds ``omega`` (N, 4)
+    [rad/s] ``rotor_power`` (an invalid vehicle's rotors count as stopped), the others
+    ``momentum_theory_power`` of the thrust x[:, 12] [N]; same arithmetic as those kernels."""
+    for i in range(x.shape[0]):
+        rotor = True
+        for j in range(omega.shape[1]):
+            if not np.isfinite(omega[i, j]):
+                rotor = False
+        if rotor:
+            shaft = 0.0
+            for j in range(omega.shape[1]):
+                w = abs(omega[i, j]) if valid[i] else 0.0
+                shaft += k_m * w * w * w
+            out[i] = shaft / efficiency + avionics_w
+        else:
+            f = x[i, 12] if valid[i] and x[i, 12] > 0.0 else 0.0
+            out[i] = coefficient * f * math.sqrt(f) + avionics_w
+
+
+@njit(f"void({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, {F8_1D_IN}, float64, float64, "
+      "boolean[:])")
+def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, out):
+    """``FleetEnergy.charging_now`` in one pass (module doc, 2): on a base (horizontal distance <= its
+    radius, at most ``charge_height_m`` above it) and resting (invalid, or slower than
+    ``charge_speed_mps``)."""
+    for i in range(x.shape[0]):
+        on_base = False
+        for b in range(bases.shape[0]):
+            near = np.hypot(x[i, 0] - bases[b, 0], x[i, 1] - bases[b, 1]) <= radii[b]
+            if near and bases[b, 2] - x[i, 2] <= charge_height_m:
+                on_base = True
+        speed = np.sqrt(x[i, 6] * x[i, 6] + x[i, 7] * x[i, 7] + x[i, 8] * x[i, 8])
+        out[i] = on_base and (not valid[i] or speed < charge_speed_mps)
+
+
 def bases_array(bases: Sequence[ChargingBase]) -> Array:
     """Base positions (B, 3) NED [m] (B may be 0)."""
     return np.array([b.position_ned_m for b in bases], float).reshape(-1, 3)
@@ -209,14 +247,17 @@ class FleetEnergy:
         ``valid``: the fleet's, when the caller has them already."""
         valid = fleet.valid if valid is None else valid
         x = fleet.state if state is None else state
-        power = momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
         if getattr(fleet, "rotor", None) is None:  # no rotor-level vehicle: nothing more per tick
-            return power
-        omega = fleet.rotor_speeds_radps
-        rows = np.all(np.isfinite(omega), axis=1)
-        w = np.where(valid[rows, None], omega[rows], 0.0)
-        power[rows] = rotor_power(w, float(fleet.rotor_k_m), self.settings.rotor_motor_efficiency,
-                                  self._power_params.avionics_w)
+            return momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
+        x = np.asarray(x, float)
+        valid = np.asarray(valid, np.bool_)
+        if x.shape != (self.num_vehicles, 13) or valid.shape != (self.num_vehicles,):
+            raise ValueError(f"state must have shape ({self.num_vehicles}, 13) and valid "
+                             f"({self.num_vehicles},), got {x.shape}, {valid.shape}")
+        power = np.empty(self.num_vehicles)
+        _power_kernel(x, valid, fleet.rotor_speeds_radps, float(fleet.rotor_k_m),
+                      self.settings.rotor_motor_efficiency, self._power_params.coefficient,
+                      self._power_params.avionics_w, power)
         return power
 
     def charging_now(self, fleet: Any, state: Array | None = None) -> NDArray[np.bool_]:
@@ -224,13 +265,13 @@ class FleetEnergy:
         n = self.num_vehicles
         if not self.bases:
             return np.zeros(n, bool)
-        x = fleet.state if state is None else state
-        d = x[:, None, 0:2] - self._bases[None, :, 0:2]
-        near = np.hypot(d[..., 0], d[..., 1]) <= self._radii[None, :]
-        above = self._bases[None, :, 2] - x[:, None, 2]  # height above the base [m]
-        on_base = np.any(near & (above <= CHARGE_HEIGHT_M), axis=1)
-        resting = ~fleet.valid | (np.linalg.norm(x[:, 6:9], axis=1) < CHARGE_SPEED_MPS)
-        return on_base & resting
+        x = np.asarray(fleet.state if state is None else state, float)
+        if x.ndim != 2 or x.shape[0] != n or x.shape[1] < 9:
+            raise ValueError(f"state must have shape ({n}, 13), got {x.shape}")
+        out = np.empty(n, bool)
+        _charging_kernel(x, np.asarray(fleet.valid, np.bool_), self._bases, self._radii, CHARGE_HEIGHT_M,
+                         CHARGE_SPEED_MPS, out)
+        return out
 
     def step(self, fleet: Any, dt_s: float, state: Array | None = None,
              valid: NDArray[np.bool_] | None = None) -> None:

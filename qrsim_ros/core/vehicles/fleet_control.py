@@ -51,10 +51,16 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import dcm_ned_to_body, ned_to_body
-from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS, VelocityHeightPID, VelocityPID, WaypointPID
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.vehicles.controllers import (
+    MAX_SPEED_MPS,
+    VelocityHeightPID,
+    VelocityPID,
+    WaypointPID,
+    _rotate_ned_to_body,
+)
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
-from qrsim_ros.core.vehicles.estimated_state import EULER, HEIGHT, POSITION_NED, hold_pose
+from qrsim_ros.core.vehicles.estimated_state import HEIGHT, POSITION_NED, hold_pose
 from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import LOW_LEVEL_INPUTS
 
@@ -87,6 +93,37 @@ _HOLD, _LAND, _LEVEL, _RETURN, _BATTERY_LAND = range(1, len(ALL_FAILSAFES) + 1)
 LAND_TOUCHDOWN_HEIGHT_M = 0.3
 #: The controls of a disarmed vehicle: level, throttle off.
 DISARMED_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), Array(int64, 1, 'A', "
+      "readonly=True), int64, float64, float64[:, :], int64[:])")
+def _count_clamps_kernel(t_all, ex, invalid, rows, width, max_speed_mps, clamped_sp, counts):
+    """``FleetControl._count_clamps`` for the vehicles ``rows`` whose velocity targets are the first ``width``
+    columns of ``t_all`` (the rest 0): a valid vehicle whose target [m/s] is faster than ``max_speed_mps``
+    and has a body component (at the attitude eX[3:6], ``EULER``) beyond it counts once per new set point."""
+    for r in rows:
+        if invalid[r]:
+            continue
+        v0 = t_all[r, 0] if width > 0 else 0.0
+        v1 = t_all[r, 1] if width > 1 else 0.0
+        v2 = t_all[r, 2] if width > 2 else 0.0
+        if not np.sqrt(v0 * v0 + v1 * v1 + v2 * v2) > max_speed_mps:  # else never clamped (NaN: no target)
+            continue
+        b = _rotate_ned_to_body(ex[r, 3], ex[r, 4], ex[r, 5], v0, v1, v2)
+        clamped = abs(b[0]) > max_speed_mps or abs(b[1]) > max_speed_mps or abs(b[2]) > max_speed_mps
+        if clamped and (clamped_sp[r, 0] != v0 or clamped_sp[r, 1] != v1 or clamped_sp[r, 2] != v2):
+            counts[r] += 1
+            clamped_sp[r, 0], clamped_sp[r, 1], clamped_sp[r, 2] = v0, v1, v2
+
+
+@njit(f"boolean[:]({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64)")
+def _expired_kernel(issued_s, invalid, now_s, timeout_s):
+    """(N,) bool: valid vehicles whose set point, issued at ``issued_s`` [s], is older than ``timeout_s``
+    at ``now_s`` (NaN: none yet, never expired); one pass (numpy's errstate alone costs microseconds)."""
+    out = np.empty(issued_s.shape[0], np.bool_)
+    for i in range(issued_s.shape[0]):
+        out[i] = not invalid[i] and now_s - issued_s[i] > timeout_s
+    return out
 
 
 class FleetControl:
@@ -126,6 +163,9 @@ class FleetControl:
         # per tick: the hover rows to start from, the modes that have vehicles, the flight height
         self._hover = np.tile(HOVER_CONTROL, (self.num_vehicles, 1))
         self._active = [(m, r, len(CONTROL_MODES[m])) for m, r in self.rows.items() if r.size]
+        # how ``controls`` takes a mode's rows: a slice (views, no copies) when the mode has every vehicle
+        self._take = {m: slice(None) if np.array_equal(r, np.arange(len(self.modes))) else r
+                      for m, r, _ in self._active}
         self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
@@ -186,7 +226,8 @@ class FleetControl:
         invalid = ~np.asarray(valid, bool)
         headings = np.asarray(headings_rad, float)
         u = self._hover.copy()
-        for mode, rows, width in self._active:
+        for mode, _, width in self._active:
+            rows = self._take[mode]
             t = t_all[rows, :width]
             if mode == "attitude":
                 fly = ~invalid[rows] & np.isfinite(t).all(axis=1)
@@ -195,7 +236,7 @@ class FleetControl:
             if mode in LOW_LEVEL_MODES:  # flown by ``low_level_inputs``; the hover row under it
                 continue
             t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
-            e = ex[rows]
+            e = ex[rows] if isinstance(rows, np.ndarray) else ex
             c = self._controllers[mode]
             if mode == "velocity":
                 u[rows] = c.compute_from_estimated_state(e, t, headings[rows])
@@ -206,8 +247,8 @@ class FleetControl:
         if self._velocity_rows:
             self._count_clamps(t_all, ex, invalid)
         if now_s is not None and issued_s is not None and self.command_timeout_s > 0:
-            with np.errstate(invalid="ignore"):  # NaN: no set point yet
-                expired = ~invalid & (now_s - np.asarray(issued_s, float) > self.command_timeout_s + 1e-9)
+            expired = _expired_kernel(np.asarray(issued_s, float), invalid, float(now_s),
+                                      self.command_timeout_s + 1e-9)
             self._update_failsafe(expired, ex)
         if self.failsafe_code.any():
             self._failsafe_controls(u, ex, ~invalid)
@@ -241,24 +282,15 @@ class FleetControl:
         """Count the velocity set points the controllers clamp (as ``_body_velocity_error``: a body
         component of the target beyond ``MAX_SPEED_MPS``), once per set point."""
         for rows, width in self._velocity_rows:
-            v = np.zeros((rows.size, 3))
-            v[:, :width] = t_all[rows, :width]
-            with np.errstate(invalid="ignore"):
-                fast = ~invalid[rows] & (np.linalg.norm(v, axis=1) > MAX_SPEED_MPS)  # else never clamped
-            if not fast.any():
-                continue
-            r = rows[fast]
-            eul = ex[r][:, EULER]
-            vt = ned_to_body(dcm_ned_to_body(eul[:, 0], eul[:, 1], eul[:, 2]), v[fast])
-            clamped = np.any(np.abs(vt) > MAX_SPEED_MPS, axis=1)
-            new = clamped & np.any(self._clamped_sp[r] != v[fast], axis=1)
-            self.setpoints_clamped[r[new]] += 1
-            self._clamped_sp[r[new]] = v[fast][new]
+            _count_clamps_kernel(t_all, ex, invalid, rows, width, MAX_SPEED_MPS, self._clamped_sp,
+                                 self.setpoints_clamped)
 
     def _update_failsafe(self, expired: NDArray[np.bool_], ex: Array) -> None:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
+        if not code.any() and not expired.any():  # the common case, every tick: nothing changes
+            return
         recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():
             code[recovered] = 0

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 
 RESTING, TETHERED, FREE = 0, 1, 2
@@ -70,10 +71,35 @@ def grasper_point(x: Array, grasper_position_m: ArrayLike) -> tuple[Array, Array
     """The grasper point's NED position [m] and velocity [m/s] of each vehicle state row x (N, 13):
     r_G = r_Q + R r_G/Q and v_G = R (v_body + omega x r_G/Q) (section 4.5.2, the rigid body's point)."""
     x = np.atleast_2d(np.asarray(x, float))
+    if x.shape[1] < 12:
+        raise ValueError(f"states must have shape (N, 13), got {x.shape}")
     r = np.broadcast_to(np.asarray(grasper_position_m, float), (x.shape[0], 3))
-    dcm = dcm_from_state(x)
-    pos = x[:, 0:3] + body_to_ned(dcm, r)
-    return pos, body_to_ned(dcm, x[:, 6:9] + np.cross(x[:, 9:12], r))
+    pos, vel = np.empty((x.shape[0], 3)), np.empty((x.shape[0], 3))
+    _grasper_point_kernel(x, r, pos, vel)
+    return pos, vel
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, :], float64[:, :])")
+def _grasper_point_kernel(x, r, pos, vel):
+    """``grasper_point`` in one pass: the numpy formula ``x[:, 0:3] + body_to_ned(dcm, r)`` and
+    ``body_to_ned(dcm, x[:, 6:9] + np.cross(x[:, 9:12], r))`` with the same operations in the same order
+    (``dcm_ned_to_body``'s entries; einsum sums the transposed product row by row in order), so the
+    results are bit-identical."""
+    for i in range(x.shape[0]):
+        sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
+        sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
+        sps, cps = np.sin(x[i, 5]), np.cos(x[i, 5])
+        d = ((cth * cps, cth * sps, -sth),
+             (-cph * sps + sph * sth * cps, cph * cps + sph * sth * sps, sph * cth),
+             (sph * sps + cph * sth * cps, -sph * cps + cph * sth * sps, cph * cth))
+        r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
+        w0, w1, w2 = x[i, 9], x[i, 10], x[i, 11]
+        b0 = x[i, 6] + (w1 * r2 - w2 * r1)  # body velocity + omega x r
+        b1 = x[i, 7] + (w2 * r0 - w0 * r2)
+        b2 = x[i, 8] + (w0 * r1 - w1 * r0)
+        for k in range(3):
+            pos[i, k] = x[i, k] + ((d[0][k] * r0 + d[1][k] * r1) + d[2][k] * r2)
+            vel[i, k] = (d[0][k] * b0 + d[1][k] * b1) + d[2][k] * b2
 
 
 class Targets:

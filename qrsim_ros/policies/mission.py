@@ -14,16 +14,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.mission.guidance import GuidanceInputs, MissionGuidance
-from qrsim_ros.core.vehicles.estimated_state import EULER, GROUND_VELOCITY_NE, POSITION_NED, VERTICAL_SPEED
+from qrsim_ros.core.vehicles.estimated_state import EULER, POSITION_NED, velocity_ned
 from qrsim_ros.policies.base import AutopilotView, PolicyError
 
 Array = NDArray[np.float64]
-
-
-def velocity_ned(ex_row: Array) -> Array:
-    """The NED velocity [m/s] in an estimated-state row: its ground velocity north, east and its vertical
-    speed (positive up, spec 2.1) turned down."""
-    return np.array([*ex_row[GROUND_VELOCITY_NE], -ex_row[VERTICAL_SPEED]])
 
 
 class Mission:
@@ -49,13 +43,14 @@ class Mission:
         ex = view.estimated_state()
         volts = view.battery_voltage_v()
         failsafe = view.failsafe
+        v_ned = velocity_ned(ex)
         actions = np.full((len(self.rows), 3), np.nan)
         for r, i in enumerate(self.rows):
             g = self.guidance[r]
             if not np.all(np.isfinite(ex[i, 0:3])):
                 continue  # a lost vehicle: no set point
             inputs = GuidanceInputs(
-                time_s=view.time_s, position_ned_m=ex[i, POSITION_NED], velocity_ned_mps=velocity_ned(ex[i]),
+                time_s=view.time_s, position_ned_m=ex[i, POSITION_NED], velocity_ned_mps=v_ned[i],
                 heading_rad=float(ex[i, EULER][2]), battery_v=float(volts[i]),
                 centroids_px=task.camera_centroids_px(i), holding=task.holding(i),
                 rotor_failed=failsafe[i] == "emergency_land")

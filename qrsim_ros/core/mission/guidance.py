@@ -42,7 +42,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.mission.modes import (
-    CARRYING,
     MISSION_ACTUATOR_FAULT,
     MISSION_COMPLETE,
     MISSION_END_OF_PATH,
@@ -421,8 +420,3 @@ class MissionGuidance:
         if mode in ("identify", "reacquire_target"):
             return float(self._entry[2])
         return -p.quad_radius_m  # land, idle, emergency_land
-
-    @property
-    def carrying(self) -> bool:
-        """Whether the present mode expects a target on the grasper."""
-        return self.mode in CARRYING

@@ -31,8 +31,6 @@ _NUMBERS = {name: i + 1 for i, name in enumerate(MODES)}
 NO_LOW_BATTERY_EXIT = ("return_to_base", "land", "emergency_land", "idle")
 #: Modes an actuator fault does not interrupt (section 5.2.2).
 NO_ACTUATOR_EXIT = ("emergency_land", "idle")
-#: Modes in which a target hangs from the grasper (a grasper fault matters only there, section 6.2.2).
-CARRYING = ("ascend", "transport", "descend_to_drop")
 
 #: Why a mission is over (the guidance's own view; the referee scores the outcome from it and the world).
 MISSION_COMPLETE = "complete"              # every target deposited, landed at base

@@ -40,7 +40,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.config.retrieve import RetrieveParams
-from qrsim_ros.core.mission.guidance import drop_site_image_px
 from qrsim_ros.core.mission.modes import (
     MISSION_ACTUATOR_FAULT,
     MISSION_COMPLETE,
@@ -254,12 +253,6 @@ class RetrieveTask(Task):
         c, _ = image_coordinates(x, pts, cam)
         seen = visible(x, pts, cam)
         return c[0][seen[0]]
-
-    def drop_site_image(self, vehicle: int) -> Array:
-        """The drop site's image point seen from ``vehicle`` (for displays)."""
-        x = self.sim.true_state()[vehicle]
-        g = self.retrieve.guidance
-        return drop_site_image_px(x[0:3], float(x[5]), self.drop_site_ne, g.camera_z_m, g.focal_length_px)[0]
 
     # --- the referee ------------------------------------------------------------------------------------
     def in_drop_zone(self) -> NDArray[np.bool_]:

@@ -45,7 +45,7 @@ from qrsim_ros.core.vehicles.estimated_state import (
     GROUND_VELOCITY_NE,
     HEIGHT,
     NORTH_EAST,
-    VERTICAL_SPEED,
+    velocity_ned,
 )
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, FULL_BATTERY_V, HOVER_CONTROL, STATE_SIZE
 
@@ -142,8 +142,7 @@ def estimated_state_view(ex: ArrayLike) -> ControllerView:
         raise ValueError(f"estimated states must have shape (N, {ESTIMATED_STATE_SIZE}), got {ex.shape}")
     position_ned = np.column_stack([ex[:, NORTH_EAST], -ex[:, HEIGHT]])
     euler = ex[:, EULER].copy()
-    velocity_ned = np.column_stack([ex[:, GROUND_VELOCITY_NE], -ex[:, VERTICAL_SPEED]])
-    velocity_body = ned_to_body(dcm_ned_to_body(euler[:, 0], euler[:, 1], euler[:, 2]), velocity_ned)
+    velocity_body = ned_to_body(dcm_ned_to_body(euler[:, 0], euler[:, 1], euler[:, 2]), velocity_ned(ex))
     return ControllerView(position_ned, euler, velocity_body)
 
 

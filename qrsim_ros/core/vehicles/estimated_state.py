@@ -48,6 +48,12 @@ _FILLED_COLUMNS = (POSITION_NED, EULER, ANGULAR_VELOCITY_FRD, SPECIFIC_FORCE_FRD
                    VERTICAL_SPEED)
 
 
+def velocity_ned(ex: Array) -> Array:
+    """NED velocity (N, 3) [m/s] of estimated states eX (N, 20): the GPS ground velocity north and east,
+    and the altimeter's vertical speed (positive up) turned down."""
+    return np.column_stack([ex[:, GROUND_VELOCITY_NE], -ex[:, VERTICAL_SPEED]])
+
+
 def empty_estimated_state(num_vehicles: int) -> Array:
     """eX (N, 20) before any sensor reported: NaN, with QRSim's zero columns at 0."""
     ex = np.full((int(num_vehicles), ESTIMATED_STATE_SIZE), np.nan)

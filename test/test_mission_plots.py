@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from test_cli_run_batch import qrsim, read_csv  # the CLI tests' helpers
 
 from qrsim_ros.cli import run as run_cli
 from qrsim_ros.cli.main import main
@@ -26,18 +27,6 @@ from qrsim_ros.plots import MISSION_FIGURES, MissionCsvError, load_mission_csv
 from qrsim_ros.plots.style import DPI, FIGURE_SIZES_IN
 
 SEED = "3"
-
-
-def qrsim(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    rc = main(list(args))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[0], rows[1:]
 
 
 class _Mission:

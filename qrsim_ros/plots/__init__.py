@@ -10,8 +10,10 @@ Figures 8-10, ``mission.MISSION_FIGURES``) from the CSV ``qrsim run --out`` writ
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from qrsim_ros.plots.bagdata import BagError, RunData, bag_directory, load_run
 from qrsim_ros.plots.figures import DPI, FIGURE_SIZES_IN, FIGURES
@@ -49,18 +51,9 @@ def render(bag: str | Path, out_dir: str | Path | None = None, names: list[str] 
     """
     run = load_run(bag)
     out = Path(out_dir) if out_dir is not None else default_out_dir(bag)
-    result = Rendered()
-    result.notes += [n for n in (run.read_note, run.origin_note) if n]
-    todo = {n: f for n, f in FIGURES.items() if names is None or n in names}
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    for name, draw in todo.items():
-        path = out / f"{name}.png"
-        reason = draw(run, path)
-        if reason is None:
-            result.written[name] = path
-        else:
-            result.skipped[name] = reason
+    result = _draw(FIGURES, run, out, names)
+    result.notes[:0] = [n for n in (run.read_note, run.origin_note) if n]
     if not result.written:
         if created:
             out.rmdir()
@@ -79,9 +72,16 @@ def render_mission(csv_path: str | Path, out_dir: str | Path | None = None,
     """
     run = load_mission_csv(csv_path)
     out = Path(out_dir) if out_dir is not None else default_mission_out_dir(csv_path)
+    return _draw(MISSION_FIGURES, run, out, names)
+
+
+def _draw(figures: Mapping[str, Callable[[Any, Path], str | None]], run: Any, out: Path,
+          names: list[str] | None) -> Rendered:
+    """Draw ``figures`` (name -> draw(run, path), returning None or why it was skipped) of ``names`` (None:
+    all) into ``out`` (made if missing) as NAME.png."""
     result = Rendered()
     out.mkdir(parents=True, exist_ok=True)
-    for name, draw in MISSION_FIGURES.items():
+    for name, draw in figures.items():
         if names is not None and name not in names:
             continue
         path = out / f"{name}.png"

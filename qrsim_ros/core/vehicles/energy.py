@@ -193,9 +193,7 @@ class FleetEnergy:
         self.settings = settings if settings is not None else BatterySettings()
         self.num_vehicles = n = int(num_vehicles)
         self.on = bool(self.settings.on)
-        self.bases = tuple(bases)
-        self._bases = bases_array(self.bases)
-        self._radii = np.array([b.radius_m for b in self.bases], float)
+        self.set_bases(bases)
         self.bank: BatteryBank | None = BatteryBank(n, self.settings.pack) if self.on else None
         self._charging = np.zeros(n, bool)
         self._power_params = self.settings.pelican_power

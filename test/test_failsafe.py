@@ -197,7 +197,7 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
     Simulator does, on the same trajectory; set points stamped -100 s and +1e6 s are rejected and a
     1e9 m/s one is clamped, each counted in /sim/vehicle_status."""
     from rosenv import free_domain, require_ros
-    from test_node_control import LIB, STARTUP_S, Graph, Probe, _close, _qos
+    from test_node_control import LIB, STARTUP_S, Graph, Probe, _assert_exit_0, _close, _qos
 
     require_ros()
     from geometry_msgs.msg import TwistStamped
@@ -271,4 +271,4 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
             (k, m.failsafe[0], m.setpoints_clamped[0]) for k, m in sorted(status.items())[-5:]]
     finally:
         codes = _close(graph, probe)
-    assert all(c == 0 for c in codes.values()), {n: graph.log(n)[-2000:] for n in codes}
+    _assert_exit_0(graph, codes)  # the codes, and the logs of the nodes that did not exit 0

@@ -20,7 +20,8 @@ Node set: every scenario runs ``vehicle_dynamics``, ``wind_field``, ``imu``, ``g
 and ``referee``; ``camera_detector`` for search and rescue, ``plume_field`` for plume mapping, one node
 per registered sensor the scenario lists under ``vehicle.sensors`` (``core.sensors.registry``),
 ``flight_controller`` when any vehicle is flown through a controller (control mode other than
-``attitude``), ``example_autopilot`` when requested (every task has a baseline), ``recorder`` when recording,
+``attitude``), the autopilot when requested (``example_autopilot``: every task's baseline; retrieve:
+``mission_autopilot``, the 17-mode mission), ``recorder`` when recording,
 ``rviz2`` when requested. Every node is in the root namespace and serves all vehicles (``uav1``...).
 """
 
@@ -51,19 +52,22 @@ FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
 #: The four families that have a launch file (launch/<family>.launch.py).
 LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
 #: Task types (scenario ``task.type``) the built-in example autopilot flies: all of them, with the task's
-#: baseline policy (search pattern, pursuit, random search; hover for the generic tasks).
+#: baseline policy (search pattern, pursuit, random search; hover for the generic tasks), but retrieve.
 AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
                    "search_rescue", "plume")
+#: Task types with an autopilot node of their own: retrieve's 17-mode mission (mission_autopilot).
+MISSION_AUTOPILOTS = {"retrieve": "mission_autopilot"}
 #: Nodes every scenario runs.
 CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them):
 #: these and every registered sensor's node (``core.sensors.registry``).
+#: (mission_autopilot reads the onboard failsafes there.)
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
-                                    "referee", "flight_controller"}) | frozenset(SENSORS)
+                                    "referee", "flight_controller", "mission_autopilot"}) | frozenset(SENSORS)
 #: Nodes whose time is their input's: every output is stamped with the time of the tick whose ground
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
-TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller"}
+TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller", "mission_autopilot"}
 PACKAGE = "qrsim_ros"
 
 #: The launch files' arguments: (name, description). Defaults come from ``launch_defaults``.
@@ -88,9 +92,6 @@ SUPERVISION_ARGUMENTS: tuple[tuple[str, str], ...] = (
 )
 SUPERVISION_DEFAULTS = {"keep_alive": "false", "record_required": "false"}
 
-
-#: Task types the node graph cannot run yet (their world and autopilot exist in process only).
-IN_PROCESS_ONLY_TASKS = ("retrieve",)
 
 
 class PlanError(ValueError):
@@ -302,10 +303,6 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles))
     except (ScenarioError, ConfigError) as exc:
         raise PlanError(f"scenario {config!r}: {exc}") from None
-    if loaded.task.type in IN_PROCESS_ONLY_TASKS:
-        raise PlanError(f"scenario {config!r}: task.type={loaded.task.type!r} runs in process only so far "
-                        "(qrsim run / qrsim batch with --policy mission; the graph's mission_autopilot node "
-                        "is not built yet, docs/RETRIEVE.md)")
     if loaded.num_vehicles > MAX_GRAPH_VEHICLES:  # a file's count: the nodes' num_vehicles range
         raise PlanError(f"scenario {config!r}: num_vehicles={loaded.num_vehicles} (from the scenario file) "
                         f"exceeds the node graph's maximum {MAX_GRAPH_VEHICLES} "
@@ -385,6 +382,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))
     if autopilot and res.task_type in AUTOPILOT_TASKS:
         specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))
+    if autopilot and res.task_type in MISSION_AUTOPILOTS:
+        exe = MISSION_AUTOPILOTS[res.task_type]
+        specs.append(NodeSpec(exe, exe, parameters=dict(common)))
     # Start gate: tick 0 waits until every planned consumer of ground truth is matched (discovery).
     dynamics["start_subscribers"] = sum(spec.executable in GROUND_TRUTH_CONSUMERS for spec in specs)
     # Lockstep window: the clock waits for each node that steps on the ground truth (all but the flight

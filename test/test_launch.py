@@ -56,9 +56,18 @@ def test_node_sets_per_family() -> None:
 def test_every_task_type_has_an_example_autopilot() -> None:
     from qrsim_ros.core.config.scenario import TASK_TYPES
 
-    # every task type the node graph runs (retrieve runs in process only so far: the plan refuses it)
-    assert set(lp.AUTOPILOT_TASKS) == set(TASK_TYPES) - set(lp.IN_PROCESS_ONLY_TASKS)
-    assert set(lp.IN_PROCESS_ONLY_TASKS) <= set(TASK_TYPES)
+    # every task type: the example autopilot's baselines, or a mission autopilot of its own (retrieve)
+    assert set(lp.AUTOPILOT_TASKS) | set(lp.MISSION_AUTOPILOTS) == set(TASK_TYPES)
+    assert not set(lp.AUTOPILOT_TASKS) & set(lp.MISSION_AUTOPILOTS)
+
+
+def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> None:
+    specs = plan("retrieve_simplified", seed=5)
+    assert names(specs) == [*SENSORS_AND_CLOCK, "referee", "flight_controller", "mission_autopilot"]
+    dynamics = specs[0].parameters
+    # it reads /sim/vehicle_status (the onboard failsafes): a start-gate subscriber, not a lockstep consumer
+    assert dynamics["start_subscribers"] == 7 and dynamics["lockstep_consumers"] == 5
+    assert "mission_autopilot" not in names(plan("retrieve_full", seed=5, autopilot=False))
 
 
 def test_optional_nodes(tmp_path: Path) -> None:

@@ -86,6 +86,18 @@ def test_take_off_initialise_and_the_self_test():
     assert abort.mission_over == "system_fault"
 
 
+def test_initialise_waits_for_a_self_test_answer_the_graph_has_not_received_yet():
+    answers = iter([None, None, True])  # the graph's uavN/self_test: two periods without an answer
+    calls = []
+    g = _guidance(lambda: calls.append(1) or next(answers))
+    _fly_to_search(g)
+    hover = [*BASE, -1.0]
+    assert g.update(_inputs(0.2, hover), 0.1).mode == "initialise"
+    assert g.update(_inputs(0.3, hover), 0.1).mode == "initialise" and g.system_faults == 0
+    cmd = g.update(_inputs(0.4, hover), 0.1)
+    assert cmd.mode == "search" and len(calls) == 3
+
+
 def test_search_follows_table_2_and_ends_at_the_last_waypoint():
     g = _guidance()
     t = _fly_to_search(g)
@@ -346,13 +358,6 @@ def test_batch_records_give_transitions_that_verify_reads(tmp_path):
         (tmp_path / name).write_bytes(data)
     batch = read_batch(tmp_path)  # the checks of qrsim verify: mode times add up to mission times
     assert len(batch.episodes) == 3
-
-
-def test_the_graph_refuses_a_retrieve_scenario_with_one_clear_line():
-    from qrsim_ros.launch_plan import PlanError, plan
-
-    with pytest.raises(PlanError, match=r"task.type='retrieve' runs in process only so far"):
-        plan("retrieve_simplified")
 
 
 def test_qrsim_batch_then_verify_a_retrieve_batch(tmp_path, capsys):

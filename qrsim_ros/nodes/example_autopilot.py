@@ -146,6 +146,13 @@ class TopicView:
         self.frames = [f if f is not None and f.t_s <= t_s else None for f in self.frames]
         self.valid[:] = True
 
+    def ready(self) -> bool:
+        """Whether the episode's policy can be built (besides every sensor having reported)."""
+        return True
+
+    def policy_built(self) -> None:
+        """The episode's policy was just built from this view."""
+
 
 #: The node's parameters (declared in one call at start-up).
 PARAMETERS = ParamTable(
@@ -158,8 +165,8 @@ PARAMETERS = ParamTable(
 class ExampleAutopilotNode(ScenarioNode):
     """Runs a baseline policy on the public topics (see the module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__("example_autopilot", PARAMETERS)
+    def __init__(self, name: str = "example_autopilot", parameters: ParamTable = PARAMETERS) -> None:
+        super().__init__(name, parameters)
         p, sc = self.params, self.scenario
         spec = p.policy
         try:
@@ -167,7 +174,7 @@ class ExampleAutopilotNode(ScenarioNode):
         except PolicyError as exc:
             raise ParameterError(f"parameter 'policy'={spec!r}: {exc}") from None
         self.policy_spec = spec
-        self.view = TopicView(sc)
+        self.view = self.make_view()
         self.policy: Any = None
         self.episode_done = False
         self.steps_flown = 0
@@ -208,8 +215,12 @@ class ExampleAutopilotNode(ScenarioNode):
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
         self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._last_step: int | None = None
-        self.get_logger().info(f"example_autopilot: policy {spec!r} for {sc.task.type!r}, vehicles "
+        self.get_logger().info(f"{name}: policy {spec!r} for {sc.task.type!r}, vehicles "
                                f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
+
+    def make_view(self) -> TopicView:
+        """The view the policies read (a subclass adds its task's devices)."""
+        return TopicView(self.scenario)
 
     # --- observations ---------------------------------------------------------------------------------
     def _on_detections(self, i: int, msg: PointCloud2) -> None:
@@ -254,9 +265,10 @@ class ExampleAutopilotNode(ScenarioNode):
             if self.policy is None:
                 rows = np.asarray(view.action_spec["vehicles"], int)
                 ex = view.estimated_state()[rows]
-                if not np.all(np.isfinite(ex[view.valid[rows]][:, [0, 1, 5, 16]])):
+                if not np.all(np.isfinite(ex[view.valid[rows]][:, [0, 1, 5, 16]])) or not view.ready():
                     return  # the policies plan from the estimated states: wait for every sensor
                 self.policy = instantiate(self.factory, view)
+                view.policy_built()
             actions = self.policy(view)
             actions = check_actions(actions, view, f"policy {self.policy_spec!r}")
         except Exception as exc:  # a policy must never take the node down
@@ -309,6 +321,8 @@ class ExampleAutopilotNode(ScenarioNode):
             if all(math.isfinite(c) for c in np.ravel(a)):
                 pub.publish(msg)
                 self._held[i] = msg
+            else:  # no set point (a NaN row): fall silent, so the last one expires as in process
+                self._held.pop(i, None)
 
     def _on_clock(self, msg: Any) -> None:
         """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks."""

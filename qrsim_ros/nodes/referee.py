@@ -17,7 +17,12 @@ truth, in the Simulator's order (docs/NODE_GRAPH.md step 4), so its rewards equa
   Simulator's eX), published on ``uav<N>/cmd/velocity`` (frame ``map``) stamped t_k, every tick;
 - episodes: a new episode number on ``/sim/vehicle_status`` resets the area (new terrain and persons),
   the plume and the task, continuing the random streams (one draw per episode, as
-  ``Simulator.reset()``); ``/referee/status`` is published at the reset (step 0).
+  ``Simulator.reset()``; the task's placement too, as vehicle_dynamics draws it); ``/referee/status`` is
+  published at the reset (step 0);
+- retrieve: the task is the mission's world (targets, grasper, self-test); the referee serves its devices
+  to mission_autopilot (``ros.retrieve_referee``: ``/referee/mission``, ``uavN/camera/target_centroids``,
+  ``uavN/grasper/holding`` and ``/command``, ``uavN/mission/mode``, ``uavN/self_test``; docs/RETRIEVE.md),
+  steps it every tick and hands it the faults that start at each tick.
 
 Services: ``/referee/reset`` (std_srvs/Trigger) calls ``/vehicle_dynamics/reset`` and answers with
 its result; ``/plume/get_locations`` and ``/plume/submit_estimates`` (plume tasks: the reference
@@ -56,7 +61,14 @@ from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.tasks.episode import Episode
-from qrsim_ros.core.tasks.rules import CatsMouseTask, GenericTask, PlumeTask
+from qrsim_ros.core.tasks.retrieve import RetrieveTask
+from qrsim_ros.core.tasks.rules import (
+    PLACEMENT_STREAM,
+    CatsMouseTask,
+    GenericTask,
+    PlumeTask,
+    initial_placement,
+)
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
@@ -73,6 +85,7 @@ from qrsim_ros.ros.parameters import (
 )
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.referee_display import RefereeDisplay
+from qrsim_ros.ros.retrieve_referee import RetrieveReferee
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
@@ -117,14 +130,17 @@ class RefereeNode(ScenarioNode):
             self.get_logger().warning("scenario seed 0 (from the clock): persons and plume cannot match the "
                                       "other nodes'; give every node the same concrete seed")
         # the world (area, persons, plume) and the task's episode, as in the Simulator
-        self.world = ScenarioWorld(sc, RandomStreams(sc.seed))
+        streams = RandomStreams(sc.seed)
+        self.world = ScenarioWorld(sc, streams)
         self.area: BoxArea = self.world.area
         self.episode = Episode(sc, self.area)
         self.task = self.episode.task
+        # the task's own placement (landing and drop sites, targets), drawn as vehicle_dynamics draws it
+        self._placement_rng = streams.get(PLACEMENT_STREAM)
         self.ticks_per_task_step = self.episode.ticks_per_task_step
         self.tick = 0
         self.counters = Counters(self, ["status_rejected", "commands_rejected", "ticks_dropped",
-                                        "task_steps_missed"])
+                                        "task_steps_missed", "modes_rejected"])
         self.counters.sim_time_s = 0.0  # stamped with the ground truth's time (see _on_ground_truth)
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
@@ -141,6 +157,9 @@ class RefereeNode(ScenarioNode):
         self.sync = GroundTruthSync(self, n, self._on_ground_truth, source=p.ground_truth_source,
                                     on_status=self._on_status)
         self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
+        #: the retrieve mission's devices (briefing, camera, grasper, self-test, modes) on topics
+        self.retrieve = RetrieveReferee(self, self.task) if isinstance(self.task, RetrieveTask) else None
+        self._steps_ticks = self._uses_controls or self.retrieve is not None  # the task's per-tick term
         self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
         self._controls_by_tick: list[dict[int, Array]] = [{} for _ in range(n)]
         if self._uses_controls:
@@ -201,6 +220,7 @@ class RefereeNode(ScenarioNode):
                                       "vehicle_dynamics?): rewards and finds count from here")
         while self._episode < episode:
             self.world.new_episode()
+            initial_placement(self.task, self._placement_rng)
             self._episode += 1
         self.episode.set_plume_reference(self.world.plume_reference_samples)
         self.tick = k
@@ -295,7 +315,7 @@ class RefereeNode(ScenarioNode):
                                       "completed: not refereed", throttle_duration_sec=5.0)
         for old in [t for t in self._status if t < k]:
             del self._status[old]
-        self._step(k, int(status.episode), x, valid, np.asarray(status.command_fresh, bool))
+        self._step(k, status, x, valid)
 
     def _trim(self) -> None:
         for buf in (self._gt, self._status, self._fixes):
@@ -304,25 +324,35 @@ class RefereeNode(ScenarioNode):
                 self.counters.count("ticks_dropped")
 
     # --- the task ---------------------------------------------------------------------------------------
-    def _step(self, k: int, episode: int, x: Array, valid: Array, fresh: Array) -> None:
-        """Tick k of the Simulator's order: task terms of the step that ended at t_k, then the area with
-        tick k+1 on x_k, then the mouse's command of t_k."""
+    def _step(self, k: int, status: VehicleStatus, x: Array, valid: Array) -> None:
+        """Tick k of the Simulator's order: the faults that started at k, the task terms of the step that
+        ended at t_k, then the area with tick k+1 on x_k, then the mouse's command of t_k."""
+        episode = int(status.episode)
         if episode != self._episode or not self._joined:
             self._joined = True
             self._new_episode(episode, k, x, valid)
+            if self.retrieve is not None:
+                self.retrieve.new_episode(episode, k, status.faults)
+                self.retrieve.publish_devices(k)
             self._publish_status(k)
         else:
             if k <= self.tick:  # a tick of this episode already refereed (re-sent): nothing new
                 return
             self.tick = k
+            if self.retrieve is not None and not self.done:
+                self.retrieve.faults_of_tick(status.faults)
             self.episode.observe(x, valid)
-            if not self.done and self._uses_controls:
-                self.episode.on_tick(self._applied_controls(k, fresh))
+            if not self.done and self._steps_ticks:
+                controls = (self._applied_controls(k, np.asarray(status.command_fresh, bool))
+                            if self._uses_controls else self._controls_latest)
+                self.episode.on_tick(controls)
             if k % self.ticks_per_task_step == 0:
                 if self.done:  # frozen: the final status again, with no reward of its own
                     self.episode.last_reward = 0.0
                 else:
                     self._task_step(k)
+                    if self.retrieve is not None:
+                        self.retrieve.publish_devices(k)
                 self._publish_status(k)
         persons = isinstance(self.area, BoxWithPersonsArea)
         if persons and not self.done and self.area.step(k + 1, x, valid):

@@ -400,6 +400,9 @@ class VehicleDynamicsNode(ScenarioNode):
     def _place(self) -> None:
         """A new episode: the task's placement (one draw of the placement stream), tick 0."""
         x0, _ = initial_placement(self._task, self._placement_rng)
+        bases = self._task.charging_bases()
+        if bases is not None:  # a task that places its landing site per episode (retrieve), as the Simulator
+            self.energy.set_bases(bases)
         try:
             self.fleet.set_state(x0)
         except PelicanInputError as exc:

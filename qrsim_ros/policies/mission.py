@@ -10,14 +10,37 @@ reports its mode to the referee (the graph's ``uavN/mission/mode``).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from numpy.typing import NDArray
 
+from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.mission.guidance import GuidanceInputs, MissionGuidance
 from qrsim_ros.core.vehicles.estimated_state import EULER, POSITION_NED, velocity_ned
 from qrsim_ros.policies.base import AutopilotView, PolicyError
 
 Array = NDArray[np.float64]
+
+
+class RetrieveDevices(Protocol):
+    """What the mission reads and drives besides the flight controller: in process the ``RetrieveTask``
+    itself (``AutopilotView.retrieve``), in the graph ``ros.retrieve_link.RetrieveLink`` over the topics
+    (docs/RETRIEVE.md, "In the node graph"). Sites in NED (north, east) [m], image points [px]."""
+
+    retrieve: RetrieveParams
+    landing_site_ne: Array
+    drop_site_ne: Array
+
+    def self_test(self, vehicle: int) -> bool | None: ...
+
+    def camera_centroids_px(self, vehicle: int) -> Array: ...
+
+    def holding(self, vehicle: int) -> bool: ...
+
+    def command_grasper(self, vehicle: int, closed: bool) -> None: ...
+
+    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None: ...
 
 
 class Mission:
@@ -30,16 +53,16 @@ class Mission:
         if modes != {"velocity"}:
             raise PolicyError(f"the mission policy commands velocities: vehicle.control must be 'velocity', "
                               f"not {sorted(modes)}")
-        task = view.retrieve
+        task: RetrieveDevices = view.retrieve
         params = task.retrieve.guidance
         self.rows = list(view.action_spec["vehicles"])
         self.dt_s = float(view.task.dt_s)
         self.guidance = [MissionGuidance(params, task.landing_site_ne, task.drop_site_ne,
-                                         task.targets.count, lambda i=i: task.self_test(i))
+                                         task.retrieve.num_targets, lambda i=i: task.self_test(i))
                          for i in self.rows]
 
     def __call__(self, view: AutopilotView) -> Array:
-        task = view.retrieve
+        task: RetrieveDevices = view.retrieve
         ex = view.estimated_state()
         volts = view.battery_voltage_v()
         failsafe = view.failsafe

@@ -163,11 +163,12 @@ def drop_site_image_px(position_ned_m: ArrayLike, heading_rad: float, drop_site_
 class MissionGuidance:
     """One vehicle's mission (see the module docstring). ``landing_site_ne_m``: its base (x_0, y_0);
     ``drop_site_ne_m``: (x_ds, y_ds); ``num_targets``: how many to retrieve; ``self_test()``: the
-    Initialise self-diagnosis, True = systems okay (drawn by the world, one call per Initialise visit).
+    Initialise self-diagnosis, True = systems okay (drawn by the world, one draw per answered call), None =
+    no answer yet (the mission stays in Initialise and calls again next period).
     """
 
     def __init__(self, params: GuidanceParams, landing_site_ne_m: ArrayLike, drop_site_ne_m: ArrayLike,
-                 num_targets: int, self_test: Callable[[], bool]) -> None:
+                 num_targets: int, self_test: Callable[[], bool | None]) -> None:
         self.params = params
         self.base_ne = np.asarray(landing_site_ne_m, float).copy()
         self.drop_ne = np.asarray(drop_site_ne_m, float).copy()
@@ -264,7 +265,10 @@ class MissionGuidance:
             if np.linalg.norm(r - base_hover) < p.position_tol_m:
                 self._enter("initialise", t)
         elif mode == "initialise":
-            if self._self_test():
+            passed = self._self_test()
+            if passed is None:
+                pass  # no answer yet (the graph's uavN/self_test service): hold the hover and ask again
+            elif passed:
                 self._enter("search", t)
                 self.next_waypoint = max(self.last_waypoint, 0)
             else:

@@ -1,0 +1,101 @@
+"""mission_autopilot: ireland_2016's 17-mode search-and-retrieve mission flown over the node graph.
+
+The mission is the in-process ``--policy mission`` (``policies.mission.Mission`` on
+``core.mission.guidance``), run as ``example_autopilot`` runs its baselines: once per task step
+(``/referee/status``), on a view filled from topics, commanding ``uavN/cmd/velocity`` through the
+flight_controller. What the mission reads besides the estimated state (``uavN/imu/data``,
+``uavN/gps/fix``, ``uavN/gps/vel``, ``uavN/altimeter``):
+
+- ``uavN/battery`` (sensor_msgs/BatteryState): the pack's voltage (the low-battery return, V_th);
+- ``/sim/vehicle_status``: the onboard failsafe each vehicle flies; ``emergency_land`` after a rotor loss
+  is the detected actuator fault (section 5.2.2: the flight controller's report, as PX4's vehicle
+  status tells an offboard computer);
+- the retrieve devices the referee serves (``ros.retrieve_link``): the briefing ``/referee/mission``, the
+  downward camera's ``uavN/camera/target_centroids``, ``uavN/grasper/holding``, ``uavN/grasper/command``
+  and the ``uavN/self_test`` service.
+
+It publishes its mode on ``uavN/mission/mode`` (qrsim_ros/MissionMode: name and Figure 5's number, and
+the mission's end; latched, on change). A new episode's policy is built once its briefing is in.
+Parameters: the scenario's (``SCENARIO_PARAMETERS``) and ``policy`` (default ``mission``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from sensor_msgs.msg import BatteryState
+
+from qrsim_ros.msg import VehicleStatus
+from qrsim_ros.nodes.example_autopilot import ExampleAutopilotNode, TopicView
+from qrsim_ros.policies import policy_names
+from qrsim_ros.ros.names import vehicle_namespace
+from qrsim_ros.ros.node import ParameterError, run_node
+from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable
+from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.retrieve_link import RetrieveLink
+
+#: The node's parameters (declared in one call at start-up).
+PARAMETERS = ParamTable(
+    "mission_autopilot", *SCENARIO_PARAMETERS,
+    Param("policy", "mission",
+          "the mission policy: mission (ireland_2016's guidance), or " + ", ".join(policy_names())
+          + " or MODULE:FUNC (qrsim_ros.policies) for one that flies the same devices"),
+)
+
+
+class MissionTopicView(TopicView):
+    """``TopicView`` with what the mission reads: battery voltages, onboard failsafes and the retrieve
+    devices (``retrieve``, a ``RetrieveLink``)."""
+
+    def __init__(self, scenario: Any, retrieve: RetrieveLink) -> None:
+        super().__init__(scenario)
+        self.retrieve = retrieve
+        self.voltage_v = np.full(self.num_vehicles, np.nan)
+        self.failsafes = [""] * self.num_vehicles
+
+    def battery_voltage_v(self) -> np.ndarray:
+        return self.voltage_v.copy()
+
+    @property
+    def failsafe(self) -> list[str]:
+        return list(self.failsafes)
+
+    def ready(self) -> bool:
+        return self.retrieve.ready()
+
+    def policy_built(self) -> None:
+        self.retrieve.briefing_used()
+
+
+class MissionAutopilotNode(ExampleAutopilotNode):
+    """The retrieve mission over the graph (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("mission_autopilot", PARAMETERS)
+        for i in range(self.num_vehicles):
+            self.create_subscription(BatteryState, f"{vehicle_namespace(i)}/battery",
+                                     lambda m, i=i: self.view.voltage_v.__setitem__(i, m.voltage),
+                                     QOS_RELIABLE)
+        self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_vehicle_status, QOS_RELIABLE)
+
+    def make_view(self) -> MissionTopicView:
+        sc = self.scenario
+        if sc.retrieve is None:
+            raise ParameterError(f"parameter 'scenario'={sc.name!r}: mission_autopilot flies retrieve "
+                                 f"scenarios, not task.type={sc.task.type!r}")
+        return MissionTopicView(sc, RetrieveLink(self, sc.retrieve, sc.num_vehicles))
+
+    def _on_vehicle_status(self, msg: VehicleStatus) -> None:
+        if self.foreign_run(msg.run_id, "/sim/vehicle_status") or len(msg.failsafe) != self.num_vehicles:
+            return
+        self.view.failsafes = list(msg.failsafe)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node(MissionAutopilotNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

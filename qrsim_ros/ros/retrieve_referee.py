@@ -1,0 +1,146 @@
+"""The referee's side of the retrieve mission in the node graph (docs/RETRIEVE.md, "In the node graph").
+
+In process the ``RetrieveTask`` is both the world the mission flies in and what the mission's vehicle
+senses of it (``AutopilotView.retrieve``). In the graph the referee owns the task, so it also serves the
+vehicle's retrieve devices over topics; ``ros.retrieve_link.RetrieveLink`` is the autopilot's end:
+
+- ``/referee/mission`` (qrsim_ros/MissionBriefing, latched): the episode's landing site and drop site
+  (map ENU), published at every episode start, after the task's placement;
+- ``uavN/camera/target_centroids`` (qrsim_ros/ImagePoints) and ``uavN/grasper/holding`` (std_msgs/Bool):
+  the downward camera's target centroids and the grasper's report, on every task-step tick, stamped t_k
+  (before ``/referee/status`` of that step);
+- ``uavN/grasper/command`` (std_msgs/Bool, true = closed): the autopilot's grasper command, applied at the
+  next tick the referee steps (as ``RetrieveTask.command_grasper`` in process);
+- ``uavN/mission/mode`` (qrsim_ros/MissionMode): the mode log and the mission's end, which scores the
+  episode (``RetrieveTask.report_mission``);
+- service ``uavN/self_test`` (std_srvs/Trigger): the Initialise self-diagnosis, one draw of the episode's
+  self-test stream per call (success = systems okay; ``RetrieveTask.self_test``).
+
+Faults: ``/sim/vehicle_status`` carries the faults active at each tick; the ones not active at the tick
+before started at this tick and go to ``RetrieveTask.on_fault_started`` (a grasper fault drops what the
+grasper holds), before the tick's ground truth is stepped, as in the Simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import Point
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from qrsim_ros.core.common.frames import ned_to_enu
+from qrsim_ros.core.mission.modes import MISSION_ENDS, mode_number
+from qrsim_ros.core.tasks.retrieve import RetrieveTask
+from qrsim_ros.msg import ImagePoints, MissionBriefing, MissionMode
+from qrsim_ros.ros.from_messages import active_faults_of
+from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick
+
+#: Topics and service of the retrieve devices (relative names; ``uavN/`` + these per vehicle).
+BRIEFING_TOPIC = "/referee/mission"
+CENTROIDS_TOPIC = "camera/target_centroids"
+HOLDING_TOPIC = "grasper/holding"
+GRASPER_COMMAND_TOPIC = "grasper/command"
+MODE_TOPIC = "mission/mode"
+SELF_TEST_SERVICE = "self_test"
+
+
+def _fault_key(fault: Any) -> tuple[str, int, float]:
+    """An active fault's identity (ActiveFault message): its id, vehicle and start time."""
+    return fault.id, int(fault.vehicle), float(fault.since_s)
+
+
+def _point_enu(ne: Sequence[float]) -> Point:
+    e = ned_to_enu(np.array([float(ne[0]), float(ne[1]), 0.0]))
+    return Point(x=float(e[0]), y=float(e[1]), z=float(e[2]))
+
+
+class RetrieveReferee:
+    """The retrieve task's topics and service on the referee ``node`` (module docstring)."""
+
+    def __init__(self, node: Any, task: RetrieveTask) -> None:
+        self.node = node
+        self.task = task
+        n = task.num_vehicles
+        self._names = [vehicle_namespace(i) for i in range(n)]
+        self._briefing_pub = node.create_publisher(MissionBriefing, BRIEFING_TOPIC, QOS_LATCHED)
+        self._centroid_pubs = [node.create_publisher(ImagePoints, f"{ns}/{CENTROIDS_TOPIC}", QOS_RELIABLE)
+                               for ns in self._names]
+        self._holding_pubs = [node.create_publisher(Bool, f"{ns}/{HOLDING_TOPIC}", QOS_RELIABLE)
+                              for ns in self._names]
+        for i, ns in enumerate(self._names):
+            node.create_subscription(Bool, f"{ns}/{GRASPER_COMMAND_TOPIC}",
+                                     lambda m, i=i: task.command_grasper(i, bool(m.data)), QOS_LATCHED)
+            node.create_subscription(MissionMode, f"{ns}/{MODE_TOPIC}",
+                                     lambda m, i=i: self._on_mode(i, m), QOS_LATCHED)
+            node.create_service(Trigger, f"{ns}/{SELF_TEST_SERVICE}",
+                                lambda req, resp, i=i: self._on_self_test(i, resp))
+        self._active: set[tuple[str, int, float]] = set()  # the faults active at the last tick stepped
+
+    # --- the referee's calls ----------------------------------------------------------------------------
+    def new_episode(self, episode: int, k: int, faults: Sequence[Any]) -> None:
+        """After the task's placement and reset, on the episode's first tick k (its ActiveFault messages:
+        faults active from the start did not start during a tick): brief the mission."""
+        self._active = {_fault_key(f) for f in faults}
+        t = self.task
+        msg = MissionBriefing()
+        msg.header.stamp = stamp_from_tick(k)
+        msg.header.frame_id = MAP_FRAME
+        msg.run_id = self.node.run_id
+        msg.episode = int(episode)
+        msg.landing_site = _point_enu(t.landing_site_ne)
+        msg.drop_site = _point_enu(t.drop_site_ne)
+        msg.drop_radius_m = float(t.retrieve.drop_radius_m)
+        msg.num_targets = int(t.retrieve.num_targets)
+        self._briefing_pub.publish(msg)
+        targets = ", ".join(f"({p[0]:.4f}, {p[1]:.4f})" for p in t.targets.position_ned_m)
+        base, drop = t.landing_site_ne, t.drop_site_ne
+        self.node.get_logger().info(
+            f"episode {episode}: landing site ({base[0]:.4f}, {base[1]:.4f}), drop site "
+            f"({drop[0]:.4f}, {drop[1]:.4f}), targets {targets} (north, east; m)")
+
+    def faults_of_tick(self, faults: Sequence[Any]) -> None:
+        """The ActiveFault messages of a tick's vehicle status: those that started at this tick go to the
+        task (before the tick's ground truth is stepped)."""
+        new = [f for f in faults if _fault_key(f) not in self._active]
+        self._active = {_fault_key(f) for f in faults}
+        if new:
+            self.task.on_fault_started(tuple(active_faults_of(new)))
+
+    def publish_devices(self, k: int) -> None:
+        """The camera's target centroids and the grasper's report of every vehicle at task-step tick k."""
+        stamp = stamp_from_tick(k)
+        for i in range(self.task.num_vehicles):
+            c = self.task.camera_centroids_px(i)
+            pts = ImagePoints(x_px=[float(v) for v in c[:, 0]], y_px=[float(v) for v in c[:, 1]])
+            pts.header.stamp = stamp
+            pts.header.frame_id = base_link_frd_frame(i)
+            self._centroid_pubs[i].publish(pts)
+            self._holding_pubs[i].publish(Bool(data=self.task.holding(i)))
+
+    # --- the autopilot's messages ----------------------------------------------------------------------
+    def _on_mode(self, i: int, msg: MissionMode) -> None:
+        where = f"{self._names[i]}/{MODE_TOPIC}"
+        if self.node.foreign_run(msg.run_id, where):
+            return
+        try:
+            number = mode_number(msg.mode)
+            if number != msg.number:
+                raise ValueError(f"mode {msg.mode!r} is number {number}, not {msg.number}")
+            if msg.mission_over and msg.mission_over not in MISSION_ENDS:
+                raise ValueError(f"unknown mission end {msg.mission_over!r} "
+                                 f"(one of {', '.join(MISSION_ENDS)})")
+        except (KeyError, ValueError) as exc:
+            self.node.counters.count("modes_rejected")
+            self.node.get_logger().warning(f"{where}: {exc.args[0]}: ignored", throttle_duration_sec=5.0)
+            return
+        self.task.report_mission(i, msg.mode, msg.mission_over, seconds_of_stamp(msg.header.stamp))
+
+    def _on_self_test(self, i: int, response: Trigger.Response) -> Trigger.Response:
+        response.success = self.task.self_test(i)
+        response.message = "systems okay" if response.success else "self-test failed (system fault)"
+        return response

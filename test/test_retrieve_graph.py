@@ -1,0 +1,88 @@
+"""The retrieve mission over the node graph (issue 15): mission_autopilot flies ireland_2016's 17-mode
+mission through the flight controller, reading only sensor topics and the retrieve devices the referee
+serves; the referee places the world as the in-process Simulator does and scores the episode."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from qrsim_ros.core.config.loader import load_yaml
+from qrsim_ros.core.config.scenario import scenario_path
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.mission.modes import MODES
+
+MODE_LINE = re.compile(r"\[mission_autopilot\] .*uav1: mode (\w+) \((\d+)\) at t=([\d.]+) s"
+                       r"(?:, mission over: (\w+))?")
+BRIEFING_LINE = re.compile(r"\[referee\] .*episode 1: landing site \(([-\d.]+), ([-\d.]+)\), drop site "
+                           r"\(([-\d.]+), ([-\d.]+)\), targets (.*) \(north, east; m\)")
+
+
+def _modes(out: str) -> list[tuple[str, int, float, str]]:
+    return [(m[1], int(m[2]), float(m[3]), m[4] or "") for m in MODE_LINE.finditer(out)]
+
+
+def _run(tmp_path: Path, scenario: str, seed: int) -> tuple[str, list[tuple[str, int, float, str]]]:
+    from rosenv import require_ros
+    from test_launch import _assert_children_gone, _launch, _require_nodes
+
+    require_ros()
+    _require_nodes("vehicle_dynamics", "referee", "flight_controller", "mission_autopilot")
+    # real time: the autopilot answers within a few ms of wall time, a fraction of a 20 ms tick, as an
+    # onboard computer would (it is not a lockstep input, docs/RETRIEVE.md)
+    argv = [scenario, "--seed", str(seed), "--lockstep", "--real-time-factor", "1"]
+    rc, out = _launch(tmp_path, None, argv, timeout_s=400)
+    assert rc == 0, out[-5000:]
+    _assert_children_gone(out, 8)
+    modes = _modes(out)
+    # every reported mode is one of Figure 5's, under its number, reported once per change
+    assert modes and all(MODES[n - 1] == name for name, n, _, _ in modes), modes
+    assert all(a[0:2] != b[0:2] or a[3] != b[3] for a, b in itertools.pairwise(modes)), modes
+    assert [t for _, _, t, _ in modes] == sorted(t for _, _, t, _ in modes), modes
+    return out, modes
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: Path) -> None:
+    out, modes = _run(tmp_path, "retrieve_simplified", 5)
+    # the referee placed the world as the Simulator does for this seed (the task's placement stream)
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 5})
+    m = BRIEFING_LINE.search(out)
+    assert m, out[-5000:]
+    np.testing.assert_allclose([float(v) for v in m.groups()[0:4]],
+                               [*sim.task.landing_site_ne, *sim.task.drop_site_ne], atol=1e-4)
+    targets = [float(v) for v in re.findall(r"[-\d.]+", m[5])]
+    np.testing.assert_allclose(targets, sim.task.targets.position_ned_m[:, 0:2].ravel(), atol=1e-4)
+    # Figure 5's path of a clean mission: take-off, self-test passed, two grasps and drops, home
+    names = [name for name, _, _, _ in modes]
+    assert names[0:3] == ["take_off", "initialise", "search"], names
+    assert names.count("grasp") == 2 and names.count("drop") == 2, names
+    assert names[-3:] == ["return_to_base", "land", "idle"] and modes[-1][3] == "complete", names
+    summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
+    assert len(summary) == 1 and "episode done (success)" in summary[0], out[-3000:]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) -> None:
+    """P_s = 1 and system_fault: abort: the referee's uavN/self_test service answers 'failed', the mission
+    lands at once and reports the system fault, and the referee scores it."""
+    with scenario_path("retrieve_simplified").open(encoding="utf-8") as f:
+        data = load_yaml(f)
+    data["retrieve"]["self_test_failure_probability"] = 1.0
+    data["retrieve"]["guidance"]["system_fault"] = "abort"
+    data["faults"] = []
+    scenario = tmp_path / "retrieve_system_fault.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out, modes = _run(tmp_path, str(scenario), 3)
+    names = [name for name, _, _, _ in modes]
+    assert names == ["take_off", "initialise", "land", "idle"], names
+    assert modes[-1][3] == "system_fault"
+    summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
+    assert len(summary) == 1 and "episode done (system_fault)" in summary[0], out[-3000:]

@@ -48,9 +48,10 @@ FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "plume": (("3a", "3b", "3c", "3d", "3e", "3f", "3g"), "3a"),
     "cats_mouse": (("1a", "1b", "1c"), "1a"),
     "keep_spot": ((), None),
+    "retrieve": (("full", "simplified"), "simplified"),
 }
-#: The four families that have a launch file (launch/<family>.launch.py).
-LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
+#: The families that have a launch file (launch/<family>.launch.py).
+LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot", "retrieve")
 #: Task types (scenario ``task.type``) the built-in example autopilot flies: all of them, with the task's
 #: baseline policy (search pattern, pursuit, random search; hover for the generic tasks), but retrieve.
 AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",
@@ -190,7 +191,7 @@ def normalise_variant(family: str, variant: str) -> str:
     if not variants:
         raise PlanError(f"variant={variant!r}: {family} has no variants")
     prefix = variants[0][:-1]
-    if len(v) == 1 and v.isalpha():
+    if len(v) == 1 and v.isalpha() and len(variants[0]) == 2:  # 2c, 3a, 1b: the letter alone
         v = prefix + v
     if v not in variants:
         raise PlanError(f"variant={variant!r} is not a {family} variant; one of {', '.join(variants)}")

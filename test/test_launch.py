@@ -195,6 +195,8 @@ def test_node_parameter_overrides() -> None:
     ("plume", None, "plume_3a"),
     ("cats_mouse", "B", "cats_mouse_1b"),
     ("keep_spot", None, "keep_spot"),
+    ("retrieve", None, "retrieve_simplified"),
+    ("retrieve", "Full", "retrieve_full"),
     ("goto_waypoint", None, "goto_waypoint"),
     ("search_rescue_2d", None, "search_rescue_2d"),
 ])

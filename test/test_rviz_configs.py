@@ -327,6 +327,30 @@ def test_persons_markers_colours_and_positions() -> None:
     assert persons[1].color.g > 0.5 > persons[1].color.r  # found: green
 
 
+def test_retrieve_markers_show_the_sites_and_each_targets_state() -> None:
+    require_ros()
+    from visualization_msgs.msg import Marker
+
+    from qrsim_ros.ros.markers import retrieve_markers
+
+    targets_ned = np.array([[1.0, -2.0, -0.05], [0.5, 0.5, -0.6], [-1.0, 3.0, -0.05]])
+    sites = [((-1.8, -2.5), 0.25, (0.0, 0.0, 1.0, 0.5)), ((1.3, -1.3), 0.25, (0.0, 1.0, 0.0, 0.3))]
+    arr = retrieve_markers(targets_ned, [False, True, False], [True, False, False], 0.05, sites, "map", None)
+    clear, *rest = arr.markers
+    assert clear.action == Marker.DELETEALL
+    discs = [m for m in rest if m.ns == "sites"]
+    balls = [m for m in rest if m.ns == "targets"]
+    assert len(discs) == 2 and all(m.type == Marker.CYLINDER for m in discs)
+    # NED (n, e) -> ENU (e, n); a disc of the site's diameter flat on the floor
+    assert (discs[1].pose.position.x, discs[1].pose.position.y) == (-1.3, 1.3)
+    assert discs[1].scale.x == discs[1].scale.y == pytest.approx(0.5) and discs[1].scale.z < 0.05
+    assert [m.id for m in balls] == [0, 1, 2] and all(m.type == Marker.SPHERE for m in balls)
+    assert balls[1].pose.position.z == pytest.approx(0.6) and balls[1].scale.x == pytest.approx(0.1)
+    assert balls[0].color.g > 0.5 > balls[0].color.r  # deposited: green
+    assert balls[1].color.r > 0.5 and balls[1].color.g > 0.5  # carried: yellow
+    assert balls[2].color.r > 0.5 > balls[2].color.g  # waiting: red
+
+
 def test_arrow_footprint_gps_and_target_markers() -> None:
     require_ros()
     from visualization_msgs.msg import Marker

@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 from qrsim_ros.cli.leftovers import remove_stale_temporaries, temporary_prefix
 
@@ -106,18 +106,29 @@ def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
 
 
 def write_csv_atomic(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Write a CSV (``\\n`` line ends, UTF-8) atomically (``write_bytes_atomic``)."""
-    text = io.StringIO(newline="")
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    write_bytes_atomic(path, text.getvalue().encode("utf-8"))
+    """Write a CSV (``\\n`` line ends, UTF-8) atomically (``write_atomic``), the rows streamed into the
+    temporary as they are formatted (a large output is never held in memory whole)."""
+
+    def write(f: BinaryIO) -> None:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+        text.flush()
+        text.detach()  # the temporary is closed by write_atomic
+
+    write_atomic(path, write)
 
 
 def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to a temporary file in the same directory, then ``os.replace`` it onto ``path``: an
+    """Write ``data`` atomically (``write_atomic``)."""
+    write_atomic(path, lambda f: f.write(data))
+
+
+def write_atomic(path: str, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write`` on a temporary file in the same directory, then ``os.replace`` it onto ``path``: an
     existing file is never half-written or lost. The new file gets the old file's permissions, or the
-    umask's. An OSError becomes a CliError naming ``path``.
+    umask's. An OSError becomes a CliError naming ``path``; on any error the temporary is removed.
 
     The temporary is flock-ed while it is written: if this process is killed, the next writer of
     ``path`` finds it unlocked and removes it (``leftovers.remove_stale_temporaries``)."""
@@ -129,7 +140,7 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
                                          suffix=".tmp", delete=False) as f:
             tmp_path = f.name
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # held until the file is closed (or we die)
-            f.write(data)
+            write(f)
         os.chmod(tmp_path, _new_file_mode(path))  # mkstemp makes 0600
         os.replace(tmp_path, path)
         tmp_path = None

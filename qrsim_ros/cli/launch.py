@@ -4,10 +4,11 @@
     qrsim launch keep_spot --duration 20 --no-autopilot --real-time-factor 0
     qrsim launch plume --variant 3b --single-process
 
-SCENARIO is a family (search_rescue, plume, cats_mouse, keep_spot; --variant picks 2a-2d or scene,
-3a-3g, 1a-1c; keep_spot has none), another scenario name from config/ or a scenario YAML path. The node
-set and every node's name, namespace and parameters come from ``qrsim_ros.launch_plan.plan``, the function the
-launch files (``ros2 launch qrsim_ros <family>.launch.py``) use too, so both start the same graph.
+SCENARIO is a family (search_rescue, plume, cats_mouse, keep_spot, retrieve; --variant picks 2a-2d or
+scene, 3a-3g, 1a-1c, simplified or full; keep_spot has none), another scenario name from config/ or a
+scenario YAML path. The node set and every node's name, namespace and parameters come from
+``qrsim_ros.launch_plan.plan``, the function the launch files (``ros2 launch qrsim_ros
+<family>.launch.py``) use too, so both start the same graph.
 
 Each node runs as its own process with this environment's Python (or, with --single-process, all of
 them in one process on one executor; the recorder of --record keeps its own process). Every line a
@@ -128,7 +129,8 @@ EXIT_RECORDING_FAILED = 3
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO",
-                   help="search_rescue | plume | cats_mouse | keep_spot | a config name | a YAML path")
+                   help="search_rescue | plume | cats_mouse | keep_spot | retrieve | a config name | "
+                        "a YAML path")
     p.add_argument("--variant", default=None, metavar="V",
                    help="variant of the family (2a-2d or scene, 3a-3g, 1a-1c; default 2c, 3a, 1a)")
     p.add_argument("--num-vehicles", type=int, default=0, metavar="N",

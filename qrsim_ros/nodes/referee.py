@@ -158,8 +158,6 @@ class RefereeNode(ScenarioNode):
                                     on_status=self._on_status)
         self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
         #: the retrieve mission's devices (briefing, camera, grasper, self-test, modes) on topics
-        self.retrieve = RetrieveReferee(self, self.task) if isinstance(self.task, RetrieveTask) else None
-        self._steps_ticks = self._uses_controls or self.retrieve is not None  # the task's per-tick term
         self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
         self._controls_by_tick: list[dict[int, Array]] = [{} for _ in range(n)]
         if self._uses_controls:
@@ -181,6 +179,10 @@ class RefereeNode(ScenarioNode):
         self._status_pub = self.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)
         self._terrain_pub = self.create_publisher(OccupancyGrid, "/area/terrain", QOS_LATCHED)
         self._markers_pub = self.create_publisher(MarkerArray, "/referee/markers", QOS_LATCHED)
+        #: the retrieve mission's devices (briefing, camera, grasper, self-test, modes) on topics
+        self.retrieve = (RetrieveReferee(self, self.task, self._markers_pub)
+                         if isinstance(self.task, RetrieveTask) else None)
+        self._steps_ticks = self._uses_controls or self.retrieve is not None  # the task's per-tick term
         self._last_markers: tuple[Any, ...] | None = None
         self._markers_tick = -(10**9)
         self._markers_due = False

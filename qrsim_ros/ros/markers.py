@@ -301,6 +301,42 @@ def target_markers(targets_ned: ArrayLike, frame: str, stamp: Any, radius_m: flo
     return marker_array(out)
 
 
+#: Retrieve markers: a tethered target, the landing site (charging base), the drop zone.
+CARRIED_COLOUR = (0.95, 0.8, 0.1, 1.0)
+BASE_COLOUR = (0.2, 0.4, 0.95, 0.5)
+DROP_ZONE_COLOUR = (0.1, 0.9, 0.1, 0.35)
+#: Height of the flat discs that mark the retrieve sites [m].
+SITE_MARKER_HEIGHT_M = 0.01
+
+
+def retrieve_markers(targets_ned: ArrayLike, carried: ArrayLike, deposited: ArrayLike,
+                     target_radius_m: float, sites: Sequence[tuple[ArrayLike, float, Sequence[float]]],
+                     frame: str, stamp: Any) -> Any:
+    """/referee/markers of the retrieve mission: DELETEALL, a flat disc per site (``sites``: centre (north,
+    east) [m], radius [m], colour; the landing site and the drop zone) and a sphere per target (id = target
+    index): green once deposited in the drop zone, yellow while carried, red otherwise."""
+    from visualization_msgs.msg import Marker
+
+    out = [delete_all(frame, stamp)]
+    for j, (centre_ne, radius_m, colour) in enumerate(sites):
+        c = ned_to_enu(np.array([*np.asarray(centre_ne, float)[0:2], 0.0]))
+        m = _marker("sites", j, Marker.CYLINDER, frame, stamp, colour)
+        m.pose.position.x, m.pose.position.y = float(c[0]), float(c[1])
+        m.pose.position.z = 0.5 * SITE_MARKER_HEIGHT_M
+        m.scale.x = m.scale.y = 2.0 * float(radius_m)
+        m.scale.z = SITE_MARKER_HEIGHT_M
+        out.append(m)
+    enu = ned_to_enu(np.asarray(targets_ned, float)).reshape(-1, 3)
+    flags = zip(np.asarray(carried, bool).tolist(), np.asarray(deposited, bool).tolist(), strict=True)
+    for j, (p, (held, done)) in enumerate(zip(enu.tolist(), flags, strict=True)):
+        colour = FOUND_COLOUR if done else CARRIED_COLOUR if held else NOT_FOUND_COLOUR
+        m = _marker("targets", j, Marker.SPHERE, frame, stamp, colour)
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = p
+        m.scale.x = m.scale.y = m.scale.z = 2.0 * float(target_radius_m)
+        out.append(m)
+    return marker_array(out)
+
+
 def task_status_text(status: Any) -> str:
     """The text of a qrsim_ros/TaskStatus: scenario, time and step, reward, persons, validity, done."""
     lines = [f"{status.scenario}   t = {status.time:.1f} s   step {status.step}",

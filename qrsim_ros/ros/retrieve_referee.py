@@ -14,7 +14,9 @@ vehicle's retrieve devices over topics; ``ros.retrieve_link.RetrieveLink`` is th
 - ``uavN/mission/mode`` (qrsim_ros/MissionMode): the mode log and the mission's end, which scores the
   episode (``RetrieveTask.report_mission``);
 - service ``uavN/self_test`` (std_srvs/Trigger): the Initialise self-diagnosis, one draw of the episode's
-  self-test stream per call (success = systems okay; ``RetrieveTask.self_test``).
+  self-test stream per call (success = systems okay; ``RetrieveTask.self_test``);
+- ``/referee/markers`` (RViz): the landing site, the drop zone and the targets (``markers.retrieve_markers``),
+  on task-step ticks when they changed.
 
 Faults: ``/sim/vehicle_status`` carries the faults active at each tick; the ones not active at the tick
 before started at this tick and go to ``RetrieveTask.on_fault_started`` (a grasper fault drops what the
@@ -34,7 +36,9 @@ from std_srvs.srv import Trigger
 from qrsim_ros.core.common.frames import ned_to_enu
 from qrsim_ros.core.mission.modes import MISSION_ENDS, mode_number
 from qrsim_ros.core.tasks.retrieve import RetrieveTask
+from qrsim_ros.core.world.targets import TETHERED
 from qrsim_ros.msg import ImagePoints, MissionBriefing, MissionMode
+from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.from_messages import active_faults_of
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
@@ -62,9 +66,11 @@ def _point_enu(ne: Sequence[float]) -> Point:
 class RetrieveReferee:
     """The retrieve task's topics and service on the referee ``node`` (module docstring)."""
 
-    def __init__(self, node: Any, task: RetrieveTask) -> None:
+    def __init__(self, node: Any, task: RetrieveTask, markers_pub: Any) -> None:
         self.node = node
         self.task = task
+        self._markers_pub = markers_pub
+        self._markers_key: tuple[Any, ...] | None = None
         n = task.num_vehicles
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._briefing_pub = node.create_publisher(MissionBriefing, BRIEFING_TOPIC, QOS_LATCHED)
@@ -86,6 +92,7 @@ class RetrieveReferee:
         """After the task's placement and reset, on the episode's first tick k (its ActiveFault messages:
         faults active from the start did not start during a tick): brief the mission."""
         self._active = {_fault_key(f) for f in faults}
+        self._markers_key = None
         t = self.task
         msg = MissionBriefing()
         msg.header.stamp = stamp_from_tick(k)
@@ -121,6 +128,21 @@ class RetrieveReferee:
             pts.header.frame_id = base_link_frd_frame(i)
             self._centroid_pubs[i].publish(pts)
             self._holding_pubs[i].publish(Bool(data=self.task.holding(i)))
+        self._publish_markers(stamp)
+
+    def _publish_markers(self, stamp: Any) -> None:
+        t = self.task
+        targets = t.targets
+        carried, deposited = targets.phase == TETHERED, t.in_drop_zone()
+        key = viz.content_key(targets.position_ned_m, carried, deposited, t.landing_site_ne, t.drop_site_ne)
+        if key == self._markers_key:
+            return
+        self._markers_key = key
+        r = t.retrieve
+        sites = [(t.landing_site_ne, r.base_radius_m, viz.BASE_COLOUR),
+                 (t.drop_site_ne, r.drop_radius_m, viz.DROP_ZONE_COLOUR)]
+        self._markers_pub.publish(viz.retrieve_markers(targets.position_ned_m, carried, deposited,
+                                                       targets.params.radius_m, sites, MAP_FRAME, stamp))
 
     # --- the autopilot's messages ----------------------------------------------------------------------
     def _on_mode(self, i: int, msg: MissionMode) -> None:

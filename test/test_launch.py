@@ -65,8 +65,11 @@ def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> No
     specs = plan("retrieve_simplified", seed=5)
     assert names(specs) == [*SENSORS_AND_CLOCK, "referee", "flight_controller", "mission_autopilot"]
     dynamics = specs[0].parameters
-    # it reads /sim/vehicle_status (the onboard failsafes): a start-gate subscriber, not a lockstep consumer
-    assert dynamics["start_subscribers"] == 7 and dynamics["lockstep_consumers"] == 5
+    # it reads /sim/vehicle_status (the onboard failsafes): a start-gate subscriber; it reports its progress,
+    # and the lockstep window shrinks to one tick so that the simulation waits for its every answer
+    assert dynamics["start_subscribers"] == 7 and dynamics["lockstep_consumers"] == 6
+    assert dynamics["lockstep_window_ticks"] == lp.MISSION_WINDOW_TICKS == 1
+    assert "lockstep_window_ticks" not in plan("keep_spot", seed=5)[0].parameters
     assert "mission_autopilot" not in names(plan("retrieve_full", seed=5, autopilot=False))
 
 

@@ -5,9 +5,11 @@ graph"): what ``policies.mission.RetrieveDevices`` asks for, over the referee's 
 - the briefing ``/referee/mission`` (landing and drop sites, per episode);
 - ``uavN/camera/target_centroids`` and ``uavN/grasper/holding``: the latest received;
 - ``uavN/grasper/command`` and ``uavN/mission/mode``: published (latched) when they change;
-- ``uavN/self_test``: an asynchronous service call per Initialise visit. ``self_test`` answers None
-  until the referee's answer is in (the guidance holds Initialise's hover and asks again next period);
-  each answer is one draw of the episode's self-test stream, as one in-process call.
+- ``uavN/self_test``: an asynchronous service call per Initialise visit, sent as the mission reports
+  that it entered Initialise, so that the answer is usually in by the next period, when the guidance
+  asks for it, as in process. ``self_test`` answers None until the referee's answer is in (the guidance
+  holds Initialise's hover and asks again next period); each answer is one draw of the episode's
+  self-test stream, as one in-process call.
 """
 
 from __future__ import annotations
@@ -99,16 +101,19 @@ class RetrieveLink:
         self._centroids[i] = np.column_stack([np.asarray(msg.x_px, float), np.asarray(msg.y_px, float)])
 
     # --- RetrieveDevices ------------------------------------------------------------------------------
+    def _request_self_test(self, vehicle: int) -> None:
+        client = self._clients[vehicle]
+        if client.service_is_ready():
+            self._tests[vehicle] = client.call_async(Trigger.Request())
+        else:
+            self.node.get_logger().warning(
+                f"{vehicle_namespace(vehicle)}/{SELF_TEST_SERVICE} is not available (is the referee "
+                "running?)", throttle_duration_sec=5.0)
+
     def self_test(self, vehicle: int) -> bool | None:
         pending = self._tests[vehicle]
         if pending is None:
-            client = self._clients[vehicle]
-            if client.service_is_ready():
-                self._tests[vehicle] = client.call_async(Trigger.Request())
-            else:
-                self.node.get_logger().warning(
-                    f"{vehicle_namespace(vehicle)}/{SELF_TEST_SERVICE} is not available (is the referee "
-                    "running?)", throttle_duration_sec=5.0)
+            self._request_self_test(vehicle)
             return None
         if not pending.done():
             return None
@@ -130,6 +135,8 @@ class RetrieveLink:
     def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None:
         if self._mode_sent[vehicle] == (mode, mission_over):
             return
+        if mode == "initialise" and self._tests[vehicle] is None:
+            self._request_self_test(vehicle)  # the answer for the guidance's next period
         msg = MissionMode(run_id=self.node.run_id, mode=mode, number=mode_number(mode),
                           mission_over=mission_over)
         msg.header.stamp = stamp_from_seconds(time_s)

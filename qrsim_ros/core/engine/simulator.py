@@ -60,11 +60,7 @@ from qrsim_ros.core.tasks.episode import Episode
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
 from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
-from qrsim_ros.core.vehicles.estimated_state import (
-    ZERO_COLUMNS,
-    empty_estimated_state,
-    fill_estimated_state,
-)
+from qrsim_ros.core.vehicles.estimated_state import assemble_estimated_state, empty_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
@@ -136,7 +132,6 @@ class Simulator:
         }
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
-        self._ex_has_nan_rows = False
         self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)
         self._issued_s = np.full(n, np.nan)  # when it was issued [s] (the time of the tick's state)
         # the scenario's faults on the models built above (a battery if another component built one)
@@ -315,18 +310,10 @@ class Simulator:
 
     def _assemble_estimated_state(self) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
-        ex = self._ex
-        if self._ex_has_nan_rows:  # a NaN row (invalid vehicle) has lost QRSim's zero columns too
-            ex[:, ZERO_COLUMNS] = 0.0
-        fill_estimated_state(ex, position_ned=self.gps.position_ned, euler=self.ahars.orientation,
-                             angular_velocity_frd=self.ahars.angular_velocity,
-                             specific_force_frd=self.ahars.acceleration, height_m=self.ahars.height_m,
-                             ground_velocity_ne=self.gps.velocity_ned[:, 0:2],
-                             vertical_speed_mps=self.ahars.vertical_speed_mps)
-        invalid = ~self.fleet.valid
-        self._ex_has_nan_rows = bool(invalid.any())
-        if self._ex_has_nan_rows:
-            ex[invalid] = np.nan
+        euler, rates, accel, height, vertical_speed = self.ahars.outputs_view()
+        gps = self.gps
+        assemble_estimated_state(self._ex, self.fleet.valid, gps.position_ned, euler, rates, accel, height,
+                                 gps.velocity_ned, vertical_speed)
 
     # --- accessors ----------------------------------------------------------------------------------
     @property

@@ -501,7 +501,8 @@ class GpsReceiver:
         self._all_rows = np.arange(n)
         self.position_ned: Array = np.full((n, 3), np.nan)
         self.velocity_ned: Array = np.full((n, 3), np.nan)
-        self.lla: Array = np.full((n, 3), np.nan)
+        self._lla: Array = np.full((n, 3), np.nan)
+        self._lla_stale = np.zeros(n, dtype=bool)  # rows whose lla (from position_ned) is not computed yet
         self.position_variance_ned: Array = np.full((n, 3), np.nan)
         self.has_fix: NDArray[np.bool_] = np.zeros(n, dtype=bool)
         self._faulted = False  # any fault state set (``set_fault_state``); False: the code paths of no faults
@@ -549,6 +550,17 @@ class GpsReceiver:
         return used
 
     # --- public views ---------------------------------------------------------------------------
+
+    @property
+    def lla(self) -> Array:
+        """WGS-84 ``[lat deg, lon deg, h m]`` of each fix (N, 3) (the array itself). A noiseless receiver's
+        is ``ned_to_lla`` of its ``position_ned``, computed when read (a UTM unprojection per update costs
+        more than the rest of a small fleet's tick)."""
+        if self._lla_stale.any():
+            rows = np.flatnonzero(self._lla_stale)
+            self._lla[rows] = ned_to_lla(self.position_ned[rows], self.origin)
+            self._lla_stale[rows] = False
+        return self._lla
 
     @property
     def num_satellites(self) -> NDArray[np.int_]:
@@ -662,8 +674,7 @@ class GpsReceiver:
                 if self._faulted:
                     r = idx[self._f_bias[idx].any(axis=1)]
                     if r.size:
-                        self.position_ned[r] += self._f_bias[r]
-                        self.lla[r] = ned_to_lla(self.position_ned[r], self.origin)
+                        self.position_ned[r] += self._f_bias[r]  # its lla follows (``lla``)
             self.has_fix[~ok] = False
             return True
         space = self._checked_space()
@@ -742,7 +753,7 @@ class GpsReceiver:
         # QRSim's noiseless GPSReceiver: the true position and velocity, no delay, sampled and held
         self.position_ned[idx] = pos
         self.velocity_ned[idx] = vel
-        self.lla[idx] = ned_to_lla(pos, self.origin)
+        self._lla_stale[idx] = True  # ned_to_lla(pos) when read (``lla``)
         self.position_variance_ned[idx] = 0.0
         self.has_fix[idx] = True
 

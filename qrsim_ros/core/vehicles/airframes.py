@@ -180,6 +180,8 @@ class Airframes:
     @property
     def rotor_speeds_radps(self) -> Array:
         """Rotor speeds (N, 4) [rad/s] (a copy); NaN rows for Pelican vehicles (module doc)."""
+        if self._only is not None and self._only is self.rotor:
+            return self.rotor.omega
         out = np.full((self.num_vehicles, 4), np.nan)
         if self.rotor is not None:
             out[self._rot] = self.rotor.omega

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.loader import ScenarioError
@@ -61,13 +62,33 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
 from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import assemble_estimated_state, empty_estimated_state
-from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl
+from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl, hold_given
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
 from qrsim_ros.core.world.scene import CRASH_REASON
 
 Array = NDArray[np.float64]
+
+
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+def _first_non_finite_row(block, check):
+    """The first row of ``block`` (M, W) with ``check`` true that has a non-finite value without being all
+    NaN (all NaN: no new set point), or -1."""
+    for i in range(block.shape[0]):
+        if not check[i]:
+            continue
+        finite = True
+        silent = True
+        for j in range(block.shape[1]):
+            v = block[i, j]
+            if not np.isfinite(v):
+                finite = False
+            if not np.isnan(v):
+                silent = False
+        if not finite and not silent:
+            return i
+    return -1
 
 
 class ActionError(ValueError):
@@ -228,13 +249,13 @@ class Simulator:
             width = len(CONTROL_MODES[mode])
             block = a[action_rows, :width]
             check = live[action_rows]
-            silent = np.all(np.isnan(block), axis=1)  # no new set point (see ``step``)
-            bad_rows = check & ~np.all(np.isfinite(block), axis=1) & ~silent
-            if bad_rows.any():
-                r = int(action_rows[np.argmax(bad_rows)])
+            bad = _first_non_finite_row(block, check)  # of a live vehicle; all NaN: no new set point
+            if bad >= 0:
+                r = int(action_rows[bad])
                 raise ActionError(
                     f"action row {r} (vehicle {rows[r]}) is not finite: {a[r, :width].tolist()}")
             if mode in self._direct_bounds:  # flown as given: checked against the input's limits
+                silent = np.all(np.isnan(block), axis=1)  # no new set point (see ``step``)
                 lo, hi = self._direct_bounds[mode]
                 out = check[:, None] & ~silent[:, None] & ((block < lo) | (block > hi))
                 if out.any():
@@ -299,9 +320,7 @@ class Simulator:
             targets[i, : a.size] = a
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
-        given = ~np.isnan(targets[:, 0])
-        self._held[given] = targets[given]
-        self._issued_s[given] = now_s
+        hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
             self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, self.fleet.valid)

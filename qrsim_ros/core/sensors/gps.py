@@ -193,7 +193,8 @@ class GpsSpaceSegment:
         self._reset_rng = streams.get("gps_space_segment.reset")
         #: GPS time [s] of simulation time 0 (set at reset).
         self.t_start_s = math.nan
-        self.positions_ecef: Array = np.full((s, 3), np.nan)
+        self._positions_ecef: Array = np.full((s, 3), np.nan)
+        self._positions_time_s: float | None = None  # GPS time of positions not computed yet (``step``)
         #: Tick of the last update (or reset); receivers check it.
         self.last_update_tick = -1
         self._reset_done = False
@@ -201,6 +202,16 @@ class GpsSpaceSegment:
     @property
     def num_satellites(self) -> int:
         return len(self.prns)
+
+    @property
+    def positions_ecef(self) -> Array:
+        """ECEF positions [m] of the satellites (S, 3) at the last update (the array itself). With the
+        segment off and orbits that cannot fail (an infinite valid span: the nominal constellation),
+        ``step`` leaves them to be computed here when read: receivers that are off never read them."""
+        if self._positions_time_s is not None:
+            self._positions_ecef = self.orbits.positions_ecef(self.prns, self._positions_time_s)
+            self._positions_time_s = None
+        return self._positions_ecef
 
     was_reset = forwarded("_reset_done", "True once ``reset`` has run (receivers need satellite positions).")
     dt_s = forwarded("params.dt_s", "Update period of the satellite positions and errors [s].")
@@ -236,7 +247,8 @@ class GpsSpaceSegment:
         if p.on and p.spin_up_max_steps > 0:
             for _ in range(int(self._reset_rng.integers(1, p.spin_up_max_steps + 1))):
                 self._advance()
-        self.positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        self._positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        self._positions_time_s = None
         self.last_update_tick = int(k)
         self._reset_done = True
 
@@ -253,7 +265,11 @@ class GpsSpaceSegment:
             raise RuntimeError("GpsSpaceSegment.step before reset()")
         if self.params.on:
             self._advance()
-        self.positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        if not self.params.on and self.orbits.valid_span_s == (-math.inf, math.inf):
+            self._positions_time_s = self.gps_time_s(k)  # computed when read (``positions_ecef``)
+        else:
+            self._positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+            self._positions_time_s = None
         self.last_update_tick = int(k)
         return True
 

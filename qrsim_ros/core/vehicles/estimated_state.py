@@ -52,7 +52,10 @@ _FILLED_COLUMNS = (POSITION_NED, EULER, ANGULAR_VELOCITY_FRD, SPECIFIC_FORCE_FRD
 def velocity_ned(ex: Array) -> Array:
     """NED velocity (N, 3) [m/s] of estimated states eX (N, 20): the GPS ground velocity north and east,
     and the altimeter's vertical speed (positive up) turned down."""
-    return np.column_stack([ex[:, GROUND_VELOCITY_NE], -ex[:, VERTICAL_SPEED]])
+    out = np.empty((ex.shape[0], 3))
+    out[:, 0:2] = ex[:, GROUND_VELOCITY_NE]
+    out[:, 2] = -ex[:, VERTICAL_SPEED]
+    return out
 
 
 def empty_estimated_state(num_vehicles: int) -> Array:

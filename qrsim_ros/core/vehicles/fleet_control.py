@@ -126,6 +126,52 @@ def _expired_kernel(issued_s, invalid, now_s, timeout_s):
     return out
 
 
+@njit(f"float64[:, :]({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+def _flown_targets(t, invalid):
+    """A controller's targets (a new array): ``t`` (M, W) with 0 where the vehicle is invalid or the value
+    not finite (``np.where(invalid[:, None] | ~np.isfinite(t), 0.0, t)`` in one pass)."""
+    out = np.empty((t.shape[0], t.shape[1]))
+    for i in range(t.shape[0]):
+        for j in range(t.shape[1]):
+            v = t[i, j]
+            out[i, j] = 0.0 if invalid[i] or not np.isfinite(v) else v
+    return out
+
+
+@njit("boolean(Array(int8, 1, 'A', readonly=True))")
+def _any_failsafe(code):
+    """``failsafe_code.any()`` without numpy's reduction machinery (every tick)."""
+    found = False
+    for i in range(code.shape[0]):
+        if code[i] != 0:
+            found = True
+            break
+    return found
+
+
+@njit("boolean(Array(boolean, 1, 'A', readonly=True))")
+def _any_true(flags):
+    """``flags.any()`` without numpy's reduction machinery (every tick)."""
+    found = False
+    for i in range(flags.shape[0]):
+        if flags[i]:
+            found = True
+            break
+    return found
+
+
+@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])")
+def hold_given(targets, now_s, held, issued_s):
+    """Each vehicle's latest set point: the rows of ``targets`` (N, TARGET_WIDTH) with a first value
+    (not NaN: a new set point) replace those of ``held`` (N, TARGET_WIDTH), issued at ``now_s`` [s]
+    (``issued_s`` (N,))."""
+    for i in range(targets.shape[0]):
+        if not np.isnan(targets[i, 0]):
+            for j in range(targets.shape[1]):
+                held[i, j] = targets[i, j]
+            issued_s[i] = now_s
+
+
 class FleetControl:
     """The controllers of a fleet whose vehicles each have a control mode (see the module docstring).
 
@@ -235,7 +281,7 @@ class FleetControl:
                 continue
             if mode in LOW_LEVEL_MODES:  # flown by ``low_level_inputs``; the hover row under it
                 continue
-            t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
+            t = _flown_targets(t, invalid[rows])  # invalid or no target: zero targets, as QRSim
             e = ex[rows] if isinstance(rows, np.ndarray) else ex
             c = self._controllers[mode]
             if mode == "velocity":
@@ -250,7 +296,7 @@ class FleetControl:
             expired = _expired_kernel(np.asarray(issued_s, float), invalid, float(now_s),
                                       self.command_timeout_s + 1e-9)
             self._update_failsafe(expired, ex)
-        if self.failsafe_code.any():
+        if _any_failsafe(self.failsafe_code):
             self._failsafe_controls(u, ex, ~invalid)
         return u
 
@@ -289,7 +335,7 @@ class FleetControl:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
-        if not code.any() and not expired.any():  # the common case, every tick: nothing changes
+        if not _any_failsafe(code) and not _any_true(expired):  # the common case, every tick: nothing changes
             return
         recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():

@@ -62,7 +62,13 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
 from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import assemble_estimated_state, empty_estimated_state
-from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl, hold_given
+from qrsim_ros.core.vehicles.fleet_control import (
+    LOW_LEVEL_MODES,
+    TARGET_WIDTH,
+    FleetControl,
+    any_true,
+    hold_given,
+)
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
@@ -282,7 +288,7 @@ class Simulator:
             plume.step(k)
         controls = self._controls(targets)
         landed = self.fleet_control.landed
-        if landed.any() and (landed & valid).any():  # failsafe land touched down: motors off for good
+        if any_true(landed) and (landed & valid).any():  # failsafe land touched down: motors off for good
             self.fleet.disarm(np.flatnonzero(landed & valid))
             valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)

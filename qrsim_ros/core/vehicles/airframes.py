@@ -375,7 +375,7 @@ class Airframes:
         r = self._rot
         omega_cmd = None
         if self.rotor is not None:
-            xr, om = self.rotor.state, self.rotor.omega
+            xr, om = self.rotor.state_view(), self.rotor.omega_view()
             live = valid if only_rotor else valid[r]
             ctl = self.rotor_control
             ur = u if only_rotor else u[r]

@@ -150,7 +150,7 @@ def _any_failsafe(code):
 
 
 @njit("boolean(Array(boolean, 1, 'A', readonly=True))")
-def _any_true(flags):
+def any_true(flags):
     """``flags.any()`` without numpy's reduction machinery (every tick)."""
     found = False
     for i in range(flags.shape[0]):
@@ -213,6 +213,8 @@ class FleetControl:
         self._take = {m: slice(None) if np.array_equal(r, np.arange(len(self.modes))) else r
                       for m, r, _ in self._active}
         self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
+        #: every vehicle flies the same controlled mode (``controls`` takes its controller's rows as they are)
+        self._one_controlled_mode = len(self._active) == 1 and self._active[0][0] in CONTROLLED_MODES
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self.rows["velocity"]))),
@@ -271,7 +273,7 @@ class FleetControl:
         ex = np.asarray(ex, float)
         invalid = ~np.asarray(valid, bool)
         headings = np.asarray(headings_rad, float)
-        u = self._hover.copy()
+        u = None if self._one_controlled_mode else self._hover.copy()
         for mode, _, width in self._active:
             rows = self._take[mode]
             t = t_all[rows, :width]
@@ -285,11 +287,15 @@ class FleetControl:
             e = ex[rows] if isinstance(rows, np.ndarray) else ex
             c = self._controllers[mode]
             if mode == "velocity":
-                u[rows] = c.compute_from_estimated_state(e, t, headings[rows])
+                u_mode = c.compute_from_estimated_state(e, t, headings[rows])
             elif mode == "velocity_height":
-                u[rows] = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
+                u_mode = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
             else:
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
+                u_mode = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
+            if u is None:  # every vehicle in this mode: its controls are the fleet's (a new array)
+                u = np.array(u_mode, np.float64)
+            else:
+                u[rows] = u_mode
         if self._velocity_rows:
             self._count_clamps(t_all, ex, invalid)
         if now_s is not None and issued_s is not None and self.command_timeout_s > 0:
@@ -335,7 +341,7 @@ class FleetControl:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
-        if not _any_failsafe(code) and not _any_true(expired):  # the common case, every tick: nothing changes
+        if not _any_failsafe(code) and not any_true(expired):  # the common case, every tick: nothing changes
             return
         recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():

@@ -366,6 +366,14 @@ class RotorFleet:
         """Per-vehicle reason the vehicle became invalid ('' while valid)."""
         return list(self._invalid_reason)
 
+    def state_view(self) -> Array:
+        """``state`` without a copy, for a caller that only reads it before the next ``step``."""
+        return self._x
+
+    def omega_view(self) -> Array:
+        """``omega`` without a copy, for a caller that only reads it before the next ``step``."""
+        return self._omega
+
     @property
     def hover_omega_rads(self) -> float:
         """Rotor speed of a level hover [rad/s]."""

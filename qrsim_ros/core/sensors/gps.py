@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import forwarded
-from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.geodesy import (
     QRSIM_ORIGIN,
     GeodeticOrigin,
@@ -61,6 +61,7 @@ from qrsim_ros.core.sensors.gps_orbits import (
     elevation_deg,
     local_up_ecef,
 )
+from qrsim_ros.core.vehicles.pelican import body_to_ned_rows
 
 __all__ = [
     "GpsReceiver",
@@ -316,7 +317,9 @@ def _velocity_ned(x: Array) -> Array:
     """True NED velocity (N, 3) from states (N, >=6): dcm^T [u v w]; zero if the state has no velocity."""
     if x.shape[1] < 9:
         return np.zeros((x.shape[0], 3))
-    return body_to_ned(dcm_from_state(x), x[:, 6:9])
+    out = np.empty((x.shape[0], 3))
+    body_to_ned_rows(x, x[:, 6:9], out)
+    return out
 
 
 # --- kernels (spec 3.3): Gauss-Newton fix and its covariance, explicit loops over vehicles ---------

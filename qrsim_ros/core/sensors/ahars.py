@@ -61,7 +61,13 @@ from qrsim_ros.core.common.validation import (
     single_non_negative,
     single_positive,
 )
-from qrsim_ros.core.sensors.sampled import SampledSensor, SampledSensorParams, fleet_array, reset_rows
+from qrsim_ros.core.sensors.sampled import (
+    SampledSensor,
+    SampledSensorParams,
+    check_tick,
+    fleet_array,
+    reset_rows,
+)
 from qrsim_ros.core.vehicles.pelican import G_MS2
 
 #: QRSim spins the Gauss-Markov processes up for randi(1..1000) iterations at every reset (spec 3.1).
@@ -583,6 +589,7 @@ class Ahars:
         self.altimeter = Altimeter(num_vehicles, p.altimeter, streams)
         #: The composite's period: the fastest sensor's (``AHARSPelican.m:126-127``).
         self.dt_s = min(s.dt_s for s in self._sensors)
+        self._ticks_per_update = tuple(s.ticks_per_update for s in self._sensors)
 
     on = forwarded("params.on", "Whether the AHARS is noisy (False: all four sensors noiseless).")
 
@@ -613,14 +620,16 @@ class Ahars:
     def _step_noiseless(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """``step`` of four noiseless sensors without faults: the true values in one kernel (the sensors'
         own ``step`` do the same, a few numpy calls each)."""
-        due = [s.due(k) for s in self._sensors]
-        if not any(due):
+        if k < 1:
+            check_tick(k)
+        acc_due, gyro_due, euler_due, alt_due = (k % t == 0 for t in self._ticks_per_update)  # ``due``
+        if not (acc_due or gyro_due or euler_due or alt_due):
             return False
         n = self.num_vehicles
         x = fleet_array("x", x, n, 12)
         accel = fleet_array("accel_body", accel_body, n, 3)
         alt = self.altimeter
-        _noiseless_step_kernel(x, accel, due[0], due[1], due[2], due[3], self.accelerometer._meas,
+        _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, self.accelerometer._meas,
                                self.gyroscope._meas, self.orientation_estimator._meas, alt._height,
                                alt._speed, alt.params.ground_z_ned_m)
         return True

@@ -10,6 +10,7 @@ reports its mode to the referee (the graph's ``uavN/mission/mode``).
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
@@ -70,7 +71,7 @@ class Mission:
         actions = np.full((len(self.rows), 3), np.nan)
         for r, i in enumerate(self.rows):
             g = self.guidance[r]
-            if not np.all(np.isfinite(ex[i, 0:3])):
+            if not all(math.isfinite(e) for e in ex[i, 0:3].tolist()):
                 continue  # a lost vehicle: no set point
             inputs = GuidanceInputs(
                 time_s=view.time_s, position_ned_m=ex[i, POSITION_NED], velocity_ned_mps=v_ned[i],

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.loader import ScenarioError
@@ -60,18 +61,40 @@ from qrsim_ros.core.tasks.episode import Episode
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, Task, initial_placement
 from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
-from qrsim_ros.core.vehicles.estimated_state import (
-    ZERO_COLUMNS,
-    empty_estimated_state,
-    fill_estimated_state,
+from qrsim_ros.core.vehicles.estimated_state import assemble_estimated_state, empty_estimated_state
+from qrsim_ros.core.vehicles.fleet_control import (
+    LOW_LEVEL_MODES,
+    TARGET_WIDTH,
+    FleetControl,
+    any_true,
+    hold_given,
 )
-from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
 from qrsim_ros.core.world.scene import CRASH_REASON
 
 Array = NDArray[np.float64]
+
+
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+def _first_non_finite_row(block, check):
+    """The first row of ``block`` (M, W) with ``check`` true that has a non-finite value without being all
+    NaN (all NaN: no new set point), or -1."""
+    for i in range(block.shape[0]):
+        if not check[i]:
+            continue
+        finite = True
+        silent = True
+        for j in range(block.shape[1]):
+            v = block[i, j]
+            if not np.isfinite(v):
+                finite = False
+            if not np.isnan(v):
+                silent = False
+        if not finite and not silent:
+            return i
+    return -1
 
 
 class ActionError(ValueError):
@@ -136,7 +159,6 @@ class Simulator:
         }
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
-        self._ex_has_nan_rows = False
         self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)
         self._issued_s = np.full(n, np.nan)  # when it was issued [s] (the time of the tick's state)
         # the scenario's faults on the models built above (a battery if another component built one)
@@ -233,13 +255,13 @@ class Simulator:
             width = len(CONTROL_MODES[mode])
             block = a[action_rows, :width]
             check = live[action_rows]
-            silent = np.all(np.isnan(block), axis=1)  # no new set point (see ``step``)
-            bad_rows = check & ~np.all(np.isfinite(block), axis=1) & ~silent
-            if bad_rows.any():
-                r = int(action_rows[np.argmax(bad_rows)])
+            bad = _first_non_finite_row(block, check)  # of a live vehicle; all NaN: no new set point
+            if bad >= 0:
+                r = int(action_rows[bad])
                 raise ActionError(
                     f"action row {r} (vehicle {rows[r]}) is not finite: {a[r, :width].tolist()}")
             if mode in self._direct_bounds:  # flown as given: checked against the input's limits
+                silent = np.all(np.isnan(block), axis=1)  # no new set point (see ``step``)
                 lo, hi = self._direct_bounds[mode]
                 out = check[:, None] & ~silent[:, None] & ((block < lo) | (block > hi))
                 if out.any():
@@ -266,7 +288,7 @@ class Simulator:
             plume.step(k)
         controls = self._controls(targets)
         landed = self.fleet_control.landed
-        if landed.any() and (landed & valid).any():  # failsafe land touched down: motors off for good
+        if any_true(landed) and (landed & valid).any():  # failsafe land touched down: motors off for good
             self.fleet.disarm(np.flatnonzero(landed & valid))
             valid = self.fleet.valid
         self.turbulence.step(k, x, active=valid)
@@ -304,9 +326,7 @@ class Simulator:
             targets[i, : a.size] = a
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
-        given = ~np.isnan(targets[:, 0])
-        self._held[given] = targets[given]
-        self._issued_s[given] = now_s
+        hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
             self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, self.fleet.valid)
@@ -315,18 +335,10 @@ class Simulator:
 
     def _assemble_estimated_state(self) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
-        ex = self._ex
-        if self._ex_has_nan_rows:  # a NaN row (invalid vehicle) has lost QRSim's zero columns too
-            ex[:, ZERO_COLUMNS] = 0.0
-        fill_estimated_state(ex, position_ned=self.gps.position_ned, euler=self.ahars.orientation,
-                             angular_velocity_frd=self.ahars.angular_velocity,
-                             specific_force_frd=self.ahars.acceleration, height_m=self.ahars.height_m,
-                             ground_velocity_ne=self.gps.velocity_ned[:, 0:2],
-                             vertical_speed_mps=self.ahars.vertical_speed_mps)
-        invalid = ~self.fleet.valid
-        self._ex_has_nan_rows = bool(invalid.any())
-        if self._ex_has_nan_rows:
-            ex[invalid] = np.nan
+        euler, rates, accel, height, vertical_speed = self.ahars.outputs_view()
+        gps = self.gps
+        assemble_estimated_state(self._ex, self.fleet.valid, gps.position_ned, euler, rates, accel, height,
+                                 gps.velocity_ned, vertical_speed)
 
     # --- accessors ----------------------------------------------------------------------------------
     @property

@@ -160,6 +160,13 @@ def drop_site_image_px(position_ned_m: ArrayLike, heading_rad: float, drop_site_
     return np.array([focal_length_px * right / height, focal_length_px * forward / height]), height
 
 
+def _norm(v: Array) -> float:
+    """``np.linalg.norm`` of a float vector with the same arithmetic (the square root of its dot product),
+    without the wrapper's cost (the guidance takes a few per control period)."""
+    x = v.ravel(order="K")
+    return math.sqrt(x.dot(x))
+
+
 class MissionGuidance:
     """One vehicle's mission (see the module docstring). ``landing_site_ne_m``: its base (x_0, y_0);
     ``drop_site_ne_m``: (x_ds, y_ds); ``num_targets``: how many to retrieve; ``self_test()``: the
@@ -195,11 +202,15 @@ class MissionGuidance:
         self.mode = mode
         self.mode_since_s = t
 
+    def _base_hover(self) -> Array:
+        """The hover point above the base, NED [m]."""
+        return np.array([*self.base_ne, self.params.hover_z_ned_m])
+
     def _goto(self, r: Array, rd: ArrayLike, vmax: float | None = None) -> Array:
         """eq. 21: rdot_d = K_pr (r_d - r), limited to |rdot_d| <= v_max."""
         v = self.params.position_gain_per_s * (np.asarray(rd, float) - r)
         limit = self.params.max_speed_mps if vmax is None else vmax
-        norm = float(np.linalg.norm(v))
+        norm = _norm(v)
         return v * (limit / norm) if norm > limit else v
 
     def tracked_centroid(self, inputs: GuidanceInputs, radius_px: float | None = None) -> Array | None:
@@ -213,14 +224,15 @@ class MissionGuidance:
         p = self.params
         ds_px, height = drop_site_image_px(inputs.position_ned_m, inputs.heading_rad, self.drop_ne,
                                            p.camera_z_m, p.focal_length_px)
-        r = np.hypot(c[:, 0], c[:, 1])
+        r = np.hypot(c[:, 0], c[:, 1]).tolist()
         limit = p.detection_radius_px if radius_px is None else radius_px
-        outside_drop_zone = np.hypot(*(c - ds_px).T) >= p.focal_length_px * p.drop_radius_m / height
-        keep = (r < limit) & outside_drop_zone
-        if not keep.any():
-            return None
-        i = np.flatnonzero(keep)[np.argmin(r[keep])]
-        return c[i]
+        from_drop_site = np.hypot(*(c - ds_px).T).tolist()
+        drop_radius_px = p.focal_length_px * p.drop_radius_m / height
+        best = None  # the first of the closest kept ones (argmin)
+        for i, (ri, di) in enumerate(zip(r, from_drop_site, strict=True)):
+            if ri < limit and di >= drop_radius_px and (best is None or ri < r[best]):
+                best = i
+        return None if best is None else c[best]
 
     def _visual(self, inputs: GuidanceInputs, centroid: Array, dt_s: float) -> Array:
         """eq. 28-29: horizontal velocity NED [m/s] that centres the centroid (PI on the ground error)."""
@@ -257,12 +269,11 @@ class MissionGuidance:
             self._ending = MISSION_TIME_LIMIT
             self._enter("return_to_base", t)
             return
-        base_hover = np.array([*self.base_ne, p.hover_z_ned_m])
         if mode == "idle":
             if not self.mission_over and s.battery_v >= p.full_battery_v - 1e-9:
                 self._enter("take_off", t)
         elif mode == "take_off":
-            if np.linalg.norm(r - base_hover) < p.position_tol_m:
+            if _norm(r - self._base_hover()) < p.position_tol_m:
                 self._enter("initialise", t)
         elif mode == "initialise":
             passed = self._self_test()
@@ -284,14 +295,14 @@ class MissionGuidance:
                 self._enter("identify", t)
             else:
                 wp = np.array([*self._waypoints[self.next_waypoint], p.search_z_ned_m])
-                if np.linalg.norm(r - wp) < p.waypoint_tol_m:
+                if _norm(r - wp) < p.waypoint_tol_m:
                     self.last_waypoint = self.next_waypoint
                     self.next_waypoint += 1
                     if self.next_waypoint >= len(self._waypoints):
                         self._ending = MISSION_END_OF_PATH
                         self._enter("return_to_base", t)
         elif mode == "identify":
-            if np.linalg.norm(r - self._entry) < p.position_tol_m and np.linalg.norm(v) < p.speed_tol_mps:
+            if _norm(r - self._entry) < p.position_tol_m and _norm(v) < p.speed_tol_mps:
                 self._integral[:] = 0.0
                 self._last_seen_s = t
                 self._enter("hover_above_target", t)
@@ -320,7 +331,7 @@ class MissionGuidance:
                 self._enter("reacquire_target", t)
             elif mode == "ascend" and abs(r[2] - p.transport_z_ned_m) < p.position_tol_m:
                 self._enter("transport", t)
-            elif mode == "transport" and np.linalg.norm(
+            elif mode == "transport" and _norm(
                     r - np.array([*self.drop_ne, p.transport_z_ned_m])) < p.position_tol_m:
                 self._enter("descend_to_drop", t)
         elif mode == "descend_to_drop":
@@ -328,29 +339,29 @@ class MissionGuidance:
                 self.grasper_closed = False
                 self.deposited += 1
                 self._enter("return_to_search", t)
-            elif np.linalg.norm(r - np.array([*self.drop_ne, p.grasp_z_ned_m])) < p.position_tol_m:
+            elif _norm(r - np.array([*self.drop_ne, p.grasp_z_ned_m])) < p.position_tol_m:
                 self.grasper_closed = False
                 self._enter("drop", t)
         elif mode == "drop":
             self.deposited += 1
             self._enter("return_to_base" if self.deposited >= self.num_targets else "return_to_search", t)
         elif mode == "return_to_search":
-            if np.linalg.norm(r - np.array([*self.drop_ne, p.search_z_ned_m])) < p.position_tol_m:
+            if _norm(r - np.array([*self.drop_ne, p.search_z_ned_m])) < p.position_tol_m:
                 self._enter("search", t)
                 self.next_waypoint = max(self.last_waypoint, 0)
         elif mode == "return_to_base":
-            if np.linalg.norm(r - base_hover) < p.position_tol_m:
+            if _norm(r - self._base_hover()) < p.position_tol_m:
                 self._enter("land", t)
         elif mode == "land":
             landed = np.array([*self.base_ne, -p.quad_radius_m])
-            if np.linalg.norm(r - landed) < p.land_tol_m and np.linalg.norm(v) < p.speed_tol_mps:
+            if _norm(r - landed) < p.land_tol_m and _norm(v) < p.speed_tol_mps:
                 self._enter("idle", t)
                 if self.deposited >= self.num_targets:
                     self.mission_over = MISSION_COMPLETE
                 elif self._ending:
                     self.mission_over = self._ending
         elif mode == "reacquire_target":
-            if np.linalg.norm(r - self._entry) < p.position_tol_m and np.linalg.norm(v) < p.speed_tol_mps:
+            if _norm(r - self._entry) < p.position_tol_m and _norm(v) < p.speed_tol_mps:
                 if self.tracked_centroid(s) is not None:
                     self._integral[:] = 0.0
                     self._last_seen_s = t
@@ -359,7 +370,7 @@ class MissionGuidance:
                     self._enter("search", t)
                     self.next_waypoint = max(self.last_waypoint, 0)
         elif (mode == "emergency_land" and abs(r[2] + p.quad_radius_m) < p.land_tol_m
-              and np.linalg.norm(v) < p.speed_tol_mps):
+              and _norm(v) < p.speed_tol_mps):
             self._enter("idle", t)
             self.mission_over = MISSION_ACTUATOR_FAULT
 

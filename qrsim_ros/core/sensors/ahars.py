@@ -61,7 +61,13 @@ from qrsim_ros.core.common.validation import (
     single_non_negative,
     single_positive,
 )
-from qrsim_ros.core.sensors.sampled import SampledSensor, SampledSensorParams, fleet_array, reset_rows
+from qrsim_ros.core.sensors.sampled import (
+    SampledSensor,
+    SampledSensorParams,
+    check_tick,
+    fleet_array,
+    reset_rows,
+)
 from qrsim_ros.core.vehicles.pelican import G_MS2
 
 #: QRSim spins the Gauss-Markov processes up for randi(1..1000) iterations at every reset (spec 3.1).
@@ -240,17 +246,43 @@ def _vertical_speed_up(x: Array) -> Array:
     return _vertical_speed_kernel(np.asarray(x, float))
 
 
+@njit(f"float64({F8_2D_IN}, int64)")
+def _vertical_speed_row(x, i):
+    """-(down row of ``body_to_ned(dcm_from_state(x), x[:, 6:9])``) of vehicle i [m/s, up]: the DCM's third
+    column times the body velocity, summed in einsum's order for this (transposed) product, so
+    bit-identical; one pass instead of the full DCM (a few us of numpy per call)."""
+    sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
+    sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
+    return -((-sth * x[i, 6] + sph * cth * x[i, 7]) + cph * cth * x[i, 8])
+
+
 @njit(f"float64[:]({F8_2D_IN})")
 def _vertical_speed_kernel(x):
-    """-(down row of ``body_to_ned(dcm_from_state(x), x[:, 6:9])``): the DCM's third column times the body
-    velocity, summed in einsum's order for this (transposed) product, so bit-identical; one pass instead
-    of the full DCM (a few us of numpy per call)."""
+    """``_vertical_speed_row`` of every vehicle (M,)."""
     out = np.empty(x.shape[0])
     for i in range(x.shape[0]):
-        sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
-        sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
-        out[i] = -((-sth * x[i, 6] + sph * cth * x[i, 7]) + cph * cth * x[i, 8])
+        out[i] = _vertical_speed_row(x, i)
     return out
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, boolean, boolean, boolean, boolean, float64[:, :], float64[:, :], "
+      "float64[:, :], float64[:], float64[:], float64)")
+def _noiseless_step_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due, acc, gyro, euler, height,
+                           speed, ground_z_ned_m):
+    """The four noiseless, unfaulted AHARS sensors' updates in place (``Ahars.step``): each due sensor
+    takes its true value -- specific force, body rates x[:, 9:12], Euler angles x[:, 3:6], height
+    ``ground_z_ned_m - x[:, 2]`` [m, up] and ``_vertical_speed_row``."""
+    for i in range(x.shape[0]):
+        for j in range(3):
+            if acc_due:
+                acc[i, j] = accel_body[i, j]
+            if gyro_due:
+                gyro[i, j] = x[i, 9 + j]
+            if euler_due:
+                euler[i, j] = x[i, 3 + j]
+        if alt_due:
+            height[i] = ground_z_ned_m - x[i, 2]
+            speed[i] = _vertical_speed_row(x, i)
 
 
 # --- the sensors ---------------------------------------------------------------------------------
@@ -557,6 +589,7 @@ class Ahars:
         self.altimeter = Altimeter(num_vehicles, p.altimeter, streams)
         #: The composite's period: the fastest sensor's (``AHARSPelican.m:126-127``).
         self.dt_s = min(s.dt_s for s in self._sensors)
+        self._ticks_per_update = tuple(s.ticks_per_update for s in self._sensors)
 
     on = forwarded("params.on", "Whether the AHARS is noisy (False: all four sensors noiseless).")
 
@@ -572,11 +605,42 @@ class Ahars:
     def step(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """Step all four sensors at tick k with true states ``x`` (N, 13) and the Pelican's body
         acceleration ``accel_body`` (N, 3); returns whether any sensor updated."""
+        if not self.on and self._unfaulted():
+            return self._step_noiseless(k, x, accel_body)
         updated = self.accelerometer.step(k, accel_body)
         updated |= self.gyroscope.step(k, x)
         updated |= self.orientation_estimator.step(k, x)
         updated |= self.altimeter.step(k, x)
         return updated
+
+    def _unfaulted(self) -> bool:
+        return (self.accelerometer._fault is None and self.gyroscope._fault is None
+                and self.altimeter._fault is None)
+
+    def _step_noiseless(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
+        """``step`` of four noiseless sensors without faults: the true values in one kernel (the sensors'
+        own ``step`` do the same, a few numpy calls each)."""
+        if k < 1:
+            check_tick(k)
+        acc_due, gyro_due, euler_due, alt_due = (k % t == 0 for t in self._ticks_per_update)  # ``due``
+        if not (acc_due or gyro_due or euler_due or alt_due):
+            return False
+        n = self.num_vehicles
+        x = fleet_array("x", x, n, 12)
+        accel = fleet_array("accel_body", accel_body, n, 3)
+        alt = self.altimeter
+        _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, self.accelerometer._meas,
+                               self.gyroscope._meas, self.orientation_estimator._meas, alt._height,
+                               alt._speed, alt.params.ground_z_ned_m)
+        return True
+
+    def outputs_view(self) -> tuple[Array, Array, Array, Array, Array]:
+        """``orientation``, ``angular_velocity``, ``acceleration``, ``height_m`` and ``vertical_speed_mps``
+        without copies, for a per-tick reader that only reads them (the estimated state); they change at
+        the next ``step`` or ``reset``."""
+        alt = self.altimeter
+        return (self.orientation_estimator._meas, self.gyroscope._meas, self.accelerometer._meas, alt._height,
+                alt._speed)
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise the given vehicles (default all) from true states, in QRSim's order

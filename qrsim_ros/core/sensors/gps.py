@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import forwarded
-from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.geodesy import (
     QRSIM_ORIGIN,
     GeodeticOrigin,
@@ -61,6 +61,7 @@ from qrsim_ros.core.sensors.gps_orbits import (
     elevation_deg,
     local_up_ecef,
 )
+from qrsim_ros.core.vehicles.pelican import body_to_ned_rows
 
 __all__ = [
     "GpsReceiver",
@@ -193,7 +194,8 @@ class GpsSpaceSegment:
         self._reset_rng = streams.get("gps_space_segment.reset")
         #: GPS time [s] of simulation time 0 (set at reset).
         self.t_start_s = math.nan
-        self.positions_ecef: Array = np.full((s, 3), np.nan)
+        self._positions_ecef: Array = np.full((s, 3), np.nan)
+        self._positions_time_s: float | None = None  # GPS time of positions not computed yet (``step``)
         #: Tick of the last update (or reset); receivers check it.
         self.last_update_tick = -1
         self._reset_done = False
@@ -201,6 +203,16 @@ class GpsSpaceSegment:
     @property
     def num_satellites(self) -> int:
         return len(self.prns)
+
+    @property
+    def positions_ecef(self) -> Array:
+        """ECEF positions [m] of the satellites (S, 3) at the last update (the array itself). With the
+        segment off and orbits that cannot fail (an infinite valid span: the nominal constellation),
+        ``step`` leaves them to be computed here when read: receivers that are off never read them."""
+        if self._positions_time_s is not None:
+            self._positions_ecef = self.orbits.positions_ecef(self.prns, self._positions_time_s)
+            self._positions_time_s = None
+        return self._positions_ecef
 
     was_reset = forwarded("_reset_done", "True once ``reset`` has run (receivers need satellite positions).")
     dt_s = forwarded("params.dt_s", "Update period of the satellite positions and errors [s].")
@@ -236,7 +248,8 @@ class GpsSpaceSegment:
         if p.on and p.spin_up_max_steps > 0:
             for _ in range(int(self._reset_rng.integers(1, p.spin_up_max_steps + 1))):
                 self._advance()
-        self.positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        self._positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        self._positions_time_s = None
         self.last_update_tick = int(k)
         self._reset_done = True
 
@@ -253,7 +266,11 @@ class GpsSpaceSegment:
             raise RuntimeError("GpsSpaceSegment.step before reset()")
         if self.params.on:
             self._advance()
-        self.positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+        if not self.params.on and self.orbits.valid_span_s == (-math.inf, math.inf):
+            self._positions_time_s = self.gps_time_s(k)  # computed when read (``positions_ecef``)
+        else:
+            self._positions_ecef = self.orbits.positions_ecef(self.prns, self.gps_time_s(k))
+            self._positions_time_s = None
         self.last_update_tick = int(k)
         return True
 
@@ -300,7 +317,9 @@ def _velocity_ned(x: Array) -> Array:
     """True NED velocity (N, 3) from states (N, >=6): dcm^T [u v w]; zero if the state has no velocity."""
     if x.shape[1] < 9:
         return np.zeros((x.shape[0], 3))
-    return body_to_ned(dcm_from_state(x), x[:, 6:9])
+    out = np.empty((x.shape[0], 3))
+    body_to_ned_rows(x, x[:, 6:9], out)
+    return out
 
 
 # --- kernels (spec 3.3): Gauss-Newton fix and its covariance, explicit loops over vehicles ---------
@@ -501,7 +520,8 @@ class GpsReceiver:
         self._all_rows = np.arange(n)
         self.position_ned: Array = np.full((n, 3), np.nan)
         self.velocity_ned: Array = np.full((n, 3), np.nan)
-        self.lla: Array = np.full((n, 3), np.nan)
+        self._lla: Array = np.full((n, 3), np.nan)
+        self._lla_stale = np.zeros(n, dtype=bool)  # rows whose lla (from position_ned) is not computed yet
         self.position_variance_ned: Array = np.full((n, 3), np.nan)
         self.has_fix: NDArray[np.bool_] = np.zeros(n, dtype=bool)
         self._faulted = False  # any fault state set (``set_fault_state``); False: the code paths of no faults
@@ -549,6 +569,17 @@ class GpsReceiver:
         return used
 
     # --- public views ---------------------------------------------------------------------------
+
+    @property
+    def lla(self) -> Array:
+        """WGS-84 ``[lat deg, lon deg, h m]`` of each fix (N, 3) (the array itself). A noiseless receiver's
+        is ``ned_to_lla`` of its ``position_ned``, computed when read (a UTM unprojection per update costs
+        more than the rest of a small fleet's tick)."""
+        if self._lla_stale.any():
+            rows = np.flatnonzero(self._lla_stale)
+            self._lla[rows] = ned_to_lla(self.position_ned[rows], self.origin)
+            self._lla_stale[rows] = False
+        return self._lla
 
     @property
     def num_satellites(self) -> NDArray[np.int_]:
@@ -662,8 +693,7 @@ class GpsReceiver:
                 if self._faulted:
                     r = idx[self._f_bias[idx].any(axis=1)]
                     if r.size:
-                        self.position_ned[r] += self._f_bias[r]
-                        self.lla[r] = ned_to_lla(self.position_ned[r], self.origin)
+                        self.position_ned[r] += self._f_bias[r]  # its lla follows (``lla``)
             self.has_fix[~ok] = False
             return True
         space = self._checked_space()
@@ -742,7 +772,7 @@ class GpsReceiver:
         # QRSim's noiseless GPSReceiver: the true position and velocity, no delay, sampled and held
         self.position_ned[idx] = pos
         self.velocity_ned[idx] = vel
-        self.lla[idx] = ned_to_lla(pos, self.origin)
+        self._lla_stale[idx] = True  # ned_to_lla(pos) when read (``lla``)
         self.position_variance_ned[idx] = 0.0
         self.has_fix[idx] = True
 

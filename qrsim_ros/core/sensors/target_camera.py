@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,22 @@ def _image_kernel(x, pts, camera_m, focal, coords, front):
 
 def visible(x: ArrayLike, points_ned_m: ArrayLike, params: TargetCameraParams) -> NDArray[np.bool_]:
     """(N, M) bool: point m is in vehicle n's camera view (eq. 14)."""
-    coords, front = image_coordinates(x, points_ned_m, params)
+    return in_view(*image_coordinates(x, points_ned_m, params), params)
+
+
+def in_view(coords: Array, front: NDArray[np.bool_], params: TargetCameraParams) -> NDArray[np.bool_]:
+    """(N, M) bool: which of ``image_coordinates``' points (``coords`` (N, M, 2), ``front`` (N, M)) are in
+    the camera's view (eq. 14: in front, |x_c| <= f tan(lambda), |y_c| <= (f / A) tan(lambda))."""
     half_w = params.focal_length * math.tan(params.fov_rad)
     half_h = half_w / params.aspect_ratio
-    with np.errstate(invalid="ignore"):
-        return front & (np.abs(coords[..., 0]) <= half_w) & (np.abs(coords[..., 1]) <= half_h)
+    out = np.empty(front.shape, np.bool_)
+    _in_view_kernel(coords, front, half_w, half_h, out)
+    return out
+
+
+@njit(f"void({F8_3D_IN}, Array(boolean, 2, 'A', readonly=True), float64, float64, boolean[:, :])")
+def _in_view_kernel(coords, front, half_w, half_h, out):
+    """``in_view`` in one pass (NaN coordinates, behind the camera, are out of view)."""
+    for n in range(front.shape[0]):
+        for m in range(front.shape[1]):
+            out[n, m] = front[n, m] and abs(coords[n, m, 0]) <= half_w and abs(coords[n, m, 1]) <= half_h

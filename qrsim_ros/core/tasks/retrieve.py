@@ -47,7 +47,7 @@ from qrsim_ros.core.mission.modes import (
     MISSION_SYSTEM_FAULT,
     MISSION_TIME_LIMIT,
 )
-from qrsim_ros.core.sensors.target_camera import image_coordinates, visible
+from qrsim_ros.core.sensors.target_camera import image_coordinates, in_view
 from qrsim_ros.core.tasks.rules import DONE_TIME_LIMIT, Task, TaskWorld
 from qrsim_ros.core.vehicles.energy import ChargingBase
 from qrsim_ros.core.world.targets import RESTING, TETHERED, Targets, grasper_point
@@ -250,8 +250,8 @@ class RetrieveTask(Task):
         free = t.phase != TETHERED
         pts = t.position_ned_m[free]
         cam = self.retrieve.camera
-        c, _ = image_coordinates(x, pts, cam)
-        seen = visible(x, pts, cam)
+        c, front = image_coordinates(x, pts, cam)
+        seen = in_view(c, front, cam)
         return c[0][seen[0]]
 
     # --- the referee ------------------------------------------------------------------------------------

@@ -129,6 +129,7 @@ class Airframes:
         self._stuck_speeds: Array | None = None  # (rotor vehicles, 4) [rad/s]; NaN: free (set_stuck_motors)
         #: per vehicle the failed rotor of an emergency landing (-1: none; ``set_emergency_land``)
         self._emergency = np.full(n, -1, np.int64)
+        self._any_emergency = False  # (self._emergency >= 0).any(), kept by the two setters below
         self._touchdown_mps = np.full(n, np.nan)
         self.emergency_params = EmergencyLandParams()
         self.ground_z_ned_m = float(ground_z_ned_m)
@@ -180,6 +181,8 @@ class Airframes:
     @property
     def rotor_speeds_radps(self) -> Array:
         """Rotor speeds (N, 4) [rad/s] (a copy); NaN rows for Pelican vehicles (module doc)."""
+        if self._only is not None and self._only is self.rotor:
+            return self.rotor.omega
         out = np.full((self.num_vehicles, 4), np.nan)
         if self.rotor is not None:
             out[self._rot] = self.rotor.omega
@@ -266,6 +269,11 @@ class Airframes:
         return self._emergency.copy()
 
     @property
+    def any_emergency_land(self) -> bool:
+        """Whether a vehicle flies, or flew, an emergency landing this episode."""
+        return self._any_emergency
+
+    @property
     def emergency_touchdown_mps(self) -> Array:
         """Per vehicle the NED vertical speed [m/s] (down > 0) at which its emergency landing touched down
         (N,) (a copy; NaN: not yet, or none)."""
@@ -279,10 +287,12 @@ class Airframes:
         if np.any((rotor < 0) | (rotor > 3)):
             raise PelicanInputError(f"failed rotor must be in 0..3, got {rotor.tolist()}")
         self._emergency[idx] = rotor
+        self._any_emergency = bool((self._emergency >= 0).any())
 
     def clear_emergency_land(self) -> None:
         """No vehicle in emergency landing (a new episode)."""
         self._emergency[:] = -1
+        self._any_emergency = False
         self._touchdown_mps[:] = np.nan
 
     def _emergency_inputs(self, u: Array, valid: NDArray[np.bool_]) -> tuple[Array, Array | None]:
@@ -331,7 +341,7 @@ class Airframes:
         Raises PelicanInputError (``RotorControlInputError`` for the lower-level inputs) before anything
         moves.
         """
-        emergency = bool((self._emergency >= 0).any())
+        emergency = self._any_emergency
         if self._only is self.pelican and rates_thrust is None and motors is None and not emergency:
             self.pelican.step(controls, wind_body)  # type: ignore[union-attr]
             return
@@ -365,7 +375,7 @@ class Airframes:
         r = self._rot
         omega_cmd = None
         if self.rotor is not None:
-            xr, om = self.rotor.state, self.rotor.omega
+            xr, om = self.rotor.state_view(), self.rotor.omega_view()
             live = valid if only_rotor else valid[r]
             ctl = self.rotor_control
             ur = u if only_rotor else u[r]
@@ -392,9 +402,8 @@ class Airframes:
             wind_r = None
             if wind is not None:
                 wind_r = wind if only_rotor else wind[r]
-                frozen = ~live
-                if frozen.any():  # frozen vehicles ignore the wind; a NaN row there is no error
-                    wind_r = np.where(frozen[:, None], 0.0, wind_r)
+                if not live.all():  # frozen vehicles ignore the wind; a NaN row there is no error
+                    wind_r = np.where(~live[:, None], 0.0, wind_r)
             self.rotor.step(omega_cmd, health=self._rotor_health, wind_body=wind_r)
         if self._only is None:
             self._cross_collisions(valid)

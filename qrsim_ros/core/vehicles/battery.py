@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
@@ -262,9 +262,10 @@ def _lipo_step(soc, drop, empty, volts, amps, power, charging, dt_s, tab_soc, ta
 
 
 @njit(f"void(float64[:], {F8_1D_IN}, boolean[:], float64[:], float64[:], {F8_1D_IN}, {_BOOL_IN}, float64, "
-      "float64, float64, float64, float64)")
-def _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, v_max, v_c, v_d, v_empty):
-    """ireland_2016 eq. (9) for every pack over ``dt_s`` (0: only re-evaluate)."""
+      "float64, float64, float64, float64, float64[:])")
+def _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, v_max, v_c, v_d, v_empty, pct):
+    """ireland_2016 eq. (9) for every pack over ``dt_s`` (0: only re-evaluate); ``pct``: the charge left
+    (V - V_empty) / (V_max - V_empty) clipped into [0, 1] (NaN stays NaN, as ``np.clip``)."""
     for i in range(v_state.shape[0]):
         if not empty[i] and dt_s > 0.0:
             if charging[i]:
@@ -277,6 +278,12 @@ def _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, v_max
             empty[i] = True
         volts[i] = v
         amps[i] = power[i] / v if not (empty[i] or charging[i]) and v > 0.0 else 0.0
+        f = (v_state[i] - drop[i] - v_empty) / (v_max - v_empty)
+        if f < 0.0:
+            f = 0.0
+        elif f > 1.0:
+            f = 1.0
+        pct[i] = f
 
 
 class BatteryBank:
@@ -300,6 +307,9 @@ class BatteryBank:
         self._volts = np.zeros(n)
         self._amps = np.zeros(n)
         self._power = np.zeros(n)  # last step's power [W]
+        # the charge left [0..1] ``percentage`` reads: lipo the state of charge itself, linear its own array
+        # (``_linear_step`` writes it)
+        self._pct = self._soc if self.params.model == "lipo" else np.zeros(n)
         self._charging = np.zeros(n, np.bool_)
         self._no_charging = np.zeros(n, np.bool_)
         self._no_charging.flags.writeable = False
@@ -322,12 +332,14 @@ class BatteryBank:
 
     @property
     def percentage(self) -> Array:
-        """Charge left, 0..1, (N,): lipo the state of charge; linear (V - V_empty) / (V_max - V_empty)."""
-        p = self.params
-        if p.model == "lipo":
-            return self._soc.copy()
-        return np.clip((self._v_state - self._drop - p.linear_empty_v) / (p.linear_max_v - p.linear_empty_v),
-                       0.0, 1.0)
+        """Charge left, 0..1, (N,): lipo the state of charge; linear (V - V_empty) / (V_max - V_empty)
+        (a copy)."""
+        return self._pct.copy()
+
+    def readings_view(self) -> tuple[Array, Array, NDArray[np.bool_]]:
+        """``voltage_v``, ``percentage`` and ``empty`` without copies, for a per-tick reader that only
+        reads them (``energy.FleetEnergy``); they change at the next ``step``, ``reset``, ``cell_failure``."""
+        return self._volts, self._pct, self._empty
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:
         """Fresh packs (``initial_soc`` / ``linear_initial_v``, no failures, not empty) for ``vehicles``
@@ -377,4 +389,4 @@ class BatteryBank:
                        self._charging, dt_s, self._tab_soc, self._tab_v, *self._consts)
         else:
             _linear_step(self._v_state, self._drop, self._empty, self._volts, self._amps, self._power,
-                         self._charging, dt_s, *self._consts)
+                         self._charging, dt_s, *self._consts, self._pct)

@@ -141,6 +141,8 @@ def touched_down(z_ned_m: ArrayLike, z_target_ned_m: ArrayLike,
 def emergency_failsafe(failsafe: list[str], fleet: object) -> list[str]:
     """The per-vehicle failsafe names ``failsafe`` with ``EMERGENCY_LAND`` for the vehicles of ``fleet``
     (an ``Airframes``; anything else: unchanged) that fly, or flew, an emergency landing this episode."""
+    if not getattr(fleet, "any_emergency_land", True):  # none this episode (every tick of most episodes)
+        return failsafe
     rotor = getattr(fleet, "emergency_land_rotor", None)
     if rotor is None or not (rotor >= 0).any():
         return failsafe

@@ -225,8 +225,8 @@ class FleetEnergy:
         """What ``apply`` and the front ends read each tick, from the bank once (its end-of-step values)."""
         bank = self.bank
         assert bank is not None
-        flags = _latch_kernel(bank.voltage_v, bank.percentage, bank.empty, self._v_in, _V_MIN, _V_MAX,
-                              self._low_below)
+        volts, percentage, empty = bank.readings_view()
+        flags = _latch_kernel(volts, percentage, empty, self._v_in, _V_MIN, _V_MAX, self._low_below)
         self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
 
     def apply(self, controls: Array) -> Array:
@@ -258,8 +258,10 @@ class FleetEnergy:
                       self._power_params.avionics_w, power)
         return power
 
-    def charging_now(self, fleet: Any, state: Array | None = None) -> NDArray[np.bool_]:
-        """(N,) bool: resting on a charging base (module doc, 2)."""
+    def charging_now(self, fleet: Any, state: Array | None = None, valid: NDArray[np.bool_] | None = None
+                     ) -> NDArray[np.bool_]:
+        """(N,) bool: resting on a charging base (module doc, 2); ``state`` and ``valid``: the fleet's, when
+        the caller has them already."""
         n = self.num_vehicles
         if not self.bases:
             return np.zeros(n, bool)
@@ -267,8 +269,8 @@ class FleetEnergy:
         if x.ndim != 2 or x.shape[0] != n or x.shape[1] < 9:
             raise ValueError(f"state must have shape ({n}, 13), got {x.shape}")
         out = np.empty(n, bool)
-        _charging_kernel(x, np.asarray(fleet.valid, np.bool_), self._bases, self._radii, CHARGE_HEIGHT_M,
-                         CHARGE_SPEED_MPS, out)
+        live = np.asarray(fleet.valid if valid is None else valid, np.bool_)
+        _charging_kernel(x, live, self._bases, self._radii, CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, out)
         return out
 
     def step(self, fleet: Any, dt_s: float, state: Array | None = None,
@@ -280,7 +282,7 @@ class FleetEnergy:
             return
         power = self.power_w(fleet, state, valid)
         if self.bases:
-            self._charging = self.charging_now(fleet, state)
+            self._charging = self.charging_now(fleet, state, valid)
             bank.step(power, dt_s, self._charging)
         else:
             bank.step(power, dt_s)

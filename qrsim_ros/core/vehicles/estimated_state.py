@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 
 Array = NDArray[np.float64]
 
@@ -51,7 +52,10 @@ _FILLED_COLUMNS = (POSITION_NED, EULER, ANGULAR_VELOCITY_FRD, SPECIFIC_FORCE_FRD
 def velocity_ned(ex: Array) -> Array:
     """NED velocity (N, 3) [m/s] of estimated states eX (N, 20): the GPS ground velocity north and east,
     and the altimeter's vertical speed (positive up) turned down."""
-    return np.column_stack([ex[:, GROUND_VELOCITY_NE], -ex[:, VERTICAL_SPEED]])
+    out = np.empty((ex.shape[0], 3))
+    out[:, 0:2] = ex[:, GROUND_VELOCITY_NE]
+    out[:, 2] = -ex[:, VERTICAL_SPEED]
+    return out
 
 
 def empty_estimated_state(num_vehicles: int) -> Array:
@@ -73,6 +77,31 @@ def fill_estimated_state(ex: Array, rows: ArrayLike | slice = slice(None), *,
     for columns, value in zip(_FILLED_COLUMNS, values, strict=True):
         if value is not None:
             ex[rows, columns] = value
+
+
+@njit(f"void(float64[:, :], Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, "
+      f"{F8_2D_IN}, {F8_1D_IN}, {F8_2D_IN}, {F8_1D_IN})")
+def assemble_estimated_state(ex, valid, position_ned, euler, angular_velocity_frd, specific_force_frd,
+                             height_m, velocity_ned, vertical_speed_mps):
+    """Every row of eX (N, 20) in place from the fleet's sensor values (the ``fill_estimated_state``
+    arguments of the same names, N rows each; ``velocity_ned`` (N, 3) [m/s] gives the ground velocity
+    north and east) with QRSim's zero columns at 0; rows of invalid vehicles (``valid`` False) NaN."""
+    for i in range(ex.shape[0]):
+        if not valid[i]:
+            for j in range(ex.shape[1]):
+                ex[i, j] = np.nan
+            continue
+        for j in range(3):
+            ex[i, j] = position_ned[i, j]
+            ex[i, 3 + j] = euler[i, j]
+            ex[i, 6 + j] = 0.0
+            ex[i, 9 + j] = angular_velocity_frd[i, j]
+            ex[i, 13 + j] = specific_force_frd[i, j]
+        ex[i, 12] = 0.0
+        ex[i, HEIGHT] = height_m[i]
+        ex[i, 17] = velocity_ned[i, 0]
+        ex[i, 18] = velocity_ned[i, 1]
+        ex[i, VERTICAL_SPEED] = vertical_speed_mps[i]
 
 
 def hold_pose(ex: ArrayLike) -> Array:

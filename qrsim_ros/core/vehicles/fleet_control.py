@@ -126,6 +126,52 @@ def _expired_kernel(issued_s, invalid, now_s, timeout_s):
     return out
 
 
+@njit(f"float64[:, :]({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+def _flown_targets(t, invalid):
+    """A controller's targets (a new array): ``t`` (M, W) with 0 where the vehicle is invalid or the value
+    not finite (``np.where(invalid[:, None] | ~np.isfinite(t), 0.0, t)`` in one pass)."""
+    out = np.empty((t.shape[0], t.shape[1]))
+    for i in range(t.shape[0]):
+        for j in range(t.shape[1]):
+            v = t[i, j]
+            out[i, j] = 0.0 if invalid[i] or not np.isfinite(v) else v
+    return out
+
+
+@njit("boolean(Array(int8, 1, 'A', readonly=True))")
+def _any_failsafe(code):
+    """``failsafe_code.any()`` without numpy's reduction machinery (every tick)."""
+    found = False
+    for i in range(code.shape[0]):
+        if code[i] != 0:
+            found = True
+            break
+    return found
+
+
+@njit("boolean(Array(boolean, 1, 'A', readonly=True))")
+def any_true(flags):
+    """``flags.any()`` without numpy's reduction machinery (every tick)."""
+    found = False
+    for i in range(flags.shape[0]):
+        if flags[i]:
+            found = True
+            break
+    return found
+
+
+@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])")
+def hold_given(targets, now_s, held, issued_s):
+    """Each vehicle's latest set point: the rows of ``targets`` (N, TARGET_WIDTH) with a first value
+    (not NaN: a new set point) replace those of ``held`` (N, TARGET_WIDTH), issued at ``now_s`` [s]
+    (``issued_s`` (N,))."""
+    for i in range(targets.shape[0]):
+        if not np.isnan(targets[i, 0]):
+            for j in range(targets.shape[1]):
+                held[i, j] = targets[i, j]
+            issued_s[i] = now_s
+
+
 class FleetControl:
     """The controllers of a fleet whose vehicles each have a control mode (see the module docstring).
 
@@ -167,6 +213,8 @@ class FleetControl:
         self._take = {m: slice(None) if np.array_equal(r, np.arange(len(self.modes))) else r
                       for m, r, _ in self._active}
         self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
+        #: every vehicle flies the same controlled mode (``controls`` takes its controller's rows as they are)
+        self._one_controlled_mode = len(self._active) == 1 and self._active[0][0] in CONTROLLED_MODES
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self.rows["velocity"]))),
@@ -225,7 +273,7 @@ class FleetControl:
         ex = np.asarray(ex, float)
         invalid = ~np.asarray(valid, bool)
         headings = np.asarray(headings_rad, float)
-        u = self._hover.copy()
+        u = None if self._one_controlled_mode else self._hover.copy()
         for mode, _, width in self._active:
             rows = self._take[mode]
             t = t_all[rows, :width]
@@ -235,22 +283,26 @@ class FleetControl:
                 continue
             if mode in LOW_LEVEL_MODES:  # flown by ``low_level_inputs``; the hover row under it
                 continue
-            t = np.where(invalid[rows, None] | ~np.isfinite(t), 0.0, t)  # invalid: zero targets, as QRSim
+            t = _flown_targets(t, invalid[rows])  # invalid or no target: zero targets, as QRSim
             e = ex[rows] if isinstance(rows, np.ndarray) else ex
             c = self._controllers[mode]
             if mode == "velocity":
-                u[rows] = c.compute_from_estimated_state(e, t, headings[rows])
+                u_mode = c.compute_from_estimated_state(e, t, headings[rows])
             elif mode == "velocity_height":
-                u[rows] = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
+                u_mode = c.compute_from_estimated_state(e, t, self._flight_z[rows], headings[rows])
             else:
-                u[rows] = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
+                u_mode = c.compute_from_estimated_state(e, t[:, 0:3], t[:, 3])
+            if u is None:  # every vehicle in this mode: its controls are the fleet's (a new array)
+                u = np.array(u_mode, np.float64)
+            else:
+                u[rows] = u_mode
         if self._velocity_rows:
             self._count_clamps(t_all, ex, invalid)
         if now_s is not None and issued_s is not None and self.command_timeout_s > 0:
             expired = _expired_kernel(np.asarray(issued_s, float), invalid, float(now_s),
                                       self.command_timeout_s + 1e-9)
             self._update_failsafe(expired, ex)
-        if self.failsafe_code.any():
+        if _any_failsafe(self.failsafe_code):
             self._failsafe_controls(u, ex, ~invalid)
         return u
 
@@ -289,7 +341,7 @@ class FleetControl:
         """Enter the failsafe where a set point expired (holding the pose of now), leave it where a fresh
         one came (the mode's controller starts afresh); a landed vehicle stays landed."""
         code = self.failsafe_code
-        if not code.any() and not expired.any():  # the common case, every tick: nothing changes
+        if not _any_failsafe(code) and not any_true(expired):  # the common case, every tick: nothing changes
             return
         recovered = ~expired & (code != 0) & (code < _RETURN) & ~self.landed  # battery ones are latched
         if recovered.any():

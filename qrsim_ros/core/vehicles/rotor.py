@@ -58,6 +58,7 @@ from qrsim_ros.core.vehicles.pelican import (
     STATE_NAMES,
     STATE_SIZE,
     PelicanInputError,
+    body_to_ned_rows,
     collisions_into,
     dcm_ned_to_body_entries,
     default_state_limits,
@@ -287,16 +288,15 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
     return -1, invalid
 
 
-@njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, ::1])")
-def _body_wind_to_ned(x, wind_body, wind_ned):
-    """``frames.body_to_ned`` of each vehicle's body-axes wind with its attitude x[:, 3:6], in a kernel
-    (the numpy version costs more than the whole tick of a small fleet)."""
-    for i in range(x.shape[0]):
-        d00, d01, d02, d10, d11, d12, d20, d21, d22 = dcm_ned_to_body_entries(x[i, 3], x[i, 4], x[i, 5])
-        w0, w1, w2 = wind_body[i, 0], wind_body[i, 1], wind_body[i, 2]
-        wind_ned[i, 0] = d00 * w0 + d10 * w1 + d20 * w2
-        wind_ned[i, 1] = d01 * w0 + d11 * w1 + d21 * w2
-        wind_ned[i, 2] = d02 * w0 + d12 * w1 + d22 * w2
+@njit(f"boolean({F8_2D_IN})")
+def _all_finite(a):
+    """``np.all(np.isfinite(a))`` in one pass (numpy's two calls cost microseconds on a few rows)."""
+    ok = True
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if not math.isfinite(a[i, j]):
+                ok = False
+    return ok
 
 
 # --- numpy-facing API ------------------------------------------------------------------------------
@@ -355,6 +355,14 @@ class RotorFleet:
         """Per-vehicle reason the vehicle became invalid ('' while valid)."""
         return list(self._invalid_reason)
 
+    def state_view(self) -> Array:
+        """``state`` without a copy, for a caller that only reads it before the next ``step``."""
+        return self._x
+
+    def omega_view(self) -> Array:
+        """``omega`` without a copy, for a caller that only reads it before the next ``step``."""
+        return self._omega
+
     @property
     def hover_omega_rads(self) -> float:
         """Rotor speed of a level hover [rad/s]."""
@@ -412,10 +420,10 @@ class RotorFleet:
             if wind_ned is not None:
                 raise RotorInputError("give wind_ned or wind_body, not both")
             wind = np.empty((self.num_vehicles, 3))
-            _body_wind_to_ned(self._x, self._rows(wind_body, 3, "wind_body"), wind)
+            body_to_ned_rows(self._x, self._rows(wind_body, 3, "wind_body"), wind)
         else:
             wind = self._still_air if wind_ned is None else self._rows(wind_ned, 3, "wind_ned")
-        if not np.all(np.isfinite(wind)):
+        if not _all_finite(wind):
             raise RotorInputError("wind must be finite")
         hl = self._healthy if health is None else self._rows(health, 4, "health")
         bad, invalid = _rotor_fleet_step(

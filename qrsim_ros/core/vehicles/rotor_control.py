@@ -281,7 +281,9 @@ class RotorControl:
         self._si_to_fw = np.ascontiguousarray(SI_TO_FIRMWARE)
 
     def _out(self, n: int) -> Array:
-        return np.full((n, 4), self.rotor.hover_omega_rads)
+        out = np.empty((n, 4))
+        out.fill(self.rotor.hover_omega_rads)
+        return out
 
     def from_controls(self, u_si: Array, x: Array, omega: Array, live: ArrayLike) -> Array:
         """Pelican control rows (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` (SI) -> speeds."""

@@ -153,11 +153,13 @@ class MeanWind:
 
         Uses position z (height) and the Euler angles of ``x`` (QRSim ``getLinear``).
         """
-        x = np.atleast_2d(np.asarray(x, float))
+        if type(x) is not np.ndarray or x.ndim != 2:  # (the tick loop's states need no conversion)
+            x = np.atleast_2d(np.asarray(x, float))
         if x.ndim != 2 or x.shape[1] < 6:
             raise ValueError(f"states must have shape (N, >=6), got {x.shape}")
         if not self.params.on:  # no rotation to do (and the tick loop calls this every 20 ms)
             return np.zeros((x.shape[0], 3))
+        x = np.asarray(x, float)
         return ned_to_body(dcm_from_state(x), self.velocity_ned(self.heights_m(x)))
 
     def rotational_body(self, x: ArrayLike) -> Array:

@@ -379,8 +379,17 @@ def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
     # counts: rate x duration, +1 for tick 0 (every stream publishes at t = 0 too), within 10 %
     for topic, hz in rates.items():
         want = hz * DURATION_S + 1
-        got = len(bag.times[topic])
-        assert abs(got - want) <= 0.1 * want, f"{topic}: {got} messages, expected {want:g}"
+        times = bag.times[topic]
+        got = len(times)
+        gap_ns, gap_end_ns = max((b - a, b) for a, b in itertools.pairwise(times))
+        assert abs(got - want) <= 0.1 * want, (
+            f"{topic}: {got} messages, expected {want:g} (first at {times[0] * 1e-9:.3f} s, last at "
+            f"{times[-1] * 1e-9:.3f} s, longest gap {gap_ns * 1e-9:.3f} s before {gap_end_ns * 1e-9:.3f} s)")
+    # the clock owner starts when the recorder's /sim/vehicle_status subscription matches, which the
+    # recorder creates after all the others: its own topics are in the bag from tick 0
+    own = ["/clock", "/tf", "/sim/vehicle_status"] + [f"/uav{i}/ground_truth/{kind}" for i in
+                                                     range(1, NUM_VEHICLES + 1) for kind in ("odom", "accel")]
+    assert {t: bag.times[t][0] for t in own if bag.times[t][0] != 0} == {}
     for topic in LATCHED:
         assert len(bag.times[topic]) >= 1
     print(f"\nrecorded run: {bag.metadata['message_count']} messages on {len(bag.times)} topics, "

@@ -65,10 +65,12 @@ MAX_DISCOVERY_S = 0.5
 #: A drain ends once nothing arrived during this long [s].
 DRAIN_IDLE_S = 0.1
 CLOCK_TOPIC = "/clock"
-#: The clock owner's start gate counts subscriptions of its ground truth: those are created last in a
-#: discovery pass, after the other vehicle_dynamics topics discovered with them (/clock, /tf...), so
-#: that tick 0 finds those subscriptions matched too.
-_GATE_TOPICS = re.compile(r"(/ground_truth/odom|^/sim/vehicle_status)$")
+#: The clock owner's start gate counts subscriptions of /sim/vehicle_status: that one is created last in
+#: a discovery pass, after every other topic discovered with it (/clock, /tf, uavN/ground_truth/odom...).
+#: DDS announces a participant's readers in creation order, so by the time the gate sees this one
+#: matched it has matched the others, and tick 0 reaches the bag on every topic. (Sorted by name,
+#: /sim/vehicle_status came before /uavN/...: a CI run lost uav1's first 28 odometry ticks.)
+_GATE_TOPIC = "/sim/vehicle_status"
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -184,7 +186,7 @@ class RecorderNode(RunMemberNode):
                 continue
             if self.count_publishers(name):  # a topic with subscribers only has nothing to record yet
                 new.append((name, types[0]))
-        new.sort(key=lambda item: bool(_GATE_TOPICS.search(item[0])))
+        new.sort(key=lambda item: item[0] == _GATE_TOPIC)
         for name, msgtype in new:
             infos = self.get_publishers_info_by_topic(name)
             if infos:

@@ -64,6 +64,10 @@ MISSION_AUTOPILOTS = {"retrieve": "mission_autopilot"}
 #: on a loaded machine. It costs the graph's pipelining: measured real-time factor 1.1-1.3 at
 #: real_time_factor 0 with two such graphs on 2 cores.
 MISSION_WINDOW_TICKS = 1
+#: In a lockstep mission run these nodes' parameters make the mission a lockstep input (its set point,
+#: grasper command and inputs of every task step awaited): the run is the in-process one, bit for bit.
+MISSION_LOCKSTEP_PARAMETERS = {"mission_autopilot": "lockstep", "flight_controller": "await_task_setpoints",
+                               "referee": "await_grasper_commands"}
 #: Nodes every scenario runs.
 CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them):
@@ -401,6 +405,11 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if missions:
         dynamics["lockstep_consumers"] += missions
         dynamics["lockstep_window_ticks"] = MISSION_WINDOW_TICKS
+        if lockstep:  # the mission as a lockstep input: bit-identical to in process (docs/RETRIEVE.md)
+            for spec in specs:
+                key = MISSION_LOCKSTEP_PARAMETERS.get(spec.executable)
+                if key is not None:
+                    spec.parameters[key] = True
     for spec in specs:
         if spec.executable in TICK_CLOCKED:
             spec.parameters["use_sim_time"] = False
@@ -415,7 +424,13 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         cfg = rviz_config(res.task_type, Path(res.config).stem)
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},
                               arguments=("-d", cfg) if cfg else ()))
-    return _apply_node_parameters(specs, node_parameters)
+    specs = _apply_node_parameters(specs, node_parameters)
+    battery_ticks = next((s.parameters.get("battery_every_n_ticks") for s in specs
+                          if s.executable == "vehicle_dynamics"), None)
+    for spec in specs:  # a mission awaits the battery messages on vehicle_dynamics' ticks
+        if spec.executable in MISSION_AUTOPILOTS.values() and battery_ticks is not None:
+            spec.parameters.setdefault("battery_every_n_ticks", battery_ticks)
+    return specs
 
 
 def _apply_node_parameters(specs: list[NodeSpec],

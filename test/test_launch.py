@@ -73,6 +73,32 @@ def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> No
     assert "mission_autopilot" not in names(plan("retrieve_full", seed=5, autopilot=False))
 
 
+def test_a_lockstep_mission_run_makes_the_mission_a_lockstep_input() -> None:
+    """The mission, the flight controller and the referee wait for each other's task-step messages only in
+    lockstep (otherwise a lost message would stall a free-running graph); the mission awaits the battery
+    on vehicle_dynamics' ticks."""
+    def params(specs: list[NodeSpec]) -> dict[str, dict[str, object]]:
+        return {s.name: s.parameters for s in specs}
+
+    lock = params(plan("retrieve_simplified", seed=5, lockstep=True))
+    assert lock["mission_autopilot"]["lockstep"] is True
+    assert lock["flight_controller"]["await_task_setpoints"] is True
+    assert lock["referee"]["await_grasper_commands"] is True
+    for free in (plan("retrieve_simplified", seed=5), plan("retrieve_simplified", seed=5, lockstep=False)):
+        p = params(free)
+        assert not {"lockstep", "await_task_setpoints", "await_grasper_commands"} & (
+            set(p["mission_autopilot"]) | set(p["flight_controller"]) | set(p["referee"]))
+    search = params(plan("search_rescue", seed=5, lockstep=True))
+    assert "await_task_setpoints" not in search["flight_controller"]
+    decimated = params(plan("retrieve_simplified", seed=5, lockstep=True,
+                            node_parameters={"vehicle_dynamics": {"battery_every_n_ticks": 10}}))
+    assert decimated["mission_autopilot"]["battery_every_n_ticks"] == 10
+    own = params(plan("retrieve_simplified", seed=5, node_parameters={
+        "vehicle_dynamics": {"battery_every_n_ticks": 10},
+        "mission_autopilot": {"battery_every_n_ticks": 5}}))
+    assert own["mission_autopilot"]["battery_every_n_ticks"] == 5
+
+
 def test_optional_nodes(tmp_path: Path) -> None:
     assert "example_autopilot" not in names(plan("search_rescue", seed=5, autopilot=False))
     with_rviz = plan("keep_spot", seed=5, use_rviz=True)

@@ -491,6 +491,9 @@ def test_sigkill_leaves_a_bag_readable_up_to_its_last_split(run: Run) -> None:
     assert counts.get("/clock", 0) > 0
     # what metadata.yaml promises is exactly what the complete splits hold
     assert {t: n for t, n in bag.meta_counts.items() if n} == counts
-    # ... and it stopped before the end of the run: the launcher's bag goes on
-    assert bag.times["/clock"][-1] < run.bag.times["/clock"][-1]
+    # ... and it stopped where it was killed: before the end of the run (the launcher's bag goes on), or,
+    # when a loaded machine let the simulation finish first, with the split it was writing left behind
+    partial = bag.path / ".partial"
+    assert bag.times["/clock"][-1] < run.bag.times["/clock"][-1] or (partial.is_dir() and any(
+        partial.iterdir())), (bag.times["/clock"][-1], run.bag.times["/clock"][-1])
     assert set(bag.times["/clock"]) <= set(run.bag.times["/clock"])

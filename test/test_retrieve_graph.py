@@ -4,6 +4,7 @@ serves; the referee places the world as the in-process Simulator does and scores
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from pathlib import Path
@@ -21,6 +22,17 @@ MODE_LINE = re.compile(r"\[mission_autopilot\] .*uav1: mode (\w+) \((\d+)\) at t
                        r"(?:, mission over: (\w+))?")
 BRIEFING_LINE = re.compile(r"\[referee\] .*episode 1: landing site \(([-\d.]+), ([-\d.]+)\), drop site "
                            r"\(([-\d.]+), ([-\d.]+)\), targets (.*) \(north, east; m\)")
+
+
+RECORD_LINE = re.compile(r"\[referee\] .*mission record: (.*)$", re.MULTILINE)
+
+
+def _record(out: str) -> dict[str, object]:
+    """The referee's mission record (results.csv's columns, floats as repr) of the run's episode."""
+    m = RECORD_LINE.search(out)
+    assert m, out[-5000:]
+    return {key: ast.literal_eval(value) for key, value in
+            (item.split("=", 1) for item in re.split(r", (?=\w+=)", m[1]))}
 
 
 def _modes(out: str) -> list[tuple[str, int, float, str]]:
@@ -67,6 +79,24 @@ def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: P
     assert names[-3:] == ["return_to_base", "land", "idle"] and modes[-1][3] == "complete", names
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1 and "episode done (success)" in summary[0], out[-3000:]
+    # lockstep: the mission is a lockstep input (its inputs, set points and grasper commands of every task
+    # step awaited), so the graph flies the in-process mission: the same mode path, every mode entered at
+    # the same task step (times equal to the bit), and the same distance flown, a sum over every tick's
+    # position, to the lockstep agreement's 1e-9 (the estimated position crosses the topics as GPS
+    # latitude/longitude: the geodesy round trip changes the last bits)
+    from qrsim_ros.policies.episode import run_episode
+
+    result = run_episode(sim, "mission")
+    assert result.outcome == "success"
+    want = sim.task.mission_record(float(sim.time))
+    got = _record(out)
+    assert got["mode_path"] == want["mode_path"], (got["mode_path"], want["mode_path"])
+    assert got["distance_m"] == pytest.approx(want["distance_m"], rel=1e-9, abs=1e-9)
+    from qrsim_ros.batch.missions import parse_mode_distances
+
+    got_d, want_d = parse_mode_distances(got["mode_distances"]), parse_mode_distances(want["mode_distances"])
+    assert got_d == pytest.approx(want_d, abs=1e-8)  # [m] (a hover's distance: a sum of tiny steps)
+    assert got["mission_time_s"] == pytest.approx(want["mission_time_s"], abs=1e-9)
 
 
 @pytest.mark.ros

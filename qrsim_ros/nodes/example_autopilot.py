@@ -63,6 +63,7 @@ from qrsim_ros.ros.parameters import (
     ParamTable,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_RELIABLE
+from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL
 from qrsim_ros.ros.stamps import seconds_of_stamp, tick_of_stamp
 
 #: Set points are re-sent every this many ticks of /clock (0.2 s: 5 Hz, well inside a 0.5 s timeout).
@@ -183,10 +184,10 @@ class ExampleAutopilotNode(ScenarioNode):
         for i in range(n):
             ns = vehicle_namespace(i)
             sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
-            sub(Imu, f"{ns}/imu/data", partial(a.set_imu, i))
-            sub(Altitude, f"{ns}/altimeter", partial(a.set_altitude, i))
-            sub(NavSatFix, f"{ns}/gps/fix", partial(a.set_gps_fix, i))
-            sub(TwistStamped, f"{ns}/gps/vel", partial(a.set_gps_velocity, i))
+            sub(Imu, f"{ns}/imu/data", partial(self._on_estimate, a.set_imu, IMU, i))
+            sub(Altitude, f"{ns}/altimeter", partial(self._on_estimate, a.set_altitude, ALT, i))
+            sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_estimate, a.set_gps_fix, FIX, i))
+            sub(TwistStamped, f"{ns}/gps/vel", partial(self._on_estimate, a.set_gps_velocity, VEL, i))
             if sc.task.type == "search_rescue":
                 self.create_subscription(PointCloud2, f"{ns}/camera/detections",
                                          lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
@@ -213,6 +214,8 @@ class ExampleAutopilotNode(ScenarioNode):
         from rosgraph_msgs.msg import Clock as ClockMsg
 
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
+        #: publish a NaN set point for a NaN action row (a lockstep mission: every step is answered)
+        self.publish_silence = False
         self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._last_step: int | None = None
         self.get_logger().info(f"{name}: policy {spec!r} for {sc.task.type!r}, vehicles "
@@ -223,6 +226,13 @@ class ExampleAutopilotNode(ScenarioNode):
         return TopicView(self.scenario)
 
     # --- observations ---------------------------------------------------------------------------------
+    def _on_estimate(self, store: Any, kind: str, i: int, msg: Any) -> None:
+        store(i, msg)
+        self.on_sensor(kind, i, msg.header.stamp)
+
+    def on_sensor(self, kind: str, i: int, stamp: Any) -> None:
+        """A sensor message (a ``sensor_ticks`` kind) of vehicle ``i`` was stored (a hook)."""
+
     def _on_detections(self, i: int, msg: PointCloud2) -> None:
         try:
             pts = cloud_points(msg)
@@ -323,6 +333,8 @@ class ExampleAutopilotNode(ScenarioNode):
                 self._held[i] = msg
             else:  # no set point (a NaN row): fall silent, so the last one expires as in process
                 self._held.pop(i, None)
+                if self.publish_silence:  # ... saying so explicitly (the flight controller waits for it)
+                    pub.publish(msg)
 
     def _on_clock(self, msg: Any) -> None:
         """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks."""

@@ -38,7 +38,10 @@ the tick grid is counted and dropped); tick k is computed once every input due a
 vehicle status of t_k, then for every valid controlled vehicle IMU and altimeter on their update ticks
 (50 Hz) and GPS fix and velocity on GPS ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity``
 stamped t_k from the referee (awaited every tick, as the Simulator recomputes the mouse's escape every
-tick). The sensors of all vehicles of a tick are converted together (one rotation, one projection call).
+tick), and with ``await_task_setpoints`` (a lockstep mission run) on every task-step tick the
+``cmd/velocity`` stamped t_k of every valid velocity-controlled vehicle (a non-finite one says "no new
+set point this step"), so a step's set point flies from the step's first tick, as in process. The
+sensors of all vehicles of a tick are converted together (one rotation, one projection call).
 Set points of the other vehicles are held (the latest valid one). If a later tick completes first
 (free-running dynamics, a lost message), the older ticks are applied to the held sensor values and
 skipped (counted); when vehicle_dynamics re-sends a tick already answered (lockstep timeout), the
@@ -89,10 +92,12 @@ from qrsim_ros.ros.parameters import (
     ParamTable,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL, SensorSchedule
 from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
 
-#: Keys of the buffered inputs of a tick.
-IMU, FIX, VEL, ALT, MOUSE, CLOCK, STATUS = "imu", "fix", "vel", "alt", "mouse", "clock", "status"
+#: Keys of the buffered inputs of a tick (besides the sensors' IMU, FIX, VEL, ALT): the mouse's escape
+#: command, a mission's task-step set point, /clock and the vehicle status.
+MOUSE, SETPOINT, CLOCK, STATUS = "mouse", "setpoint", "clock", "status"
 
 
 class _TickInputs:
@@ -116,6 +121,10 @@ PARAMETERS = ParamTable(
     Param("use_vehicle_status", True,
           "await /sim/vehicle_status of every tick: its validity flags say whose sensors to wait for "
           "(false: every vehicle is valid, for runs without vehicle_dynamics)"),
+    Param("await_task_setpoints", False,
+          "lockstep mission runs: on every task-step tick wait for the cmd/velocity set point stamped with "
+          "that tick of each valid velocity-controlled vehicle (a non-finite one: no new set point this "
+          "step), as the Simulator flies a step's action from the step's first tick (docs/RETRIEVE.md)"),
 )
 
 
@@ -139,16 +148,15 @@ class FlightControllerNode(ScenarioNode):
         modes = self.modes = self.fleet_control.modes
         self.controlled = self.fleet_control.controlled.tolist()
         self.mouse = n - 1 if sc.task.type == "cats_mouse" and modes[n - 1] in CONTROLLED_MODES else None
-        # update periods in ticks: when each sensor is due (sensor nodes publish on their update ticks)
-        a = sc.vehicle.ahars
-        self._imu_ticks = [ticks_per_update(f"ahars.{s}.dt_s", getattr(a, s).dt_s)
-                           for s in ("accelerometer", "gyroscope", "orientation_estimator")]
-        self._alt_ticks = ticks_per_update("ahars.altimeter.dt_s", a.altimeter.dt_s)
-        self._gps_ticks = ticks_per_update("gps_receiver.dt_s", sc.vehicle.gps_receiver.dt_s)
-        period = math.lcm(*self._imu_ticks, self._alt_ticks, self._gps_ticks)
+        # when each sensor is due (sensor nodes publish on their update ticks)
+        self._sensors = SensorSchedule(sc)
+        # a mission's vehicles: their set point of every task step is awaited (await_task_setpoints)
+        self._step_ticks = ticks_per_update("task.dt_s", sc.task.dt_s)
+        self._stepped = ([i for i in self.controlled if modes[i] in ("velocity", "velocity_height")
+                          and i != self.mouse] if self.params.await_task_setpoints else [])
         self._clock_trigger = False
         self._clock_trigger = bool(self.controlled) and not self.params.use_vehicle_status and any(
-            not self._due_inputs(k) for k in range(1, period + 1))
+            not self._due_inputs(k) for k in range(1, self._sensors.period_ticks + 1))
         # placement (held headings), from the scenario seed's task.placement stream
         if sc.seed == 0:
             self.get_logger().warning(
@@ -294,14 +302,14 @@ class FlightControllerNode(ScenarioNode):
         mouse's command (cats and mouse), the vehicle status (``use_vehicle_status``); /clock when
         nothing else would come."""
         keys: list[tuple[str, int]] = [(STATUS, -1)] if self.params.use_vehicle_status else []
-        imu = any(k % t == 0 for t in self._imu_ticks)
-        alt = k % self._alt_ticks == 0
-        gps = k % self._gps_ticks == 0
+        due = self._sensors.due(k)
         for i in self.controlled:
             if valid is None or valid[i]:
-                keys += [(IMU, i)] * imu + [(ALT, i)] * alt + [(FIX, i), (VEL, i)] * gps
+                keys += [(kind, i) for kind in due]
         if self.mouse is not None:
             keys.append((MOUSE, self.mouse))
+        if k % self._step_ticks == 0:
+            keys += [(SETPOINT, i) for i in self._stepped if valid is None or valid[i]]
         if not keys and self._clock_trigger:
             keys.append((CLOCK, -1))
         return keys
@@ -321,6 +329,13 @@ class FlightControllerNode(ScenarioNode):
         return self._due_inputs(k)[0] if self._due_inputs(k) else (CLOCK, -1)
 
     def _on_velocity_setpoint(self, i: int, msg: TwistStamped) -> None:
+        if i in self._stepped:
+            k = tick_of_stamp(msg.header.stamp)
+            lin = msg.twist.linear
+            if k is not None and k % self._step_ticks == 0 and not all(
+                    math.isfinite(c) for c in (lin.x, lin.y, lin.z)):
+                self._buffer(SETPOINT, i, None, k)  # the step's answer: no new set point
+                return
         v_ned = self._valid_velocity(i, msg)
         if v_ned is None:
             return
@@ -329,6 +344,9 @@ class FlightControllerNode(ScenarioNode):
             return
         if i == self.mouse:  # the referee's escape command of tick k: awaited, buffered by tick
             self._buffer(MOUSE, i, (v_ned, t_s), tick_of_stamp(msg.header.stamp))
+        elif i in self._stepped and (k := tick_of_stamp(msg.header.stamp)) is not None and (
+                k % self._step_ticks == 0):  # a task step's set point: awaited, buffered by tick
+            self._buffer(SETPOINT, i, (v_ned, t_s), k)
         else:
             self._velocity_sp[i] = v_ned
             self._sp_stamp_s[i] = t_s
@@ -426,8 +444,9 @@ class FlightControllerNode(ScenarioNode):
         for (kind, i), msg in msgs.items():
             if kind in by_kind:
                 by_kind[kind].append((i, msg))
-            elif kind == MOUSE:
-                self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
+            elif kind in (MOUSE, SETPOINT):
+                if msg is not None:  # (None: a step answered with no new set point)
+                    self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
                 self._fault_follower.update(msg.faults)

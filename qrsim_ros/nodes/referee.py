@@ -116,6 +116,10 @@ PARAMETERS = ParamTable(
     GROUND_TRUTH_SOURCE,
     Param("exit_when_done", False, "end the node (exit status 0) 1 s after the episode is done: how the "
           "launch files end the run (launch argument keep_alive:=true keeps it running)"),
+    Param("await_grasper_commands", False,
+          "retrieve, lockstep mission runs: step the tick after a task step only once every vehicle's "
+          "uavN/grasper/command of that step is in, as the Simulator applies a step's grasper command "
+          "from its first tick (docs/RETRIEVE.md)"),
 )
 
 
@@ -157,7 +161,6 @@ class RefereeNode(ScenarioNode):
         self.sync = GroundTruthSync(self, n, self._on_ground_truth, source=p.ground_truth_source,
                                     on_status=self._on_status)
         self._uses_controls = isinstance(self.task, GenericTask) and sc.task.control_cost
-        #: the retrieve mission's devices (briefing, camera, grasper, self-test, modes) on topics
         self._controls_latest = np.tile(HOVER_CONTROL, (n, 1))
         self._controls_by_tick: list[dict[int, Array]] = [{} for _ in range(n)]
         if self._uses_controls:
@@ -180,8 +183,10 @@ class RefereeNode(ScenarioNode):
         self._terrain_pub = self.create_publisher(OccupancyGrid, "/area/terrain", QOS_LATCHED)
         self._markers_pub = self.create_publisher(MarkerArray, "/referee/markers", QOS_LATCHED)
         #: the retrieve mission's devices (briefing, camera, grasper, self-test, modes) on topics
-        self.retrieve = (RetrieveReferee(self, self.task, self._markers_pub)
+        self.retrieve = (RetrieveReferee(self, self.task, self._markers_pub, self._on_grasper_command)
                          if isinstance(self.task, RetrieveTask) else None)
+        #: a tick waiting for the grasper commands of the task step before it (await_grasper_commands)
+        self._awaiting_grasper: int | None = None
         self._steps_ticks = self._uses_controls or self.retrieve is not None  # the task's per-tick term
         self._last_markers: tuple[Any, ...] | None = None
         self._markers_tick = -(10**9)
@@ -306,6 +311,12 @@ class RefereeNode(ScenarioNode):
             fixes = self._fixes.get(k, {})
             if not all(i in fixes for i in np.flatnonzero(valid)):
                 return
+        if self._awaiting_grasper is not None and k > self._awaiting_grasper:
+            return  # in order: an earlier tick waits for the grasper commands
+        if self._grasper_due(k, status):
+            self._awaiting_grasper = k
+            return
+        self._awaiting_grasper = None
         x = self._gt.pop(k)
         del self._status[k]
         stale = [t for t in self._gt if t < k]
@@ -318,6 +329,25 @@ class RefereeNode(ScenarioNode):
         for old in [t for t in self._status if t < k]:
             del self._status[old]
         self._step(k, status, x, valid)
+
+    def _grasper_due(self, k: int, status: VehicleStatus) -> bool:
+        """Tick k follows a task step whose grasper commands (await_grasper_commands) are not all in."""
+        step = k - 1
+        return (self.params.await_grasper_commands and self.retrieve is not None and not self.done
+                and self._joined and int(status.episode) == self._episode and step % self.ticks_per_task_step
+                == 0 and step >= 0 and not self.retrieve.commands_in(step))
+
+    def _on_grasper_command(self) -> None:
+        """A grasper command came in: the waiting tick, and any complete one after it, may go on."""
+        if self._awaiting_grasper is None:
+            return
+        waiting, self._awaiting_grasper = self._awaiting_grasper, None
+        for k in sorted(t for t in self._gt if t >= waiting and t in self._status):
+            if k not in self._gt:  # (processed, or dropped as stale, by an earlier call)
+                continue
+            self._try(k)
+            if self._awaiting_grasper is not None:
+                return
 
     def _trim(self) -> None:
         for buf in (self._gt, self._status, self._fixes):
@@ -389,6 +419,8 @@ class RefereeNode(ScenarioNode):
         if self.done:
             self.get_logger().info(f"episode {self._episode} done ({self.done_reason}) after "
                                    f"{self.step_count} steps: cumulative reward {self.total_reward:.6g}")
+            if self.retrieve is not None:
+                self.retrieve.log_record(k)
 
     def _exit_done(self) -> None:
         self.get_logger().info("the episode is done: exiting (exit_when_done)")

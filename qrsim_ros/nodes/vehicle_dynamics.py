@@ -154,6 +154,7 @@ from qrsim_ros.ros.parameters import (
     limited,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PROGRESS
+from qrsim_ros.ros.sensor_ticks import BATTERY_EVERY_N_TICKS
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
     accel_message,
@@ -236,8 +237,9 @@ PARAMETERS = ParamTable(
     Param("battery", "scenario",
           "the battery model: 'scenario' (the scenario's vehicle.battery) or 'off' (QRSim's open loop, as "
           "vehicle.battery.on=false)", choices=("scenario", "off")),
-    Param("battery_every_n_ticks", 5, "publish uavN/battery every n ticks (5: every 0.1 s of simulated "
-          "time; 0: never; nothing with the scenario's battery off)", **limit_range("battery_every_n_ticks")),
+    Param("battery_every_n_ticks", BATTERY_EVERY_N_TICKS,
+          "publish uavN/battery every n ticks (5: every 0.1 s of simulated time; 0: never; nothing with "
+          "the scenario's battery off)", **limit_range("battery_every_n_ticks")),
 )
 
 

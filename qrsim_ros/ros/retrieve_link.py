@@ -3,13 +3,17 @@ graph"): what ``policies.mission.RetrieveDevices`` asks for, over the referee's 
 (``ros.retrieve_referee``):
 
 - the briefing ``/referee/mission`` (landing and drop sites, per episode);
-- ``uavN/camera/target_centroids`` and ``uavN/grasper/holding``: the latest received;
-- ``uavN/grasper/command`` and ``uavN/mission/mode``: published (latched) when they change;
+- ``uavN/camera/target_centroids`` and ``uavN/grasper/holding``: the latest received (``devices_tick``:
+  the task step they are of);
+- ``uavN/grasper/command``: the commanded state of every vehicle, published (latched) for every task step
+  answered (``end_step``), so the referee knows the step's command is in;
+- ``uavN/mission/mode``: published (latched) when it changes;
 - ``uavN/self_test``: an asynchronous service call per Initialise visit, sent as the mission reports
   that it entered Initialise, so that the answer is usually in by the next period, when the guidance
   asks for it, as in process. ``self_test`` answers None until the referee's answer is in (the guidance
   holds Initialise's hover and asks again next period); each answer is one draw of the episode's
-  self-test stream, as one in-process call.
+  self-test stream, as one in-process call. ``answers_pending()``: a call is out (a lockstep mission waits
+  for its answer before it answers a task step, so the guidance never sees "not yet").
 """
 
 from __future__ import annotations
@@ -17,13 +21,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned
 from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.mission.modes import mode_number
-from qrsim_ros.msg import ImagePoints, MissionBriefing, MissionMode
+from qrsim_ros.msg import GrasperCommand, GrasperState, ImagePoints, MissionBriefing, MissionMode
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.retrieve_referee import (
@@ -34,17 +37,20 @@ from qrsim_ros.ros.retrieve_referee import (
     MODE_TOPIC,
     SELF_TEST_SERVICE,
 )
-from qrsim_ros.ros.stamps import stamp_from_seconds
+from qrsim_ros.ros.stamps import stamp_from_seconds, tick_of_stamp
 
 
 class RetrieveLink:
     """``RetrieveDevices`` over the topics of a running graph, on the autopilot ``node`` (module docstring).
 
     ``ready()``: a briefing for an episode no policy was built for has arrived (its sites and a new
-    episode's device state are then loaded); ``briefing_used()``: the episode's policy was built from it."""
+    episode's device state are then loaded); ``briefing_used()``: the episode's policy was built from it.
+    ``on_input()`` is called after every device message and self-test answer."""
 
-    def __init__(self, node: Any, retrieve: RetrieveParams, num_vehicles: int) -> None:
+    def __init__(self, node: Any, retrieve: RetrieveParams, num_vehicles: int,
+                 on_input: Any = None) -> None:
         self.node = node
+        self._on_input = on_input or (lambda: None)
         self.retrieve = retrieve
         self.landing_site_ne = np.full(2, np.nan)
         self.drop_site_ne = np.full(2, np.nan)
@@ -52,7 +58,9 @@ class RetrieveLink:
         self._briefed_episode: int | None = None  # the episode whose briefing the current policy flies
         self._centroids = [np.zeros((0, 2)) for _ in range(num_vehicles)]
         self._holding = [False] * num_vehicles
-        self._grasper_sent: list[bool | None] = [None] * num_vehicles
+        self._centroids_tick = [-1] * num_vehicles  # the tick of the latest centroids / holding received
+        self._holding_tick = [-1] * num_vehicles
+        self._grasper_closed = [False] * num_vehicles
         self._mode_sent: list[tuple[str, str] | None] = [None] * num_vehicles
         self._tests: list[Any] = [None] * num_vehicles  # the pending self-test call per vehicle
         node.create_subscription(MissionBriefing, BRIEFING_TOPIC, self._on_briefing, QOS_LATCHED)
@@ -61,10 +69,9 @@ class RetrieveLink:
             ns = vehicle_namespace(i)
             node.create_subscription(ImagePoints, f"{ns}/{CENTROIDS_TOPIC}",
                                      lambda m, i=i: self._on_centroids(i, m), QOS_RELIABLE)
-            node.create_subscription(Bool, f"{ns}/{HOLDING_TOPIC}",
-                                     lambda m, i=i: self._holding.__setitem__(i, bool(m.data)),
-                                     QOS_RELIABLE)
-            self._grasper_pubs.append(node.create_publisher(Bool, f"{ns}/{GRASPER_COMMAND_TOPIC}",
+            node.create_subscription(GrasperState, f"{ns}/{HOLDING_TOPIC}",
+                                     lambda m, i=i: self._on_holding(i, m), QOS_RELIABLE)
+            self._grasper_pubs.append(node.create_publisher(GrasperCommand, f"{ns}/{GRASPER_COMMAND_TOPIC}",
                                                             QOS_LATCHED))
             self._mode_pubs.append(node.create_publisher(MissionMode, f"{ns}/{MODE_TOPIC}", QOS_LATCHED))
             self._clients.append(node.create_client(Trigger, f"{ns}/{SELF_TEST_SERVICE}"))
@@ -72,14 +79,15 @@ class RetrieveLink:
     # --- episodes -------------------------------------------------------------------------------------
     def ready(self) -> bool:
         """A briefing for a new episode is in: load its sites and a new episode's device state."""
-        b = self._briefing
-        if b is None or b.episode == self._briefed_episode:
+        if not self.briefing_new():
             return False
+        b = self._briefing
+        assert b is not None
         for site, p in ((self.landing_site_ne, b.landing_site), (self.drop_site_ne, b.drop_site)):
             site[:] = enu_to_ned(np.array([p.x, p.y, p.z]))[0:2]
         n = len(self._tests)
         self._tests = [None] * n
-        self._grasper_sent = [None] * n
+        self._grasper_closed = [False] * n
         self._mode_sent = [None] * n
         return True
 
@@ -92,6 +100,24 @@ class RetrieveLink:
         if self.node.foreign_run(msg.run_id, BRIEFING_TOPIC):
             return
         self._briefing = msg
+        self._on_input()
+
+    def briefing_new(self) -> bool:
+        """A briefing for an episode no policy was built for has arrived (as ``ready()``, without loading)."""
+        return self._briefing is not None and self._briefing.episode != self._briefed_episode
+
+    def devices_tick(self, vehicle: int) -> int:
+        """The tick of the latest camera centroids and grasper report both received for ``vehicle``."""
+        return min(self._centroids_tick[vehicle], self._holding_tick[vehicle])
+
+    def answers_pending(self) -> bool:
+        """A self-test call is out, its answer not in yet."""
+        return any(t is not None and not t.done() for t in self._tests)
+
+    def _on_holding(self, i: int, msg: GrasperState) -> None:
+        self._holding[i] = bool(msg.holding)
+        self._holding_tick[i] = _tick_or_none(msg.header.stamp)
+        self._on_input()
 
     def _on_centroids(self, i: int, msg: ImagePoints) -> None:
         if len(msg.x_px) != len(msg.y_px):
@@ -99,12 +125,15 @@ class RetrieveLink:
                                            "in length: ignored", throttle_duration_sec=5.0)
             return
         self._centroids[i] = np.column_stack([np.asarray(msg.x_px, float), np.asarray(msg.y_px, float)])
+        self._centroids_tick[i] = _tick_or_none(msg.header.stamp)
+        self._on_input()
 
     # --- RetrieveDevices ------------------------------------------------------------------------------
     def _request_self_test(self, vehicle: int) -> None:
         client = self._clients[vehicle]
         if client.service_is_ready():
             self._tests[vehicle] = client.call_async(Trigger.Request())
+            self._tests[vehicle].add_done_callback(lambda _future: self._on_input())
         else:
             self.node.get_logger().warning(
                 f"{vehicle_namespace(vehicle)}/{SELF_TEST_SERVICE} is not available (is the referee "
@@ -128,9 +157,14 @@ class RetrieveLink:
         return self._holding[vehicle]
 
     def command_grasper(self, vehicle: int, closed: bool) -> None:
-        if self._grasper_sent[vehicle] != closed:
-            self._grasper_pubs[vehicle].publish(Bool(data=bool(closed)))
-            self._grasper_sent[vehicle] = closed
+        self._grasper_closed[vehicle] = bool(closed)
+
+    def end_step(self, stamp: Any) -> None:
+        """The task step stamped ``stamp`` is answered: every vehicle's grasper command of it."""
+        for pub, closed in zip(self._grasper_pubs, self._grasper_closed, strict=True):
+            msg = GrasperCommand(closed=closed)
+            msg.header.stamp = stamp
+            pub.publish(msg)
 
     def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None:
         if self._mode_sent[vehicle] == (mode, mission_over):
@@ -145,3 +179,9 @@ class RetrieveLink:
         self.node.get_logger().info(
             f"{vehicle_namespace(vehicle)}: mode {mode} ({msg.number}) at t={time_s:.1f} s"
             + (f", mission over: {mission_over}" if mission_over else ""))
+
+
+def _tick_or_none(stamp: Any) -> int:
+    """The tick of a device message's stamp (-1 off the tick grid: never counts as the step's)."""
+    k = tick_of_stamp(stamp)
+    return -1 if k is None else k

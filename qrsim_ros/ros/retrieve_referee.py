@@ -6,11 +6,13 @@ vehicle's retrieve devices over topics; ``ros.retrieve_link.RetrieveLink`` is th
 
 - ``/referee/mission`` (qrsim_ros/MissionBriefing, latched): the episode's landing site and drop site
   (map ENU), published at every episode start, after the task's placement;
-- ``uavN/camera/target_centroids`` (qrsim_ros/ImagePoints) and ``uavN/grasper/holding`` (std_msgs/Bool):
-  the downward camera's target centroids and the grasper's report, on every task-step tick, stamped t_k
-  (before ``/referee/status`` of that step);
-- ``uavN/grasper/command`` (std_msgs/Bool, true = closed): the autopilot's grasper command, applied at the
-  next tick the referee steps (as ``RetrieveTask.command_grasper`` in process);
+- ``uavN/camera/target_centroids`` (qrsim_ros/ImagePoints) and ``uavN/grasper/holding``
+  (qrsim_ros/GrasperState): the downward camera's target centroids and the grasper's report, on every
+  task-step tick, stamped t_k (before ``/referee/status`` of that step);
+- ``uavN/grasper/command`` (qrsim_ros/GrasperCommand): the autopilot's grasper command of every task step
+  it answers, applied at the next tick the referee steps (as ``RetrieveTask.command_grasper`` in process).
+  In a lockstep mission run (the referee's ``await_grasper_commands``) the referee steps the tick after a
+  task step only once every vehicle's command of that step is in (``commands_in``);
 - ``uavN/mission/mode`` (qrsim_ros/MissionMode): the mode log and the mission's end, which scores the
   episode (``RetrieveTask.report_mission``);
 - service ``uavN/self_test`` (std_srvs/Trigger): the Initialise self-diagnosis, one draw of the episode's
@@ -25,24 +27,24 @@ grasper holds), before the tick's ground truth is stepped, as in the Simulator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import Point
-from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from qrsim_ros.core.common.frames import ned_to_enu
+from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.mission.modes import MISSION_ENDS, mode_number
 from qrsim_ros.core.tasks.retrieve import RetrieveTask
 from qrsim_ros.core.world.targets import TETHERED
-from qrsim_ros.msg import ImagePoints, MissionBriefing, MissionMode
+from qrsim_ros.msg import GrasperCommand, GrasperState, ImagePoints, MissionBriefing, MissionMode
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.from_messages import active_faults_of
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
-from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick
+from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
 
 #: Topics and service of the retrieve devices (relative names; ``uavN/`` + these per vehicle).
 BRIEFING_TOPIC = "/referee/mission"
@@ -64,11 +66,14 @@ def _point_enu(ne: Sequence[float]) -> Point:
 
 
 class RetrieveReferee:
-    """The retrieve task's topics and service on the referee ``node`` (module docstring)."""
+    """The retrieve task's topics and service on the referee ``node`` (module docstring); ``on_command()``
+    is called after every grasper command received (a tick waiting for it may go on)."""
 
-    def __init__(self, node: Any, task: RetrieveTask, markers_pub: Any) -> None:
+    def __init__(self, node: Any, task: RetrieveTask, markers_pub: Any,
+                 on_command: Callable[[], None] | None = None) -> None:
         self.node = node
         self.task = task
+        self._on_command_cb = on_command
         self._markers_pub = markers_pub
         self._markers_key: tuple[Any, ...] | None = None
         n = task.num_vehicles
@@ -76,11 +81,12 @@ class RetrieveReferee:
         self._briefing_pub = node.create_publisher(MissionBriefing, BRIEFING_TOPIC, QOS_LATCHED)
         self._centroid_pubs = [node.create_publisher(ImagePoints, f"{ns}/{CENTROIDS_TOPIC}", QOS_RELIABLE)
                                for ns in self._names]
-        self._holding_pubs = [node.create_publisher(Bool, f"{ns}/{HOLDING_TOPIC}", QOS_RELIABLE)
+        self._holding_pubs = [node.create_publisher(GrasperState, f"{ns}/{HOLDING_TOPIC}", QOS_RELIABLE)
                               for ns in self._names]
+        self._command_tick = [-1] * n  # the task step of each vehicle's latest grasper command
         for i, ns in enumerate(self._names):
-            node.create_subscription(Bool, f"{ns}/{GRASPER_COMMAND_TOPIC}",
-                                     lambda m, i=i: task.command_grasper(i, bool(m.data)), QOS_LATCHED)
+            node.create_subscription(GrasperCommand, f"{ns}/{GRASPER_COMMAND_TOPIC}",
+                                     lambda m, i=i: self._on_grasper_command(i, m), QOS_LATCHED)
             node.create_subscription(MissionMode, f"{ns}/{MODE_TOPIC}",
                                      lambda m, i=i: self._on_mode(i, m), QOS_LATCHED)
             node.create_service(Trigger, f"{ns}/{SELF_TEST_SERVICE}",
@@ -93,6 +99,7 @@ class RetrieveReferee:
         faults active from the start did not start during a tick): brief the mission."""
         self._active = {_fault_key(f) for f in faults}
         self._markers_key = None
+        self._command_tick = [-1] * len(self._names)
         t = self.task
         msg = MissionBriefing()
         msg.header.stamp = stamp_from_tick(k)
@@ -127,7 +134,9 @@ class RetrieveReferee:
             pts.header.stamp = stamp
             pts.header.frame_id = base_link_frd_frame(i)
             self._centroid_pubs[i].publish(pts)
-            self._holding_pubs[i].publish(Bool(data=self.task.holding(i)))
+            held = GrasperState(holding=self.task.holding(i))
+            held.header.stamp = stamp
+            self._holding_pubs[i].publish(held)
         self._publish_markers(stamp)
 
     def _publish_markers(self, stamp: Any) -> None:
@@ -144,7 +153,27 @@ class RetrieveReferee:
         self._markers_pub.publish(viz.retrieve_markers(targets.position_ned_m, carried, deposited,
                                                        targets.params.radius_m, sites, MAP_FRAME, stamp))
 
+    def log_record(self, k: int) -> None:
+        """The episode's mission record (results.csv's columns, floats in full) at its last tick k."""
+        record = self.task.mission_record(k * BASE_DT_S)
+        self.node.get_logger().info("mission record: " + ", ".join(f"{key}={value!r}"
+                                                                    for key, value in record.items()))
+
+    def commands_in(self, k: int) -> bool:
+        """Every vehicle's grasper command of task step k (or a later one) has arrived."""
+        return min(self._command_tick) >= k
+
     # --- the autopilot's messages ----------------------------------------------------------------------
+    def _on_grasper_command(self, i: int, msg: GrasperCommand) -> None:
+        k = tick_of_stamp(msg.header.stamp)
+        if k is None:
+            self.node.counters.count("stamps_off_grid")
+            return
+        self.task.command_grasper(i, bool(msg.closed))
+        self._command_tick[i] = k
+        if self._on_command_cb is not None:
+            self._on_command_cb()
+
     def _on_mode(self, i: int, msg: MissionMode) -> None:
         where = f"{self._names[i]}/{MODE_TOPIC}"
         if self.node.foreign_run(msg.run_id, where):
@@ -160,7 +189,9 @@ class RetrieveReferee:
             self.node.counters.count("modes_rejected")
             self.node.get_logger().warning(f"{where}: {exc.args[0]}: ignored", throttle_duration_sec=5.0)
             return
-        self.task.report_mission(i, msg.mode, msg.mission_over, seconds_of_stamp(msg.header.stamp))
+        k = tick_of_stamp(msg.header.stamp)  # on the tick grid: t_k as the Simulator computes it
+        t_s = seconds_of_stamp(msg.header.stamp) if k is None else k * BASE_DT_S
+        self.task.report_mission(i, msg.mode, msg.mission_over, t_s)
 
     def _on_self_test(self, i: int, response: Trigger.Response) -> Trigger.Response:
         response.success = self.task.self_test(i)

@@ -39,7 +39,8 @@ def _modes(out: str) -> list[tuple[str, int, float, str]]:
     return [(m[1], int(m[2]), float(m[3]), m[4] or "") for m in MODE_LINE.finditer(out)]
 
 
-def _run(tmp_path: Path, scenario: str, seed: int) -> tuple[str, list[tuple[str, int, float, str]]]:
+def _run(tmp_path: Path, scenario: str, seed: int,
+         extra: tuple[str, ...] = ()) -> tuple[str, list[tuple[str, int, float, str]]]:
     from rosenv import require_ros
     from test_launch import _assert_children_gone, _launch, _require_nodes
 
@@ -47,10 +48,10 @@ def _run(tmp_path: Path, scenario: str, seed: int) -> tuple[str, list[tuple[str,
     _require_nodes("vehicle_dynamics", "referee", "flight_controller", "mission_autopilot")
     # as fast as it goes: the mission reports its progress and the lockstep window waits for its answer to
     # every task step, so the pace cannot make its set points late (docs/RETRIEVE.md)
-    argv = [scenario, "--seed", str(seed), "--lockstep", "--real-time-factor", "0"]
+    argv = [scenario, "--seed", str(seed), "--lockstep", "--real-time-factor", "0", *extra]
     rc, out = _launch(tmp_path, None, argv, timeout_s=400)
     assert rc == 0, out[-5000:]
-    _assert_children_gone(out, 8)
+    _assert_children_gone(out, 8 + ("--record" in extra))
     modes = _modes(out)
     # every reported mode is one of Figure 5's, under its number, reported once per change
     assert modes and all(MODES[n - 1] == name for name, n, _, _ in modes), modes
@@ -63,7 +64,8 @@ def _run(tmp_path: Path, scenario: str, seed: int) -> tuple[str, list[tuple[str,
 @pytest.mark.slow
 def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: Path) -> None:
     # seed 7: a 65 s mission in process, well inside the battery's 100 s to the low-voltage return
-    out, modes = _run(tmp_path, "retrieve", 7)
+    bag = tmp_path / "bag"
+    out, modes = _run(tmp_path, "retrieve", 7, ("--record", str(bag)))
     # the referee placed the world as the Simulator does for this seed (the task's placement stream)
     sim = Simulator.from_scenario("retrieve_simplified", {"seed": 7})
     m = BRIEFING_LINE.search(out)
@@ -80,6 +82,17 @@ def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: P
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1 and "episode done (success)" in summary[0], out[-3000:]
     _assert_flies_the_in_process_mission(out, sim)
+    # the recorded bag gives the paper's single-run figures (Figures 8-10) from the graph's topics
+    from qrsim_ros.plots import MISSION_FIGURES, render
+    from qrsim_ros.plots.mission_bag import load_mission_bag
+
+    run = load_mission_bag(bag)
+    assert run is not None and run.targets_in_drop_zone() == 2
+    assert [m for m, _, _ in run.mode_segments()] == names
+    np.testing.assert_allclose(run.landing_ne_m, sim.task.landing_site_ne, atol=1e-9)
+    assert run.battery_low_v == sim.task.retrieve.guidance.low_battery_v
+    written = render(bag, tmp_path / "plots").written
+    assert set(MISSION_FIGURES) <= set(written) and all(p.stat().st_size > 10_000 for p in written.values())
 
 
 def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> None:

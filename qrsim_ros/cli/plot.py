@@ -35,9 +35,13 @@ RUN_plots/ next to the CSV):
 - mission_battery.png (Figure 10): battery voltage over time, the maximum voltage and the low-battery
   warning threshold dashed, shaded by mode (skipped when the battery is off).
 
---only takes these names for a CSV. A CSV that is missing, unreadable, of another kind (a non-retrieve
-run, any other CSV) or malformed exits with status 2 and one line on stderr naming the file and the
-problem; an output directory that cannot be made exits with status 1.
+A retrieve run's bag (``qrsim launch retrieve --record``) gets these three too, read from the graph's
+topics (``plots.mission_bag``: the height figure without the guidance's height command, which no topic
+carries). --only takes these names for a CSV or a retrieve bag.
+
+A CSV that is missing, unreadable, of another kind (a non-retrieve run, any other CSV) or malformed
+exits with status 2 and one line on stderr naming the file and the problem; an output directory that
+cannot be made exits with status 1.
 """
 
 from __future__ import annotations
@@ -59,8 +63,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="output directory (default: BAG/plots, or RUN_plots next to RUN.csv)")
     p.add_argument("--only", default=None, metavar="NAMES",
                    help="comma-separated figures to render: top_view, altitude_speed, reward, plume, "
-                   "gps_error, battery, faults; for a CSV mission_path, mission_height, mission_battery "
-                   "(default: all)")
+                   "gps_error, battery, faults, and for a retrieve bag or CSV mission_path, mission_height, "
+                   "mission_battery (default: all)")
     return finish_parser(p, run, PROG)
 
 
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from qrsim_ros.plots import FIGURES, MISSION_FIGURES, looks_like_run_csv
 
     is_csv = looks_like_run_csv(args.bag)
-    known = MISSION_FIGURES if is_csv else FIGURES
+    known = MISSION_FIGURES if is_csv else {**FIGURES, **MISSION_FIGURES}  # (a retrieve bag has both)
     only = None
     if args.only:
         only = [n.strip() for n in args.only.split(",") if n.strip()]

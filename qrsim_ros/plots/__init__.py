@@ -2,7 +2,9 @@
 
 ``render(bag, out_dir)`` writes one PNG per figure the bag has data for (``figures.FIGURES``: top
 view, altitude and speed, reward, plume, GPS error, battery, faults) and returns what it wrote and why
-it skipped the others. No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj are installed.
+it skipped the others; a retrieve run's bag (it has ``/referee/mission``) gets ireland_2016's Figures 8-10
+too (``mission_bag.load_mission_bag``). No rclpy: this runs anywhere rosbags, matplotlib, numpy and pyproj
+are installed.
 
 ``render_mission(csv, out_dir)`` writes the single-run figures of a retrieve mission (ireland_2016
 Figures 8-10, ``mission.MISSION_FIGURES``) from the CSV ``qrsim run --out`` writes (``plots.mission``).
@@ -24,6 +26,7 @@ from qrsim_ros.plots.mission import (
     load_mission_csv,
     looks_like_run_csv,
 )
+from qrsim_ros.plots.mission_bag import load_mission_bag
 
 __all__ = ["DPI", "FIGURES", "FIGURE_SIZES_IN", "MISSION_FIGURES", "BagError", "MissionCsvError", "Rendered",
            "RunData", "default_mission_out_dir", "default_out_dir", "load_mission_csv", "load_run",
@@ -54,6 +57,11 @@ def render(bag: str | Path, out_dir: str | Path | None = None, names: list[str] 
     created = not out.exists()
     result = _draw(FIGURES, run, out, names)
     result.notes[:0] = [n for n in (run.read_note, run.origin_note) if n]
+    mission = load_mission_bag(bag)  # a retrieve run's graph: Figures 8-10 too
+    if mission is not None:
+        drawn = _draw(MISSION_FIGURES, mission, out, names)
+        result.written.update(drawn.written)
+        result.skipped.update(drawn.skipped)
     if not result.written:
         if created:
             out.rmdir()

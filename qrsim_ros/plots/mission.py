@@ -354,16 +354,15 @@ def mission_battery(run: MissionRun, path: Path) -> str | None:
     ax = fig.subplots()
     patches = shade_modes(ax, run)
     ax.plot(run.t_s, run.battery_v, color=vehicle_colour(0), lw=1.5)
-    ax.axhline(run.battery_full_v, color="black", ls="--", lw=1.1)
-    ax.axhline(run.battery_low_v, color="#d73027", ls="--", lw=1.1)
-    handles = [Line2D([], [], color=vehicle_colour(0), lw=1.5, label="voltage"),
-               Line2D([], [], color="black", ls="--", lw=1.1,
-                      label=f"maximum V_max = {run.battery_full_v:g} V"),
-               Line2D([], [], color="#d73027", ls="--", lw=1.1,
-                      label=f"warning threshold V_th = {run.battery_low_v:g} V")]
+    handles = [Line2D([], [], color=vehicle_colour(0), lw=1.5, label="voltage")]
     finite = run.battery_v[np.isfinite(run.battery_v)]
-    lo = min(float(finite.min()), run.battery_low_v)
-    hi = max(float(finite.max()), run.battery_full_v)
+    lo, hi = float(finite.min()), float(finite.max())
+    for volts, colour, label in ((run.battery_full_v, "black", "maximum V_max"),
+                                 (run.battery_low_v, "#d73027", "warning threshold V_th")):
+        if math.isfinite(volts):  # (a bag whose scenario does not load here has no thresholds)
+            ax.axhline(volts, color=colour, ls="--", lw=1.1)
+            handles.append(Line2D([], [], color=colour, ls="--", lw=1.1, label=f"{label} = {volts:g} V"))
+            lo, hi = min(lo, volts), max(hi, volts)
     pad = max(0.05 * (hi - lo), 0.02)
     ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlabel("time [s]")

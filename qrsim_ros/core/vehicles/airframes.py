@@ -188,6 +188,13 @@ class Airframes:
             out[self._rot] = self.rotor.omega
         return out
 
+    def rotor_speeds_view(self) -> Array:
+        """``rotor_speeds_radps`` without a copy when every vehicle is a rotor vehicle, for a per-tick caller
+        that only reads it before the next ``step`` (``energy.FleetEnergy``)."""
+        if self._only is not None and self._only is self.rotor:
+            return self.rotor.omega_view()
+        return self.rotor_speeds_radps
+
     @property
     def rotor_k_m(self) -> float:
         """The rotor airframe's drag-torque coefficient k_m [N m s^2] (NaN without rotor vehicles): with

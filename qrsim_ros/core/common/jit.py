@@ -39,10 +39,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 DISABLE_ENV_VAR = "QRSIM_DISABLE_JIT"
 
 #: Modules of this package whose kernels other modules' kernels call (turbulence uses pelican's
-#: rotation helper, fleet_control the controllers' ones, energy the battery bank's step); a change to one
-#: of them invalidates every cached kernel of the package.
+#: rotation helper, fleet_control the controllers' ones, energy the battery bank's step, airframes the
+#: rotor fleet's and its controller's); a change to one of them invalidates every cached kernel of the
+#: package.
 SHARED_KERNEL_MODULES = ("common/jit.py", "vehicles/pelican.py", "vehicles/controllers.py",
-                         "vehicles/battery.py")
+                         "vehicles/battery.py", "vehicles/rotor.py", "vehicles/rotor_control.py")
 
 _CORE_DIR = Path(__file__).resolve().parents[1]  # qrsim_ros/core
 

@@ -208,6 +208,15 @@ class Airframes:
         out[self._rot] = self.rotor.valid  # type: ignore[union-attr]
         return out
 
+    def views(self) -> tuple[Array, NDArray[np.bool_], Array]:
+        """``state``, ``valid`` and ``accel_body`` without copies when every vehicle has the same airframe
+        (copies otherwise), for a per-tick reader that keeps none of them: they change at the next
+        ``step``, ``set_state`` or ``disarm`` (``Simulator._tick``)."""
+        o = self._only
+        if o is None:
+            return self.state, self.valid, self.accel_body
+        return o._x, o._valid, o._a  # the sub-fleet's own arrays (made once, updated in place)
+
     @property
     def invalid_reason(self) -> list[str]:
         """Per-vehicle reason the vehicle became invalid ('' while valid)."""

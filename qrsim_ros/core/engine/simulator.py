@@ -308,11 +308,11 @@ class Simulator:
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
-        x = fleet.state  # copies: the episode keeps them (``observe``)
-        valid = fleet.valid
+        x, valid, accel_body = fleet.views()
+        x, valid = x.copy(), valid.copy()  # the episode keeps them (``observe``)
         self.battery.step(fleet, self.dt_s, x, valid)
         self.episode.observe(x, valid)
-        self.ahars.step(k, x, fleet.views()[2])
+        self.ahars.step(k, x, accel_body)
         self.gps.step(k, x)
         persons = self.world.persons_area
         if self.camera is not None and persons is not None:

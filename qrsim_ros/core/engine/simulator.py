@@ -77,7 +77,7 @@ from qrsim_ros.core.world.scene import CRASH_REASON
 Array = NDArray[np.float64]
 
 
-@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))", writable_twins=True)
 def _first_non_finite_row(block, check):
     """The first row of ``block`` (M, W) with ``check`` true that has a non-finite value without being all
     NaN (all NaN: no new set point), or -1."""

@@ -266,7 +266,7 @@ def _vertical_speed_kernel(x):
 
 
 @njit(f"void({F8_2D_IN}, {F8_2D_IN}, boolean, boolean, boolean, boolean, float64[:, :], float64[:, :], "
-      "float64[:, :], float64[:], float64[:], float64)")
+      "float64[:, :], float64[:], float64[:], float64)", writable_twins=True)
 def _noiseless_step_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due, acc, gyro, euler, height,
                            speed, ground_z_ned_m):
     """The four noiseless, unfaulted AHARS sensors' updates in place (``Ahars.step``): each due sensor

@@ -82,7 +82,7 @@ AIRFRAME_NAMES = (PELICAN, ROTOR)
 
 @njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, float64, float64[:, ::1], "
       "float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[::1], "
-      f"int64[::1], boolean[::1], {F8_1D_IN}, float64, int64, {F8_2D_IN}, float64)")
+      f"int64[::1], boolean[::1], {F8_1D_IN}, float64, int64, {F8_2D_IN}, float64)", writable_twins=True)
 def _rotor_tick_kernel(u, wind_body, health, si_to_fw, c, ctl_dt_s, hover_omega, omega_cmd, wind_live,
                        wind_ned, x, omega, accel, valid, reason, near, prm, dt_s, substeps, limits,
                        collision_distance_m):

@@ -179,7 +179,7 @@ def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, 
       f"float64, {F8_2D_IN}, {F8_1D_IN}, boolean, float64, float64[:], boolean[:], "
       "boolean, float64[:], boolean[:], float64[:], float64[:], "
       f"{F8_1D_IN}, boolean[:], float64[:], float64[:], float64[:], {F8_1D_IN}, {F8_1D_IN}, {F8_1D_IN}, "
-      "float64[:], float64, float64, float64)")
+      "float64[:], float64, float64, float64)", writable_twins=True)
 def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, bases, radii, on_bases,
                         dt_s, power, charging, lipo, bank_power, bank_charging, soc, v_state, drop, empty,
                         volts, amps, pct, tab_soc, tab_v, consts, v_in, v_lo, v_hi, low_below):
@@ -229,6 +229,10 @@ class FleetEnergy:
         #: True once some pack is at or below the low-battery failsafe's thresholds (the front ends call
         #: ``FleetControl.update_battery`` only then)
         self.low = False
+        # ``_fused_step``'s scratch power and its kernel's last arguments (arrays updated in place), once
+        self._power_w = np.empty(n)
+        self._fused_tail = (() if self.bank is None else
+                            (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
 
     def set_bases(self, bases: Sequence[ChargingBase]) -> None:
         """Replace the charging bases (a task that places its landing site per episode)."""
@@ -321,13 +325,12 @@ class FleetEnergy:
         """``step`` of a fleet with rotor-level vehicles on checked inputs: ``_energy_step_kernel``."""
         bank = self.bank
         assert bank is not None
-        power = np.empty(self.num_vehicles)
+        power = self._power_w
         pp = self._power_params
         flags = _energy_step_kernel(
             state, valid, fleet.rotor_speeds_view(), float(fleet.rotor_k_m),
             self.settings.rotor_motor_efficiency, pp.coefficient, pp.avionics_w, self._bases, self._radii,
-            bool(self.bases), dt_s, power, self._charging, *bank.kernel_args, self._v_in, _V_MIN, _V_MAX,
-            self._low_below)
+            bool(self.bases), dt_s, power, self._charging, *self._fused_tail)
         if flags >= 4:  # as ``BatteryBank.step`` raises it
             bank.step_checked(power, dt_s, self._charging if self.bases else None)
         self._any_empty, self.low = bool(flags & 1), bool(flags & 2)

@@ -158,7 +158,7 @@ _B1_IN = "Array(boolean, 1, 'A', readonly=True)"
 @njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {_B1_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, boolean, float64, "
       "float64[:, :], float64[:, :], float64[:, :], float64[:, :], float64[:, :], float64[:, :], "
       f"{F8_1D_IN}, float64, float64[:, :], Array(int64, 1, 'A', readonly=True), float64[:, :], int64[:], "
-      "boolean[:], Array(int8, 1, 'A', readonly=True))")
+      "boolean[:], Array(int8, 1, 'A', readonly=True))", writable_twins=True)
 def _velocity_fleet_kernel(t_all, ex, valid, headings, issued_s, now_s, expire, timeout_s, pos, eul, vel, sp,
                            ei, e_prev, gains, dt_s, u, rows, clamped_sp, counts, expired, code):
     """``FleetControl.controls`` of a fleet that flies ``velocity`` only, up to the failsafes, in one call
@@ -187,7 +187,7 @@ def _velocity_fleet_kernel(t_all, ex, valid, headings, issued_s, now_s, expire, 
     return flags
 
 
-@njit("boolean(Array(boolean, 1, 'A', readonly=True))")
+@njit("boolean(Array(boolean, 1, 'A', readonly=True))", writable_twins=True)
 def any_true(flags):
     """``flags.any()`` without numpy's reduction machinery (every tick)."""
     found = False
@@ -198,7 +198,7 @@ def any_true(flags):
     return found
 
 
-@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])")
+@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])", writable_twins=True)
 def hold_given(targets, now_s, held, issued_s):
     """Each vehicle's latest set point: the rows of ``targets`` (N, TARGET_WIDTH) with a first value
     (not NaN: a new set point) replace those of ``held`` (N, TARGET_WIDTH), issued at ``now_s`` [s]

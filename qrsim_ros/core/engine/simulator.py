@@ -77,7 +77,7 @@ from qrsim_ros.core.world.scene import CRASH_REASON
 Array = NDArray[np.float64]
 
 
-@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))")
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))", writable_twins=True)
 def _first_non_finite_row(block, check):
     """The first row of ``block`` (M, W) with ``check`` true that has a non-finite value without being all
     NaN (all NaN: no new set point), or -1."""
@@ -159,6 +159,10 @@ class Simulator:
         }
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
+        # still air (no mean wind, no turbulence): every tick's air velocity is zero, made once (read-only)
+        self._still_air = None if self.wind.params.on or self.turbulence.params.on else np.zeros((n, 3))
+        if self._still_air is not None:
+            self._still_air.flags.writeable = False
         self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)
         self._issued_s = np.full(n, np.nan)  # when it was issued [s] (the time of the tick's state)
         # the scenario's faults on the models built above (a battery if another component built one)
@@ -279,20 +283,23 @@ class Simulator:
         events = faults.step(k)
         if events.started:
             self.episode.task.on_fault_started(events.started)
-        x = self.fleet.state
-        valid = self.fleet.valid
+        fleet = self.fleet
+        x, valid, _ = fleet.views()  # until the fleet moves (no copies: the readers below keep none)
         self.gps_space.step(k)
         self.area.step(k, x, valid)
         plume = self.world.plume
         if plume is not None:
             plume.step(k)
-        controls = self._controls(targets)
+        controls = self._controls(targets, valid)
         landed = self.fleet_control.landed
         if any_true(landed) and (landed & valid).any():  # failsafe land touched down: motors off for good
-            self.fleet.disarm(np.flatnonzero(landed & valid))
-            valid = self.fleet.valid
+            fleet.disarm(np.flatnonzero(landed & valid))
+            valid = fleet.views()[1]
         self.turbulence.step(k, x, active=valid)
-        wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
+        if self._still_air is not None:
+            wind_body = self._still_air
+        else:
+            wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
         applied = self.battery.apply(controls)  # the pack's voltage; an empty pack stops the motors
         if faults.any_active:  # rotor faults' yaw disturbance
             applied = faults.adjust_controls(applied)
@@ -301,11 +308,11 @@ class Simulator:
         scene = self.world.scene
         if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
             self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
-        x = self.fleet.state
-        valid = self.fleet.valid
-        self.battery.step(self.fleet, self.dt_s, x, valid)
+        x, valid, accel_body = fleet.views()
+        x, valid = x.copy(), valid.copy()  # the episode keeps them (``observe``)
+        self.battery.step(fleet, self.dt_s, x, valid)
         self.episode.observe(x, valid)
-        self.ahars.step(k, x, self.fleet.accel_body)
+        self.ahars.step(k, x, accel_body)
         self.gps.step(k, x)
         persons = self.world.persons_area
         if self.camera is not None and persons is not None:
@@ -315,13 +322,14 @@ class Simulator:
             self.plume_sensor.step(k, x, plume.concentration, t_s=k * self.dt_s)
         for name, model in self.sensors.items():
             step_registered_sensor(name, model, k, x, faults.sensor_valid(name, valid), self.fleet.accel_body)
-        self._assemble_estimated_state()
+        self._assemble_estimated_state(valid)
         self.episode.on_tick(controls)
 
-    def _controls(self, targets: Array) -> Array:
+    def _controls(self, targets: Array, valid: NDArray[np.bool_]) -> Array:
         """Controls (N, 5) for this tick: the task's own vehicles (the mouse) get the task's actions, then
         every vehicle goes through its mode (``FleetControl``) with its latest set point, issued at the
-        time of the state the controls start from (t_(k-1), as the graph's flight_controller stamps)."""
+        time of the state the controls start from (t_(k-1), as the graph's flight_controller stamps);
+        ``valid``: the fleet's validity now."""
         for i, a in self.task.environment_actions(self._ex).items():
             targets[i, : a.size] = a
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
@@ -329,16 +337,16 @@ class Simulator:
         hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
-            self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, self.fleet.valid)
-        return self.fleet_control.controls(self._held, self._ex, self.fleet.valid, self._headings, now_s,
-                                           self._issued_s)
+            self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, valid)
+        return self.fleet_control.controls(self._held, self._ex, valid, self._headings, now_s, self._issued_s)
 
-    def _assemble_estimated_state(self) -> None:
-        """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles."""
+    def _assemble_estimated_state(self, valid: NDArray[np.bool_] | None = None) -> None:
+        """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles (``valid``: the
+        fleet's validity now, when the caller has it)."""
         euler, rates, accel, height, vertical_speed = self.ahars.outputs_view()
         gps = self.gps
-        assemble_estimated_state(self._ex, self.fleet.valid, gps.position_ned, euler, rates, accel, height,
-                                 gps.velocity_ned, vertical_speed)
+        assemble_estimated_state(self._ex, self.fleet.valid if valid is None else valid, gps.position_ned,
+                                 euler, rates, accel, height, gps.velocity_ned, vertical_speed)
 
     # --- accessors ----------------------------------------------------------------------------------
     @property

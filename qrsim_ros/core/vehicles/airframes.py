@@ -39,6 +39,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.vehicles.controllers import _is_f8
 from qrsim_ros.core.vehicles.emergency_land import (
     LANDED_REASON,
     EmergencyLandParams,
@@ -50,24 +52,58 @@ from qrsim_ros.core.vehicles.emergency_land import (
     unbalanced_yaw_rate_radps,
 )
 from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_LIMITS,
     CONTROL_NAMES,
     CONTROL_SIZE,
     STATE_NAMES,
     PelicanFleet,
     PelicanInputError,
     PelicanParams,
+    _first_bad_control,
+    body_to_ned_rows,
     check_live_controls,
     collisions_into,
     expand_state,
 )
-from qrsim_ros.core.vehicles.rotor import RotorFleet
-from qrsim_ros.core.vehicles.rotor_control import RotorControl, RotorControlInputError, RotorControlParams
+from qrsim_ros.core.vehicles.rotor import RotorFleet, _all_finite, _rotor_fleet_step
+from qrsim_ros.core.vehicles.rotor_control import (
+    RotorControl,
+    RotorControlInputError,
+    RotorControlParams,
+    _control_rows_to_speeds,
+)
 from qrsim_ros.core.vehicles.rotor_params import RotorParams, pelican_rotor_params
 
 #: The airframe names (``vehicle.airframe``).
 PELICAN = "pelican"
 ROTOR = "rotor"
 AIRFRAME_NAMES = (PELICAN, ROTOR)
+
+
+@njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, float64, float64[:, ::1], "
+      "float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[::1], "
+      f"int64[::1], boolean[::1], {F8_1D_IN}, float64, int64, {F8_2D_IN}, float64)", writable_twins=True)
+def _rotor_tick_kernel(u, wind_body, health, si_to_fw, c, ctl_dt_s, hover_omega, omega_cmd, wind_live,
+                       wind_ned, x, omega, accel, valid, reason, near, prm, dt_s, substeps, limits,
+                       collision_distance_m):
+    """``Airframes.step`` of a rotor-only fleet flying its control rows (no lower-level input, emergency
+    landing or stuck motor) in one call: the general path's kernels in its order (``check_live_controls``,
+    ``RotorControl.from_controls``, the frozen vehicles' wind zeroed, ``RotorFleet.step``); ``omega_cmd``,
+    ``wind_live``, ``wind_ned``: scratch. Returns the number of vehicles that became invalid, or -1 on a
+    bad input before anything changed (the general path then raises its error)."""
+    if _first_bad_control(u, valid, CONTROL_LIMITS) >= 0:
+        return -1
+    omega_cmd[:, :] = hover_omega  # the rows of frozen vehicles (``RotorControl._out``)
+    _control_rows_to_speeds(u, x, omega, valid, si_to_fw, c, ctl_dt_s, omega_cmd)
+    for i in range(wind_body.shape[0]):  # frozen vehicles ignore the wind; a NaN row there is no error
+        for j in range(3):
+            wind_live[i, j] = wind_body[i, j] if valid[i] else 0.0
+    body_to_ned_rows(x, wind_live, wind_ned)
+    if not _all_finite(wind_ned):
+        return -1
+    bad, invalid = _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm,
+                                     dt_s, substeps, limits, collision_distance_m)
+    return -1 if bad >= 0 else invalid
 
 
 class Airframes:
@@ -137,6 +173,9 @@ class Airframes:
         # set for Pelican vehicles, which have no contact model)
         radius = (self.rotor.params if self.rotor is not None else pelican_rotor_params()).contact_radius_m
         self._landed_z_ned_m = self.ground_z_ned_m - radius
+        # a rotor-only fleet's per-tick kernel (``_rotor_tick_kernel``) and its scratch arrays
+        self._rotor_tick = self.rotor is not None and self._only is self.rotor
+        self._scratch = (np.empty((n, 4)), np.empty((n, 3)), np.empty((n, 3)))
 
     # --- accessors ------------------------------------------------------------------------------
     def _gather(self, name: str, width: int) -> Array:
@@ -169,6 +208,15 @@ class Airframes:
         out[self._rot] = self.rotor.valid  # type: ignore[union-attr]
         return out
 
+    def views(self) -> tuple[Array, NDArray[np.bool_], Array]:
+        """``state``, ``valid`` and ``accel_body`` without copies when every vehicle has the same airframe
+        (copies otherwise), for a per-tick reader that keeps none of them: they change at the next
+        ``step``, ``set_state`` or ``disarm`` (``Simulator._tick``)."""
+        o = self._only
+        if o is None:
+            return self.state, self.valid, self.accel_body
+        return o._x, o._valid, o._a  # the sub-fleet's own arrays (made once, updated in place)
+
     @property
     def invalid_reason(self) -> list[str]:
         """Per-vehicle reason the vehicle became invalid ('' while valid)."""
@@ -187,6 +235,13 @@ class Airframes:
         if self.rotor is not None:
             out[self._rot] = self.rotor.omega
         return out
+
+    def rotor_speeds_view(self) -> Array:
+        """``rotor_speeds_radps`` without a copy when every vehicle is a rotor vehicle, for a per-tick caller
+        that only reads it before the next ``step`` (``energy.FleetEnergy``)."""
+        if self._only is not None and self._only is self.rotor:
+            return self.rotor.omega_view()
+        return self.rotor_speeds_radps
 
     @property
     def rotor_k_m(self) -> float:
@@ -346,6 +401,19 @@ class Airframes:
             self.pelican.step(controls, wind_body)  # type: ignore[union-attr]
             return
         n = self.num_vehicles
+        if (self._rotor_tick and rates_thrust is None and motors is None and not emergency
+                and self._stuck_speeds is None and _is_f8(controls, (n, CONTROL_SIZE))
+                and _is_f8(wind_body, (n, 3))):  # the per-tick case of a rotor-only fleet: one kernel
+            rotor, ctl = self.rotor, self.rotor_control
+            healthy, *state = rotor.kernel_state()  # type: ignore[union-attr]
+            health = healthy if self._rotor_health is None else self._rotor_health
+            invalid = _rotor_tick_kernel(controls, wind_body, health, *ctl.kernel_args(),  # type: ignore[union-attr]
+                                         *self._scratch, *state)
+            if invalid > 0:
+                rotor.record_invalid()  # type: ignore[union-attr]
+            if invalid >= 0:
+                return
+            # a bad input: nothing changed; the general path below raises its error
         u = np.asarray(controls, np.float64)
         if u.ndim != 2 or u.shape != (n, CONTROL_SIZE):
             raise PelicanInputError(f"controls must have shape ({n}, 5) {CONTROL_NAMES}, got {u.shape}")

@@ -286,6 +286,24 @@ def _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, v_max
         pct[i] = f
 
 
+@njit(f"int64({F8_1D_IN}, {_BOOL_IN}, float64, boolean, float64[:], boolean[:], float64[:], float64[:], "
+      f"{F8_1D_IN}, boolean[:], float64[:], float64[:], float64[:], {F8_1D_IN}, {F8_1D_IN}, {F8_1D_IN})")
+def _bank_step(power_in, charging_in, dt_s, lipo, power, charging, soc, v_state, drop, empty, volts, amps,
+               pct, tab_soc, tab_v, c):
+    """``BatteryBank.step`` after its argument checks, in one call: take the inputs (all or nothing) and
+    advance every pack by ``dt_s`` with the bank's model (``lipo`` or linear; ``c``: its constants, as
+    ``BatteryBank._consts``). Returns the index of the first bad power (nothing changed), else -1."""
+    bad = _take_inputs(power_in, charging_in, power, charging)
+    if bad >= 0:
+        return bad
+    if lipo:
+        _lipo_step(soc, drop, empty, volts, amps, power, charging, dt_s, tab_soc, tab_v, c[0], c[1], c[2],
+                   c[3], c[4], c[5], c[6])
+    else:
+        _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, c[0], c[1], c[2], c[3], pct)
+    return -1
+
+
 class BatteryBank:
     """The battery packs of N vehicles (one ``BatteryParams`` for all), advanced together.
 
@@ -324,6 +342,12 @@ class BatteryBank:
         else:
             self._consts = (p.linear_max_v, p.linear_charge_v_per_s, p.linear_discharge_v_per_s,
                             p.linear_empty_v)
+        self._lipo = p.model == "lipo"
+        #: ``_bank_step``'s arguments after the inputs and dt (its arrays are updated in place, never
+        #: replaced) for a caller that runs it inside its own kernel (``energy.FleetEnergy``)
+        self.kernel_args = (self._lipo, self._power, self._charging, self._soc, self._v_state, self._drop,
+                             self._empty, self._volts, self._amps, self._pct, self._tab_soc, self._tab_v,
+                             np.array(self._consts, float))
         self.reset()
 
     voltage_v = copy_of("_volts", "Terminal voltage of each pack at the end of the last step [V], (N,).")
@@ -364,10 +388,15 @@ class BatteryBank:
                              f"got {p.shape}, {c.dtype} {c.shape}")
         if not (math.isfinite(dt_s) and dt_s > 0):
             raise ValueError(f"dt_s={dt_s!r} must be finite and > 0")
-        bad = _take_inputs(p, c, self._power, self._charging)
+        self.step_checked(p, float(dt_s), c)
+
+    def step_checked(self, power_w: Array, dt_s: float, charging: NDArray[np.bool_] | None = None) -> None:
+        """``step`` on inputs already checked for shape and type (float (N,), bool (N,) or None) and a
+        finite ``dt_s`` > 0, for a per-tick caller; the power values are still checked."""
+        c = self._no_charging if charging is None else charging
+        bad = _bank_step(power_w, c, dt_s, *self.kernel_args)
         if bad >= 0:
-            raise ValueError(f"power_w[{bad}]={p[bad]!r} must be finite and >= 0 [W]")
-        self._run(float(dt_s))
+            raise ValueError(f"power_w[{bad}]={power_w[bad]!r} must be finite and >= 0 [W]")
 
     def cell_failure(self, vehicle: int, volts_drop: float) -> None:
         """A cell failure of ``vehicle``: its pack voltage steps down by ``volts_drop`` [V] (> 0), from now

@@ -490,9 +490,21 @@ class VelocityPID(_Controller):
         u = np.empty((self.num_vehicles, 5))
         if _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, loop.sp, loop.ei, loop.e_prev,
                                 self._kernel_gains, CONTROL_LIMITS, HOVER_CONTROL, self.dt_s, u):
-            bad = "psi_des" if not np.all(np.isfinite(psi_des)) else "velocity_des_ned"
-            raise ValueError(f"{bad} must be finite")
+            raise self.set_point_error(psi_des)
         return u
+
+    @staticmethod
+    def set_point_error(psi_des: Array) -> ValueError:
+        """The error of a kernel call that found a set point not finite (``psi_des`` or the velocity)."""
+        bad = "psi_des" if not np.all(np.isfinite(psi_des)) else "velocity_des_ned"
+        return ValueError(f"{bad} must be finite")
+
+    def kernel_state(self) -> tuple[Array, ...]:
+        """The fused kernel's buffers and state, in its argument order after the set points (``pos``,
+        ``eul``, ``vel``, ``sp``, ``ei``, ``e_prev``, gains): for a caller that runs the kernel inside its
+        own (``fleet_control``'s per-tick kernel); the arrays are updated in place."""
+        loop = self._loop
+        return self._pos, self._eul, self._vel, loop.sp, loop.ei, loop.e_prev, self._kernel_gains
 
 
 class VelocityHeightPID(_HeightController):

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
-from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams
+from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams, _bank_step
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
 from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power
 
@@ -175,6 +175,29 @@ def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, 
         out[i] = on_base and (not valid[i] or speed < charge_speed_mps)
 
 
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, float64, float64, float64, "
+      f"float64, {F8_2D_IN}, {F8_1D_IN}, boolean, float64, float64[:], boolean[:], "
+      "boolean, float64[:], boolean[:], float64[:], float64[:], "
+      f"{F8_1D_IN}, boolean[:], float64[:], float64[:], float64[:], {F8_1D_IN}, {F8_1D_IN}, {F8_1D_IN}, "
+      "float64[:], float64, float64, float64)", writable_twins=True)
+def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, bases, radii, on_bases,
+                        dt_s, power, charging, lipo, bank_power, bank_charging, soc, v_state, drop, empty,
+                        volts, amps, pct, tab_soc, tab_v, consts, v_in, v_lo, v_hi, low_below):
+    """``FleetEnergy.step`` of a fleet with rotor-level vehicles in one call (each Python-level step costs
+    a microsecond or more, every tick): power (``_power_kernel``) into ``power``, charging
+    (``_charging_kernel``, if ``on_bases``) into ``charging``, the bank's step (``_bank_step``, the bank's
+    arrays after ``charging``), the latch (``_latch_kernel``). Returns the latch's flags, or 4 + the index
+    of a bad power (the bank unchanged)."""
+    _power_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, power)
+    if on_bases:
+        _charging_kernel(x, valid, bases, radii, CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, charging)
+    bad = _bank_step(power, charging, dt_s, lipo, bank_power, bank_charging, soc, v_state, drop, empty, volts,
+                     amps, pct, tab_soc, tab_v, consts)
+    if bad >= 0:
+        return 4 + bad
+    return _latch_kernel(volts, pct, empty, v_in, v_lo, v_hi, low_below)
+
+
 def bases_array(bases: Sequence[ChargingBase]) -> Array:
     """Base positions (B, 3) NED [m] (B may be 0)."""
     return np.array([b.position_ned_m for b in bases], float).reshape(-1, 3)
@@ -206,6 +229,10 @@ class FleetEnergy:
         #: True once some pack is at or below the low-battery failsafe's thresholds (the front ends call
         #: ``FleetControl.update_battery`` only then)
         self.low = False
+        # ``_fused_step``'s scratch power and its kernel's last arguments (arrays updated in place), once
+        self._power_w = np.empty(n)
+        self._fused_tail = (() if self.bank is None else
+                            (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
 
     def set_bases(self, bases: Sequence[ChargingBase]) -> None:
         """Replace the charging bases (a task that places its landing site per episode)."""
@@ -280,6 +307,12 @@ class FleetEnergy:
         bank = self.bank
         if bank is None:
             return
+        n = self.num_vehicles
+        if (getattr(fleet, "rotor", None) is not None and type(state) is np.ndarray
+                and state.dtype == np.float64 and state.shape == (n, 13) and type(valid) is np.ndarray
+                and valid.dtype == np.bool_ and valid.shape == (n,) and math.isfinite(dt_s) and dt_s > 0):
+            self._fused_step(fleet, float(dt_s), state, valid)
+            return
         power = self.power_w(fleet, state, valid)
         if self.bases:
             self._charging = self.charging_now(fleet, state, valid)
@@ -287,6 +320,20 @@ class FleetEnergy:
         else:
             bank.step(power, dt_s)
         self._latch()
+
+    def _fused_step(self, fleet: Any, dt_s: float, state: Array, valid: NDArray[np.bool_]) -> None:
+        """``step`` of a fleet with rotor-level vehicles on checked inputs: ``_energy_step_kernel``."""
+        bank = self.bank
+        assert bank is not None
+        power = self._power_w
+        pp = self._power_params
+        flags = _energy_step_kernel(
+            state, valid, fleet.rotor_speeds_view(), float(fleet.rotor_k_m),
+            self.settings.rotor_motor_efficiency, pp.coefficient, pp.avionics_w, self._bases, self._radii,
+            bool(self.bases), dt_s, power, self._charging, *self._fused_tail)
+        if flags >= 4:  # as ``BatteryBank.step`` raises it
+            bank.step_checked(power, dt_s, self._charging if self.bases else None)
+        self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
 
     def cell_failure(self, vehicle: int, volts_drop: float) -> None:
         """A cell failure of ``vehicle`` (the fault ``battery_cell_failure``, docs/FAULTS.md): its pack's

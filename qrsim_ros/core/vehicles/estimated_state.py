@@ -80,7 +80,7 @@ def fill_estimated_state(ex: Array, rows: ArrayLike | slice = slice(None), *,
 
 
 @njit(f"void(float64[:, :], Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, "
-      f"{F8_2D_IN}, {F8_1D_IN}, {F8_2D_IN}, {F8_1D_IN})")
+      f"{F8_2D_IN}, {F8_1D_IN}, {F8_2D_IN}, {F8_1D_IN})", writable_twins=True)
 def assemble_estimated_state(ex, valid, position_ned, euler, angular_velocity_frd, specific_force_frd,
                              height_m, velocity_ned, vertical_speed_mps):
     """Every row of eX (N, 20) in place from the fleet's sensor values (the ``fill_estimated_state``

@@ -57,11 +57,14 @@ from qrsim_ros.core.vehicles.controllers import (
     VelocityHeightPID,
     VelocityPID,
     WaypointPID,
+    _estimated_view_kernel,
+    _is_f8,
     _rotate_ned_to_body,
+    _velocity_pid_kernel,
 )
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
-from qrsim_ros.core.vehicles.estimated_state import HEIGHT, POSITION_NED, hold_pose
-from qrsim_ros.core.vehicles.pelican import FULL_BATTERY_V, HOVER_CONTROL
+from qrsim_ros.core.vehicles.estimated_state import ESTIMATED_STATE_SIZE, HEIGHT, POSITION_NED, hold_pose
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, FULL_BATTERY_V, HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import LOW_LEVEL_INPUTS
 
 Array = NDArray[np.float64]
@@ -149,7 +152,42 @@ def _any_failsafe(code):
     return found
 
 
-@njit("boolean(Array(boolean, 1, 'A', readonly=True))")
+_B1_IN = "Array(boolean, 1, 'A', readonly=True)"
+
+
+@njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {_B1_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, boolean, float64, "
+      "float64[:, :], float64[:, :], float64[:, :], float64[:, :], float64[:, :], float64[:, :], "
+      f"{F8_1D_IN}, float64, float64[:, :], Array(int64, 1, 'A', readonly=True), float64[:, :], int64[:], "
+      "boolean[:], Array(int8, 1, 'A', readonly=True))", writable_twins=True)
+def _velocity_fleet_kernel(t_all, ex, valid, headings, issued_s, now_s, expire, timeout_s, pos, eul, vel, sp,
+                           ei, e_prev, gains, dt_s, u, rows, clamped_sp, counts, expired, code):
+    """``FleetControl.controls`` of a fleet that flies ``velocity`` only, up to the failsafes, in one call
+    (each Python-level step of the general path costs a microsecond or more, every tick): the same kernels
+    in the same order. Controls into ``u`` (N, 5), ``expired`` (N,) written when ``expire``. Returns 1 if
+    a set point is not finite (nothing done), else 2 if a set point expired + 4 if a failsafe flies."""
+    n = valid.shape[0]
+    invalid = np.empty(n, np.bool_)
+    for i in range(n):
+        invalid[i] = not valid[i]
+    t = _flown_targets(t_all[:, 0:3], invalid)  # invalid or no target: zero targets, as QRSim
+    _estimated_view_kernel(ex, pos, eul, vel)
+    if _velocity_pid_kernel(pos, eul, vel, t, headings, sp, ei, e_prev, gains, CONTROL_LIMITS, HOVER_CONTROL,
+                            dt_s, u):
+        return 1
+    _count_clamps_kernel(t_all, ex, invalid, rows, 3, MAX_SPEED_MPS, clamped_sp, counts)
+    flags = 0
+    if expire:
+        e = _expired_kernel(issued_s, invalid, now_s, timeout_s)
+        for i in range(n):
+            expired[i] = e[i]
+            if e[i]:
+                flags |= 2
+    if _any_failsafe(code):
+        flags |= 4
+    return flags
+
+
+@njit("boolean(Array(boolean, 1, 'A', readonly=True))", writable_twins=True)
 def any_true(flags):
     """``flags.any()`` without numpy's reduction machinery (every tick)."""
     found = False
@@ -160,7 +198,7 @@ def any_true(flags):
     return found
 
 
-@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])")
+@njit(f"void({F8_2D_IN}, float64, float64[:, :], float64[:])", writable_twins=True)
 def hold_given(targets, now_s, held, issued_s):
     """Each vehicle's latest set point: the rows of ``targets`` (N, TARGET_WIDTH) with a first value
     (not NaN: a new set point) replace those of ``held`` (N, TARGET_WIDTH), issued at ``now_s`` [s]
@@ -215,6 +253,8 @@ class FleetControl:
         self._any_low_level = any(self.rows[m].size for m in LOW_LEVEL_MODES)
         #: every vehicle flies the same controlled mode (``controls`` takes its controller's rows as they are)
         self._one_controlled_mode = len(self._active) == 1 and self._active[0][0] in CONTROLLED_MODES
+        #: every vehicle flies ``velocity`` (the retrieve missions): ``controls`` runs one fused kernel
+        self._all_velocity = self._one_controlled_mode and self._active[0][0] == "velocity"
         self._flight_z = np.full(self.num_vehicles, self.flight_z_ned_m)
         self._controllers = {
             "velocity": VelocityPID(max(1, len(self.rows["velocity"]))),
@@ -231,6 +271,7 @@ class FleetControl:
         self._hold_pid = WaypointPID(n)
         self._land_pid = VelocityPID(n)
         self._clamped_sp = np.full((n, 3), np.nan)  # the set point last counted as clamped
+        self._expired = np.zeros(n, bool)  # the fused kernel's expiry flags (``_velocity_fleet_kernel``)
         self._velocity_rows = [(r, len(CONTROL_MODES[m])) for m, r, _ in self._active
                                if m in ("velocity", "velocity_height")]
         # low battery: the policy, the bases, each vehicle's target base
@@ -269,6 +310,14 @@ class FleetControl:
         computed from); ``issued_s`` (N,): when each vehicle's set point was issued [s] (NaN: none yet,
         nothing to expire). Without them (or with ``command_timeout_s`` 0) nothing expires.
         """
+        if self._all_velocity:
+            n = self.num_vehicles
+            if (type(targets) is np.ndarray and targets.dtype == np.float64 and targets.ndim == 2
+                    and targets.shape[0] == n and targets.shape[1] >= 3
+                    and _is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and _is_f8(headings_rad, (n,))
+                    and type(valid) is np.ndarray and valid.dtype == np.bool_ and valid.shape == (n,)
+                    and (issued_s is None or _is_f8(issued_s, (n,)))):
+                return self._velocity_controls(targets, ex, valid, headings_rad, now_s, issued_s)
         t_all = np.asarray(targets, float)
         ex = np.asarray(ex, float)
         invalid = ~np.asarray(valid, bool)
@@ -304,6 +353,27 @@ class FleetControl:
             self._update_failsafe(expired, ex)
         if _any_failsafe(self.failsafe_code):
             self._failsafe_controls(u, ex, ~invalid)
+        return u
+
+    def _velocity_controls(self, t_all: Array, ex: Array, valid: NDArray[np.bool_], headings: Array,
+                           now_s: float | None, issued_s: Array | None) -> Array:
+        """``controls`` of a fleet that flies ``velocity`` only, on float arrays of the exact shapes: the
+        general path's steps in one kernel (``_velocity_fleet_kernel``), then the failsafes if any."""
+        c = self._controllers["velocity"]
+        u = np.empty((self.num_vehicles, 5))
+        expire = now_s is not None and issued_s is not None and self.command_timeout_s > 0
+        flags = _velocity_fleet_kernel(
+            t_all, ex, valid, headings, self._flight_z if issued_s is None else issued_s,
+            0.0 if now_s is None else float(now_s), expire, self.command_timeout_s + 1e-9, *c.kernel_state(),
+            c.dt_s, u, self.rows["velocity"], self._clamped_sp, self.setpoints_clamped, self._expired,
+            self.failsafe_code)
+        if flags == 1:
+            raise c.set_point_error(headings)
+        if flags:
+            if expire:
+                self._update_failsafe(self._expired, ex)
+            if _any_failsafe(self.failsafe_code):
+                self._failsafe_controls(u, ex, valid)
         return u
 
     def low_level_inputs(self, targets: ArrayLike, valid: ArrayLike) -> tuple[Array | None, Array | None]:

@@ -43,6 +43,7 @@ Validity follows ``PelicanFleet``: a vehicle whose state becomes non-finite, lea
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -436,8 +437,19 @@ class RotorFleet:
                                       "and >= 0")
             raise RotorInputError(f"vehicle {i}: health[{j - 4}]={float(hl[i, j - 4])!r} must be in [0, 1]")
         if invalid:
-            for i in np.flatnonzero(self._reason_code):
-                self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
+            self.record_invalid()
+
+    def kernel_state(self) -> tuple[Any, ...]:
+        """``_rotor_fleet_step``'s arguments but the inputs (``omega_cmd``, ``health``, ``wind_ned``), with
+        the default health (all 1) first: for a caller that runs the step inside its own kernel
+        (``airframes.Airframes.step``) and then calls ``record_invalid`` if a vehicle became invalid."""
+        return (self._healthy, self._x, self._omega, self._a, self._valid, self._reason_code, self._near,
+                self._prm, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
+
+    def record_invalid(self) -> None:
+        """The reasons of the vehicles the last step made invalid (``_rotor_fleet_step``'s codes)."""
+        for i in np.flatnonzero(self._reason_code):
+            self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
 
     def step_normalised(self, command: ArrayLike, wind_ned: ArrayLike | None = None,
                         health: ArrayLike | None = None) -> None:

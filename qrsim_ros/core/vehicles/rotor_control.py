@@ -280,6 +280,12 @@ class RotorControl:
         self._c = _pack(rotor, self.gains, self.dt_s)
         self._si_to_fw = np.ascontiguousarray(SI_TO_FIRMWARE)
 
+    def kernel_args(self) -> tuple[Array, Array, float, float]:
+        """``_control_rows_to_speeds``'s constants (``si_to_fw``, ``c``, ``dt_s``) and the hover speed the
+        rows of vehicles not computed get (``from_controls``), for a caller that runs the kernel inside its
+        own (``airframes.Airframes.step``)."""
+        return self._si_to_fw, self._c, self.dt_s, self.rotor.hover_omega_rads
+
     def _out(self, n: int) -> Array:
         out = np.empty((n, 4))
         out.fill(self.rotor.hover_omega_rads)

@@ -80,7 +80,7 @@ def grasper_point(x: Array, grasper_position_m: ArrayLike) -> tuple[Array, Array
     return pos, vel
 
 
-@njit("int64(Array(int8, 1, 'A', readonly=True))")
+@njit("int64(Array(int8, 1, 'A', readonly=True))", writable_twins=True)
 def _phases_present(phase):
     """Bit mask of the phases present: bit p set if some target is in phase p."""
     bits = 0

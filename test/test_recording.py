@@ -297,23 +297,28 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         with open(tmp / "killed.log", "w") as log:
             killed = subprocess.Popen(_recorder_command(killed_dir, split_period_s=0.3, exclude=exclude),
                                       env=killed_env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(killed)
         with open(tmp / "terminated.log", "w") as log:
             terminated = subprocess.Popen(
                 _recorder_command(terminated_dir, split_period_s=0.3, exclude=exclude, drain_timeout_s=0.5),
                 env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(terminated)
+        with pytest.MonkeyPatch.context() as mp:  # this process's node: localhost, logs in tmp
+            mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+            mp.setenv("ROS_LOG_DIR", str(tmp / "ros_log"))
+            watcher = GraphWatcher(domain)
+        # The extra recorders are up before the graph starts: on a loaded machine their start-up (seconds)
+        # could otherwise outlast the 5 s run, and the SIGKILL case would never see a split with /clock.
+        _wait(lambda: {killed_dir.name, terminated_dir.name} <= set(watcher.node.get_node_names()), 120,
+              "the extra recorders' nodes")
         launcher = subprocess.Popen(
             [sys.executable, "-m", "qrsim_ros.cli.main", "launch", "search_rescue", "--num-vehicles",
              str(NUM_VEHICLES), "--seed", str(SEED), "--duration", str(DURATION_S), "--lockstep",
              "--real-time-factor", "1", "--record", str(bag_dir)],
             env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        procs += [killed, terminated, launcher]
+        procs.append(launcher)
         reader = threading.Thread(target=lambda: lines.extend(launcher.stdout or ()), daemon=True)
         reader.start()
-        with pytest.MonkeyPatch.context() as mp:  # this process's node: localhost, logs in tmp
-            mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-            mp.setenv("ROS_LOG_DIR", str(tmp / "ros_log"))
-            watcher = GraphWatcher(domain)
-
         _wait(lambda: _clock_split_written(killed_dir), 120, "a completed split with /clock (SIGKILL case)")
         killed.send_signal(signal.SIGKILL)
         killed_while_running = launcher.poll() is None

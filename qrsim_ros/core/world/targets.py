@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 
 RESTING, TETHERED, FREE = 0, 1, 2
@@ -74,7 +74,8 @@ def grasper_point(x: Array, grasper_position_m: ArrayLike) -> tuple[Array, Array
     x = np.atleast_2d(np.asarray(x, float))
     if x.shape[1] < 12:
         raise ValueError(f"states must have shape (N, 13), got {x.shape}")
-    r = np.broadcast_to(np.asarray(grasper_position_m, float), (x.shape[0], 3))
+    r = np.empty((x.shape[0], 3))
+    r[:] = grasper_position_m  # one row per vehicle (np.broadcast_to costs more than the kernel)
     pos, vel = np.empty((x.shape[0], 3)), np.empty((x.shape[0], 3))
     _grasper_point_kernel(x, r, pos, vel)
     return pos, vel
@@ -89,27 +90,42 @@ def _phases_present(phase):
     return bits
 
 
-@njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, :], float64[:, :])")
-def _grasper_point_kernel(x, r, pos, vel):
-    """``grasper_point`` in one pass: the numpy formula ``x[:, 0:3] + body_to_ned(dcm, r)`` and
+@njit(f"void({F8_2D_IN}, int64, float64, float64, float64, float64[:, :], float64[:, :], int64)")
+def _grasper_point_row(x, i, r0, r1, r2, pos, vel, j):
+    """The grasper point of state row ``x[i]`` with the grasper at [r0, r1, r2] (FRD body) into row ``j``
+    of ``pos`` and ``vel``: the numpy formula ``x[:, 0:3] + body_to_ned(dcm, r)`` and
     ``body_to_ned(dcm, x[:, 6:9] + np.cross(x[:, 9:12], r))`` with the same operations in the same order
     (``dcm_ned_to_body``'s entries; einsum sums the transposed product row by row in order), so the
     results are bit-identical."""
+    sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
+    sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
+    sps, cps = np.sin(x[i, 5]), np.cos(x[i, 5])
+    d = ((cth * cps, cth * sps, -sth),
+         (-cph * sps + sph * sth * cps, cph * cps + sph * sth * sps, sph * cth),
+         (sph * sps + cph * sth * cps, -sph * cps + cph * sth * sps, cph * cth))
+    w0, w1, w2 = x[i, 9], x[i, 10], x[i, 11]
+    b0 = x[i, 6] + (w1 * r2 - w2 * r1)  # body velocity + omega x r
+    b1 = x[i, 7] + (w2 * r0 - w0 * r2)
+    b2 = x[i, 8] + (w0 * r1 - w1 * r0)
+    for k in range(3):
+        pos[j, k] = x[i, k] + ((d[0][k] * r0 + d[1][k] * r1) + d[2][k] * r2)
+        vel[j, k] = (d[0][k] * b0 + d[1][k] * b1) + d[2][k] * b2
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, :], float64[:, :])")
+def _grasper_point_kernel(x, r, pos, vel):
+    """``grasper_point`` in one pass (``_grasper_point_row`` per vehicle)."""
     for i in range(x.shape[0]):
-        sph, cph = np.sin(x[i, 3]), np.cos(x[i, 3])
-        sth, cth = np.sin(x[i, 4]), np.cos(x[i, 4])
-        sps, cps = np.sin(x[i, 5]), np.cos(x[i, 5])
-        d = ((cth * cps, cth * sps, -sth),
-             (-cph * sps + sph * sth * cps, cph * cps + sph * sth * sps, sph * cth),
-             (sph * sps + cph * sth * cps, -sph * cps + cph * sth * sps, cph * cth))
-        r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
-        w0, w1, w2 = x[i, 9], x[i, 10], x[i, 11]
-        b0 = x[i, 6] + (w1 * r2 - w2 * r1)  # body velocity + omega x r
-        b1 = x[i, 7] + (w2 * r0 - w0 * r2)
-        b2 = x[i, 8] + (w0 * r1 - w1 * r0)
-        for k in range(3):
-            pos[i, k] = x[i, k] + ((d[0][k] * r0 + d[1][k] * r1) + d[2][k] * r2)
-            vel[i, k] = (d[0][k] * b0 + d[1][k] * b1) + d[2][k] * b2
+        _grasper_point_row(x, i, r[i, 0], r[i, 1], r[i, 2], pos, vel, i)
+
+
+@njit(f"void({F8_2D_IN}, Array(int8, 1, 'A', readonly=True), Array(int64, 1, 'A', readonly=True), "
+      f"{F8_1D_IN}, float64[:, :], float64[:, :])", writable_twins=True)
+def _follow_kernel(x, phase, carrier, r, position, velocity):
+    """Every tethered target at its carrier's grasper point (``_grasper_point_row``), in place."""
+    for t in range(phase.shape[0]):
+        if phase[t] == 1:  # TETHERED
+            _grasper_point_row(x, carrier[t], r[0], r[1], r[2], position, velocity, t)
 
 
 class Targets:
@@ -161,8 +177,13 @@ class Targets:
 
     def carried_by(self, vehicle: int) -> int | None:
         """The target vehicle ``vehicle`` carries, or None."""
-        hit = np.flatnonzero((self.phase == TETHERED) & (self.carrier == vehicle))
-        return int(hit[0]) if hit.size else None
+        # a few targets: a Python scan costs less than the numpy calls
+        carriers = self.carrier.tolist()
+        for target, phase in enumerate(self.phase.tolist()):
+            carrier = carriers[target]
+            if phase == TETHERED and carrier == vehicle:
+                return target
+        return None
 
     def step(self, x: Array, dt_s: float = BASE_DT_S) -> None:
         """One tick: tethered targets follow their grasper (vehicle states x (N, 13) at the tick's end),
@@ -174,10 +195,8 @@ class Targets:
             self._integrate(np.flatnonzero(self.phase == FREE), dt_s)
 
     def _follow(self, x: Array) -> None:
-        rows = np.flatnonzero(self.phase == TETHERED)
-        pos, vel = grasper_point(np.asarray(x, float)[self.carrier[rows]], self._grasper)
-        self.position_ned_m[rows] = pos
-        self.velocity_ned_mps[rows] = vel
+        _follow_kernel(np.asarray(x, float), self.phase, self.carrier, self._grasper, self.position_ned_m,
+                       self.velocity_ned_mps)
 
     def _integrate(self, rows: NDArray[np.intp], dt_s: float) -> None:
         prm = self.params

@@ -98,6 +98,7 @@ class TopicView:
         self.action_spec = {"vehicles": rows, "modes": modes,
                             "width": max(len(CONTROL_MODES[m]) for m in modes),
                             "columns": {m: CONTROL_MODES[m] for m in dict.fromkeys(modes)}}
+        self.action_rows = len(rows)
         self.seed_entropy = RandomStreams(scenario.seed).entropy
         self.assembler = EstimatedStateAssembler(n, scenario.origin)
         self.valid = np.ones(n, bool)

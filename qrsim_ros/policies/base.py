@@ -109,6 +109,11 @@ class AutopilotView:
         return self._sim.action_spec
 
     @property
+    def action_rows(self) -> int:
+        """How many rows an action has (``action_spec``'s vehicles)."""
+        return self._sim.action_rows
+
+    @property
     def seed_entropy(self) -> int:
         """The episode's seed as used (the clock's entropy when the scenario seed is 0)."""
         return int(self._sim.seed_entropy)
@@ -310,12 +315,12 @@ def instantiate(factory: Callable[..., Any], view: AutopilotView) -> Policy:
 
 def check_actions(actions: ArrayLike, view: AutopilotView, name: str = "policy") -> Array:
     """Actions as a float array (rows, >= columns of each mode); a clear PolicyError otherwise."""
-    spec = view.action_spec
     try:
         a = np.atleast_2d(np.asarray(actions, dtype=float))
     except (TypeError, ValueError):
         raise PolicyError(f"{name} returned non-numeric actions: {actions!r}") from None
-    rows = len(spec["vehicles"])
+    rows = view.action_rows
     if a.ndim != 2 or a.shape[0] != rows:
-        raise PolicyError(f"{name} returned actions of shape {a.shape}; expected ({rows}, {spec['width']})")
+        raise PolicyError(f"{name} returned actions of shape {a.shape}; expected ({rows}, "
+                          f"{view.action_spec['width']})")
     return a

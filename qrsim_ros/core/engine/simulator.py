@@ -150,7 +150,7 @@ class Simulator:
         if any(m in LOW_LEVEL_MODES for m in self.control_modes):
             rotor = v.rotor_params()
             self._direct_bounds.update({m: low_level_bounds(m, rotor) for m in LOW_LEVEL_MODES})
-        agent_rows = self.task.agent_vehicles
+        agent_rows = self._agent_rows = self.task.agent_vehicles  # fixed for the task
         agent_modes = [self.control_modes[i] for i in agent_rows]
         self._action_width = max(len(CONTROL_MODES[m]) for m in agent_modes)
         self._action_rows_by_mode = {
@@ -217,11 +217,16 @@ class Simulator:
     @property
     def action_spec(self) -> dict[str, Any]:
         """Rows (agent-controlled vehicles), their control modes and the action columns of each."""
-        rows = self.task.agent_vehicles
+        rows = self._agent_rows
         modes = [self.control_modes[i] for i in rows]
         width = max(len(CONTROL_MODES[m]) for m in modes)
         return {"vehicles": rows.tolist(), "modes": modes, "width": width,
                 "columns": {m: CONTROL_MODES[m] for m in dict.fromkeys(modes)}}
+
+    @property
+    def action_rows(self) -> int:
+        """How many rows an action has (``action_spec``'s vehicles)."""
+        return len(self._agent_rows)
 
     def step(self, actions: ArrayLike) -> float:
         """Advance one task step with ``actions`` held; returns the step's reward.
@@ -244,7 +249,7 @@ class Simulator:
         return self.episode.end_step()
 
     def _parse_actions(self, actions: ArrayLike) -> Array:
-        rows = self.task.agent_vehicles
+        rows = self._agent_rows
         spec_width = self._action_width
         try:
             a = np.atleast_2d(np.asarray(actions, dtype=float))

@@ -87,6 +87,33 @@ def _image_kernel(x, pts, camera_m, focal, coords, front):
                 coords[n, m, 1] = np.nan
 
 
+class TargetCamera:
+    """One camera's image points of the targets it sees, for a tick loop: ``image_coordinates`` and
+    ``in_view`` with the parameters' derived values computed once (the same kernels, so the same
+    points)."""
+
+    def __init__(self, params: TargetCameraParams) -> None:
+        self.params = params
+        self._position_m = np.asarray(params.position_m, float)
+        self._focal = float(params.focal_length)
+        self._half_w, self._half_h = _half_extents(params)
+
+    def seen_px(self, x: Array, points_ned_m: Array) -> Array:
+        """Image points (K, 2) [x right, y up] of the points (M, 3) NED in view from the one vehicle state
+        ``x`` (1, 13), in the points' order."""
+        m = points_ned_m.shape[0]
+        coords, front, seen = np.empty((1, m, 2)), np.empty((1, m), np.bool_), np.empty((1, m), np.bool_)
+        _image_kernel(x, points_ned_m, self._position_m, self._focal, coords, front)
+        _in_view_kernel(coords, front, self._half_w, self._half_h, seen)
+        return coords[0][seen[0]]
+
+
+def _half_extents(params: TargetCameraParams) -> tuple[float, float]:
+    """Eq. 14's bounds on |x_c| and |y_c|: f tan(lambda) and f tan(lambda) / A."""
+    half_w = params.focal_length * math.tan(params.fov_rad)
+    return half_w, half_w / params.aspect_ratio
+
+
 def visible(x: ArrayLike, points_ned_m: ArrayLike, params: TargetCameraParams) -> NDArray[np.bool_]:
     """(N, M) bool: point m is in vehicle n's camera view (eq. 14)."""
     return in_view(*image_coordinates(x, points_ned_m, params), params)
@@ -95,8 +122,7 @@ def visible(x: ArrayLike, points_ned_m: ArrayLike, params: TargetCameraParams) -
 def in_view(coords: Array, front: NDArray[np.bool_], params: TargetCameraParams) -> NDArray[np.bool_]:
     """(N, M) bool: which of ``image_coordinates``' points (``coords`` (N, M, 2), ``front`` (N, M)) are in
     the camera's view (eq. 14: in front, |x_c| <= f tan(lambda), |y_c| <= (f / A) tan(lambda))."""
-    half_w = params.focal_length * math.tan(params.fov_rad)
-    half_h = half_w / params.aspect_ratio
+    half_w, half_h = _half_extents(params)
     out = np.empty(front.shape, np.bool_)
     _in_view_kernel(coords, front, half_w, half_h, out)
     return out

@@ -47,7 +47,7 @@ from qrsim_ros.core.mission.modes import (
     MISSION_SYSTEM_FAULT,
     MISSION_TIME_LIMIT,
 )
-from qrsim_ros.core.sensors.target_camera import image_coordinates, in_view
+from qrsim_ros.core.sensors.target_camera import TargetCamera
 from qrsim_ros.core.tasks.rules import DONE_TIME_LIMIT, Task, TaskWorld
 from qrsim_ros.core.vehicles.energy import ChargingBase
 from qrsim_ros.core.world.targets import RESTING, TETHERED, Targets, grasper_point
@@ -88,6 +88,7 @@ class RetrieveTask(Task):
             raise ValueError("a retrieve task needs a 'retrieve' section")
         self.retrieve: RetrieveParams = params
         self.targets = Targets(params.targets, np.zeros((0, 3)))
+        self._camera = TargetCamera(params.camera)
         self.landing_site_ne = np.zeros(2)
         self.drop_site_ne = np.zeros(2)
         self.heading_rad = 0.0
@@ -247,12 +248,7 @@ class RetrieveTask(Task):
             return np.zeros((0, 2))
         x = self.sim.true_state()[vehicle:vehicle + 1].copy()
         x[:, 3:5] = 0.0  # the gimbal
-        free = t.phase != TETHERED
-        pts = t.position_ned_m[free]
-        cam = self.retrieve.camera
-        c, front = image_coordinates(x, pts, cam)
-        seen = in_view(c, front, cam)
-        return c[0][seen[0]]
+        return self._camera.seen_px(x, t.position_ned_m[t.phase != TETHERED])
 
     # --- the referee ------------------------------------------------------------------------------------
     def in_drop_zone(self) -> NDArray[np.bool_]:

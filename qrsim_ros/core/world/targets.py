@@ -128,6 +128,23 @@ def _follow_kernel(x, phase, carrier, r, position, velocity):
             _grasper_point_row(x, carrier[t], r[0], r[1], r[2], position, velocity, t)
 
 
+@njit("void(float64[:, ::1], float64[:, ::1], int64, float64, float64, float64, float64, float64)")
+def _fall_kernel(p, v, substeps, h, g, radius, k_m, c_m):
+    """Free targets (rows of p, v: NED position [m] and velocity [m/s], in place) over ``substeps``
+    semi-implicit Euler steps of ``h`` [s]: velocity first, then position; gravity ``g`` and, in floor
+    contact (z >= -radius), the spring k_m (radius + z) and the damper c_m v per unit mass (eq. 16). The
+    operations of the vectorised formula, in its order (a contact row's a = [0, 0, g - k_m (R + z)] - c_m
+    v), so the results are bit-identical to it."""
+    for i in range(p.shape[0]):
+        for _ in range(substeps):
+            a0, a1, a2 = 0.0, 0.0, g
+            if p[i, 2] >= -radius:
+                a2 = a2 - k_m * (radius + p[i, 2])
+                a0, a1, a2 = a0 - c_m * v[i, 0], a1 - c_m * v[i, 1], a2 - c_m * v[i, 2]
+            v[i, 0], v[i, 1], v[i, 2] = v[i, 0] + h * a0, v[i, 1] + h * a1, v[i, 2] + h * a2
+            p[i, 0], p[i, 1], p[i, 2] = p[i, 0] + h * v[i, 0], p[i, 1] + h * v[i, 1], p[i, 2] + h * v[i, 2]
+
+
 class Targets:
     """Every target's position, velocity and phase (see the module docstring).
 
@@ -203,15 +220,7 @@ class Targets:
         h = dt_s / prm.substeps
         p, v = self.position_ned_m[rows], self.velocity_ned_mps[rows]
         k_m, c_m = prm.floor_stiffness_n_m / prm.mass_kg, prm.floor_damping_n_s_m / prm.mass_kg
-        for _ in range(prm.substeps):  # semi-implicit Euler: velocity first, then position
-            contact = p[:, 2] >= -prm.radius_m
-            a = np.zeros_like(v)
-            a[:, 2] = prm.gravity_ms2
-            if contact.any():
-                a[contact, 2] -= k_m * (prm.radius_m + p[contact, 2])
-                a[contact] -= c_m * v[contact]
-            v = v + h * a
-            p = p + h * v
+        _fall_kernel(p, v, int(prm.substeps), h, prm.gravity_ms2, prm.radius_m, k_m, c_m)
         self.position_ned_m[rows], self.velocity_ned_mps[rows] = p, v
         at_rest = (p[:, 2] >= -prm.radius_m - 1e-3) & (np.linalg.norm(v, axis=1) < prm.rest_speed_mps)
         if at_rest.any():

@@ -50,6 +50,7 @@ def stub_view(ex: np.ndarray, modes: list[str], rows: list[int], task_type: str 
 
     return SimpleNamespace(
         action_spec={"vehicles": rows, "modes": modes, "width": width},
+        action_rows=len(rows),
         task=SimpleNamespace(type=task_type, dt_s=dt_s),
         num_vehicles=ex.shape[0],
         area_limits_ned=limits,

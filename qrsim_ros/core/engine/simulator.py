@@ -77,6 +77,13 @@ from qrsim_ros.core.world.scene import CRASH_REASON
 Array = NDArray[np.float64]
 
 
+def _as_slice(index: NDArray[np.int_]) -> slice | NDArray[np.int_]:
+    """``index`` as the slice it equals when it is one ascending run (i, i+1, ...), else itself."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
+
+
 @njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True))", writable_twins=True)
 def _first_non_finite_row(block, check):
     """The first row of ``block`` (M, W) with ``check`` true that has a non-finite value without being all
@@ -157,6 +164,12 @@ class Simulator:
             m: np.array([r for r, mm in enumerate(agent_modes) if mm == m], int)
             for m in dict.fromkeys(agent_modes)
         }
+        # per mode: its action rows and their vehicles as slices where they are one run (a view, no
+        # gather, in the per-step parsing), else index arrays
+        self._action_blocks = [
+            (m, len(CONTROL_MODES[m]), _as_slice(r), _as_slice(np.asarray(agent_rows)[r]))
+            for m, r in self._action_rows_by_mode.items()
+        ]
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
         # still air (no mean wind, no turbulence): every tick's air velocity is zero, made once (read-only)
@@ -260,13 +273,12 @@ class Simulator:
                               f"(one row per agent-controlled vehicle), got {a.shape}")
         full = np.full((self.num_vehicles, TARGET_WIDTH), np.nan)
         live = self.fleet.valid[rows]
-        for mode, action_rows in self._action_rows_by_mode.items():
-            width = len(CONTROL_MODES[mode])
+        for mode, width, action_rows, vehicle_rows in self._action_blocks:
             block = a[action_rows, :width]
             check = live[action_rows]
             bad = _first_non_finite_row(block, check)  # of a live vehicle; all NaN: no new set point
             if bad >= 0:
-                r = int(action_rows[bad])
+                r = int(np.arange(len(rows))[action_rows][bad])
                 raise ActionError(
                     f"action row {r} (vehicle {rows[r]}) is not finite: {a[r, :width].tolist()}")
             if mode in self._direct_bounds:  # flown as given: checked against the input's limits
@@ -275,10 +287,10 @@ class Simulator:
                 out = check[:, None] & ~silent[:, None] & ((block < lo) | (block > hi))
                 if out.any():
                     rr, j = np.argwhere(out)[0]
-                    r = int(action_rows[rr])
+                    r = int(np.arange(len(rows))[action_rows][rr])
                     raise ActionError(f"action row {r} (vehicle {rows[r]}): {CONTROL_MODES[mode][j]}="
                                       f"{float(block[rr, j])!r} outside [{lo[j]}, {hi[j]}]")
-            full[rows[action_rows], :width] = block
+            full[vehicle_rows, :width] = block
         return full
 
     def _tick(self, targets: Array) -> None:

@@ -196,6 +196,7 @@ class MissionGuidance:
         self._entry = np.zeros(3)
         self._integral = np.zeros(2)
         self._last_seen_s = 0.0
+        self._tracked: dict[float | None, Array | None] = {}  # this period's tracked centroids by radius
 
     # --- helpers ----------------------------------------------------------------------------------
     def _enter(self, mode: str, t: float) -> None:
@@ -248,8 +249,15 @@ class MissionGuidance:
     def update(self, inputs: GuidanceInputs, dt_s: float) -> GuidanceCommand:
         """One control period: transitions first (Figure 5's predicates on this period's inputs), then
         the new mode's command (Table 1)."""
+        self._tracked = {}
         self._transitions(inputs)
         return GuidanceCommand(self._command(inputs, dt_s), self.grasper_closed, self.mode)
+
+    def _track(self, inputs: GuidanceInputs, radius_px: float | None = None) -> Array | None:
+        """``tracked_centroid`` once per period and radius (the transitions and the command both ask)."""
+        if radius_px not in self._tracked:
+            self._tracked[radius_px] = self.tracked_centroid(inputs, radius_px)
+        return self._tracked[radius_px]
 
     def _transitions(self, s: GuidanceInputs) -> None:
         p, t, r, v = self.params, s.time_s, s.position_ned_m, s.velocity_ned_mps
@@ -290,7 +298,7 @@ class MissionGuidance:
         elif mode == "search":
             if self.deposited >= self.num_targets:
                 self._enter("return_to_base", t)
-            elif self.tracked_centroid(s) is not None:
+            elif self._track(s) is not None:
                 self._entry = r.copy()
                 self._enter("identify", t)
             else:
@@ -307,7 +315,7 @@ class MissionGuidance:
                 self._last_seen_s = t
                 self._enter("hover_above_target", t)
         elif mode in ("hover_above_target", "descend_to_grasp"):
-            c = self.tracked_centroid(s, math.inf)
+            c = self._track(s, math.inf)
             if c is not None:
                 self._last_seen_s = t
             if t - self._last_seen_s >= p.lost_after_s:
@@ -362,7 +370,7 @@ class MissionGuidance:
                     self.mission_over = self._ending
         elif mode == "reacquire_target":
             if _norm(r - self._entry) < p.position_tol_m and _norm(v) < p.speed_tol_mps:
-                if self.tracked_centroid(s) is not None:
+                if self._track(s) is not None:
                     self._integral[:] = 0.0
                     self._last_seen_s = t
                     self._enter("hover_above_target", t)
@@ -397,7 +405,7 @@ class MissionGuidance:
         if mode in ("hover_above_target", "descend_to_grasp"):
             zd = p.search_z_ned_m if mode == "hover_above_target" else p.grasp_z_ned_m
             v = self._goto(r, [r[0], r[1], zd])
-            c = self.tracked_centroid(s, math.inf)
+            c = self._track(s, math.inf)
             if c is not None:
                 v[0:2] = self._visual(s, c, dt_s)
             return v

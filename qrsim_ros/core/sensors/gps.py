@@ -313,6 +313,16 @@ class GpsReceiverParams:
         _positive_int("gps_receiver.gauss_newton_iterations", self.gauss_newton_iterations, 1)
 
 
+@njit(f"boolean({F8_2D_IN})", writable_twins=True)
+def _all_finite(x):
+    """Whether every value of ``x`` is finite (``np.isfinite(x).all()`` without the reduction's cost)."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if not np.isfinite(x[i, j]):
+                return False
+    return True
+
+
 def _velocity_ned(x: Array) -> Array:
     """True NED velocity (N, 3) from states (N, >=6): dcm^T [u v w]; zero if the state has no velocity."""
     if x.shape[1] < 9:
@@ -683,6 +693,9 @@ class GpsReceiver:
         x = np.atleast_2d(np.asarray(x, float))
         if x.shape[0] != self.num_vehicles or x.shape[1] < 6:
             raise ValueError(f"step: expected states of shape ({self.num_vehicles}, >=6), got {x.shape}")
+        if not self.params.on and not self._faulted and _all_finite(x):  # every tick of a mocap fleet
+            self._set_outputs_noiseless(slice(None), x[:, :3], _velocity_ned(x))
+            return True
         ok = np.all(np.isfinite(x), axis=1)
         if not self.params.on:
             if self._faulted:

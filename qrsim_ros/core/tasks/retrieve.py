@@ -197,12 +197,15 @@ class RetrieveTask(Task):
 
     def on_tick(self, controls: Array) -> None:
         x = self.sim.true_state()
-        valid = self.sim.valid
-        for i in range(self.num_vehicles):
-            want = bool(self._grasper_command[i]) and bool(valid[i])
-            if want and not self.grasper_closed[i]:
+        closed = self.grasper_closed.tolist()
+        for i, (command, live) in enumerate(zip(self._grasper_command.tolist(), self.sim.valid.tolist(),
+                                                strict=True)):
+            want = command and live
+            if want == closed[i]:
+                continue
+            if want:
                 self._try_grasp(i, x)
-            elif not want and self.grasper_closed[i]:
+            else:
                 self._release(i)
             self.grasper_closed[i] = want
         self.targets.step(x, self.sim.dt_s)

@@ -29,6 +29,13 @@ yaw, battery]`` with the throttle whose steady thrust, at the vehicle's thrust s
 off, ``set_thrust_fault``), is eq. 22's collective, and the yaw rate of the approximation's imbalance
 (``emergency_land.unbalanced_yaw_rate_radps``). On touchdown it is disarmed (``LANDED_REASON``).
 Latched until ``clear_emergency_land`` (a new episode).
+
+Motor supply (``set_motor_supply``, from ``energy.FleetEnergy.apply`` each tick with the battery on): per
+vehicle the pack's terminal voltage over its reference voltage. A rotor vehicle's speed commands, however
+produced (control row, lower-level input, emergency landing, stuck motor), are clipped to omega_max
+min(fraction, 1) in ``RotorFleet``'s kernel (bit for bit unchanged where that is not binding); a vehicle
+without supply (an empty pack) flies no emergency landing, and a rotor vehicle without supply becomes
+invalid (``EMPTY_PACK_REASON``) once its contact sphere touches the ground.
 """
 
 from __future__ import annotations

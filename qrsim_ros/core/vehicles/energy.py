@@ -21,6 +21,14 @@ then decays (first order, TAU0 = 3.07 /s) to its zero-throttle value CTH0 = 0.66
 weight m g = 16.5 N, so the vehicle falls under gravity until it reaches the ground (the area's zmax), where
 it leaves the state limits and becomes invalid, as any vehicle that hits the ground.
 
+Given the fleet (``apply(controls, fleet)``, an ``Airframes``), ``apply`` also sets its motor supply
+(``Airframes.set_motor_supply``): V_t / V_ref per vehicle, 0 for an empty pack. A rotor-level vehicle's
+attainable motor speed is then omega_max min(V_t / V_ref, 1) -- a DC motor's no-load speed is its
+voltage over its back-EMF constant (mathiesen_2017 section 3.3.2, eq. 3.3) and the speed controller can
+apply at most the pack's voltage -- for every speed command, whatever produced it; with an empty pack it
+is 0: the motors spin down at their time constant, the vehicle falls and becomes invalid once it touches
+the ground (``airframes.EMPTY_PACK_REASON``). V_ref (``reference_voltage_v``) is the pack's full charge.
+
 ``battery.on: false`` (``BatterySettings.on``) builds no bank: ``apply`` and ``step`` do nothing and the
 fleet flies exactly as before the battery existed (QRSim's open loop: the battery column as given).
 """

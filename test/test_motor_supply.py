@@ -225,3 +225,36 @@ def test_a_supply_at_or_above_the_reference_changes_nothing_bit_for_bit() -> Non
     np.testing.assert_array_equal(bare.state, only.state)
     with pytest.raises(ValueError, match="vehicle 1: motor supply fraction must not be NaN"):
         a.set_motor_supply(np.array([1.0, np.nan, 1.0]))
+
+
+def test_without_power_the_emergency_landing_stops_and_the_pelican_falls_too() -> None:
+    """The identified Pelican in an emergency landing (rotor 0 lost at 0.5 s, from 10 m) whose pack is
+    emptied at 2 s by a cell failure (one of three cells: 11.9 V - 4.0 V, below the 9 V cut-off): the
+    emergency controller no longer overrides the empty pack's zero throttle, so the vehicle falls through
+    the ground (``pz=...``) within 3 s (free fall from under 10 m: 1.4 s, plus the thrust's decay and the
+    drag), instead of landing (``landed (emergency land)``) as it does without the cell failure."""
+    loss = {"kind": "rotor_loss", "vehicles": [0], "rotor": 0, "trigger": {"at_time_s": 0.5}}
+    cell = {"kind": "battery_cell_failure", "vehicles": [0], "cells_failed": 1,
+            "trigger": {"at_time_s": 2.0}}
+
+    def fly(faults: list[dict[str, Any]]) -> tuple[Simulator, float | None]:
+        over = {"seed": 5, "area": WIDE, "faults": faults,
+                "vehicle": {"dyn_noise": [0.0] * 6, "turbulence": {"on": False},
+                            "rotor_loss_failsafe": "emergency_land",
+                            "battery": {"low_battery_failsafe": "off"}}}
+        s = Simulator.from_scenario("keep_spot", over)
+        emptied = None
+        while s.valid[0] and s.time < 60.0:
+            s.step(HOVER_CONTROL[None, :])
+            if emptied is None and s.battery.empty[0]:
+                emptied = s.time
+                assert s.valid[0] and s.fleet.emergency_land_rotor[0] == 0 and s.true_state()[0, 2] < -5.0
+        return s, emptied
+
+    empty, emptied = fly([loss, cell])
+    assert emptied == pytest.approx(2.0) and empty.fleet.unpowered[0]
+    assert empty.fleet.invalid_reason[0].startswith("pz=")
+    assert empty.time - emptied < 3.0, empty.time - emptied
+    full, never = fly([loss])
+    assert never is None and full.fleet.invalid_reason[0] == "landed (emergency land)"
+    assert full.time - 2.0 > 3.0  # the landing itself takes longer than the fall

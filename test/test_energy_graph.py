@@ -207,8 +207,8 @@ def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
         def on_battery(msg: Any) -> None:
             batteries[tick_of_stamp(msg.header.stamp)] = msg
 
-        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable(50))
-        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable(50))
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
+        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())
         pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
         wait_for(lambda: node.count_publishers("/uav1/battery") >= 1 and 0 in statuses, 60,
                  "the battery publisher and tick 0", procs)
@@ -217,7 +217,7 @@ def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
         wait_for(lambda: dyn.proc.poll() is not None, 90, "vehicle_dynamics to finish duration_s", procs[:1])
         assert dyn.proc.returncode == 0, dyn.stderr()
         wait_for(lambda: all(k in statuses for k in range(total + 1))
-                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 10, "every tick's status")
+                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 20, "every tick's status")
     finally:
         probe.close()
         codes = stop_all(procs)

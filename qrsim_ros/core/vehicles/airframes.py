@@ -137,6 +137,23 @@ def _supply_kernel(fraction, rotor_rows, omega_max, cap, unpowered):
     return off
 
 
+@njit(f"int64({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, int64[::1], float64, float64[::1], "
+      "boolean[::1])", writable_twins=True)
+def _pack_supply_kernel(volts, empty, v_ref, rotor_rows, omega_max, cap, unpowered):
+    """``_supply_kernel`` of the fraction volts / v_ref (0 where ``empty``) of finite voltages, in one call
+    (``energy.FleetEnergy.apply``'s per-tick path); returns the number of unpowered vehicles."""
+    off = 0
+    for i in range(volts.shape[0]):
+        unpowered[i] = empty[i] or volts[i] <= 0.0
+        if unpowered[i]:
+            off += 1
+    for j in range(rotor_rows.shape[0]):
+        r = rotor_rows[j]
+        f = 0.0 if unpowered[r] else volts[r] / v_ref
+        cap[j] = 0.0 if f <= 0.0 else (omega_max if f >= 1.0 else omega_max * f)
+    return off
+
+
 class Airframes:
     """The fleet of a scenario whose vehicles each have an airframe (module doc).
 
@@ -378,6 +395,19 @@ class Airframes:
         off = _supply_kernel(f, rows, w_max, cap, self._unpowered)
         if off < 0:
             raise PelicanInputError(f"vehicle {-1 - off}: motor supply fraction must not be NaN")
+        self._any_unpowered = off > 0
+
+    def set_pack_supply(self, volts: Array, empty: NDArray[np.bool_], reference_v: float) -> None:
+        """``set_motor_supply(where(empty, 0, volts / reference_v))`` for finite terminal voltages ``volts``
+        (N,) [V] and a reference ``reference_v`` > 0 [V], in one kernel call (the per-tick path of
+        ``energy.FleetEnergy.apply``: the same values bit for bit)."""
+        rotor = self.rotor
+        if rotor is not None:
+            off = _pack_supply_kernel(volts, empty, reference_v, self._rot, rotor.params.omega_max_rads,
+                                      rotor.speed_cap_view(), self._unpowered)
+        else:
+            off = _pack_supply_kernel(volts, empty, reference_v, self._no_rotor_rows, 0.0, self._no_cap,
+                                      self._unpowered)
         self._any_unpowered = off > 0
 
     @property

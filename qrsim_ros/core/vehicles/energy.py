@@ -261,7 +261,6 @@ class FleetEnergy:
                             (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
         #: V_ref [V]: a rotor airframe's motors reach omega_max at this voltage (``reference_voltage_v``)
         self.reference_v = reference_voltage_v(self.settings.pack)
-        self._supply = np.ones(n)  # ``apply``'s motor supply fraction (scratch)
 
     def set_bases(self, bases: Sequence[ChargingBase]) -> None:
         """Replace the charging bases (a task that places its landing site per episode)."""
@@ -298,12 +297,21 @@ class FleetEnergy:
         if self._any_empty:
             controls[bank.empty, 0:4] = 0.0
         if fleet is not None and (self._any_empty or getattr(fleet, "rotor", None) is not None):
-            setter = getattr(fleet, "set_motor_supply", None)
-            if setter is not None:
+            setter = getattr(fleet, "set_pack_supply", None)
+            if setter is not None:  # an ``Airframes`` (a bare ``PelicanFleet`` has no motor supply)
                 volts, _, empty = bank.readings_view()
-                _supply_fraction_kernel(volts, empty, self.reference_v, self._supply)
-                setter(self._supply)
+                setter(volts, empty, self.reference_v)
         return controls
+
+    def supply_fraction(self) -> Array:
+        """The motors' supply ``apply`` gives the fleet (N,): terminal voltage / V_ref, 0 for an empty pack
+        (NaN with the battery off)."""
+        if self.bank is None:
+            return np.full(self.num_vehicles, math.nan)
+        volts, _, empty = self.bank.readings_view()
+        out = np.empty(self.num_vehicles)
+        _supply_fraction_kernel(volts, empty, self.reference_v, out)
+        return out
 
     def power_w(self, fleet: Any, state: Array | None = None, valid: NDArray[np.bool_] | None = None
                 ) -> Array:

@@ -110,7 +110,7 @@ def test_time_and_step_triggers_fire_at_their_exact_tick() -> None:
     # at_time_s 0.5: tick 25; at_step 7 (one tick per step): tick 7, ends 0.1 s = 5 ticks later
     assert log == [(7, "started", "altimeter_offset"), (12, "ended", "altimeter_offset"),
                    (25, "started", "grasper_release")]
-    assert "recorded only" in sim.fault_log()[2].note  # no grasper yet: a no-op in the log
+    assert "recorded only" in sim.fault_log()[2].note  # keep_spot has no grasper: a no-op in the log
     sr = sim_with([{"kind": "camera_off", "trigger": {"at_step": 2}}], name="search_rescue_2a")
     for _ in range(3):
         sr.step([[0.0, 0.0, 0.0]])

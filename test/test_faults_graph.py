@@ -303,7 +303,8 @@ def test_inject_and_clear_faults_through_the_services(tmp_path: Path,
         assert k4 > k3
         assert state_at(k4 + 25)[12] == pytest.approx(thrust_before, rel=0.02)
         command(0.75)
-        # a fault without effect (no grasper) marks a tick after the command arrived
+        # a fault without effect here (keep_spot's task has no grasper; the retrieve task's drops what it
+        # carries) marks a tick after the command arrived
         r = inject_yaml("{id: mark, kind: grasper_release, vehicles: [0]}")
         assert r.success, r.message
         k5 = change([("mark", 0, "grasper_release")], "the mark on /sim/faults")

@@ -838,7 +838,7 @@ class VehicleDynamicsNode(ScenarioNode):
         u = self._controls()
         wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
         rates_thrust, motors = self._low_level_inputs()
-        applied = self.energy.apply(u)  # the pack's voltage; an empty pack stops the motors
+        applied = self.energy.apply(u, self.fleet)  # pack voltage, motor supply (empty: off)
         if faults.any_active:  # rotor faults' yaw disturbance
             applied = faults.adjust_controls(applied)
         self.fleet.step(applied, wind_body, rates_thrust=rates_thrust, motors=motors)

@@ -23,7 +23,8 @@ motor_stuck                PelicanFleet.set_thrust_fault: the stuck rotor gives 
 battery_cell_failure       battery.cell_failure(vehicle, volts) when a battery is given, else recorded
 comm_loss                  the vehicle's new set points are dropped (``drop_commands``): it expires and
                            flies its failsafe
-grasper_release            recorded in the log (no grasper exists yet)
+grasper_release            none here: the task gets it (``Task.on_fault_started``); the retrieve task's
+                           grasper drops what it carries; a task without a grasper only logs it
 self_test_failure          PelicanFleet.disarm(vehicle, "self_test_failure"): never flies
 =========================  ==============================================================================
 
@@ -323,7 +324,7 @@ class FaultEffects:
             elif f.kind == "battery_cell_failure":
                 note = self._cell_failure(f, battery)
             elif f.kind == "grasper_release":
-                note = "no grasper in the simulation: recorded only"
+                note = "to the task: its grasper lets go (retrieve); a task without one: recorded only"
             elif f.kind == "motor_stuck":
                 command = f.params["command"]
                 if command is not None:

@@ -317,7 +317,7 @@ class Simulator:
             wind_body = self._still_air
         else:
             wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
-        applied = self.battery.apply(controls)  # the pack's voltage; an empty pack stops the motors
+        applied = self.battery.apply(controls, fleet)  # pack voltage, motor supply (empty: off)
         if faults.any_active:  # rotor faults' yaw disturbance
             applied = faults.adjust_controls(applied)
         rates_thrust, motors = self.fleet_control.low_level_inputs(self._held, valid)  # rotor-level modes

@@ -29,10 +29,18 @@ yaw, battery]`` with the throttle whose steady thrust, at the vehicle's thrust s
 off, ``set_thrust_fault``), is eq. 22's collective, and the yaw rate of the approximation's imbalance
 (``emergency_land.unbalanced_yaw_rate_radps``). On touchdown it is disarmed (``LANDED_REASON``).
 Latched until ``clear_emergency_land`` (a new episode).
+
+Motor supply (``set_motor_supply``, from ``energy.FleetEnergy.apply`` each tick with the battery on): per
+vehicle the pack's terminal voltage over its reference voltage. A rotor vehicle's speed commands, however
+produced (control row, lower-level input, emergency landing, stuck motor), are clipped to omega_max
+min(fraction, 1) in ``RotorFleet``'s kernel (bit for bit unchanged where that is not binding); a vehicle
+without supply (an empty pack) flies no emergency landing, and a rotor vehicle without supply becomes
+invalid (``EMPTY_PACK_REASON``) once its contact sphere touches the ground.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -78,13 +86,17 @@ from qrsim_ros.core.vehicles.rotor_params import RotorParams, pelican_rotor_para
 PELICAN = "pelican"
 ROTOR = "rotor"
 AIRFRAME_NAMES = (PELICAN, ROTOR)
+#: ``invalid_reason`` of a rotor vehicle whose pack is empty once it touches the ground (``set_motor_supply``;
+#: a Pelican's empty-pack fall ends as any vehicle through the ground: ``pz=... outside [...]``).
+EMPTY_PACK_REASON = "battery empty: motors stopped, fell to the ground"
 
 
 @njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, float64, float64[:, ::1], "
       "float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[::1], "
-      f"int64[::1], boolean[::1], {F8_1D_IN}, float64, int64, {F8_2D_IN}, float64)", writable_twins=True)
+      f"int64[::1], boolean[::1], {F8_1D_IN}, {F8_1D_IN}, float64, int64, {F8_2D_IN}, float64)",
+      writable_twins=True)
 def _rotor_tick_kernel(u, wind_body, health, si_to_fw, c, ctl_dt_s, hover_omega, omega_cmd, wind_live,
-                       wind_ned, x, omega, accel, valid, reason, near, prm, dt_s, substeps, limits,
+                       wind_ned, x, omega, accel, valid, reason, near, prm, cap, dt_s, substeps, limits,
                        collision_distance_m):
     """``Airframes.step`` of a rotor-only fleet flying its control rows (no lower-level input, emergency
     landing or stuck motor) in one call: the general path's kernels in its order (``check_live_controls``,
@@ -102,8 +114,44 @@ def _rotor_tick_kernel(u, wind_body, health, si_to_fw, c, ctl_dt_s, hover_omega,
     if not _all_finite(wind_ned):
         return -1
     bad, invalid = _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm,
-                                     dt_s, substeps, limits, collision_distance_m)
+                                     cap, dt_s, substeps, limits, collision_distance_m)
     return -1 if bad >= 0 else invalid
+
+
+@njit(f"int64({F8_1D_IN}, int64[::1], float64, float64[::1], boolean[::1])")
+def _supply_kernel(fraction, rotor_rows, omega_max, cap, unpowered):
+    """``Airframes.set_motor_supply`` in one pass: ``unpowered`` (N,) = fraction <= 0, the rotor vehicles'
+    speed caps ``cap`` (R,) = omega_max min(fraction, 1) of their rows ``rotor_rows`` (R,). Returns the
+    number of unpowered vehicles, or -1 - i for a NaN fraction at i (nothing written)."""
+    for i in range(fraction.shape[0]):
+        if math.isnan(fraction[i]):
+            return -1 - i
+    off = 0
+    for i in range(fraction.shape[0]):
+        unpowered[i] = fraction[i] <= 0.0
+        if unpowered[i]:
+            off += 1
+    for j in range(rotor_rows.shape[0]):
+        f = fraction[rotor_rows[j]]
+        cap[j] = 0.0 if f <= 0.0 else (omega_max if f >= 1.0 else omega_max * f)
+    return off
+
+
+@njit(f"int64({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, int64[::1], float64, float64[::1], "
+      "boolean[::1])", writable_twins=True)
+def _pack_supply_kernel(volts, empty, v_ref, rotor_rows, omega_max, cap, unpowered):
+    """``_supply_kernel`` of the fraction volts / v_ref (0 where ``empty``) of finite voltages, in one call
+    (``energy.FleetEnergy.apply``'s per-tick path); returns the number of unpowered vehicles."""
+    off = 0
+    for i in range(volts.shape[0]):
+        unpowered[i] = empty[i] or volts[i] <= 0.0
+        if unpowered[i]:
+            off += 1
+    for j in range(rotor_rows.shape[0]):
+        r = rotor_rows[j]
+        f = 0.0 if unpowered[r] else volts[r] / v_ref
+        cap[j] = 0.0 if f <= 0.0 else (omega_max if f >= 1.0 else omega_max * f)
+    return off
 
 
 class Airframes:
@@ -176,6 +224,11 @@ class Airframes:
         # a rotor-only fleet's per-tick kernel (``_rotor_tick_kernel``) and its scratch arrays
         self._rotor_tick = self.rotor is not None and self._only is self.rotor
         self._scratch = (np.empty((n, 4)), np.empty((n, 3)), np.empty((n, 3)))
+        #: the motor supply (``set_motor_supply``): vehicles whose motors have no power (an empty pack)
+        self._unpowered = np.zeros(n, bool)
+        self._any_unpowered = False
+        self._no_rotor_rows = np.zeros(0, np.int64)
+        self._no_cap = np.zeros(0)
 
     # --- accessors ------------------------------------------------------------------------------
     def _gather(self, name: str, width: int) -> Array:
@@ -254,6 +307,9 @@ class Airframes:
         """Set states of length 6, 12 or 13 (``PelicanFleet.set_state``) and mark those vehicles valid;
         rotor vehicles start with their rotors at the hover speed. A state outside the limits raises
         PelicanInputError naming the vehicle and element."""
+        if self._any_unpowered:  # fresh vehicles are powered until the next ``set_motor_supply``
+            self._unpowered[np.arange(self.num_vehicles) if vehicles is None else vehicles] = False
+            self._any_unpowered = bool(self._unpowered.any())
         if self._only is not None:
             self._only.set_state(x, vehicles=vehicles)
             return
@@ -317,6 +373,70 @@ class Airframes:
         s = np.asarray(speeds_radps, float).reshape(self.num_vehicles, 4)[self._rot]
         self._stuck_speeds = None if np.all(np.isnan(s)) else np.ascontiguousarray(s)
 
+    # --- motor supply (the battery: energy.FleetEnergy.apply) ----------------------------------------
+    def set_motor_supply(self, fraction: Array) -> None:
+        """The motors' supply from the next ``step`` on, per vehicle (N,): the pack's terminal voltage as a
+        fraction of its reference voltage V_ref (``energy.FleetEnergy``: the full-charge voltage), 0 for an
+        empty pack (no power). A rotor vehicle's attainable motor speed becomes omega_max min(fraction, 1)
+        (``RotorFleet.set_speed_cap``: a DC motor's no-load speed scales with its voltage), whatever
+        produced its speed commands (controller, lower-level inputs, emergency landing, a stuck motor). A
+        vehicle without power (fraction <= 0) flies no emergency landing (a Pelican's zeroed control row
+        stays), and a rotor vehicle without power becomes invalid (``EMPTY_PACK_REASON``) once its contact
+        sphere touches the ground after a step (a Pelican's fall ends through the ground, as before).
+        ``set_state`` powers its vehicles again (fresh packs come with the next call)."""
+        f = fraction
+        if type(f) is not np.ndarray or f.dtype != np.float64 or f.shape != (self.num_vehicles,):
+            f = np.asarray(fraction, np.float64).reshape(self.num_vehicles)
+        rotor = self.rotor
+        if rotor is not None:
+            rows, cap, w_max = self._rot, rotor.speed_cap_view(), rotor.params.omega_max_rads
+        else:
+            rows, cap, w_max = self._no_rotor_rows, self._no_cap, 0.0
+        off = _supply_kernel(f, rows, w_max, cap, self._unpowered)
+        if off < 0:
+            raise PelicanInputError(f"vehicle {-1 - off}: motor supply fraction must not be NaN")
+        self._any_unpowered = off > 0
+
+    def set_pack_supply(self, volts: Array, empty: NDArray[np.bool_], reference_v: float) -> None:
+        """``set_motor_supply(where(empty, 0, volts / reference_v))`` for finite terminal voltages ``volts``
+        (N,) [V] and a reference ``reference_v`` > 0 [V], in one kernel call (the per-tick path of
+        ``energy.FleetEnergy.apply``: the same values bit for bit)."""
+        rotor = self.rotor
+        if rotor is not None:
+            off = _pack_supply_kernel(volts, empty, reference_v, self._rot, rotor.params.omega_max_rads,
+                                      rotor.speed_cap_view(), self._unpowered)
+        else:
+            off = _pack_supply_kernel(volts, empty, reference_v, self._no_rotor_rows, 0.0, self._no_cap,
+                                      self._unpowered)
+        self._any_unpowered = off > 0
+
+    @property
+    def unpowered(self) -> NDArray[np.bool_]:
+        """Vehicles whose motors have no supply (an empty pack; ``set_motor_supply``) (N,) (a copy)."""
+        return self._unpowered.copy()
+
+    @property
+    def speed_cap_radps(self) -> Array:
+        """Attainable rotor speed per vehicle (N,) [rad/s] (a copy; NaN for Pelican vehicles): omega_max, or
+        less on a sagging or empty pack (``set_motor_supply``)."""
+        out = np.full(self.num_vehicles, np.nan)
+        if self.rotor is not None:
+            out[self._rot] = self.rotor.speed_cap_view()
+        return out
+
+    def _ground_unpowered(self) -> None:
+        """Rotor vehicles without power that touch the ground (contact sphere at or below it) become
+        invalid (``EMPTY_PACK_REASON``)."""
+        rotor = self.rotor
+        if rotor is None:
+            return
+        x = rotor.state_view()
+        live = rotor.valid
+        local = np.flatnonzero(self._unpowered[self._rot] & live
+                               & (x[:, 2] >= self._landed_z_ned_m))
+        if local.size:
+            rotor.disarm(local, EMPTY_PACK_REASON)
+
     # --- emergency landing (core.engine.faults.FaultEffects) ----------------------------------------
     @property
     def emergency_land_rotor(self) -> NDArray[np.int64]:
@@ -355,7 +475,7 @@ class Airframes:
         thrusts (N, 4) [N] of the emergency rows of rotor vehicles (NaN elsewhere; None: no such row);
         vehicles that touched down are disarmed first."""
         x = self.state
-        rows = np.flatnonzero((self._emergency >= 0) & valid)
+        rows = np.flatnonzero((self._emergency >= 0) & valid & ~self._unpowered)  # no power: nothing to fly
         p = self.emergency_params
         down = touched_down(x[rows, 2], self._landed_z_ned_m, p)
         if down.any():
@@ -412,6 +532,8 @@ class Airframes:
             if invalid > 0:
                 rotor.record_invalid()  # type: ignore[union-attr]
             if invalid >= 0:
+                if self._any_unpowered:
+                    self._ground_unpowered()
                 return
             # a bad input: nothing changed; the general path below raises its error
         u = np.asarray(controls, np.float64)
@@ -473,6 +595,8 @@ class Airframes:
                 if not live.all():  # frozen vehicles ignore the wind; a NaN row there is no error
                     wind_r = np.where(~live[:, None], 0.0, wind_r)
             self.rotor.step(omega_cmd, health=self._rotor_health, wind_body=wind_r)
+            if self._any_unpowered:
+                self._ground_unpowered()
         if self._only is None:
             self._cross_collisions(valid)
 

@@ -21,6 +21,14 @@ then decays (first order, TAU0 = 3.07 /s) to its zero-throttle value CTH0 = 0.66
 weight m g = 16.5 N, so the vehicle falls under gravity until it reaches the ground (the area's zmax), where
 it leaves the state limits and becomes invalid, as any vehicle that hits the ground.
 
+Given the fleet (``apply(controls, fleet)``, an ``Airframes``), ``apply`` also sets its motor supply
+(``Airframes.set_motor_supply``): V_t / V_ref per vehicle, 0 for an empty pack. A rotor-level vehicle's
+attainable motor speed is then omega_max min(V_t / V_ref, 1) -- a DC motor's no-load speed is its
+voltage over its back-EMF constant (mathiesen_2017 section 3.3.2, eq. 3.3) and the speed controller can
+apply at most the pack's voltage -- for every speed command, whatever produced it; with an empty pack it
+is 0: the motors spin down at their time constant, the vehicle falls and becomes invalid once it touches
+the ground (``airframes.EMPTY_PACK_REASON``). V_ref (``reference_voltage_v``) is the pack's full charge.
+
 ``battery.on: false`` (``BatterySettings.on``) builds no bank: ``apply`` and ``step`` do nothing and the
 fleet flies exactly as before the battery existed (QRSim's open loop: the battery column as given).
 """
@@ -198,6 +206,24 @@ def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_
     return _latch_kernel(volts, pct, empty, v_in, v_lo, v_hi, low_below)
 
 
+@njit(f"void({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64[::1])")
+def _supply_fraction_kernel(volts, empty, v_ref, out):
+    """The motors' supply (``Airframes.set_motor_supply``): terminal voltage / V_ref, 0 for an empty pack."""
+    for i in range(volts.shape[0]):
+        out[i] = 0.0 if empty[i] else volts[i] / v_ref
+
+
+def reference_voltage_v(pack: BatteryParams) -> float:
+    """V_ref [V], the voltage at which a rotor airframe's motors reach omega_max (docs/ENERGY.md, "Motor
+    speed"): the pack's full-charge voltage, lipo ``cells * charge_v_per_cell`` (the charger's
+    constant-voltage limit, 12.0 V for the default 3S pack: also the 12 V the identified Pelican's maximum
+    thrust, from which the ``pelican`` rotor set's omega_max is derived, was identified at), linear
+    ``linear_max_v`` (11 V, ireland_2016's charged pack)."""
+    if pack.model == "lipo":
+        return float(pack.cells * pack.charge_v_per_cell)
+    return float(pack.linear_max_v)
+
+
 def bases_array(bases: Sequence[ChargingBase]) -> Array:
     """Base positions (B, 3) NED [m] (B may be 0)."""
     return np.array([b.position_ned_m for b in bases], float).reshape(-1, 3)
@@ -233,6 +259,8 @@ class FleetEnergy:
         self._power_w = np.empty(n)
         self._fused_tail = (() if self.bank is None else
                             (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
+        #: V_ref [V]: a rotor airframe's motors reach omega_max at this voltage (``reference_voltage_v``)
+        self.reference_v = reference_voltage_v(self.settings.pack)
 
     def set_bases(self, bases: Sequence[ChargingBase]) -> None:
         """Replace the charging bases (a task that places its landing site per episode)."""
@@ -256,15 +284,34 @@ class FleetEnergy:
         flags = _latch_kernel(volts, percentage, empty, self._v_in, _V_MIN, _V_MAX, self._low_below)
         self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
 
-    def apply(self, controls: Array) -> Array:
+    def apply(self, controls: Array, fleet: Any = None) -> Array:
         """Close the loop (in place, returned): the battery column of ``controls`` (N, 5) becomes each
-        pack's terminal voltage [V] clipped into [9, 12]; rows of empty packs: level, throttle 0."""
-        if self.bank is None:
+        pack's terminal voltage [V] clipped into [9, 12]; rows of empty packs: level, throttle 0. With the
+        ``fleet`` about to be stepped (an ``Airframes``), its motor supply too (module doc): a rotor
+        vehicle's attainable motor speed is omega_max V_t / V_ref (0 with an empty pack), whatever input it
+        flies; a fleet without rotor vehicles is told only while a pack is empty."""
+        bank = self.bank
+        if bank is None:
             return controls
         controls[:, BATTERY_COLUMN] = self._v_in
         if self._any_empty:
-            controls[self.bank.empty, 0:4] = 0.0
+            controls[bank.empty, 0:4] = 0.0
+        if fleet is not None and (self._any_empty or getattr(fleet, "rotor", None) is not None):
+            setter = getattr(fleet, "set_pack_supply", None)
+            if setter is not None:  # an ``Airframes`` (a bare ``PelicanFleet`` has no motor supply)
+                volts, _, empty = bank.readings_view()
+                setter(volts, empty, self.reference_v)
         return controls
+
+    def supply_fraction(self) -> Array:
+        """The motors' supply ``apply`` gives the fleet (N,): terminal voltage / V_ref, 0 for an empty pack
+        (NaN with the battery off)."""
+        if self.bank is None:
+            return np.full(self.num_vehicles, math.nan)
+        volts, _, empty = self.bank.readings_view()
+        out = np.empty(self.num_vehicles)
+        _supply_fraction_kernel(volts, empty, self.reference_v, out)
+        return out
 
     def power_w(self, fleet: Any, state: Array | None = None, valid: NDArray[np.bool_] | None = None
                 ) -> Array:

@@ -15,7 +15,9 @@ airspeed, body velocity minus the wind in body axes).
 
 Model per vehicle (mathiesen_2017 chapters 2-3, ireland_2016 section 4.5.1):
 
-- motors: d omega_i/dt = (clip(omega_cmd_i, omega_min, omega_max) - omega_i) / tau (mathiesen eq. 3.4);
+- motors: d omega_i/dt = (clip(omega_cmd_i, omega_min, omega_cap) - omega_i) / tau (mathiesen eq. 3.4);
+  omega_cap = omega_max unless the vehicle's supply voltage caps it lower (``set_speed_cap``: a DC
+  motor's no-load speed scales with its voltage, docs/ENERGY.md; 0 with an empty pack: the motors stop);
 - rotor i: thrust F_i = h_i k_f omega_i^2 along -z body, reaction yaw torque -s_i h_i k_m omega_i^2
   (``rotor_mixer`` gives the map from F to the body wrench);
 - translation in body axes: dv/dt = f/m + D g_ned - omega_b x v, with f = thrust + linear drag
@@ -222,10 +224,12 @@ def _first_bad_input(omega_cmd, health, live):
 
 
 @njit("UniTuple(int64, 2)(float64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], "
-      f"boolean[::1], {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {_IN}, float64, int64, {F8_2D_IN}, float64)")
-def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm, dt_s, substeps,
-                      state_limits, collision_distance_m):
+      f"boolean[::1], {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {_IN}, {_IN}, float64, int64, {F8_2D_IN}, float64)")
+def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm, cap, dt_s,
+                      substeps, state_limits, collision_distance_m):
     """``RotorFleet.step`` for all vehicles, in place on x (N, 13), omega (N, 4), accel, valid, reason.
+    Speed commands are clipped to [omega_min, cap_i]: ``cap`` (N,) [rad/s] is each vehicle's attainable
+    speed (omega_max, or less on a sagging pack: ``RotorFleet.set_speed_cap``; 0: motors off).
 
     Returns (first bad input i * 8 + j or -1, vehicles that became invalid); nothing changes on a bad
     input. Invalid vehicles are frozen and ignore their inputs (no checks either).
@@ -248,7 +252,7 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
             s[j] = x[i, j]
         for j in range(4):
             s[12 + j] = omega[i, j]
-            target[j] = min(max(omega_cmd[i, j], prm[_WMIN]), prm[_WMAX])
+            target[j] = min(max(omega_cmd[i, j], prm[_WMIN]), cap[i])
         _rk4_tick(s, target, health[i], wind_ned[i], prm, dt_s, substeps, sf, work)
         thrust = 0.0
         for j in range(4):
@@ -343,6 +347,7 @@ class RotorFleet:
         self._near = np.zeros(n, dtype=bool)
         self._still_air = np.zeros((n, 3))
         self._healthy = np.ones((n, 4))
+        self._cap = np.full(n, self.params.omega_max_rads)  # attainable speed per vehicle (set_speed_cap)
 
     # --- accessors ----------------------------------------------------------------------------------
     state = copy_of("_x", "True states (N, 13) (a copy); element 12 is the rotors' total thrust [N].")
@@ -363,6 +368,26 @@ class RotorFleet:
     def omega_view(self) -> Array:
         """``omega`` without a copy, for a caller that only reads it before the next ``step``."""
         return self._omega
+
+    @property
+    def speed_cap_radps(self) -> Array:
+        """Attainable rotor speed per vehicle (N,) [rad/s] (a copy): omega_max unless ``set_speed_cap``
+        lowered it."""
+        return self._cap.copy()
+
+    def set_speed_cap(self, cap_radps: ArrayLike) -> None:
+        """Each vehicle's attainable rotor speed (N,) [rad/s], clipped into [0, omega_max], from the next
+        ``step`` on: every speed command is clipped to it (the supply voltage's limit, docs/ENERGY.md; 0:
+        the motors are off and spin down at their time constant). ``set_state`` restores omega_max."""
+        c = np.asarray(cap_radps, float).reshape(self.num_vehicles)
+        if np.isnan(c).any():
+            raise RotorInputError(f"speed cap must not be NaN, got {c.tolist()}")
+        np.clip(c, 0.0, self.params.omega_max_rads, out=self._cap)
+
+    def speed_cap_view(self) -> Array:
+        """The attainable speeds (N,) without a copy, written in place by a caller that owns the supply
+        (``airframes.Airframes.set_motor_supply``); each value in [0, omega_max]."""
+        return self._cap
 
     @property
     def hover_omega_rads(self) -> float:
@@ -396,6 +421,7 @@ class RotorFleet:
         self._omega[idx] = om
         self._a[idx] = 0.0
         self._valid[idx] = True
+        self._cap[idx] = self.params.omega_max_rads
         for i in idx:
             self._invalid_reason[int(i)] = ""
 
@@ -411,7 +437,8 @@ class RotorFleet:
              *, wind_body: ArrayLike | None = None) -> None:
         """Advance every valid vehicle by one tick.
 
-        omega_cmd: (N, 4) commanded rotor speeds [rad/s], >= 0 (clipped to [omega_min, omega_max]);
+        omega_cmd: (N, 4) commanded rotor speeds [rad/s], >= 0 (clipped to [omega_min, omega_max], or
+        to the lower ``speed_cap_radps``);
         wind_ned: (N, 3) wind in NED [m/s] (default still air); or ``wind_body`` (N, 3) in body FRD at
         the start of the tick (the Pelican's input; rotated to NED with the tick's initial attitude);
         health: (N, 4) rotor factors in [0, 1] (default all 1).
@@ -429,7 +456,7 @@ class RotorFleet:
         hl = self._healthy if health is None else self._rows(health, 4, "health")
         bad, invalid = _rotor_fleet_step(
             self._x, self._omega, self._a, self._valid, self._reason_code, self._near, cmd, hl, wind,
-            self._prm, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
+            self._prm, self._cap, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
         if bad >= 0:
             i, j = divmod(int(bad), 8)
             if j < 4:
@@ -444,7 +471,7 @@ class RotorFleet:
         the default health (all 1) first: for a caller that runs the step inside its own kernel
         (``airframes.Airframes.step``) and then calls ``record_invalid`` if a vehicle became invalid."""
         return (self._healthy, self._x, self._omega, self._a, self._valid, self._reason_code, self._near,
-                self._prm, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
+                self._prm, self._cap, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
 
     def record_invalid(self) -> None:
         """The reasons of the vehicles the last step made invalid (``_rotor_fleet_step``'s codes)."""

@@ -126,6 +126,14 @@ class _BernoulliTicks:
         self._next = np.array([self._wait(rng) for rng in self._rngs])
         self._soonest = float(self._next.min())
 
+    def quiet_tick(self) -> bool:
+        """Count the next tick and return True if no vehicle succeeds in it; else False, uncounted (then
+        ``trial`` counts it): a tick loop's cheap test before the full trial."""
+        if self._tick + 1 < self._soonest:
+            self._tick += 1
+            return True
+        return False
+
     def trial(self) -> Array | None:
         """The next tick's outcomes (one per vehicle, bool), or None when none succeeds."""
         self._tick += 1
@@ -152,6 +160,7 @@ class _Fault:
         self.trials = (_BernoulliTicks(streams, STREAM_PREFIX + spec.id, self.rows, trig.per_tick(dt_s))
                        if isinstance(trig, Probabilistic) else None)
         self.one_shot = isinstance(trig, Probabilistic) and trig.period_s is None
+        self.periodic = self.trials is not None and not self.one_shot  # a trial every tick after tick 0
         self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
         self.reset()
 
@@ -325,6 +334,9 @@ class FaultSchedule:
             if f.any_active:
                 f.end(t_s, ended)
             if f.armed:
+                if f.periodic and k != 0 and f.trials.quiet_tick():  # type: ignore[union-attr]
+                    f.evaluated = True  # what ``start`` would have done on a tick without a success
+                    continue
                 f.start(k, t_s, conditions, started)
         return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS
 

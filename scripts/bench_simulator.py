@@ -12,7 +12,15 @@ Simulators are built side by side and timed in alternating chunks of 0.5 simulat
 chunk of each counts (a shared machine's load spikes only make chunks slower), and the battery's extra
 cost per tick is printed (issue 14: <= 10 %).
 
+``--faults idle|active`` times faults the same way instead (battery on in both): the scenario without a
+``faults:`` list against the same scenario with ``FAULTS[...]`` on every vehicle: ``idle``, three faults
+that never fire here (a repeating probabilistic GPS outage at 1e-9 per minute, a rotor degradation at
+t = 1e6 s, a cell failure below 1 V), so only the schedule's per-tick trials run; ``active``, four
+faults active from the start-up step on (a rotor degradation, a GPS degradation with sigma x 2 and a
+bias, a gyro bias step and an altimeter offset), so every hook acts each tick (issue 14: <= 10 %).
+
 Usage: ./qrsim exec -- python scripts/bench_simulator.py [--seconds 20] [--battery both] [--repeats 3]
+       ./qrsim exec -- python scripts/bench_simulator.py --faults active [--seconds 20]
 """
 
 from __future__ import annotations
@@ -63,15 +71,42 @@ def rtf(name: str, overrides: dict, seconds: float) -> tuple[float, float, int, 
     return steps * sim.scenario.task.dt_s / wall, wall, resets, wall / ticks * 1e6
 
 
-def paired(name: str, overrides: dict, seconds: float, chunk_s: float = 0.5) -> tuple[float, float]:
-    """Fastest wall microseconds per tick of the battery on and off, timed in alternating chunks."""
-    sims = {on: Simulator.from_scenario(name, merge({"seed": 1, **overrides},
-                                                    {"vehicle": {"battery": {"on": on}}}))
-            for on in (True, False)}
+#: ``--faults``: the ``faults:`` list of each variant (see the module docstring).
+FAULTS = {
+    "idle": [
+        {"kind": "gps_outage", "vehicles": "all", "duration_s": 3.0, "repeat": True,
+         "trigger": {"probabilistic": {"probability": 1e-9, "period_s": 60.0}}},
+        {"kind": "rotor_degradation", "vehicles": "all", "rotor": 0, "factor": 0.9,
+         "trigger": {"at_time_s": 1e6}},
+        {"kind": "battery_cell_failure", "vehicles": "all",
+         "trigger": {"condition": {"battery_below_v": 1.0}}},
+    ],
+    "active": [
+        {"kind": "rotor_degradation", "vehicles": "all", "rotor": 0, "factor": 0.95,
+         "trigger": {"at_time_s": 0.0}},
+        {"kind": "gps_degradation", "vehicles": "all", "sigma_factor": 2.0, "bias_ned_m": [0.5, 0.0, 0.0],
+         "trigger": {"at_time_s": 0.0}},
+        {"kind": "imu_bias_step", "vehicles": "all", "gyro_bias_radps": [0.01, 0.0, 0.0],
+         "trigger": {"at_time_s": 0.0}},
+        {"kind": "altimeter_offset", "vehicles": "all", "offset_m": 0.5, "trigger": {"at_time_s": 0.0}},
+    ],
+}
+
+
+def paired(name: str, overrides: dict, seconds: float, chunk_s: float = 0.5,
+           variant: dict | None = None) -> tuple[float, float]:
+    """Fastest wall microseconds per tick with and without ``variant`` (overrides on top; default: the
+    battery on against off), timed in alternating chunks."""
+    if variant is None:
+        settings = {on: {"vehicle": {"battery": {"on": on}}} for on in (True, False)}
+    else:
+        settings = {True: variant, False: {}}
+    sims = {on: Simulator.from_scenario(name, merge({"seed": 1, **overrides}, extra))
+            for on, extra in settings.items()}
     best = {True: float("inf"), False: float("inf")}
     actions = {on: hover_actions(sim) for on, sim in sims.items()}
-    for sim in sims.values():
-        sim.step(actions[sim.battery.on])  # warm-up
+    for on, sim in sims.items():
+        sim.step(actions[on])  # warm-up
     steps = max(1, round(chunk_s / sims[True].scenario.task.dt_s))
     for _ in range(max(1, round(seconds / chunk_s))):
         for on, sim in sims.items():
@@ -93,6 +128,8 @@ def main() -> None:
     parser.add_argument("--battery", choices=("on", "off", "both"), default="both",
                         help="the battery model on, off, or both (interleaved, with the extra cost)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case and setting (the best counts)")
+    parser.add_argument("--faults", choices=tuple(FAULTS), default=None,
+                        help="time faults (idle or active, see the docstring) against none instead")
     args = parser.parse_args()
     settings = ("on", "off") if args.battery == "both" else (args.battery,)
     long = {"task": {"duration_steps": 10**6}}
@@ -103,6 +140,13 @@ def main() -> None:
         ("search and rescue 2A", "search_rescue_2a", {}),
         ("plume 3B", "plume_3b", {}),
     ]
+    if args.faults is not None:
+        print(f"{'case':<32} {'us/tick on':>11} {'us/tick off':>12} {'extra':>7}   "
+              f"(faults {args.faults}; fastest 0.5 s chunk)")
+        for label, name, overrides in cases:
+            on_us, off_us = paired(name, overrides, args.seconds, variant={"faults": FAULTS[args.faults]})
+            print(f"{label:<32} {on_us:11.1f} {off_us:12.1f} {100 * (on_us / off_us - 1):6.1f}%")
+        return
     if args.battery == "both":
         print(f"{'case':<32} {'us/tick on':>11} {'us/tick off':>12} {'extra':>7}   (fastest 0.5 s chunk)")
         for label, name, overrides in cases:

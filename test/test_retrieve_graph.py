@@ -186,3 +186,30 @@ def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) ->
     assert modes[-1][3] == "system_fault"
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1 and "episode done (system_fault)" in summary[0], out[-3000:]
+
+
+@pytest.mark.ros
+def test_the_referee_ignores_a_mode_with_a_non_finite_height_command() -> None:
+    """uavN/mission/mode is validated on receipt: a non-finite height command is ignored with a warning
+    naming the topic (as a bad mode number or mission end), a finite one is the mode report."""
+    from unittest.mock import MagicMock
+
+    from rosenv import require_ros
+
+    require_ros()
+    from qrsim_ros.msg import MissionMode
+
+    from qrsim_ros.ros.retrieve_referee import RetrieveReferee
+
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 7})
+    node = MagicMock()
+    node.foreign_run.return_value = False
+    referee = RetrieveReferee(node, sim.task, MagicMock())
+    number = MODES.index("take_off") + 1
+    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=float("nan")))
+    assert sim.task.mode[0] == "idle"
+    node.counters.count.assert_called_once_with("modes_rejected")
+    warning = node.get_logger.return_value.warning.call_args.args[0]
+    assert warning.startswith("uav1/mission/mode: height_command_z_ned_m is not finite (nan)"), warning
+    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=-1.0))
+    assert sim.task.mode[0] == "take_off" and node.counters.count.call_count == 1

@@ -17,6 +17,7 @@ def test_generated_types_have_the_documented_fields() -> None:
         Altitude,
         AttitudeCommand,
         Concentration,
+        MissionMode,
         MotorCommand,
         RatesThrustCommand,
         RunMember,
@@ -46,6 +47,10 @@ def test_generated_types_have_the_documented_fields() -> None:
         status.get_fields_and_field_types())
     assert "locations" in GetPlumeLocations.Response.get_fields_and_field_types()
     assert "samples" in SubmitPlumeEstimates.Request.get_fields_and_field_types()
+    # the retrieve mission's mode report, with Figure 9's height command (docs/RETRIEVE.md)
+    assert MissionMode.get_fields_and_field_types() == {
+        "header": "std_msgs/Header", "run_id": "string", "mode": "string", "number": "uint8",
+        "mission_over": "string", "height_command_z_ned_m": "double"}
 
 
 def test_fault_interfaces_and_their_conversions() -> None:

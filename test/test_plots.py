@@ -346,6 +346,56 @@ def test_faults_end_at_a_reset_and_an_empty_history_is_skipped(tmp_path: Path,
     _assert_figure(out / "battery.png", "battery", min_coloured=200)
 
 
+def _mission_messages(ts, z_commands: dict[int, tuple[str, float]]):  # type: ignore[no-untyped-def]
+    """A small retrieve bag's messages: the briefing, 10 task steps of uav1 climbing, and
+    uav1/mission/mode at the given steps (mode, height command z NED [m])."""
+    from qrsim_ros.core.mission.modes import mode_number
+
+    t = ts.types
+    point = t["geometry_msgs/msg/Point"]
+    msgs: list[tuple[str, str, float, object]] = [
+        ("/referee/mission", "qrsim_ros/msg/MissionBriefing", 0.0, t["qrsim_ros/msg/MissionBriefing"](
+            header=_header(ts, 0.0), run_id="", episode=0, landing_site=point(x=1.0, y=2.0, z=0.0),
+            drop_site=point(x=5.0, y=6.0, z=0.0), drop_radius_m=1.5, num_targets=2))]
+    u32 = np.zeros(1, np.uint32)
+    mission_mode, vehicle_status = t["qrsim_ros/msg/MissionMode"], t["qrsim_ros/msg/VehicleStatus"]
+    for k in range(10):
+        tk = k * DT_S
+        if k in z_commands:
+            mode, z = z_commands[k]
+            msgs.append(("/uav1/mission/mode", "qrsim_ros/msg/MissionMode", tk, mission_mode(
+                header=_header(ts, tk), run_id="", mode=mode, number=mode_number(mode), mission_over="",
+                height_command_z_ned_m=z)))
+        state = np.zeros(13)
+        state[2] = -0.1 * k
+        msgs.append(("/sim/vehicle_status", "qrsim_ros/msg/VehicleStatus", tk, vehicle_status(
+            header=_header(ts, tk), run_id="", episode=0, tick=k, names=["uav1"], valid=np.array([True]),
+            invalid_reason=[""], command_fresh=np.array([True]), commands_rejected=u32, commands_clamped=u32,
+            command_timeouts=u32, wind_rejected=u32, failsafe=[""], setpoints_rejected=u32,
+            setpoints_clamped=u32, failsafe_onsets=u32, faults=[], state=state, specific_force=np.zeros(3))))
+        msgs.append(("/referee/status", "qrsim_ros/msg/TaskStatus", tk, _status(ts, tk, k, 0.0, 0.0)))
+    return msgs
+
+
+def test_a_mission_bag_carries_the_height_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """uav1/mission/mode's height command is Figure 9's dashed line: load_mission_bag holds the latest
+    message's at every task step (NaN before the first, and for a non-finite one), and the figure is drawn."""
+    from qrsim_ros.bag.types import typestore
+    from qrsim_ros.plots.mission_bag import load_mission_bag
+
+    ts = typestore()
+    modes = {1: ("take_off", -1.0), 4: ("identify", -2.25), 6: ("search", float("nan"))}
+    bag = _write_bag(tmp_path / "bag", _mission_messages(ts, modes))
+    run = load_mission_bag(bag)
+    assert run is not None
+    assert run.modes == ["idle"] + ["take_off"] * 3 + ["identify"] * 2 + ["search"] * 4, run.modes
+    np.testing.assert_array_equal(run.zcmd_ned_m, [np.nan] + [-1.0] * 3 + [-2.25] * 2 + [np.nan] * 4)
+    out = tmp_path / "out"
+    rc, _, err = _plot(capsys, str(bag), "--out", str(out), "--only", "mission_height")
+    assert rc == 0, err
+    assert (out / "mission_height.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
 def test_only_unknown_figure_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _plot(capsys, str(tmp_path), "--only", "top_view,heatmap")
     assert rc == 2 and "heatmap" in err

@@ -81,7 +81,7 @@ def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: P
     assert names[-3:] == ["return_to_base", "land", "idle"] and modes[-1][3] == "complete", names
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1 and "episode done (success)" in summary[0], out[-3000:]
-    _assert_flies_the_in_process_mission(out, sim)
+    commands = _assert_flies_the_in_process_mission(out, sim)
     # the recorded bag gives the paper's single-run figures (Figures 8-10) from the graph's topics
     from qrsim_ros.plots import MISSION_FIGURES, render
     from qrsim_ros.plots.mission_bag import load_mission_bag
@@ -92,21 +92,46 @@ def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: P
     # loaded CI machine the recorder, stopped with the graph, missed the last 0.3 s: 'idle')
     segments = [m for m, _, _ in run.mode_segments()]
     assert segments == names[:len(segments)] and segments.count("drop") == 2, (segments, names)
+    # Figure 9's dashed line: the mode's height command on uav1/mission/mode is the in-process guidance's
+    # (the CSV's zcmd_0), mode segment by mode segment; the set-point modes' heights are parameters (equal
+    # to the bit), Identify's and Reacquire target's the z the mode was entered at, an estimated position
+    # (the lockstep agreement's 1e-9: the geodesy round trip of the GPS changes its last bits)
+    got = [k for k, _ in itertools.groupby(zip(run.modes, run.zcmd_ned_m.tolist(), strict=True))]
+    assert np.all(np.isfinite(run.zcmd_ned_m)) and len(got) <= len(commands), (got, commands)
+    assert [m for m, _ in got] == [m for m, _ in commands[:len(got)]], (got, commands)
+    for (mode, z_got), (_, z_want) in zip(got, commands, strict=False):
+        if mode in ("identify", "reacquire_target"):
+            assert z_got == pytest.approx(z_want, abs=1e-9), (mode, z_got, z_want)
+        else:
+            assert z_got == z_want, (mode, z_got, z_want)
     np.testing.assert_allclose(run.landing_ne_m, sim.task.landing_site_ne, atol=1e-9)
     assert run.battery_low_v == sim.task.retrieve.guidance.low_battery_v
     written = render(bag, tmp_path / "plots").written
     assert set(MISSION_FIGURES) <= set(written) and all(p.stat().st_size > 10_000 for p in written.values())
 
 
-def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> None:
+def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> list[tuple[str, float]]:
     # lockstep: the mission is a lockstep input (its inputs, set points and grasper commands of every task
     # step awaited), so the graph flies the in-process mission: the same mode path, every mode entered at
     # the same task step (times equal to the bit), and the same distance flown, a sum over every tick's
     # position, to the lockstep agreement's 1e-9 (the estimated position crosses the topics as GPS
     # latitude/longitude: the geodesy round trip changes the last bits)
+    from qrsim_ros.policies.base import AutopilotView
     from qrsim_ros.policies.episode import run_episode
+    from qrsim_ros.policies.mission import Mission
 
-    result = run_episode(sim, "mission")
+    policies: list[Mission] = []
+    steps: list[tuple[str, float]] = []  # uav1's mode and height command after every task step (zcmd_0)
+
+    def factory(view: AutopilotView) -> Mission:
+        policies.append(Mission(view))
+        return policies[-1]
+
+    def on_step(_sim: Simulator, _reward: float) -> None:
+        g = policies[0].guidance[0]
+        steps.append((g.mode, g.height_command_z_ned_m()))
+
+    result = run_episode(sim, "mission", factory=factory, on_step=on_step)
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert f"episode done ({result.outcome})" in summary[0], (result.outcome, summary)
     want = sim.task.mission_record(float(sim.time))
@@ -120,6 +145,7 @@ def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> None:
     assert got["mission_time_s"] == pytest.approx(want["mission_time_s"], abs=1e-9)
     faults = ("fault_system", "fault_actuator", "fault_grasper", "system_faults", "targets_in_drop_zone")
     assert {k: got[k] for k in faults} == {k: want[k] for k in faults}
+    return [k for k, _ in itertools.groupby(steps)]
 
 
 @pytest.mark.ros
@@ -160,3 +186,30 @@ def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) ->
     assert modes[-1][3] == "system_fault"
     summary = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(summary) == 1 and "episode done (system_fault)" in summary[0], out[-3000:]
+
+
+@pytest.mark.ros
+def test_the_referee_ignores_a_mode_with_a_non_finite_height_command() -> None:
+    """uavN/mission/mode is validated on receipt: a non-finite height command is ignored with a warning
+    naming the topic (as a bad mode number or mission end), a finite one is the mode report."""
+    from unittest.mock import MagicMock
+
+    from rosenv import require_ros
+
+    require_ros()
+    from qrsim_ros.msg import MissionMode
+
+    from qrsim_ros.ros.retrieve_referee import RetrieveReferee
+
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 7})
+    node = MagicMock()
+    node.foreign_run.return_value = False
+    referee = RetrieveReferee(node, sim.task, MagicMock())
+    number = MODES.index("take_off") + 1
+    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=float("nan")))
+    assert sim.task.mode[0] == "idle"
+    node.counters.count.assert_called_once_with("modes_rejected")
+    warning = node.get_logger.return_value.warning.call_args.args[0]
+    assert warning.startswith("uav1/mission/mode: height_command_z_ned_m is not finite (nan)"), warning
+    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=-1.0))
+    assert sim.task.mode[0] == "take_off" and node.counters.count.call_count == 1

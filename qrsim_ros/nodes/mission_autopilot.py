@@ -14,9 +14,10 @@ flight_controller. What the mission reads besides the estimated state (``uavN/im
   downward camera's ``uavN/camera/target_centroids``, ``uavN/grasper/holding``, ``uavN/grasper/command``
   and the ``uavN/self_test`` service.
 
-It publishes its mode on ``uavN/mission/mode`` (qrsim_ros/MissionMode: name and Figure 5's number, and
-the mission's end; latched, on change). A new episode's policy is built once its briefing is in.
-Parameters: the scenario's (``SCENARIO_PARAMETERS``) and ``policy`` (default ``mission``).
+It publishes its mode on ``uavN/mission/mode`` (qrsim_ros/MissionMode: name and Figure 5's number, the
+mission's end and the mode's height command, Figure 9's dashed line; latched, on change). A new
+episode's policy is built once its briefing is in. Parameters: the scenario's (``SCENARIO_PARAMETERS``) and
+``policy`` (default ``mission``).
 
 Pace: the node reports its progress on ``/sim/tick_progress`` like the simulator's own ground-truth
 consumers: the ticks it is done with, i.e. up to the tick before the next task step it has not answered

@@ -4,20 +4,23 @@
 One row per task step of the bag's first episode (the ``/referee/status`` stamps), vehicle 0 (``uav1``):
 
 - the true position and validity: ``/sim/vehicle_status`` of the step's tick (``state``: NED);
-- the mode: the latest ``uav1/mission/mode`` stamped at or before the step;
+- the mode and its height command (``height_command_z_ned_m``: ``MissionGuidance.height_command_z_ned_m``,
+  Figure 9's dashed line, the ``zcmd_0`` of an in-process CSV): the latest ``uav1/mission/mode`` stamped at
+  or before the step (before the first: idle, no command; a non-finite command, or a bag recorded before
+  MissionMode carried it: no command);
 - the battery voltage: the latest ``uav1/battery``; the grasper's report: ``uav1/grasper/holding``;
 - the targets: the latest ``/referee/markers`` target spheres (ENU -> NED; yellow = carried, i.e.
   tethered; any other colour is drawn as resting: the markers do not tell a falling target apart);
 - the sites: ``/referee/mission`` (the briefing); V_max and V_th: the guidance's thresholds of the
   scenario the recorder named (``custom_data``), NaN when it does not load here.
 
-The guidance's height command is not on any topic (the graph's mission commands velocities): the height
-figure then shows the height alone. ``load_mission_bag`` returns None for a bag without a briefing.
+``load_mission_bag`` returns None for a bag without a briefing.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +103,8 @@ def load_mission_bag(path: str | Path) -> MissionRun | None:
                 state = np.asarray(msg.state, float).reshape(-1, 13)
                 series[topic].add(stamp, (state[0, 0:3].copy(), bool(msg.valid[0])))
             elif topic == MODE:
-                series[topic].add(stamp, str(msg.mode))
+                zcmd = float(getattr(msg, "height_command_z_ned_m", math.nan))
+                series[topic].add(stamp, (str(msg.mode), zcmd if math.isfinite(zcmd) else math.nan))
             elif topic == BATTERY:
                 series[topic].add(stamp, float(msg.voltage))
             elif topic == HOLDING:
@@ -124,12 +128,13 @@ def load_mission_bag(path: str | Path) -> MissionRun | None:
     site = {name: enu_to_ned(np.array([p.x, p.y, p.z]))[0:2]
             for name, p in (("landing", briefing.landing_site), ("drop", briefing.drop_site))}
     full_v, low_v = _thresholds(read_custom_data(bag_dir))
+    modes = [series[MODE].at(s, ("idle", math.nan)) for s in rows]
     return MissionRun(
         path=bag_dir, t_s=np.array(rows, float) * 1e-9,
         position_ned_m=np.array([p for p, _ in fleet], float).reshape(-1, 3),
         valid=np.array([v for _, v in fleet], bool),
-        modes=[series[MODE].at(s, "idle") for s in rows],
-        zcmd_ned_m=np.full(len(rows), np.nan),
+        modes=[m for m, _ in modes],
+        zcmd_ned_m=np.array([z for _, z in modes], float),
         battery_v=np.array([series[BATTERY].at(s, float("nan")) for s in rows], float),
         holding=np.array([series[HOLDING].at(s, False) for s in rows], bool),
         targets_ned_m=np.array([t[0] for t in targets], float).reshape(len(rows), m, 3),

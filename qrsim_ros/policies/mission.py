@@ -5,7 +5,8 @@ Per task step it reads only what the vehicle senses (``AutopilotView``): the est
 capture position and velocity, heading), the battery voltage, the onboard failsafe (the emergency landing
 after a rotor loss is the detected actuator fault), the downward camera's target centroids and the
 grasper's report; it commands a velocity set point (``vehicle.control: velocity``) and the grasper, and
-reports its mode to the referee (the graph's ``uavN/mission/mode``).
+reports its mode and the mode's height command (``MissionGuidance.height_command_z_ned_m``, Figure 9's
+dashed line) to the referee (the graph's ``uavN/mission/mode``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class RetrieveDevices(Protocol):
 
     def command_grasper(self, vehicle: int, closed: bool) -> None: ...
 
-    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None: ...
+    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float,
+                       height_command_z_ned_m: float) -> None: ...
 
 
 class Mission:
@@ -80,7 +82,7 @@ class Mission:
                 rotor_failed=failsafe[i] == "emergency_land")
             cmd = g.update(inputs, self.dt_s)
             task.command_grasper(i, cmd.grasper_closed)
-            task.report_mission(i, cmd.mode, g.mission_over, view.time_s)
+            task.report_mission(i, cmd.mode, g.mission_over, view.time_s, g.height_command_z_ned_m())
             actions[r] = cmd.velocity_ned_mps
         return actions
 

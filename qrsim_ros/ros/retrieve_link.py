@@ -7,7 +7,8 @@ graph"): what ``policies.mission.RetrieveDevices`` asks for, over the referee's 
   the task step they are of);
 - ``uavN/grasper/command``: the commanded state of every vehicle, published (latched) for every task step
   answered (``end_step``), so the referee knows the step's command is in;
-- ``uavN/mission/mode``: published (latched) when it changes;
+- ``uavN/mission/mode``: the mode, the mission's end and the mode's height command
+  (``MissionGuidance.height_command_z_ned_m``), published (latched) when one of them changes;
 - ``uavN/self_test``: an asynchronous service call per Initialise visit, sent as the mission reports
   that it entered Initialise, so that the answer is usually in by the next period, when the guidance
   asks for it, as in process. ``self_test`` answers None until the referee's answer is in (the guidance
@@ -61,7 +62,7 @@ class RetrieveLink:
         self._centroids_tick = [-1] * num_vehicles  # the tick of the latest centroids / holding received
         self._holding_tick = [-1] * num_vehicles
         self._grasper_closed = [False] * num_vehicles
-        self._mode_sent: list[tuple[str, str] | None] = [None] * num_vehicles
+        self._mode_sent: list[tuple[str, str, float] | None] = [None] * num_vehicles
         self._tests: list[Any] = [None] * num_vehicles  # the pending self-test call per vehicle
         node.create_subscription(MissionBriefing, BRIEFING_TOPIC, self._on_briefing, QOS_LATCHED)
         self._grasper_pubs, self._mode_pubs, self._clients = [], [], []
@@ -166,16 +167,18 @@ class RetrieveLink:
             msg.header.stamp = stamp
             pub.publish(msg)
 
-    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None:
-        if self._mode_sent[vehicle] == (mode, mission_over):
+    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float,
+                       height_command_z_ned_m: float) -> None:
+        sent = (mode, mission_over, float(height_command_z_ned_m))
+        if self._mode_sent[vehicle] == sent:
             return
         if mode == "initialise" and self._tests[vehicle] is None:
             self._request_self_test(vehicle)  # the answer for the guidance's next period
         msg = MissionMode(run_id=self.node.run_id, mode=mode, number=mode_number(mode),
-                          mission_over=mission_over)
+                          mission_over=mission_over, height_command_z_ned_m=sent[2])
         msg.header.stamp = stamp_from_seconds(time_s)
         self._mode_pubs[vehicle].publish(msg)
-        self._mode_sent[vehicle] = (mode, mission_over)
+        self._mode_sent[vehicle] = sent
         self.node.get_logger().info(
             f"{vehicle_namespace(vehicle)}: mode {mode} ({msg.number}) at t={time_s:.1f} s"
             + (f", mission over: {mission_over}" if mission_over else ""))

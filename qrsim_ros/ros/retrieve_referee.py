@@ -14,7 +14,8 @@ vehicle's retrieve devices over topics; ``ros.retrieve_link.RetrieveLink`` is th
   In a lockstep mission run (the referee's ``await_grasper_commands``) the referee steps the tick after a
   task step only once every vehicle's command of that step is in (``commands_in``);
 - ``uavN/mission/mode`` (qrsim_ros/MissionMode): the mode log and the mission's end, which scores the
-  episode (``RetrieveTask.report_mission``);
+  episode (``RetrieveTask.report_mission``); a message whose mode number, end or height command
+  (non-finite) is bad is ignored with a warning;
 - service ``uavN/self_test`` (std_srvs/Trigger): the Initialise self-diagnosis, one draw of the episode's
   self-test stream per call (success = systems okay; ``RetrieveTask.self_test``);
 - ``/referee/markers`` (RViz): the landing site, the drop zone and the targets (``markers.retrieve_markers``),
@@ -27,6 +28,7 @@ grasper holds), before the tick's ground truth is stepped, as in the Simulator.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -185,13 +187,15 @@ class RetrieveReferee:
             if msg.mission_over and msg.mission_over not in MISSION_ENDS:
                 raise ValueError(f"unknown mission end {msg.mission_over!r} "
                                  f"(one of {', '.join(MISSION_ENDS)})")
+            if not math.isfinite(msg.height_command_z_ned_m):
+                raise ValueError(f"height_command_z_ned_m is not finite ({msg.height_command_z_ned_m})")
         except (KeyError, ValueError) as exc:
             self.node.counters.count("modes_rejected")
             self.node.get_logger().warning(f"{where}: {exc.args[0]}: ignored", throttle_duration_sec=5.0)
             return
         k = tick_of_stamp(msg.header.stamp)  # on the tick grid: t_k as the Simulator computes it
         t_s = seconds_of_stamp(msg.header.stamp) if k is None else k * BASE_DT_S
-        self.task.report_mission(i, msg.mode, msg.mission_over, t_s)
+        self.task.report_mission(i, msg.mode, msg.mission_over, t_s, float(msg.height_command_z_ned_m))
 
     def _on_self_test(self, i: int, response: Trigger.Response) -> Trigger.Response:
         response.success = self.task.self_test(i)

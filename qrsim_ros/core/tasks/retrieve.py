@@ -170,8 +170,11 @@ class RetrieveTask(Task):
         """The grasper's report: it holds a target."""
         return self.targets.carried_by(vehicle) is not None
 
-    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float) -> None:
-        """The autopilot's mode and end-of-mission report (``uavN/mission/mode``)."""
+    def report_mission(self, vehicle: int, mode: str, mission_over: str, time_s: float,
+                       height_command_z_ned_m: float = math.nan) -> None:
+        """The autopilot's mode and end-of-mission report (``uavN/mission/mode``). The mode's height
+        command (``height_command_z_ned_m``, NED [m]) is carried for the figures (the graph's bag) and
+        not kept here: the task scores the modes and the end, not the set points."""
         if mission_over and mission_over not in MISSION_ENDS:
             raise ValueError(f"unknown mission end {mission_over!r} (one of {', '.join(MISSION_ENDS)})")
         if mode != self.mode[vehicle]:

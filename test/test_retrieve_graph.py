@@ -189,27 +189,47 @@ def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) ->
 
 
 @pytest.mark.ros
-def test_the_referee_ignores_a_mode_with_a_non_finite_height_command() -> None:
+def test_the_referee_ignores_a_mode_with_a_non_finite_height_command(capfd: pytest.CaptureFixture[str]
+                                                                     ) -> None:
     """uavN/mission/mode is validated on receipt: a non-finite height command is ignored with a warning
-    naming the topic (as a bad mode number or mission end), a finite one is the mode report."""
-    from unittest.mock import MagicMock
-
-    from rosenv import require_ros
+    naming the topic (as a bad mode number or mission end), a finite one is the mode report. The referee
+    part runs on a real rclpy node that has what the referee node gives it (run id, counters)."""
+    from rosenv import free_domain, require_ros
 
     require_ros()
+    import rclpy
     from qrsim_ros.msg import MissionMode
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+    from visualization_msgs.msg import MarkerArray
 
+    from qrsim_ros.ros.node import Counters
     from qrsim_ros.ros.retrieve_referee import RetrieveReferee
 
+    class RefereeHost(Node):
+        run_id = "test-run"
+
+        def __init__(self, context: rclpy.Context) -> None:
+            super().__init__("retrieve_referee_host", context=context)
+            self.counters = Counters(self, ["modes_rejected"])
+
+        def foreign_run(self, msg_run_id: str, topic: str) -> bool:
+            return False
+
     sim = Simulator.from_scenario("retrieve_simplified", {"seed": 7})
-    node = MagicMock()
-    node.foreign_run.return_value = False
-    referee = RetrieveReferee(node, sim.task, MagicMock())
-    number = MODES.index("take_off") + 1
-    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=float("nan")))
-    assert sim.task.mode[0] == "idle"
-    node.counters.count.assert_called_once_with("modes_rejected")
-    warning = node.get_logger.return_value.warning.call_args.args[0]
-    assert warning.startswith("uav1/mission/mode: height_command_z_ned_m is not finite (nan)"), warning
-    referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=-1.0))
-    assert sim.task.mode[0] == "take_off" and node.counters.count.call_count == 1
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = RefereeHost(context)
+        referee = RetrieveReferee(node, sim.task, node.create_publisher(MarkerArray, "markers", 1))
+        number = MODES.index("take_off") + 1
+        referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=float("nan")))
+        assert sim.task.mode[0] == "idle"
+        assert node.counters.values["modes_rejected"] == 1
+        err = capfd.readouterr().err
+        assert "uav1/mission/mode: height_command_z_ned_m is not finite (nan)" in err, err[-2000:]
+        referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=-1.0))
+        assert sim.task.mode[0] == "take_off" and node.counters.values["modes_rejected"] == 1
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

@@ -69,8 +69,13 @@ CLOCK_TOPIC = "/clock"
 #: a discovery pass, after every other topic discovered with it (/clock, /tf, uavN/ground_truth/odom...).
 #: DDS announces a participant's readers in creation order, so by the time the gate sees this one
 #: matched it has matched the others, and tick 0 reaches the bag on every topic. (Sorted by name,
-#: /sim/vehicle_status came before /uavN/...: a CI run lost uav1's first 28 odometry ticks.)
+#: /sim/vehicle_status came before /uavN/...: a CI run lost uav1's first 28 odometry ticks.) That orders
+#: the publishers' side only: a reader drops the samples of a writer it has not discovered itself yet, so
+#: the gate subscription also waits until every other subscription has matched a publisher (a CI run
+#: lost the first 9 ticks of /clock and odometry), for at most ``GATE_MATCH_WAIT_S`` (a publisher whose
+#: QoS the subscription cannot match never will; ``_check_publishers`` warns of it).
 _GATE_TOPIC = "/sim/vehicle_status"
+GATE_MATCH_WAIT_S = 5.0
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -150,6 +155,7 @@ class RecorderNode(RunMemberNode):
         self._stop_wall = 0.0
         self._received_at_check = -1
         self._forward: dict[int, Any] = {}
+        self._gate_wait_since: float | None = None  # when the gate subscription first waited [monotonic s]
         self._install_signal_handlers()
 
         self._discover()
@@ -188,12 +194,26 @@ class RecorderNode(RunMemberNode):
                 new.append((name, types[0]))
         new.sort(key=lambda item: item[0] == _GATE_TOPIC)
         for name, msgtype in new:
+            if name == _GATE_TOPIC and not self._others_matched():
+                changed = True  # look again soon
+                continue
             infos = self.get_publishers_info_by_topic(name)
             if infos:
                 self._subscribe(name, msgtype, infos)
                 self._publisher_counts[name] = len(infos)
                 changed = True
         return changed
+
+    def _others_matched(self) -> bool:
+        """Whether every subscription whose topic has publishers has matched one itself (see
+        ``_GATE_TOPIC``), or ``GATE_MATCH_WAIT_S`` of wall time have passed since the first ask."""
+        now = time.monotonic()
+        if self._gate_wait_since is None:
+            self._gate_wait_since = now
+        if now - self._gate_wait_since >= GATE_MATCH_WAIT_S:
+            return True
+        return all(sub.get_publisher_count() > 0 for name, sub in self._subs.items()
+                   if self._publisher_counts.get(name, 0) > 0)
 
     def _subscribe(self, name: str, msgtype: str, infos: list[Any]) -> None:
         cls = _message_class(msgtype)

@@ -160,7 +160,7 @@ class Simulator:
         agent_rows = self._agent_rows = self.task.agent_vehicles  # fixed for the task
         agent_modes = [self.control_modes[i] for i in agent_rows]
         self._action_width = max(len(CONTROL_MODES[m]) for m in agent_modes)
-        self._action_rows_by_mode = {
+        rows_by_mode = {
             m: np.array([r for r, mm in enumerate(agent_modes) if mm == m], int)
             for m in dict.fromkeys(agent_modes)
         }
@@ -168,7 +168,7 @@ class Simulator:
         # gather, in the per-step parsing), else index arrays
         self._action_blocks = [
             (m, len(CONTROL_MODES[m]), _as_slice(r), _as_slice(np.asarray(agent_rows)[r]))
-            for m, r in self._action_rows_by_mode.items()
+            for m, r in rows_by_mode.items()
         ]
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)

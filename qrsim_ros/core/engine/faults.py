@@ -77,7 +77,7 @@ from qrsim_ros.core.faults import (
     FaultSchedule,
     FaultSpec,
 )
-from qrsim_ros.core.faults.schedule import rotor_thrust_factors
+from qrsim_ros.core.faults.schedule import condition_field, rotor_thrust_factors
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.gps import GpsReceiver
 from qrsim_ros.core.sensors.registry import SENSORS
@@ -163,7 +163,7 @@ class FaultEffects:
         self.any_active = False
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
         self._stuck_speed_radps: dict[tuple[str, int], float] = {}  # rotor airframe: the held motor speed
-        self._needs_conditions = self._any_condition()
+        self._condition_fields = self._needed_condition_fields()
         self._lost_at_issue: NDArray[np.bool_] | None = None
         self._reset_state()
 
@@ -186,7 +186,7 @@ class FaultEffects:
         if self.emergency_land:  # a latched landing keeps its pair off after its fault ended: undo that too
             latched = bool((self.models.fleet.emergency_land_rotor >= 0).any())  # type: ignore[union-attr]
             self.models.fleet.clear_emergency_land()  # type: ignore[union-attr]
-        self._needs_conditions = self._any_condition()
+        self._condition_fields = self._needed_condition_fields()
         if self.any_active or latched:
             self.any_active = False
             self._reset_state()
@@ -207,7 +207,7 @@ class FaultEffects:
     def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:
         """``FaultSchedule.inject`` (starts at the next step); returns the fault's id."""
         fault_id = self.schedule.inject(fault, t_s)
-        self._needs_conditions = self._any_condition()
+        self._condition_fields = self._needed_condition_fields()
         return fault_id
 
     def clear(self, fault_id: str | None = None, *, kind: str | None = None,
@@ -277,18 +277,25 @@ class FaultEffects:
         return valid if off is None else valid & ~off
 
     # --- internals ------------------------------------------------------------------------------------
-    def _any_condition(self) -> bool:
-        return any(isinstance(s.trigger, Condition) for s in self.schedule.specs)
+    def _needed_condition_fields(self) -> frozenset[str]:
+        """The ``FaultConditions`` fields the schedule's condition triggers read (empty: none)."""
+        return frozenset(condition_field(s.trigger) for s in self.schedule.specs
+                         if isinstance(s.trigger, Condition))
 
     def _conditions(self) -> FaultConditions:
-        if not self._needs_conditions:
+        """This tick's conditions: only the fields a condition trigger reads (each costs a copy)."""
+        needed = self._condition_fields
+        if not needed:
             return NO_CONDITIONS
         n = self.num_vehicles
         fleet, battery = self.models.fleet, self.models.battery
-        pos = fleet.state[:, 0:3] if fleet is not None else None
-        if battery is None:
-            return FaultConditions(np.full(n, np.nan), np.full(n, np.nan), pos)
-        return FaultConditions(battery.voltage_v, battery.percentage, pos)
+        pos = fleet.state[:, 0:3] if fleet is not None and "position_ned_m" in needed else None
+        volts = fraction = None
+        if "battery_v" in needed:
+            volts = np.full(n, np.nan) if battery is None else battery.voltage_v
+        if "battery_fraction" in needed:
+            fraction = np.full(n, np.nan) if battery is None else battery.percentage
+        return FaultConditions(volts, fraction, pos)
 
     def _reset_state(self) -> None:
         n = self.num_vehicles

@@ -161,6 +161,8 @@ class _Fault:
                        if isinstance(trig, Probabilistic) else None)
         self.one_shot = isinstance(trig, Probabilistic) and trig.period_s is None
         self.periodic = self.trials is not None and not self.one_shot  # a trial every tick after tick 0
+        # a timed trigger is false before its time (s) or tick: ``step`` skips it until then
+        self.quiet_before_s = trig.time_s - TIME_EPS_S if isinstance(trig, AtTime) else -math.inf
         self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
         self.reset()
 
@@ -254,6 +256,11 @@ _CONDITION_FIELD = {"battery_below_v": "battery_v", "battery_below_fraction": "b
                     "inside_box_ned_m": "position_ned_m"}
 
 
+def condition_field(trig: Condition) -> str:
+    """The ``FaultConditions`` field a condition trigger reads."""
+    return _CONDITION_FIELD[trig.kind]
+
+
 def _condition(fault_id: str, trig: Condition, c: FaultConditions, n: int) -> Array:
     """(N,) bool: the condition's value per vehicle (a NaN input is false: no battery never fires)."""
     field = _CONDITION_FIELD[trig.kind]
@@ -334,8 +341,9 @@ class FaultSchedule:
             if f.any_active:
                 f.end(t_s, ended)
             if f.armed:
-                if f.periodic and k != 0 and f.trials.quiet_tick():  # type: ignore[union-attr]
-                    f.evaluated = True  # what ``start`` would have done on a tick without a success
+                if ((f.periodic and k != 0 and f.trials.quiet_tick())  # type: ignore[union-attr]
+                        or t_s < f.quiet_before_s or k < f.at_tick):
+                    f.evaluated = True  # what ``start`` would have done on a tick its trigger is false
                     continue
                 f.start(k, t_s, conditions, started)
         return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS

@@ -506,3 +506,35 @@ def test_config_errors_name_the_parameter(make: object, name: str) -> None:
 def test_params_accept_qrsim_style_values() -> None:
     p = OrientationEstimatorParams(on=1, beta_per_s=[1 / 100] * 3, sigma=0.0005)
     assert p.on is True and p.beta_per_s == (0.01, 0.01, 0.01) and p.sigma == (0.0005,) * 3
+
+
+def test_noiseless_ahars_applies_faults_like_its_sensors() -> None:
+    """Noiseless sensors with faults (issue 14's imu_bias_step, gyro_stuck, altimeter offset/stuck): the
+    composite's one-kernel path gives what each fault means, sensor by sensor, at each sensor's rate."""
+    p = AharsParams(on=False, accelerometer=AccelerometerParams(dt_s=0.02),
+                    gyroscope=GyroscopeParams(dt_s=0.04), altimeter=AltimeterParams(dt_s=0.08))
+    ahars = Ahars(2, p, RandomStreams(3))
+    ahars.reset(moving_state(0))
+    for k in range(1, 4):  # unfaulted to begin with
+        ahars.step(k, moving_state(k), moving_accel(k))
+    accel_bias = np.array([[0.1, -0.2, 0.3], [0.0, 0.0, 0.0]])
+    gyro_bias = np.array([[0.0, 0.0, 0.0], [0.01, 0.02, -0.03]])
+    ahars.accelerometer.set_fault_state(bias=accel_bias)
+    ahars.gyroscope.set_fault_state(bias=gyro_bias, stuck=np.array([True, False]))
+    ahars.altimeter.set_fault_state(offset_m=np.array([0.0, 1.5]), stuck=np.array([True, False]))
+    gyro_held = ahars.angular_velocity[0].copy()
+    height_held = float(ahars.height_m[0])
+    for k in range(4, 25):
+        x, a = moving_state(k), moving_accel(k)
+        ahars.step(k, x, a)
+        np.testing.assert_array_equal(ahars.acceleration, a + accel_bias)  # every tick (20 ms)
+        last_gyro_k = k - k % 2
+        np.testing.assert_array_equal(ahars.angular_velocity[0], gyro_held)  # stuck: never changes
+        np.testing.assert_array_equal(ahars.angular_velocity[1],
+                                      moving_state(last_gyro_k)[1, 9:12] + gyro_bias[1])
+        last_alt_k = k - k % 4
+        if last_alt_k >= 4:  # the altimeter has updated under the fault
+            assert ahars.height_m[0] == height_held and ahars.vertical_speed_mps[0] == 0.0
+            assert ahars.height_m[1] == -moving_state(last_alt_k)[1, 2] + 1.5
+            assert ahars.vertical_speed_mps[1] == pytest.approx(-down_velocity(moving_state(last_alt_k))[1],
+                                                               abs=1e-12)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -90,11 +90,11 @@ class FaultEvents:
 NO_EVENTS = FaultEvents()
 
 
-@dataclass(frozen=True)
-class FaultConditions:
+class FaultConditions(NamedTuple):
     """What condition triggers read at a tick, per vehicle: ``battery_v`` (N,) terminal voltage [V],
     ``battery_fraction`` (N,) state of charge 0..1, ``position_ned_m`` (N, 3) true position NED [m]. A
-    field left None may only be missing when no condition trigger needs it."""
+    field left None may only be missing when no condition trigger needs it. (A named tuple, not a frozen
+    dataclass: one is built every tick, and this costs a quarter.)"""
 
     battery_v: ArrayLike | None = None
     battery_fraction: ArrayLike | None = None
@@ -164,6 +164,10 @@ class _Fault:
         # a timed trigger is false before its time (s) or tick: ``step`` skips it until then
         self.quiet_before_s = trig.time_s - TIME_EPS_S if isinstance(trig, AtTime) else -math.inf
         self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
+        # a "below" condition is false on every vehicle while the field's minimum is at or above the
+        # threshold: ``step`` tests that scalar before the array work (a box or NaN takes the full path)
+        self.below_field = (_CONDITION_FIELD[trig.kind] if isinstance(trig, Condition)
+                            and trig.kind != "inside_box_ned_m" else None)
         self.reset()
 
     def reset(self) -> None:
@@ -174,6 +178,7 @@ class _Fault:
         self.since = np.full(n, np.nan)
         self.until = np.full(n, np.inf)
         self.previous = np.zeros(n, bool)  # a condition trigger's value at the last tick
+        self.any_previous = False
         self.evaluated = False
         if self.trials is not None:
             self.trials.restart()
@@ -248,7 +253,23 @@ class _Fault:
         now &= self.applies
         rising = now > self.previous  # true now, false at the last tick
         self.previous = now
+        self.any_previous = bool(now.any())
         return rising if rising.any() else None
+
+    def below_quiet(self, conditions: FaultConditions) -> bool:
+        """A "below" condition trigger: True when it cannot fire this tick (its field's minimum is at or
+        above the threshold and it was false everywhere at the last tick), which ``start`` would find with
+        the array work; False when that work must run (also for a missing field: it raises there)."""
+        if self.any_previous:
+            return False
+        value = getattr(conditions, self.below_field)  # type: ignore[arg-type]
+        if value is None:
+            return False
+        # Python's min over a short list is several times cheaper than a numpy reduction; a NaN gives
+        # NaN or is passed over, and either is right (NaN never fires; NaN >= x sends it the full way)
+        values = value.tolist() if isinstance(value, np.ndarray) and value.size <= 64 else value
+        low = min(values) if isinstance(values, list) and values else np.min(values)
+        return bool(low >= self.spec.trigger.value)  # type: ignore[union-attr,operator]
 
 
 #: The FaultConditions field each condition reads.
@@ -338,11 +359,12 @@ class FaultSchedule:
         started: list[ActiveFault] = []
         ended: list[ActiveFault] = []
         for f in self._faults:
-            if f.any_active:
+            if f.any_active and (f.any_clearing or t_s >= f.next_end_s - TIME_EPS_S):  # ``end``'s own test
                 f.end(t_s, ended)
             if f.armed:
                 if ((f.periodic and k != 0 and f.trials.quiet_tick())  # type: ignore[union-attr]
-                        or t_s < f.quiet_before_s or k < f.at_tick):
+                        or t_s < f.quiet_before_s or k < f.at_tick
+                        or (f.below_field is not None and f.below_quiet(conditions))):
                     f.evaluated = True  # what ``start`` would have done on a tick its trigger is false
                     continue
                 f.start(k, t_s, conditions, started)

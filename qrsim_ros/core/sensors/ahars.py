@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import copy_of, forwarded
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
-from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals, ou_coefficients
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import (
@@ -283,6 +283,35 @@ def _noiseless_step_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due,
         if alt_due:
             height[i] = ground_z_ned_m - x[i, 2]
             speed[i] = _vertical_speed_row(x, i)
+
+
+_B1_IN = "Array(boolean, 1, 'A', readonly=True)"
+
+
+@njit(f"void({F8_2D_IN}, {F8_2D_IN}, boolean, boolean, boolean, boolean, float64[:, :], float64[:, :], "
+      f"float64[:, :], float64[:], float64[:], float64, boolean, {F8_2D_IN}, {_B1_IN}, boolean, {F8_2D_IN}, "
+      f"{_B1_IN}, boolean, {F8_1D_IN}, {_B1_IN})", writable_twins=True)
+def _noiseless_faulted_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due, acc, gyro, euler, height,
+                              speed, ground_z_ned_m, acc_add, acc_bias, acc_stuck, gyro_add, gyro_bias,
+                              gyro_stuck, alt_add, alt_offset, alt_stuck):
+    """``_noiseless_step_kernel`` with faults, as each sensor's noiseless ``step`` applies them
+    (``set_fault_state``): a stuck row keeps its reading (a stuck altimeter's speed is 0); otherwise the
+    true value plus the bias or offset where ``*_add`` (the sum only then: a -0.0 reading stays -0.0)."""
+    for i in range(x.shape[0]):
+        for j in range(3):
+            if acc_due and not acc_stuck[i]:
+                acc[i, j] = accel_body[i, j] + acc_bias[i, j] if acc_add else accel_body[i, j]
+            if gyro_due and not gyro_stuck[i]:
+                gyro[i, j] = x[i, 9 + j] + gyro_bias[i, j] if gyro_add else x[i, 9 + j]
+            if euler_due:
+                euler[i, j] = x[i, 3 + j]
+        if alt_due:
+            if alt_stuck[i]:
+                speed[i] = 0.0
+            else:
+                h = ground_z_ned_m - x[i, 2]
+                height[i] = h + alt_offset[i] if alt_add else h
+                speed[i] = _vertical_speed_row(x, i)
 
 
 # --- the sensors ---------------------------------------------------------------------------------
@@ -590,6 +619,8 @@ class Ahars:
         #: The composite's period: the fastest sensor's (``AHARSPelican.m:126-127``).
         self.dt_s = min(s.dt_s for s in self._sensors)
         self._ticks_per_update = tuple(s.ticks_per_update for s in self._sensors)
+        n = self.num_vehicles  # the kernel's stand-ins for "no bias / offset / stuck row" (read only)
+        self._no_fault_arrays = (np.zeros((n, 3)), np.zeros(n), np.zeros(n, bool))
 
     on = forwarded("params.on", "Whether the AHARS is noisy (False: all four sensors noiseless).")
 
@@ -605,8 +636,10 @@ class Ahars:
     def step(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """Step all four sensors at tick k with true states ``x`` (N, 13) and the Pelican's body
         acceleration ``accel_body`` (N, 3); returns whether any sensor updated."""
-        if not self.on and self._unfaulted():
-            return self._step_noiseless(k, x, accel_body)
+        if not self.on:
+            if self._unfaulted():
+                return self._step_noiseless(k, x, accel_body)
+            return self._step_noiseless_faulted(k, x, accel_body)
         updated = self.accelerometer.step(k, accel_body)
         updated |= self.gyroscope.step(k, x)
         updated |= self.orientation_estimator.step(k, x)
@@ -633,6 +666,34 @@ class Ahars:
         _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, self.accelerometer._meas,
                                self.gyroscope._meas, self.orientation_estimator._meas, alt._height,
                                alt._speed, alt.params.ground_z_ned_m)
+        return True
+
+    def _step_noiseless_faulted(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
+        """``_step_noiseless`` with the sensors' fault states (``_noiseless_faulted_kernel``): the numbers
+        of each sensor's own noiseless ``step``, without its per-sensor numpy calls (issue 14's cost)."""
+        if k < 1:
+            check_tick(k)
+        ta, tg, te, th = self._ticks_per_update
+        acc_due, gyro_due, euler_due, alt_due = k % ta == 0, k % tg == 0, k % te == 0, k % th == 0
+        if not (acc_due or gyro_due or euler_due or alt_due):
+            return False
+        n = self.num_vehicles
+        x = fleet_array("x", x, n, 12)
+        accel = fleet_array("accel_body", accel_body, n, 3)
+        acc, gyro, alt = self.accelerometer, self.gyroscope, self.altimeter
+        none3, none1, never = self._no_fault_arrays
+        acc_bias, acc_stuck = acc._fault if acc._fault is not None else (None, None)
+        gyro_bias, gyro_stuck = gyro._fault if gyro._fault is not None else (None, None)
+        alt_offset, alt_stuck = alt._fault if alt._fault is not None else (None, None)
+        _noiseless_faulted_kernel(
+            x, accel, acc_due, gyro_due, euler_due, alt_due, acc._meas, gyro._meas,
+            self.orientation_estimator._meas, alt._height, alt._speed, alt.params.ground_z_ned_m,
+            acc_bias is not None, none3 if acc_bias is None else acc_bias,
+            never if acc_stuck is None else acc_stuck,
+            gyro_bias is not None, none3 if gyro_bias is None else gyro_bias,
+            never if gyro_stuck is None else gyro_stuck,
+            alt_offset is not None, none1 if alt_offset is None else alt_offset,
+            never if alt_stuck is None else alt_stuck)
         return True
 
     def outputs_view(self) -> tuple[Array, Array, Array, Array, Array]:

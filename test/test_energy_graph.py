@@ -10,11 +10,17 @@ present, one voltage per cell, frame ``uavN/base_link``, stamp = the tick's simu
 On the rotor airframe the pack's voltage caps the motor speed (docs/ENERGY.md "Motor speed"): a rotor
 vehicle whose pack empties in flight falls and becomes invalid on the ground in vehicle_dynamics tick for
 tick as in the Simulator (``test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process``).
+
+The low-battery failsafe (docs/ENERGY.md) flies in vehicle_dynamics: a vehicle whose pack reaches the return
+threshold flies to its base ('return'), lands there ('battery_land'), disarms and charges, as seen on
+/sim/vehicle_status, ground_truth/odom and uavN/battery, tick for tick as in the Simulator
+(``test_low_battery_returns_to_base_lands_disarms_and_charges_in_the_graph``).
 """
 
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +256,187 @@ def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
     for k in range(fell, total + 1):  # frozen and invalid until the end of the run
         assert statuses[k][1] is False and statuses[k][2] == EMPTY_PACK_REASON
         np.testing.assert_array_equal(statuses[k][0], statuses[fell][0])
+
+
+#: The low-battery failsafe's scenario (keep_spot without noise): one Pelican hovering 3 m up at the
+#: origin, a charging base 4 m north, the pack at 10.9 %. The default thresholds (docs/ENERGY.md
+#: "Low-battery failsafe": reserve 10 %, margin 1.5, return speed 2 m/s) and a land rate of 1 m/s give
+#: t_return = 4 m / 2 m/s + 3 m / 1 m/s = 5 s, so the return starts near 10 % + 1.5 x drain x 5 s.
+BASE_NORTH_M, BASE_RADIUS_M, HOVER_HEIGHT_M, LAND_RATE_MPS = 4.0, 1.0, 3.0, 1.0
+RESERVE, MARGIN, RETURN_SPEED_MPS = 0.1, 1.5, 2.0
+LOW_SOC = 0.109
+LOW_DURATION_S = 8.4  # the return starts at ~1.5 s, the vehicle disarms on the base at ~7.3 s, then charges
+DISARM_HEIGHT_M = 0.3  # the land failsafe's touch-down height (docs/ENERGY.md)
+LANDED_REASON = "landed (failsafe land)"
+
+
+def low_battery_scenario(tmp_path: Path) -> Path:
+    """keep_spot with the noise off (no dynamic noise, turbulence or wind, exact AHARS, a noiseless GPS
+    updated every tick), so the in-process Simulator's estimated state is the exact state the graph's
+    vehicle_dynamics flies its failsafe on: the two must then agree tick for tick through the failsafe."""
+    with scenario_path("keep_spot").open(encoding="utf-8") as f:
+        data = load_yaml(f)
+    data["name"] = "keep_spot_low_battery"
+    data["seed"] = SEED
+    data["task"].update(start_z_ned_m=-HOVER_HEIGHT_M, flight_z_ned_m=-HOVER_HEIGHT_M, duration_steps=100000)
+    data["wind"] = {"on": False}
+    data["vehicle"].update(dyn_noise=[0.0] * 6, turbulence={"on": False}, ahars={"on": False},
+                           gps_receiver={"on": False, "dt_s": 0.02}, failsafe_land_rate_m_s=LAND_RATE_MPS,
+                           battery={"initial_soc": LOW_SOC})
+    data["bases"] = [{"position_ned_m": [BASE_NORTH_M, 0.0, 0.0], "radius_m": BASE_RADIUS_M}]
+    path = tmp_path / "keep_spot_low_battery.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_low_battery_returns_to_base_lands_disarms_and_charges_in_the_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vehicle_dynamics (lockstep, with wind_field) hovers one Pelican on a held attitude command until its
+    pack falls to the return threshold: /sim/vehicle_status shows 'return', the vehicle flies to the base
+    at its height, 'battery_land' within the base's radius, disarms at the touch-down height; uavN/battery
+    then says CHARGING and its percentage rises at the charge current. Every tick equals the in-process
+    Simulator's (same file, seed and commands; its estimated state is exact here)."""
+    require_ros()
+    from nav_msgs.msg import Odometry
+    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
+    from sensor_msgs.msg import BatteryState
+
+    from qrsim_ros.core.engine.simulator import Simulator
+    from qrsim_ros.ros.stamps import tick_of_stamp
+
+    scenario = str(low_battery_scenario(tmp_path))
+    domain_id = free_domain()
+    env = ros_env(tmp_path, domain_id)
+    common = {"scenario": scenario, "seed": SEED, "num_vehicles": 1}
+    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
+                "command_timeout_s": 0.0, "duration_s": LOW_DURATION_S, "tf_every_n_ticks": 0,
+                "battery_every_n_ticks": EVERY}
+    procs = [NodeProcess("wind_field", common, env, tmp_path),
+             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
+    probe = Probe(tmp_path, domain_id, monkeypatch)
+    statuses: dict[int, tuple[np.ndarray, bool, str, str, int]] = {}
+    batteries: dict[int, Any] = {}
+    odom: dict[int, np.ndarray] = {}
+    moved = threading.Event()
+    total = round(LOW_DURATION_S / 0.02)
+    try:
+        node = probe.node
+
+        def on_status(msg: Any) -> None:
+            statuses[int(msg.tick)] = (np.array(msg.state).reshape(-1, 13)[0].copy(), bool(msg.valid[0]),
+                                       str(msg.invalid_reason[0]), str(msg.failsafe[0]),
+                                       int(msg.failsafe_onsets[0]))
+            if msg.tick > 0:
+                moved.set()
+
+        def on_battery(msg: Any) -> None:
+            batteries[tick_of_stamp(msg.header.stamp)] = msg
+
+        def on_odom(msg: Any) -> None:
+            p = msg.pose.pose.position
+            odom[tick_of_stamp(msg.header.stamp)] = np.array([p.x, p.y, p.z])
+
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
+        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())
+        node.create_subscription(Odometry, "/uav1/ground_truth/odom", on_odom, reliable())
+        pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
+        wait_for(lambda: node.count_publishers("/uav1/battery") >= 1
+                 and node.count_publishers("/uav1/ground_truth/odom") >= 1 and 0 in statuses, 60,
+                 "the battery and odometry publishers and tick 0", procs)
+        send_attitude_until(moved.is_set, [pub], HOVER_ROW, moved)
+        dyn = procs[1]
+        wait_for(lambda: dyn.proc.poll() is not None, 120, "vehicle_dynamics to finish duration_s", procs[:1])
+        assert dyn.proc.returncode == 0, dyn.stderr()
+        wait_for(lambda: all(k in statuses and k in odom for k in range(total + 1))
+                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 20, "every tick's messages")
+    finally:
+        probe.close()
+        codes = stop_all(procs)
+    assert codes == [0, 0], [p.stderr() for p in procs]
+
+    # --- the graph alone, against the documented rules ---
+    modes = [statuses[k][3] for k in range(total + 1)]
+    never = total + 1  # a mode that never came: the order check below fails with the ticks
+
+    returned = modes.index("return") if "return" in modes else never
+    landing = modes.index("battery_land") if "battery_land" in modes else never
+    disarmed = next((k for k in range(total + 1) if not statuses[k][1]), never)
+    assert 0 < returned < landing < disarmed < total - 2 * EVERY, (returned, landing, disarmed, modes[-1])
+    assert set(modes[:returned]) == {""} and set(modes[returned:landing]) == {"return"}
+    assert set(modes[landing:]) == {"battery_land"}  # latched, also once landed
+    assert statuses[total][4] == 1  # one failsafe onset: return and its landing are one episode of it
+
+    def north_east(k: int) -> np.ndarray:
+        return statuses[k][0][0:2]
+
+    def to_base(k: int) -> float:
+        return float(np.hypot(north_east(k)[0] - BASE_NORTH_M, north_east(k)[1]))
+
+    # the return starts once the charge no longer covers the way home plus the reserve: the drain from the
+    # hover's battery messages (every 0.1 s), the way home from the vehicle's position and height
+    pct = {k: float(m.percentage) for k, m in batteries.items()}
+    drain = (pct[EVERY] - pct[2 * EVERY]) / (EVERY * 0.02)
+    t_return = to_base(0) / RETURN_SPEED_MPS + HOVER_HEIGHT_M / LAND_RATE_MPS
+    threshold = RESERVE + MARGIN * drain * t_return
+    before, after = (returned - 1) // EVERY * EVERY, (returned // EVERY + 1) * EVERY
+    assert pct[before] > threshold - EVERY * 0.02 * drain, (pct[before], threshold)
+    assert pct[after] <= threshold, (pct[after], threshold)
+    assert pct[before] > RESERVE + 0.005  # well above the reserve: not a 'land at the reserve'
+    # the return: at the flight height, towards the base, until within its radius (decided on the state
+    # at the start of the tick, i.e. the previous tick's)
+    assert to_base(returned - 1) == pytest.approx(BASE_NORTH_M, abs=0.01)
+    assert all(abs(statuses[k][0][2] + HOVER_HEIGHT_M) < 0.3 for k in range(returned, landing))
+    assert to_base(landing - 1) <= BASE_RADIUS_M < to_base(landing - 2), (to_base(landing - 1),
+                                                                          to_base(landing - 2))
+    # the landing: straight down on the base, disarmed at the touch-down height, then frozen
+    height = {k: -statuses[k][0][2] for k in statuses}
+    assert height[disarmed - 1] <= DISARM_HEIGHT_M < height[disarmed - 2], (height[disarmed - 1],
+                                                                            height[disarmed - 2])
+    assert statuses[disarmed][2] == LANDED_REASON
+    for k in range(disarmed, total + 1):
+        assert not statuses[k][1] and statuses[k][2] == LANDED_REASON, k
+        np.testing.assert_array_equal(statuses[k][0], statuses[disarmed][0])
+    assert to_base(disarmed) <= BASE_RADIUS_M
+    # the odometry (ENU: east, north, up) says the same: on the base, on the ground
+    east, north, up = odom[total]
+    assert np.hypot(north - BASE_NORTH_M, east) <= BASE_RADIUS_M and 0.0 <= up <= DISARM_HEIGHT_M
+    np.testing.assert_allclose(odom[total], [statuses[total][0][1], statuses[total][0][0],
+                                             -statuses[total][0][2]], rtol=0, atol=1e-9)
+    # the battery: discharging until the touch-down, charging on the base from then on
+    flying = [k for k in sorted(batteries) if 0 < k < disarmed]  # tick 0 carries no load yet (0 A)
+    charging = [k for k in sorted(batteries) if k >= disarmed]
+    assert len(charging) >= 10
+    for k in flying:
+        assert batteries[k].power_supply_status == BatteryState.POWER_SUPPLY_STATUS_DISCHARGING, k
+        assert batteries[k].current < 0, k
+    assert all(pct[a] > pct[b] for a, b in pairwise(flying))
+    for k in charging:
+        assert batteries[k].power_supply_status == BatteryState.POWER_SUPPLY_STATUS_CHARGING, k
+        assert batteries[k].current > 0, k  # the message's convention: positive while charging
+    assert all(pct[a] < pct[b] for a, b in pairwise(charging))
+    assert pct[flying[-1]] > RESERVE - 0.02  # landed with (nearly) the reserve left
+    # coulomb counting: the charge rises at the charge current over the capacity (6 Ah)
+    first, last = charging[0], charging[-1]
+    amps = np.mean([batteries[k].current for k in charging[1:]])
+    rate = (pct[last] - pct[first]) / ((last - first) * 0.02)
+    assert rate == pytest.approx(amps / (3600.0 * 6.0), rel=1e-3), (rate, amps)
+
+    # --- the in-process Simulator: the same file, seed and commands, tick for tick ---
+    sim = Simulator.from_scenario(scenario, {"seed": SEED, "num_vehicles": 1})
+    assert sim.battery.on
+    ref = {0: (sim.true_state()[0].copy(), True, "", "", float(sim.battery.percentage[0]))}
+    while not sim.done:
+        sim.step(HOVER_ROW)
+        ref[sim.tick] = (sim.true_state()[0].copy(), bool(sim.valid[0]), sim.fleet.invalid_reason[0],
+                         sim.failsafe[0], float(sim.battery.percentage[0]))
+    assert max(ref) == disarmed  # its only vehicle landed: the episode ends there
+    for k in range(disarmed + 1, total + 1):  # the pack goes on charging on the base, as in vehicle_dynamics
+        sim.battery.step(sim.fleet, 0.02)
+        ref[k] = (*ref[disarmed][:4], float(sim.battery.percentage[0]))
+    for k in range(total + 1):
+        x, valid, reason, mode, _ = statuses[k]
+        rx, rvalid, rreason, rmode, rpct = ref[k]
+        np.testing.assert_allclose(x, rx, rtol=0, atol=1e-9, err_msg=f"tick {k}")
+        assert (valid, reason, mode) == (rvalid, rreason, rmode), k
+        if k in batteries:
+            assert batteries[k].percentage == np.float32(rpct), k

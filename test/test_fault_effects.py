@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
@@ -23,7 +24,15 @@ from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.faults import ActiveFault, parse_faults
 from qrsim_ros.core.sensors.gps import GpsReceiver, GpsReceiverParams, GpsSpaceSegment, GpsSpaceSegmentParams
-from qrsim_ros.core.vehicles.estimated_state import HEIGHT, POSITION_NED
+from qrsim_ros.core.vehicles.estimated_state import (
+    ANGULAR_VELOCITY_FRD,
+    EULER,
+    GROUND_VELOCITY_NE,
+    HEIGHT,
+    NORTH_EAST,
+    POSITION_NED,
+    VERTICAL_SPEED,
+)
 
 HOVER = [0.0, 0.0, 0.59004353928, 0.0, 12.0]  # attitude row whose steady thrust is m g (pelican.py)
 MG_N = 1.68 * 9.81  # the Pelican's hover thrust [N] (spec 2.2: m = 1.68 kg)
@@ -159,6 +168,63 @@ def test_gps_outage_no_fix_and_the_estimated_position_holds_its_last_fix() -> No
     # the true position moved meanwhile (open-loop hover drifts with the dynamic noise and turbulence)
     assert np.linalg.norm(during[-1][3] - during[0][3]) > 1e-3
     assert not np.array_equal(after[-1][2], held)
+
+
+def test_gps_outage_holds_the_estimated_velocity_and_the_first_fix_after_has_zero_velocity() -> None:
+    """docs/FAULTS.md, gps_outage: eX's ground velocity is the receiver's, held at the last fix during the
+    outage (no dead reckoning); the height, attitude and rates (AHARS) stay live; the first fix after the
+    outage has zero velocity, the next one the difference of the two fixes over the 0.2 s GPS period.
+    Outage [1 s, 3 s): ticks 50..149; the GPS updates every 10 ticks, so tick 40 is the last fix before
+    it and tick 150 the first after it."""
+    sim = sim_with([{"kind": "gps_outage", "trigger": {"at_time_s": 1.0}, "duration_s": 2.0}])
+    assert sim.scenario.vehicle.gps_receiver.on  # the noisy receiver: velocity from differences of fixes
+    rows = {}
+    for k in range(1, 171):
+        sim.step([HOVER])
+        assert sim.tick == k
+        rows[k] = (bool(sim.gps.has_fix[0]), sim.estimated_state()[0].copy(), sim.true_state()[0].copy())
+    fix_ticks = [k for k, r in rows.items() if r[0]]
+    assert 40 in fix_ticks and not any(50 <= k < 150 for k in fix_ticks) and 150 in fix_ticks
+    held = rows[40][1][GROUND_VELOCITY_NE]
+    assert np.all(held != 0.0)  # a real reading, so holding it is not the same as zeroing it
+    for k in range(50, 150):
+        np.testing.assert_array_equal(rows[k][1][GROUND_VELOCITY_NE], held, err_msg=f"tick {k}")
+    # the truth moved on meanwhile (open-loop hover in turbulence): the held value is stale
+    def true_ne_velocity(k: int) -> np.ndarray:
+        x = rows[k][2][None]
+        return body_to_ned(dcm_from_state(x), x[:, 6:9])[0, 0:2]
+
+    assert np.linalg.norm(true_ne_velocity(149) - true_ne_velocity(50)) > 0.05
+    # the AHARS columns are not held
+    for col in (HEIGHT, VERTICAL_SPEED, EULER, ANGULAR_VELOCITY_FRD):
+        assert not np.array_equal(rows[60][1][col], rows[140][1][col]), col
+    # first fix after the outage: zero velocity; the next: (fix at 160 - fix at 150) / 0.2 s
+    assert np.array_equal(rows[150][1][GROUND_VELOCITY_NE], [0.0, 0.0])
+    assert not np.array_equal(rows[150][1][POSITION_NED], rows[140][1][POSITION_NED])
+    diff = (rows[160][1][NORTH_EAST] - rows[150][1][NORTH_EAST]) / 0.2
+    np.testing.assert_allclose(rows[160][1][GROUND_VELOCITY_NE], diff, rtol=1e-9, atol=1e-12)
+    assert np.all(diff != 0.0)
+
+
+def test_gps_outage_on_the_noiseless_receiver_holds_then_reports_the_true_velocity() -> None:
+    """QRSim's noiseless receiver (``gps_receiver.on: false``) reports the true position and velocity at
+    each 5 Hz update, no difference of fixes: during the outage eX's ground velocity is held at the last
+    fix's (tick 40), and the first fix after it (tick 150) is the true velocity, not zero (docs/FAULTS.md)."""
+    sim = sim_with([{"kind": "gps_outage", "trigger": {"at_time_s": 1.0}, "duration_s": 2.0}],
+                   vehicle={"gps_receiver": {"on": False}})
+    rows = {}
+    for k in range(1, 151):
+        sim.step([HOVER])
+        x = sim.true_state()[0][None]
+        rows[k] = (bool(sim.gps.has_fix[0]), sim.estimated_state()[0, GROUND_VELOCITY_NE].copy(),
+                   body_to_ned(dcm_from_state(x), x[:, 6:9])[0, 0:2])
+    assert rows[40][0] and not any(rows[k][0] for k in range(50, 150)) and rows[150][0]
+    np.testing.assert_array_equal(rows[40][1], rows[40][2])
+    for k in range(50, 150):
+        np.testing.assert_array_equal(rows[k][1], rows[40][1], err_msg=f"tick {k}")
+    assert np.linalg.norm(rows[149][2] - rows[40][2]) > 0.05  # the truth moved on meanwhile
+    np.testing.assert_allclose(rows[150][1], rows[150][2], rtol=0, atol=1e-12)
+    assert np.all(rows[150][1] != 0.0)
 
 
 def _receivers(params: GpsReceiverParams, space_params: GpsSpaceSegmentParams, n: int, seed: int

@@ -149,6 +149,15 @@ def test_sensor_nodes_apply_the_ticks_faults_as_the_simulator(tmp_path: Path,
     status = {k: series("/uav1/gps/fix", lambda m: m.status.status, range(k, k + 1))[0]
               for k in range(0, 151, 10)}
     assert [k for k, st in status.items() if st != NavSatStatus.STATUS_FIX] == list(range(30, 71, 10))
+    # the velocity (eX's ground velocity in the graph) during the outage: held at the last fix's (tick 20),
+    # no dead reckoning; the first fix after it (tick 80) has zero velocity, the next a real one again
+    # (docs/FAULTS.md, gps_outage; search_rescue_2b's receiver is the noisy one)
+    gvel = {k: series("/uav1/gps/vel", lambda m: [m.twist.linear.x, m.twist.linear.y, m.twist.linear.z],
+                      range(k, k + 1))[0] for k in range(0, 151, 10)}
+    assert np.all(gvel[20][:2] != 0.0)
+    for k in range(30, 71, 10):
+        np.testing.assert_array_equal(gvel[k], gvel[20], err_msg=f"tick {k}")
+    assert np.array_equal(gvel[80], [0.0, 0.0, 0.0]) and np.all(gvel[90][:2] != 0.0)
     stuck = series("/uav2/altimeter", lambda m: m.height, range(ALT_STUCK[0], ALT_STUCK[1] + 1))
     assert np.all(stuck == stuck[0]) and stuck[0] != got[(1, "/uav2/altimeter", ALT_STUCK[1] + 1)][0].height
     assert np.all(series("/uav2/altimeter", lambda m: m.vertical_speed, range(ALT_STUCK[0] + 1, ALT_STUCK[1]))

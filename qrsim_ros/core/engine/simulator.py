@@ -39,11 +39,13 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.comms import Inboxes, Packet, Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import CONTROL_MODES, Scenario, load_scenario
 from qrsim_ros.core.engine.builders import (
     build_ahars,
     build_camera,
+    build_comms,
     build_fleet,
     build_gps,
     build_mean_wind,
@@ -141,6 +143,9 @@ class Simulator:
         self.ahars = build_ahars(sc, streams)
         self.camera = build_camera(sc, streams)
         self.plume_sensor = build_plume_sensor(sc, streams)
+        #: the vehicles' radio (``comms``, docs/COMMS.md; None: off) and what each vehicle received
+        self.comms = build_comms(sc, streams, self.world.scene)
+        self._inboxes = Inboxes(n)
         #: registered sensor models the scenario lists (``vehicle.sensors``), by name
         self.sensors = {name: build_registered_sensor(sc, name, streams, self.world.scene)
                         for name in sc.vehicle.sensors}
@@ -221,6 +226,9 @@ class Simulator:
             model.reset(x)
         self.fleet_control.reset()
         self.battery.reset()
+        if self.comms is not None:
+            self.comms.reset()
+        self._inboxes.clear()
         self._held[:] = np.nan
         self._issued_s[:] = np.nan
         self._assemble_estimated_state()
@@ -340,6 +348,8 @@ class Simulator:
         for name, model in self.sensors.items():
             step_registered_sensor(name, model, k, x, faults.sensor_valid(name, valid), self.fleet.accel_body)
         self._assemble_estimated_state(valid)
+        if self.comms is not None:  # on the moved true positions; a comm_loss fault silences a vehicle
+            self._inboxes.put(self.comms.step(k, k * self.dt_s, x[:, :3], valid, faults.links_lost))
         self.episode.on_tick(controls)
 
     def _controls(self, targets: Array, valid: NDArray[np.bool_]) -> Array:
@@ -442,6 +452,28 @@ class Simulator:
             raise KeyError(f"scenario {self.scenario.name!r} has no sensor {name!r} "
                            f"(vehicle.sensors lists: {', '.join(self.sensors) or 'none'})")
         return self.sensors[name]
+
+    # --- the radio (docs/COMMS.md) ------------------------------------------------------------------------
+    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
+        """Vehicle ``vehicle`` sends ``payload`` to ``destination`` (a vehicle index or
+        ``core.comms.BROADCAST``) now; ``mode``: ``datagram``, ``reliable`` or None (``comms.mode``).
+        Returns the sender's sequence number; the packet is decided at the ticks that follow
+        (``Radio.send``). RuntimeError when the scenario's radio is off (``comms.on``)."""
+        return self._radio().send(vehicle, destination, payload, mode)
+
+    def receive(self, vehicle: int) -> list[Packet]:
+        """The packets ``vehicle`` received since its last ``receive`` (its inbox is emptied), in delivery
+        order. RuntimeError when the scenario's radio is off."""
+        self._radio()
+        if isinstance(vehicle, bool) or not isinstance(vehicle, (int, np.integer)) \
+                or not 0 <= vehicle < self.num_vehicles:
+            raise ValueError(f"vehicle={vehicle!r} must be a vehicle index in [0, {self.num_vehicles - 1}]")
+        return self._inboxes.drain(int(vehicle))
+
+    def _radio(self) -> Radio:
+        if self.comms is None:
+            raise RuntimeError(f"scenario {self.scenario.name!r} has no radio: set comms.on: true")
+        return self.comms
 
     def plume_readings(self) -> Array:
         """The latest plume-sensor reading of every vehicle (N,); NaN when there is no plume sensor."""

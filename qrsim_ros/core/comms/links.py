@@ -1,0 +1,98 @@
+"""Which radio links are up: range, line of sight, and the loss probability of an up link.
+
+Frames and units: NED positions [m] (the flight-area frame, as the fleet's true state). Pairwise work is
+vectorised: the pairs within range come from a k-d tree (``scipy.spatial.cKDTree.query_pairs``, each
+unordered pair once, O(N log N + pairs) rather than every pair), and only those pairs are ray cast through
+the scene, in one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.spatial import cKDTree
+
+from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.comms.params import CommsParams
+from qrsim_ros.core.world.scene import BOX, BUILDING, CYLINDER, GROUND, Scene
+
+#: The scene's face labels that block a radio link (the solids); the ground only when it is a height map
+#: (a segment between two points above a flat ground plane cannot cross it; along the plane, between two
+#: landed vehicles, a cast would graze it).
+BLOCKING_LABELS = (BOX, CYLINDER, BUILDING)
+#: A hit closer than this to the far antenna [m] does not block (the surface the vehicle rests on).
+END_CLEARANCE_M = 1e-6
+
+
+def pairs_in_range(positions_ned: ArrayLike, usable: ArrayLike,
+                   range_m: float) -> tuple[NDArray[np.intp], Array]:
+    """Unordered pairs (P, 2) of usable vehicles, i < j, at distance <= ``range_m`` [m], sorted, with
+    their distances (P,) [m]. ``positions_ned`` (N, 3) [NED m]; ``usable`` (N,) bool."""
+    p = np.asarray(positions_ned, float)
+    idx = np.flatnonzero(np.asarray(usable, bool))
+    if idx.size < 2:
+        return np.zeros((0, 2), np.intp), np.zeros(0)
+    local = cKDTree(p[idx]).query_pairs(range_m, output_type="ndarray")
+    if not len(local):
+        return np.zeros((0, 2), np.intp), np.zeros(0)
+    pairs = idx[local]
+    pairs.sort(axis=1)
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    d = np.linalg.norm(p[pairs[:, 1]] - p[pairs[:, 0]], axis=1)
+    return pairs, d
+
+
+def blocked(scene: Scene, a_ned: Array, b_ned: Array, distance_m: Array) -> NDArray[np.bool_]:
+    """Whether the segment from each ``a_ned`` to ``b_ned`` (P, 3) [NED m], of length ``distance_m`` (P,)
+    [m], passes through a solid of ``scene`` (BLOCKING_LABELS; a height-map ground too). One ray per
+    segment, from a to b; a solid's surface crossed before b blocks."""
+    out = np.zeros(len(distance_m), bool)
+    cast = distance_m > 0
+    if not cast.any():
+        return out
+    d = distance_m[cast]
+    direction = (b_ned[cast] - a_ned[cast]) / d[:, None]
+    hits = scene.cast(a_ned[cast], direction, float(d.max()))
+    label = np.where(hits.hit, scene.face_label[np.maximum(hits.face, 0)], -1)
+    solid = np.isin(label, BLOCKING_LABELS)
+    if not scene.ground.flat:
+        solid |= label == GROUND
+    out[cast] = solid & (hits.range_m < d - END_CLEARANCE_M)
+    return out
+
+
+def loss_probability(distance_m: ArrayLike, params: CommsParams) -> Array:
+    """Probability that one transmission over an up link of length ``distance_m`` [m] is lost:
+    ``loss_probability``, rising linearly from ``loss_start_m`` to 1 at ``range_m`` when a start is set
+    (siegemund_2011 section 5.1: the error probability grows towards the edge of the WLAN range)."""
+    d = np.asarray(distance_m, float)
+    base = params.loss_probability
+    if params.loss_start_m is None:
+        return np.full(d.shape, base)
+    start = params.loss_start_m
+    rise = np.clip((d - start) / (params.range_m - start), 0.0, 1.0)
+    return base + (1.0 - base) * rise
+
+
+class LinkState:
+    """The links of one tick: which directed links are up (symmetric: a radio link is two-way).
+
+    up: (N, N) bool, up[i, j] for i != j: vehicles i and j are both usable, within ``range_m`` and (with
+    ``line_of_sight`` and a scene) no solid between them. pairs (P, 2) / distance_m (P,): the unordered
+    up pairs, i < j, and their lengths [m].
+    """
+
+    def __init__(self, positions_ned: ArrayLike, usable: ArrayLike, params: CommsParams,
+                 scene: Scene | None = None) -> None:
+        p = np.asarray(positions_ned, float)
+        n = len(p)
+        ok = np.asarray(usable, bool) & np.all(np.isfinite(p), axis=1)
+        pairs, d = pairs_in_range(p, ok, params.range_m)
+        if params.line_of_sight and scene is not None and len(pairs):
+            keep = ~blocked(scene, p[pairs[:, 0]], p[pairs[:, 1]], d)
+            pairs, d = pairs[keep], d[keep]
+        self.pairs = pairs
+        self.distance_m = d
+        self.up = np.zeros((n, n), bool)
+        self.up[pairs[:, 0], pairs[:, 1]] = True
+        self.up[pairs[:, 1], pairs[:, 0]] = True

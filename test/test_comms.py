@@ -19,7 +19,7 @@ from qrsim_ros.core.comms import BROADCAST, CommsParams, Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import scenario_from_mapping
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.core.world.scene import ObstacleParams, Scene, SceneParams
+from qrsim_ros.core.world.scene import PERSON, ObstacleParams, Scene, SceneParams
 
 LIMITS = (-200.0, 200.0, -200.0, 200.0, -80.0, 0.0)
 #: A significance level for the binomial tests: a correct model fails one in 10^4 runs (seeded: never).
@@ -100,6 +100,20 @@ def test_landed_vehicles_on_a_flat_ground_hear_each_other() -> None:
     radio = make_radio(2, scene=wall_scene(), mode="datagram")
     radio.send(0, 1, b"a")
     assert len(step(radio, 1, [[50.0, -25.0, 0.0], [50.0, 25.0, 0.0]])) == 1
+
+
+def test_persons_do_not_block_nor_hide_a_wall_behind_them() -> None:
+    """A person standing on the line between two vehicles 1 m up is the first surface a ray meets; it
+    does not block, but the wall behind it still does."""
+    scene = wall_scene()
+    radio = make_radio(2, scene=scene, mode="datagram")
+    for k, (north_m, heard) in enumerate([(0.0, False), (20.0, True)], 1):  # through the wall, past it
+        scene.set_persons([[north_m, -10.0]])
+        origin = np.array([[north_m, -20.0, -1.0]])
+        first = scene.cast(origin, np.array([[0.0, 1.0, 0.0]]), 40.0)
+        assert scene.face_label[first.face[0]] == PERSON  # the person is in the way
+        radio.send(0, 1, b"a")
+        assert len(step(radio, k, [[north_m, -20.0, -1.0], [north_m, 20.0, -1.0]])) == int(heard)
 
 
 # --- reliable mode -------------------------------------------------------------------------------------

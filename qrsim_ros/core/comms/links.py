@@ -22,6 +22,10 @@ from qrsim_ros.core.world.scene import BOX, BUILDING, CYLINDER, GROUND, Scene
 BLOCKING_LABELS = (BOX, CYLINDER, BUILDING)
 #: A hit closer than this to the far antenna [m] does not block (the surface the vehicle rests on).
 END_CLEARANCE_M = 1e-6
+#: How many non-blocking surfaces (persons, a grazed flat ground) a line-of-sight ray looks past.
+MAX_SEE_THROUGH = 8
+#: How far past a non-blocking hit the next cast starts [m].
+SEE_THROUGH_STEP_M = 1e-4
 
 
 def pairs_in_range(positions_ned: ArrayLike, usable: ArrayLike,
@@ -45,19 +49,30 @@ def pairs_in_range(positions_ned: ArrayLike, usable: ArrayLike,
 def blocked(scene: Scene, a_ned: Array, b_ned: Array, distance_m: Array) -> NDArray[np.bool_]:
     """Whether the segment from each ``a_ned`` to ``b_ned`` (P, 3) [NED m], of length ``distance_m`` (P,)
     [m], passes through a solid of ``scene`` (BLOCKING_LABELS; a height-map ground too). One ray per
-    segment, from a to b; a solid's surface crossed before b blocks."""
+    segment, from a to b; a solid's surface crossed before b blocks. A ray whose first hit does not block
+    (a person, the flat ground grazed) is cast again from just past that hit, at most
+    MAX_SEE_THROUGH times (after that: not blocked)."""
     out = np.zeros(len(distance_m), bool)
-    cast = distance_m > 0
-    if not cast.any():
+    todo = np.flatnonzero(distance_m > 0)
+    if not todo.size:
         return out
-    d = distance_m[cast]
-    direction = (b_ned[cast] - a_ned[cast]) / d[:, None]
-    hits = scene.cast(a_ned[cast], direction, float(d.max()))
-    label = np.where(hits.hit, scene.face_label[np.maximum(hits.face, 0)], -1)
-    solid = np.isin(label, BLOCKING_LABELS)
-    if not scene.ground.flat:
-        solid |= label == GROUND
-    out[cast] = solid & (hits.range_m < d - END_CLEARANCE_M)
+    direction = (b_ned[todo] - a_ned[todo]) / distance_m[todo, None]
+    start_m = np.zeros(todo.size)  # how far along each ray the cast starts
+    labels = scene.face_label
+    for _ in range(MAX_SEE_THROUGH + 1):
+        left_m = distance_m[todo] - start_m
+        hits = scene.cast(a_ned[todo] + direction * start_m[:, None], direction, float(left_m.max()))
+        before_b = hits.hit & (hits.range_m < left_m - END_CLEARANCE_M)
+        label = np.where(before_b, labels[np.maximum(hits.face, 0)], -1)
+        solid = np.isin(label, BLOCKING_LABELS)
+        if not scene.ground.flat:
+            solid |= label == GROUND
+        out[todo[solid]] = True
+        again = before_b & ~solid
+        if not again.any():
+            break
+        todo, direction = todo[again], direction[again]
+        start_m = start_m[again] + hits.range_m[again] + SEE_THROUGH_STEP_M
     return out
 
 

@@ -58,19 +58,18 @@ DUE_TOLERANCE_S = 1e-9
 
 @dataclass
 class _InFlight:
-    """A packet on its way to one receiver."""
+    """A packet on its way (to one vehicle, or a broadcast to all)."""
 
     source: int
     destination: int
-    receiver: int
     sequence: int
     mode: str
     payload: bytes
     sent_s: float
     due_s: float
 
-    def delivered(self, t_s: float) -> Packet:
-        return Packet(self.source, self.destination, self.receiver, self.sequence, self.mode, self.payload,
+    def delivered(self, receiver: int, t_s: float) -> Packet:
+        return Packet(self.source, self.destination, receiver, self.sequence, self.mode, self.payload,
                       self.sent_s, t_s)
 
 
@@ -94,10 +93,12 @@ class Radio:
         n = self.num_vehicles
         self.now_s = 0.0
         self._order = 0  # tie-break of equal due times: send order
-        self._datagrams: list[tuple[float, int, _InFlight]] = []  # heap on (due, order)
+        # datagrams in flight, one per send (a broadcast once), a heap on (due, order)
+        self._datagrams: list[tuple[float, int, _InFlight]] = []
         self._queues: dict[tuple[int, int], deque[_InFlight]] = {}
         self._busy_until_s = np.zeros(n)
         self._next_sequence = np.zeros(n, np.int64)
+        self._others = ~np.eye(n, dtype=bool)  # row s: every vehicle but s (a broadcast's receivers)
         self._sent = np.zeros((n, n), np.int64)
         self._delivered = np.zeros((n, n), np.int64)
         self._dropped = np.zeros((n, n), np.int64)
@@ -113,18 +114,15 @@ class Radio:
         ``datagram``, ``reliable`` or None (``params.mode``; a broadcast is always a datagram). Raises
         ValueError for a vehicle out of range, a send to itself, a payload that is not bytes or an unknown
         mode."""
-        n = self.num_vehicles
         s = self._vehicle("source", source)
         if destination == BROADCAST:
             if mode not in (None, "datagram"):
                 raise ValueError(f"mode={mode!r}: a broadcast is a datagram (send reliable to each vehicle)")
-            mode = "datagram"
-            receivers = [r for r in range(n) if r != s]
+            mode, dst = "datagram", BROADCAST
         else:
-            d = self._vehicle("destination", destination)
-            if d == s:
+            dst = self._vehicle("destination", destination)
+            if dst == s:
                 raise ValueError(f"destination={destination!r}: vehicle {s} cannot send to itself")
-            receivers = [d]
             mode = self.params.mode if mode is None else mode
             if mode not in MODES:
                 raise ValueError(f"mode={mode!r} must be one of {', '.join(MODES)} or None")
@@ -133,21 +131,22 @@ class Radio:
         data = bytes(payload)
         seq = int(self._next_sequence[s])
         self._next_sequence[s] += 1
-        dst = BROADCAST if destination == BROADCAST else receivers[0]
-        self._sent[s, receivers] += 1
+        if dst == BROADCAST:
+            self._sent[s] += self._others[s]
+        else:
+            self._sent[s, dst] += 1
         if mode == "reliable":
             queue = self._queues.setdefault((s, dst), deque())
             if len(queue) >= self.params.queue_limit:
                 self._dropped[s, dst] += 1
                 return seq
         due = self._transmit(s, len(data)) + self.params.latency_s
-        for r in receivers:
-            packet = _InFlight(s, dst, r, seq, mode, data, self.now_s, due)
-            if mode == "reliable":
-                self._queues[(s, r)].append(packet)
-            else:
-                heapq.heappush(self._datagrams, (due, self._order, packet))
-                self._order += 1
+        packet = _InFlight(s, dst, seq, mode, data, self.now_s, due)
+        if mode == "reliable":
+            self._queues[(s, dst)].append(packet)
+        else:
+            heapq.heappush(self._datagrams, (due, self._order, packet))
+            self._order += 1
         return seq
 
     def _vehicle(self, name: str, value: int) -> int:
@@ -209,13 +208,22 @@ class Radio:
             due.append(heapq.heappop(heap)[2])
         if not due:
             return []
-        src = np.fromiter((q.source for q in due), np.intp, len(due))
-        rcv = np.fromiter((q.receiver for q in due), np.intp, len(due))
-        ok = self.links.up[src, rcv]
-        ok[ok] = ~self._lost(src[ok], rcv[ok])
-        np.add.at(self._delivered, (src[ok], rcv[ok]), 1)
-        np.add.at(self._dropped, (src[~ok], rcv[~ok]), 1)
-        return [q.delivered(self.now_s) for q, good in zip(due, ok, strict=True) if good]
+        # one row per (packet, receiver): a broadcast to every other vehicle, expanded at once
+        m = len(due)
+        src = np.fromiter((q.source for q in due), np.intp, m)
+        dst = np.fromiter((q.destination for q in due), np.intp, m)
+        wide = dst == BROADCAST
+        reach = np.zeros((m, self.num_vehicles), bool)
+        reach[wide] = self._others[src[wide]]
+        reach[np.flatnonzero(~wide), dst[~wide]] = True
+        row, rcv = np.nonzero(reach)  # in due order, receivers ascending
+        s = src[row]
+        ok = self.links.up[s, rcv]
+        ok[ok] = ~self._lost(s[ok], rcv[ok])
+        np.add.at(self._delivered, (s[ok], rcv[ok]), 1)
+        np.add.at(self._dropped, (s[~ok], rcv[~ok]), 1)
+        t = self.now_s
+        return [due[i].delivered(r, t) for i, r in zip(row[ok].tolist(), rcv[ok].tolist(), strict=True)]
 
     def _deliver_reliable(self, horizon_s: float) -> list[Packet]:
         ready = sorted(key for key, q in self._queues.items() if q and q[0].due_s <= horizon_s)
@@ -233,7 +241,7 @@ class Radio:
                 if self._lost(*one)[0]:
                     self._retransmissions[s, r] += 1
                     break
-                out.append(queue.popleft().delivered(self.now_s))
+                out.append(queue.popleft().delivered(r, self.now_s))
                 self._delivered[s, r] += 1
         return out
 

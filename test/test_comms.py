@@ -329,6 +329,8 @@ def test_simulator_reset_clears_queues_and_inboxes() -> None:
     assert sim.comms.queued.sum() == 0 and sim.comms.sent.sum() == 0
     sim.step(np.zeros((3, 3)))
     assert sim.receive(0) == [] and sim.receive(1) == []
+    with pytest.raises(ValueError, match="vehicle"):
+        sim.receive(3)
 
 
 def test_simulator_comm_loss_fault_silences_a_vehicle() -> None:

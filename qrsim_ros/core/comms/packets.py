@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
+
+def vehicle_index(name: str, value: object, num_vehicles: int) -> int:
+    """``value`` as a vehicle index in [0, num_vehicles), else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < num_vehicles:
+        raise ValueError(f"{name}={value!r} must be a vehicle index in [0, {num_vehicles - 1}]")
+    return int(value)
+
 
 class Packet(NamedTuple):
     """One delivered packet.
@@ -38,8 +47,10 @@ class Inboxes:
             self._boxes[p.receiver].append(p)
 
     def drain(self, vehicle: int) -> list[Packet]:
-        """The packets vehicle ``vehicle`` received since the last drain (its inbox is emptied)."""
-        out, self._boxes[vehicle] = self._boxes[vehicle], []
+        """The packets vehicle ``vehicle`` received since the last drain (its inbox is emptied); ValueError
+        for an index that is not a vehicle's."""
+        v = vehicle_index("vehicle", vehicle, len(self._boxes))
+        out, self._boxes[v] = self._boxes[v], []
         return out
 
     def clear(self) -> None:

@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.comms.links import LinkState, loss_probability
-from qrsim_ros.core.comms.packets import Packet
+from qrsim_ros.core.comms.packets import Packet, vehicle_index
 from qrsim_ros.core.comms.params import BROADCAST, MODES, CommsParams
 from qrsim_ros.core.world.scene import Scene
 
@@ -92,6 +92,7 @@ class Radio:
         stream continues)."""
         n = self.num_vehicles
         self.now_s = 0.0
+        self.tick = 0
         self._order = 0  # tie-break of equal due times: send order
         # datagrams in flight, one per send (a broadcast once), a heap on (due, order)
         self._datagrams: list[tuple[float, int, _InFlight]] = []
@@ -114,13 +115,13 @@ class Radio:
         ``datagram``, ``reliable`` or None (``params.mode``; a broadcast is always a datagram). Raises
         ValueError for a vehicle out of range, a send to itself, a payload that is not bytes or an unknown
         mode."""
-        s = self._vehicle("source", source)
+        s = vehicle_index("source", source, self.num_vehicles)
         if destination == BROADCAST:
             if mode not in (None, "datagram"):
                 raise ValueError(f"mode={mode!r}: a broadcast is a datagram (send reliable to each vehicle)")
             mode, dst = "datagram", BROADCAST
         else:
-            dst = self._vehicle("destination", destination)
+            dst = vehicle_index("destination", destination, self.num_vehicles)  # (or BROADCAST, above)
             if dst == s:
                 raise ValueError(f"destination={destination!r}: vehicle {s} cannot send to itself")
             mode = self.params.mode if mode is None else mode
@@ -148,14 +149,6 @@ class Radio:
             heapq.heappush(self._datagrams, (due, self._order, packet))
             self._order += 1
         return seq
-
-    def _vehicle(self, name: str, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                or not 0 <= value < self.num_vehicles:
-            extra = " or BROADCAST (-1)" if name == "destination" else ""
-            raise ValueError(f"{name}={value!r} must be a vehicle index in "
-                             f"[0, {self.num_vehicles - 1}]{extra}")
-        return int(value)
 
     def _transmit(self, source: int, num_bytes: int) -> float:
         """When the sender finishes transmitting ``num_bytes`` after its earlier packets [s]."""

@@ -12,7 +12,8 @@ Order within each 20 ms tick (spec 1.4 and 11): time advances; the GPS space seg
 *estimated* state at 50 Hz while the agent's action is held for the task step; turbulence updates
 and the air velocity is formed; all vehicles are integrated together (collisions checked on the new
 positions); then the sensors update (AHARS, GPS, camera, plume sensor) and the estimated states are
-assembled. Components gate themselves on integer tick counters (no floating-point modulo).
+assembled; the radio (``comms``, docs/COMMS.md) steps last, on the tick's true positions. Components gate
+themselves on integer tick counters (no floating-point modulo).
 The scenario's faults (``faults:``, docs/FAULTS.md) step first in each tick, right after time advances
 (``core.engine.faults.FaultEffects``): a fault that starts at tick k acts on that tick's controls,
 dynamics and readings; ``reset`` runs their start-up step (a failed self test: invalid from t = 0).
@@ -465,10 +466,7 @@ class Simulator:
         """The packets ``vehicle`` received since its last ``receive`` (its inbox is emptied), in delivery
         order. RuntimeError when the scenario's radio is off."""
         self._radio()
-        if isinstance(vehicle, bool) or not isinstance(vehicle, (int, np.integer)) \
-                or not 0 <= vehicle < self.num_vehicles:
-            raise ValueError(f"vehicle={vehicle!r} must be a vehicle index in [0, {self.num_vehicles - 1}]")
-        return self._inboxes.drain(int(vehicle))
+        return self._inboxes.drain(vehicle)
 
     def _radio(self) -> Radio:
         if self.comms is None:

@@ -19,7 +19,7 @@ from qrsim_ros.core.comms import BROADCAST, CommsParams, Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import scenario_from_mapping
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.core.world.scene import PERSON, ObstacleParams, Scene, SceneParams
+from qrsim_ros.core.world.scene import PERSON, GroundParams, ObstacleParams, Scene, SceneParams
 
 LIMITS = (-200.0, 200.0, -200.0, 200.0, -80.0, 0.0)
 #: A significance level for the binomial tests: a correct model fails one in 10^4 runs (seeded: never).
@@ -100,6 +100,23 @@ def test_landed_vehicles_on_a_flat_ground_hear_each_other() -> None:
     radio = make_radio(2, scene=wall_scene(), mode="datagram")
     radio.send(0, 1, b"a")
     assert len(step(radio, 1, [[50.0, -25.0, 0.0], [50.0, 25.0, 0.0]])) == 1
+
+
+def test_a_hill_of_the_height_map_blocks() -> None:
+    """A height map that is flat but for a 20 m peak at the origin (3 x 3 samples 10 m apart: along the
+    east axis a tent 20 (1 - |e| / 10) m high). 5 m up at east -30 and +30 the segment crosses the tent
+    (higher than 5 m for |e| < 7.5); 25 m up it passes over; 5 m up with the receiver at north 30 it
+    passes east 0 at north 15, beyond the grid (flat)."""
+    hill = {"type": "heightmap", "heights_m": ((0.0, 0.0, 0.0), (0.0, 20.0, 0.0), (0.0, 0.0, 0.0)),
+            "cell_size_m": 10.0, "origin_ne_m": (-10.0, -10.0)}
+    scene = Scene(SceneParams(ground=GroundParams(**hill)), LIMITS, 0.0, RandomStreams(1))
+    radio = make_radio(2, scene=scene, mode="datagram")
+    cases = [([[0.0, -30.0, -5.0], [0.0, 30.0, -5.0]], False),
+             ([[0.0, -30.0, -25.0], [0.0, 30.0, -25.0]], True),
+             ([[0.0, -30.0, -5.0], [30.0, 30.0, -5.0]], True)]
+    for k, (positions, heard) in enumerate(cases, 1):
+        radio.send(0, 1, b"a")
+        assert len(step(radio, k, positions)) == int(heard), k
 
 
 def test_persons_do_not_block_nor_hide_a_wall_behind_them() -> None:

@@ -14,12 +14,16 @@ from scipy.spatial import cKDTree
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.comms.params import CommsParams
-from qrsim_ros.core.world.scene import BOX, BUILDING, CYLINDER, GROUND, Scene
+from qrsim_ros.core.world.scene import BOX, BUILDING, CYLINDER, GROUND, LABELS, Scene
 
 #: The scene's face labels that block a radio link (the solids); the ground only when it is a height map
 #: (a segment between two points above a flat ground plane cannot cross it; along the plane, between two
 #: landed vehicles, a cast would graze it).
 BLOCKING_LABELS = (BOX, CYLINDER, BUILDING)
+#: Whether a hit blocks, indexed by its face label + 1 (index 0: no hit); the second row with the ground.
+_BLOCKS = np.zeros((2, len(LABELS) + 1), bool)
+_BLOCKS[:, np.add(BLOCKING_LABELS, 1)] = True
+_BLOCKS[1, GROUND + 1] = True
 #: A hit closer than this to the far antenna [m] does not block (the surface the vehicle rests on).
 END_CLEARANCE_M = 1e-6
 #: How many non-blocking surfaces (persons, a grazed flat ground) a line-of-sight ray looks past.
@@ -59,14 +63,13 @@ def blocked(scene: Scene, a_ned: Array, b_ned: Array, distance_m: Array) -> NDAr
     direction = (b_ned[todo] - a_ned[todo]) / distance_m[todo, None]
     start_m = np.zeros(todo.size)  # how far along each ray the cast starts
     labels = scene.face_label
+    blocks = _BLOCKS[0 if scene.ground.flat else 1]
     for _ in range(MAX_SEE_THROUGH + 1):
         left_m = distance_m[todo] - start_m
         hits = scene.cast(a_ned[todo] + direction * start_m[:, None], direction, float(left_m.max()))
         before_b = hits.hit & (hits.range_m < left_m - END_CLEARANCE_M)
         label = np.where(before_b, labels[np.maximum(hits.face, 0)], -1)
-        solid = np.isin(label, BLOCKING_LABELS)
-        if not scene.ground.flat:
-            solid |= label == GROUND
+        solid = blocks[label + 1]
         out[todo[solid]] = True
         again = before_b & ~solid
         if not again.any():

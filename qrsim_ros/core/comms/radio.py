@@ -210,10 +210,13 @@ class Radio:
         reach[wide] = self._others[src[wide]]
         reach[np.flatnonzero(~wide), dst[~wide]] = True
         row, rcv = np.nonzero(reach)  # in due order, receivers ascending
+        if not row.size:  # broadcasts of a fleet of one
+            return []
         s = src[row]
         ok = self.links.up[s, rcv]
-        ok[ok] = ~self._lost(s[ok], rcv[ok])
-        np.add.at(self._delivered, (s[ok], rcv[ok]), 1)
+        if ok.any():
+            ok[ok] = ~self._lost(s[ok], rcv[ok])
+            np.add.at(self._delivered, (s[ok], rcv[ok]), 1)
         np.add.at(self._dropped, (s[~ok], rcv[~ok]), 1)
         t = self.now_s
         return [due[i].delivered(r, t) for i, r in zip(row[ok].tolist(), rcv[ok].tolist(), strict=True)]

@@ -368,6 +368,21 @@ def test_simulator_comm_loss_fault_silences_a_vehicle() -> None:
     assert {(s, r) for t, s, r in heard if t >= 1.6} == {(s, r) for s in range(3) for r in range(3) if s != r}
 
 
+@pytest.mark.parametrize("line_of_sight", [True, False])
+def test_simulator_radio_sees_the_scenario_scene(line_of_sight: bool) -> None:
+    """The scenario's scene reaches the radio: a 30 m high wall at east 14..16, north -5..5 stands between
+    vehicle 2 (east 30) and vehicles 0 and 1 (east -30 and 0), all at north 0, 10 m up; 0 and 1 see each
+    other."""
+    wall = {"type": "building", "center_ne_m": [0.0, 15.0], "size_m": [10.0, 2.0, 30.0]}
+    sim = comms_sim(4, comms={"on": True, "mode": "datagram", "line_of_sight": line_of_sight},
+                    scene={"obstacles": [wall]})
+    for source, destination in [(0, 1), (0, 2), (1, 2)]:
+        sim.send(source, destination, b"")
+    sim.step(np.zeros((3, 3)))
+    got = sorted((p.source, p.receiver) for v in range(3) for p in sim.receive(v))
+    assert got == ([(0, 1)] if line_of_sight else [(0, 1), (0, 2), (1, 2)])
+
+
 def test_simulator_without_comms_refuses_send() -> None:
     sim = Simulator.from_scenario("keep_spot", {"seed": 1})
     with pytest.raises(RuntimeError, match=r"comms\.on"):

@@ -53,6 +53,21 @@ def test_generated_types_have_the_documented_fields() -> None:
         "mission_over": "string", "height_command_z_ned_m": "double"}
 
 
+def test_comms_packet_has_the_documented_fields_and_constants() -> None:
+    """uavN/comms/tx and uavN/comms/rx (docs/COMMS.md): the fields, and the constants equal the core's."""
+    require_ros()
+    from qrsim_ros.msg import CommsPacket
+
+    from qrsim_ros.core.comms import BROADCAST, MODES
+
+    assert CommsPacket.get_fields_and_field_types() == {
+        "header": "std_msgs/Header", "source": "uint32", "destination": "int32", "sequence": "uint32",
+        "mode": "uint8", "payload": "sequence<uint8>"}
+    assert CommsPacket.BROADCAST == BROADCAST == -1
+    assert (CommsPacket.MODE_DEFAULT, CommsPacket.MODE_DATAGRAM, CommsPacket.MODE_RELIABLE) == (0, 1, 2)
+    assert MODES == ("datagram", "reliable")  # MODE_DATAGRAM, MODE_RELIABLE = 1 + their index here
+
+
 def test_fault_interfaces_and_their_conversions() -> None:
     """/sim/faults and the fault services (docs/FAULTS.md "Graph"): the fields, and the active faults
     through ActiveFaults and back (``to_messages.active_faults_message``, ``from_messages.active_faults``)."""

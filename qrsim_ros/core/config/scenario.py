@@ -47,6 +47,7 @@ from qrsim_ros.core.common.validation import (
     positive,
     ticks_per_update,
 )
+from qrsim_ros.core.comms.params import CommsParams
 from qrsim_ros.core.config.loader import ScenarioError, YamlLimitError, build, load_yaml, merge
 from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.faults import FaultSpec, parse_faults
@@ -370,6 +371,8 @@ class Scenario:
     faults: tuple[FaultSpec, ...] = ()
     #: The search-and-retrieve world and mission (``task.type: retrieve``; docs/RETRIEVE.md).
     retrieve: RetrieveParams | None = None
+    #: The vehicles' radio (``core.comms``, docs/COMMS.md); off unless ``comms.on``.
+    comms: CommsParams = field(default_factory=CommsParams)
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:

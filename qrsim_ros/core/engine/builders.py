@@ -33,6 +33,7 @@ import numpy as np
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.comms import Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario
 from qrsim_ros.core.sensors.ahars import Ahars
@@ -255,3 +256,13 @@ def build_scene(scenario: Scenario, streams: RandomStreams) -> Scene | None:
         return Scene(params, lim, scenario.ground_z_ned_m, streams, keep_out_ne=keep, base_dir=base_dir)
     except ConfigError as exc:
         raise ScenarioError(f"{scenario.source}: scene: {exc}") from None
+
+
+# --- the radio ---------------------------------------------------------------------------------
+
+def build_comms(scenario: Scenario, streams: RandomStreams, scene: Scene | None = None) -> Radio | None:
+    """The vehicles' radio (``comms`` section, docs/COMMS.md) with its loss stream, or None when it is off;
+    ``scene``: the solids that block a link (line of sight), None: nothing blocks."""
+    if not scenario.comms.on:
+        return None
+    return Radio(scenario.num_vehicles, scenario.comms, streams, scene)

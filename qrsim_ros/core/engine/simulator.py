@@ -12,7 +12,8 @@ Order within each 20 ms tick (spec 1.4 and 11): time advances; the GPS space seg
 *estimated* state at 50 Hz while the agent's action is held for the task step; turbulence updates
 and the air velocity is formed; all vehicles are integrated together (collisions checked on the new
 positions); then the sensors update (AHARS, GPS, camera, plume sensor) and the estimated states are
-assembled. Components gate themselves on integer tick counters (no floating-point modulo).
+assembled; the radio (``comms``, docs/COMMS.md) steps last, on the tick's true positions. Components gate
+themselves on integer tick counters (no floating-point modulo).
 The scenario's faults (``faults:``, docs/FAULTS.md) step first in each tick, right after time advances
 (``core.engine.faults.FaultEffects``): a fault that starts at tick k acts on that tick's controls,
 dynamics and readings; ``reset`` runs their start-up step (a failed self test: invalid from t = 0).
@@ -39,11 +40,13 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.comms import Inboxes, Packet, Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import CONTROL_MODES, Scenario, load_scenario
 from qrsim_ros.core.engine.builders import (
     build_ahars,
     build_camera,
+    build_comms,
     build_fleet,
     build_gps,
     build_mean_wind,
@@ -141,6 +144,9 @@ class Simulator:
         self.ahars = build_ahars(sc, streams)
         self.camera = build_camera(sc, streams)
         self.plume_sensor = build_plume_sensor(sc, streams)
+        #: the vehicles' radio (``comms``, docs/COMMS.md; None: off) and what each vehicle received
+        self.comms = build_comms(sc, streams, self.world.scene)
+        self._inboxes = Inboxes(n)
         #: registered sensor models the scenario lists (``vehicle.sensors``), by name
         self.sensors = {name: build_registered_sensor(sc, name, streams, self.world.scene)
                         for name in sc.vehicle.sensors}
@@ -221,6 +227,9 @@ class Simulator:
             model.reset(x)
         self.fleet_control.reset()
         self.battery.reset()
+        if self.comms is not None:
+            self.comms.reset()
+        self._inboxes.clear()
         self._held[:] = np.nan
         self._issued_s[:] = np.nan
         self._assemble_estimated_state()
@@ -340,6 +349,8 @@ class Simulator:
         for name, model in self.sensors.items():
             step_registered_sensor(name, model, k, x, faults.sensor_valid(name, valid), self.fleet.accel_body)
         self._assemble_estimated_state(valid)
+        if self.comms is not None:  # on the moved true positions; a comm_loss fault silences a vehicle
+            self._inboxes.put(self.comms.step(k, k * self.dt_s, x[:, :3], valid, faults.links_lost))
         self.episode.on_tick(controls)
 
     def _controls(self, targets: Array, valid: NDArray[np.bool_]) -> Array:
@@ -442,6 +453,25 @@ class Simulator:
             raise KeyError(f"scenario {self.scenario.name!r} has no sensor {name!r} "
                            f"(vehicle.sensors lists: {', '.join(self.sensors) or 'none'})")
         return self.sensors[name]
+
+    # --- the radio (docs/COMMS.md) ------------------------------------------------------------------------
+    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
+        """Vehicle ``vehicle`` sends ``payload`` to ``destination`` (a vehicle index or
+        ``core.comms.BROADCAST``) now; ``mode``: ``datagram``, ``reliable`` or None (``comms.mode``).
+        Returns the sender's sequence number; the packet is decided at the ticks that follow
+        (``Radio.send``). RuntimeError when the scenario's radio is off (``comms.on``)."""
+        return self._radio().send(vehicle, destination, payload, mode)
+
+    def receive(self, vehicle: int) -> list[Packet]:
+        """The packets ``vehicle`` received since its last ``receive`` (its inbox is emptied), in delivery
+        order. RuntimeError when the scenario's radio is off."""
+        self._radio()
+        return self._inboxes.drain(vehicle)
+
+    def _radio(self) -> Radio:
+        if self.comms is None:
+            raise RuntimeError(f"scenario {self.scenario.name!r} has no radio: set comms.on: true")
+        return self.comms
 
     def plume_readings(self) -> Array:
         """The latest plume-sensor reading of every vehicle (N,); NaN when there is no plume sensor."""

@@ -19,6 +19,7 @@ too, without a variant. The variant may be written ``2c``, ``2C``, ``c`` or ``C`
 Node set: every scenario runs ``vehicle_dynamics``, ``wind_field``, ``imu``, ``gps``, ``altimeter``
 and ``referee``; ``camera_detector`` for search and rescue, ``plume_field`` for plume mapping, one node
 per registered sensor the scenario lists under ``vehicle.sensors`` (``core.sensors.registry``),
+``comms`` when the scenario's radio is on (``comms.on``),
 ``flight_controller`` when any vehicle is flown through a controller (control mode other than
 ``attitude``), the autopilot when requested (``example_autopilot``: every task's baseline; retrieve:
 ``mission_autopilot``, the 17-mode mission), ``recorder`` when recording,
@@ -74,7 +75,8 @@ CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: these and every registered sensor's node (``core.sensors.registry``).
 #: (mission_autopilot reads the onboard failsafes there.)
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
-                                    "referee", "flight_controller", "mission_autopilot"}) | frozenset(SENSORS)
+                                    "comms", "referee", "flight_controller", "mission_autopilot"}
+                                   ) | frozenset(SENSORS)
 #: Nodes whose time is their input's: every output is stamped with the time of the tick whose ground
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
@@ -271,6 +273,7 @@ class ResolvedScenario:
     duration_s: float  # the episode length (task.duration_steps * task.dt_s) [s]
     sensors: tuple[str, ...] = ()  # registered sensors the scenario lists (vehicle.sensors)
     run_id: str = ""  # the run's identity, given to every node (``resolve_run_id``)
+    comms: bool = False  # the scenario's radio is on (``comms.on``): the comms node runs
 
 
 #: What a given run identity may contain (it is printed, logged and compared, never parsed).
@@ -328,7 +331,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         config=config, task_type=loaded.task.type, seed=int(effective), num_vehicles=loaded.num_vehicles,
         control_modes=tuple(loaded.control_modes()),
         duration_s=loaded.task.duration_steps * loaded.task.dt_s,
-        sensors=tuple(loaded.vehicle.sensors), run_id=run_id,
+        sensors=tuple(loaded.vehicle.sensors), run_id=run_id, comms=loaded.comms.on,
     )
 
 
@@ -388,6 +391,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if res.task_type == "plume":
         specs.append(NodeSpec("plume_field", "plume_field", parameters=dict(common)))
     specs += [NodeSpec(name, name, parameters=dict(common)) for name in res.sensors]  # registered sensors
+    if res.comms:
+        specs.append(NodeSpec("comms", "comms", parameters=dict(common)))
     specs.append(NodeSpec("referee", "referee", parameters=dict(common)))
     if any(mode in CONTROLLED_MODES for mode in res.control_modes):
         specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))

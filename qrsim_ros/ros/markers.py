@@ -437,6 +437,24 @@ def arrow_markers(starts_enu: ArrayLike, vectors_enu: ArrayLike, frame: str, sta
     return marker_array(out)
 
 
+def link_markers(positions_ned: ArrayLike, pairs: ArrayLike, frame: str, stamp: Any, *,
+                 ns: str = "radio_links", width_m: float = 0.2) -> Any:
+    """The radio links that are up: one LINE_LIST with a segment between the two vehicles of each row of
+    ``pairs`` (P, 2) (vehicle indices) at ``positions_ned`` (N, 3) [m], drawn in ENU; an empty array
+    (only the DELETEALL) when no link is up."""
+    from visualization_msgs.msg import Marker
+
+    out = [delete_all(frame, stamp)]
+    links = np.asarray(pairs, np.intp).reshape(-1, 2)
+    if links.size:
+        enu = ned_to_enu(np.asarray(positions_ned, float).reshape(-1, 3))
+        m = _marker(ns, 0, Marker.LINE_LIST, frame, stamp, (0.2, 0.9, 0.3, 0.8))
+        m.points = _points(enu[links.reshape(-1)])
+        m.scale.x = float(width_m)
+        out.append(m)
+    return marker_array(out)
+
+
 def footprint_outline_ned(corners_ned: ArrayLike) -> Array:
     """The closed outline (M, 3) of a camera's window-corner grid (nf1+1, nf2+1, 3) (NED): the grid's
     border walked once around, first point repeated; corners that miss the ground (NaN) are dropped."""

@@ -12,6 +12,8 @@ Scenario families and their config files (config/<name>.yaml):
 - ``plume`` + variant 3a..3g -> ``plume_3a`` ... (default 3a)
 - ``cats_mouse`` + variant 1a..1c -> ``cats_mouse_1a`` ... (default 1a)
 - ``keep_spot`` (no variant) -> ``keep_spot``
+- ``team_search`` (no variant) -> ``team_search`` (the team with radio, obstacles and range finders;
+  ``--num-vehicles`` 1 to 50, docs/TEAMS.md)
 
 Any other scenario file name (``goto_waypoint``, ``search_rescue_2b``) or a YAML path is accepted
 too, without a variant. The variant may be written ``2c``, ``2C``, ``c`` or ``C``.
@@ -50,9 +52,10 @@ FAMILY_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "cats_mouse": (("1a", "1b", "1c"), "1a"),
     "keep_spot": ((), None),
     "retrieve": (("full", "simplified"), "simplified"),
+    "team_search": ((), None),
 }
 #: The families that have a launch file (launch/<family>.launch.py).
-LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot", "retrieve")
+LAUNCH_FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot", "retrieve", "team_search")
 #: Task types (scenario ``task.type``) the built-in example autopilot flies: all of them, with the task's
 #: baseline policy (search pattern, pursuit, random search; hover for the generic tasks), but retrieve.
 AUTOPILOT_TASKS = ("keep_spot", "keep_spot_x10", "goto_waypoint", "keep_velocity", "cats_mouse",

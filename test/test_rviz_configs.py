@@ -40,9 +40,10 @@ URDF = REPO_ROOT / "urdf" / "pelican.urdf"
 FAMILIES = ("search_rescue", "plume", "cats_mouse", "keep_spot")
 #: Every shipped config: the families' and the scene variant's (rviz/search_rescue_scene.rviz: lidar,
 #: fisheye, depth and range displays over the 3-D scene, docs/SCENE.md).
-CONFIGS = (*FAMILIES, "search_rescue_scene")
+CONFIGS = (*FAMILIES, "search_rescue_scene", "team_search")
 #: Vehicles of each family's default variant (2c, 3a, 1a, keep_spot) and of the scene variant.
-DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1, "search_rescue_scene": 2}
+DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1, "search_rescue_scene": 2,
+                    "team_search": 4}
 #: Simulated seconds each family runs (long enough for ~16 periods of the 0.5 s throttle).
 RUN_S = 6.0
 #: Wall-clock deadlines: discovery of every referenced topic, and the whole run.

@@ -321,6 +321,10 @@ def summary_lines(scenario: str, policy: str, result: EpisodeResult) -> list[str
     ]
     if result.persons_total is not None:
         lines.append(f"persons found: {result.persons_found}/{result.persons_total}")
+    if result.vehicles_lost:
+        lines.append(f"vehicles lost: {result.vehicles_lost}")
+    if result.messages_sent is not None:
+        lines.append(f"messages sent: {result.messages_sent}")
     rtf = result.sim_time_s / result.wall_s if result.wall_s > 0 else float("inf")
     lines.append(f"time: {result.sim_time_s:.2f} s simulated in {result.wall_s:.2f} s wall "
                  f"(real-time factor {rtf:.1f}x)")

@@ -88,6 +88,9 @@ class CommsNode(GroundTruthNode):
             raise ValueError(f"scenario {sc.name!r} has no radio (comms.on: false): nothing for this node")
         self.radio = build_comms(sc, self.streams, build_scene(sc, self.streams))
         assert self.radio is not None
+        # the last tick the radio stepped this episode (None before its tick 0: a packet waits for it, the
+        # episode's reset would drop it)
+        self._stepped: int | None = None
         # (tick, source, destination, payload, mode) of the packets stamped ahead of the radio
         self._pending: list[tuple[int, int, int, bytes, str | None]] = []
         self._rx = self.per_vehicle_publishers(CommsPacket, "comms/rx")
@@ -130,8 +133,8 @@ class CommsNode(GroundTruthNode):
             self._reject(i, "a BROADCAST is a datagram (send MODE_RELIABLE to each vehicle)")
             return
         self._pending.append((k, i, dst, bytes(msg.payload), mode))
-        if k <= self.radio.tick:  # sent at the radio's time now (late if before it)
-            self._send_due(self.radio.tick)
+        if self._stepped is not None and k <= self._stepped:  # sent at the radio's time now (late if before)
+            self._send_due(self._stepped)
 
     def _send_due(self, tick: int) -> None:
         """Send the pending packets stamped at or before ``tick`` (the radio's time), in arrival order."""
@@ -152,6 +155,7 @@ class CommsNode(GroundTruthNode):
             self.radio.reset()
             self._pending = [p for p in self._pending if p[0] == 0]
         delivered = self.radio.step(k, k * BASE_DT_S, x[:, 0:3], valid & present, self.faults.links_lost)
+        self._stepped = k
         self._send_due(k)  # the packets of t_k, sent after the step as Simulator.send after step()
         out: Outgoing = [(self._rx[p.receiver], packet_message(p, k)) for p in delivered]
         if self._stats_period_ticks > 0 and k % self._stats_period_ticks == 0:

@@ -71,7 +71,7 @@ from qrsim_ros.core.tasks.rules import (
 )
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
-from qrsim_ros.msg import AttitudeCommand, TaskStatus, VehicleStatus
+from qrsim_ros.msg import AttitudeCommand, CommsPacket, TaskStatus, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
@@ -178,6 +178,11 @@ class RefereeNode(ScenarioNode):
                                          lambda m, i=i: self._on_fix(i, m), QOS_RELIABLE)
             self._mouse_pub = self.create_publisher(TwistStamped, f"{self._names[self.mouse]}/cmd/velocity",
                                                     QOS_RELIABLE)
+        # the team's radio traffic, scored as messages sent (the comms node delivers them)
+        self._messages_sent = 0
+        if sc.comms.on:
+            for i in range(n):
+                self.create_subscription(CommsPacket, f"{self._names[i]}/comms/tx", self._on_tx, QOS_RELIABLE)
         # outputs
         self._status_pub = self.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)
         self._terrain_pub = self.create_publisher(OccupancyGrid, "/area/terrain", QOS_LATCHED)
@@ -247,10 +252,14 @@ class RefereeNode(ScenarioNode):
                          reset: bool) -> Outgoing:
         if reset:  # a new episode's tick 0: whatever is buffered belongs to the old one
             self._gt = {t: v for t, v in self._gt.items() if t <= k}
+            self._messages_sent = 0
         self.counters.sim_time_s = self.sync.counters.sim_time_s  # stamped like the ground truth
         self._gt[k] = x
         self._try(k)
         return []
+
+    def _on_tx(self, msg: CommsPacket) -> None:
+        self._messages_sent += 1
 
     def _on_status(self, msg: VehicleStatus) -> None:
         if len(msg.valid) != self.num_vehicles:
@@ -441,6 +450,8 @@ class RefereeNode(ScenarioNode):
             msg.persons_total = self.area.num_persons
         msg.vehicle_names = list(self._names)
         msg.vehicle_valid = [bool(v) for v in self.episode.context.valid_flags]
+        msg.vehicles_lost = sum(not v for v in msg.vehicle_valid)
+        msg.messages_sent = self._messages_sent
         msg.done = self.done
         msg.done_reason = self.done_reason
         self._status_pub.publish(msg)

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from qrsim_ros.core.engine.simulator import ActionError, Simulator
 from qrsim_ros.policies import make_factory
 from qrsim_ros.policies.base import AutopilotView, PolicyError, PolicyFactory, check_actions, instantiate
@@ -17,7 +19,9 @@ StepCallback = Callable[[Simulator, float], None]
 @dataclass(frozen=True)
 class EpisodeResult:
     """Outcome of one episode. ``outcome`` is the simulator's ``done_reason`` ('time_limit',
-    'invalid_vehicle', 'all_persons_found'); persons counts are None outside search and rescue."""
+    'invalid_vehicle', 'all_persons_found'); persons counts are None outside search and rescue;
+    ``vehicles_lost``: vehicles invalid at the end; ``messages_sent``: the radio's sends (None without
+    one), as the referee's TaskStatus scores a team search."""
 
     seed: int
     steps: int
@@ -27,6 +31,8 @@ class EpisodeResult:
     persons_found: int | None
     persons_total: int | None
     wall_s: float
+    vehicles_lost: int = 0
+    messages_sent: int | None = None
 
 
 def persons_counts(sim: Simulator) -> tuple[int | None, int | None]:
@@ -80,4 +86,6 @@ def run_episode(
         seed=int(sim.seed_entropy), steps=int(sim.step_count), sim_time_s=float(sim.time),
         total_reward=float(sim.total_reward), outcome=sim.done_reason, persons_found=found,
         persons_total=total, wall_s=time.perf_counter() - wall0,
+        vehicles_lost=int((~np.asarray(sim.valid, bool)).sum()),
+        messages_sent=None if sim.comms is None else int(sim.comms.sends.sum()),
     )

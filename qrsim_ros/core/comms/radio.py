@@ -243,6 +243,11 @@ class Radio:
 
     # --- statistics ------------------------------------------------------------------------------------
     @property
+    def sends(self) -> NDArray[np.int64]:
+        """Sends per vehicle (N,) this episode (a broadcast once; the referee's "messages sent")."""
+        return self._next_sequence.copy()
+
+    @property
     def sent(self) -> NDArray[np.int64]:
         """Packets sent per directed link (N, N) (a broadcast on every link it went over)."""
         return self._sent.copy()

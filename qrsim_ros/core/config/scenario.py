@@ -86,6 +86,19 @@ PLUME_TYPES = ("gaussian", "gaussian_dispersion", "gaussian_puff")
 AIRFRAMES = AIRFRAME_NAMES
 
 
+#: ``task.placement`` choices (search and rescue).
+PLACEMENTS = ("random", "base")
+
+
+def base_grid_ne(base_ne: tuple[float, ...] | np.ndarray, num_vehicles: int, spacing_m: float) -> np.ndarray:
+    """(N, 2) north/east [m] of N vehicles on a square grid ``spacing_m`` apart centred on ``base_ne``,
+    row by row (ceil(sqrt(N)) columns): ``task.placement: base``."""
+    side = math.ceil(math.sqrt(num_vehicles))
+    i = np.arange(num_vehicles)
+    offsets = np.stack([i // side, i % side], axis=1) - 0.5 * (side - 1)
+    return np.asarray(base_ne, float)[:2] + spacing_m * offsets
+
+
 @dataclass(frozen=True)
 class TaskParams:
     """What the agent must do and how it is rewarded (spec section 5).
@@ -100,6 +113,10 @@ class TaskParams:
     num_reference_locations, samples_per_location: plume mapping (M and K, spec 5.4).
     stop_on_invalid / stop_when_all_found: end the episode when a vehicle becomes invalid / when every
     person has been found (QRSim has no termination logic; `done` reports it).
+    placement: where search and rescue places the vehicles: ``random`` (QRSim's: uniform over 90 % of the
+    area, random headings) or ``base`` (a team taking off together: a square grid ``base_spacing_m``
+    [m] apart centred on the scenario's first charging base, ``bases[0]``, headings north;
+    ``base_grid_ne``).
     """
 
     type: str = "keep_spot"
@@ -119,8 +136,14 @@ class TaskParams:
     samples_per_location: int = 1
     stop_on_invalid: bool = True
     stop_when_all_found: bool = True
+    placement: str = "random"
+    base_spacing_m: float = 4.0
 
     def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"task.placement={self.placement!r} must be one of {', '.join(PLACEMENTS)}")
+        if not (math.isfinite(self.base_spacing_m) and self.base_spacing_m > 0):
+            raise ConfigError(f"task.base_spacing_m={self.base_spacing_m!r} must be > 0 [m]")
         if self.type not in TASK_TYPES:
             raise ConfigError(f"task.type={self.type!r} must be one of {', '.join(TASK_TYPES)}")
         ticks_per_update("task.dt_s", self.dt_s)
@@ -385,6 +408,8 @@ class Scenario:
             raise ConfigError("a retrieve task needs a 'retrieve' section")
         if self.task.type == "search_rescue" and self.area.type != "box_with_persons":
             raise ConfigError("search_rescue needs area.type: box_with_persons")
+        if self.task.placement == "base":
+            self._check_base_placement()
         if self.task.type == "cats_mouse" and self.num_vehicles != self.task.num_cats + 1:
             raise ConfigError(f"num_vehicles={self.num_vehicles} must be task.num_cats + 1 = "
                               f"{self.task.num_cats + 1} for cats_mouse (the cats and the mouse)")
@@ -410,6 +435,30 @@ class Scenario:
             raise ConfigError(
                 f"vehicle.initial_states has {len(states)} rows for {self.num_vehicles} vehicles")
         finite("origin.alt_m", self.origin.alt_m)
+
+    def _check_base_placement(self) -> None:
+        """``task.placement: base``: search and rescue, a charging base, the grid inside the area and, with
+        generated obstacles, inside their keep-out circle around the base."""
+        if self.task.type != "search_rescue":
+            raise ConfigError(f"task.placement: base is for search_rescue, not {self.task.type!r}")
+        if not self.bases:
+            raise ConfigError("task.placement: base needs a charging base (bases: [{position_ned_m: ...}])")
+        base = self.bases[0].position_ned_m
+        grid = base_grid_ne(base[:2], self.num_vehicles, self.task.base_spacing_m)
+        lim = self.area_limits_ned
+        if grid[:, 0].min() < lim[0] or grid[:, 0].max() > lim[1] or grid[:, 1].min() < lim[2] \
+                or grid[:, 1].max() > lim[3]:
+            raise ConfigError(f"task.placement: base: {self.num_vehicles} vehicles "
+                              f"{self.task.base_spacing_m:g} m apart around bases[0] {list(base[:2])} leave "
+                              f"the area {list(lim[:4])}")
+        gen = self.scene.generate if self.scene is not None else None
+        if gen is not None and gen.count > 0 and gen.keep_out_ne_m is None:
+            reach = float(np.max(np.hypot(*(grid - np.asarray(base[:2])).T)))
+            if reach + self.scene.vehicle_radius_m > gen.keep_out_m:  # type: ignore[union-attr]
+                raise ConfigError(
+                    f"task.placement: base: the grid of {self.num_vehicles} vehicles reaches {reach:.1f} m "
+                    f"from the base, beyond scene.generate.keep_out_m={gen.keep_out_m:g} (minus the vehicle "
+                    "radius): obstacles could stand on a start; raise keep_out_m or lower base_spacing_m")
 
     # --- derived ------------------------------------------------------------------------------
     @property

@@ -241,12 +241,15 @@ def step_registered_sensor(name: str, model: SensorModel, k: int, x: Array, vali
 
 def build_scene(scenario: Scenario, streams: RandomStreams) -> Scene | None:
     """The scenario's 3-D scene (``scene`` section; None without one). Generated obstacles keep clear of
-    the vehicles' listed initial positions, else of the origin and the area's centre."""
+    the vehicles' listed initial positions, else of their base (``task.placement: base``), else of the
+    origin and the area's centre."""
     params = scenario.scene
     if params is None:
         return None
     lim = scenario.area_limits_ned
-    if scenario.vehicle.initial_states is not None:
+    if scenario.task.placement == "base" and scenario.vehicle.initial_states is None:
+        keep = np.array([scenario.bases[0].position_ned_m[:2]], float)
+    elif scenario.vehicle.initial_states is not None:
         keep = np.array([row[:2] for row in scenario.vehicle.initial_states], float)
     else:
         keep = np.array([[0.0, 0.0], [0.5 * (lim[0] + lim[1]), 0.5 * (lim[2] + lim[3])]])

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.config.scenario import base_grid_ne
 from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
 
 if TYPE_CHECKING:
@@ -229,16 +230,28 @@ class SearchRescueTask(Task):
     """Search and rescue (spec 5.3): find the persons; one action row (NED velocity) per vehicle.
 
     Reward per step: -1000 if any vehicle is invalid, else the number of persons found during the
-    step, or -1/duration_steps if none. Initial positions and headings are seeded (QRSim used the
+    step, or -1/duration_steps if none; with ``task.stop_on_invalid: false`` (a team search that goes on
+    without its lost vehicles) the persons term every step and -1000 once per vehicle, at the step it is
+    lost. Initial positions and headings are seeded (QRSim used the
     unseeded global generator: spec 10.3).
     """
 
     def __init__(self, sim: TaskWorld) -> None:
         super().__init__(sim)
         self._headings = np.zeros(self.num_vehicles)
+        self._lost = 0  # vehicles invalid so far this episode (stop_on_invalid: false)
 
     def initial_states(self, rng: np.random.Generator) -> Array:
-        lim = np.asarray(self.sim.scenario.area_limits_ned)
+        sc = self.sim.scenario
+        self._lost = 0  # a new episode: no vehicle lost yet
+        if self.params.placement == "base":  # a team at its base (no draws: nothing is random)
+            x = np.zeros((self.num_vehicles, 6))
+            base = sc.bases[0].position_ned_m
+            x[:, 0:2] = base_grid_ne(base, self.num_vehicles, self.params.base_spacing_m)
+            x[:, 2] = self.params.start_z_ned_m
+            self._headings = np.zeros(self.num_vehicles)
+            return x
+        lim = np.asarray(sc.area_limits_ned)
         self._headings = math.pi * rng.random(self.num_vehicles)
         x = np.zeros((self.num_vehicles, 6))
         for axis in (0, 1):
@@ -253,10 +266,16 @@ class SearchRescueTask(Task):
 
     def step_reward(self, last_step: bool) -> float:
         found = self.sim.area.persons_just_found()
-        if not self.sim.valid.all():
+        valid = self.sim.valid
+        if self.params.stop_on_invalid and not valid.all():
             return -PENALTY
         n = int(found.any(axis=0).sum())
-        return float(n) if n > 0 else -1.0 / self.params.duration_steps
+        reward = float(n) if n > 0 else -1.0 / self.params.duration_steps
+        if not self.params.stop_on_invalid:  # a team goes on: the penalty once per vehicle, when it is lost
+            lost = int(valid.size - np.count_nonzero(valid))
+            reward -= PENALTY * (lost - self._lost)
+            self._lost = lost
+        return reward
 
     def done_reason(self) -> str:
         reason = super().done_reason()

@@ -208,7 +208,9 @@ def _north(view: AutopilotView):
 def _fly(factory, seed: int = 7) -> tuple[Simulator, list[np.ndarray]]:
     sim = Simulator(_wall_scenario(seed=seed))
     track: list[np.ndarray] = []
-    run_episode(sim, "north", factory=factory, on_step=lambda s, r: track.append(s.true_state()[0, :3].copy()))
+    # the test (not the policy) reads the true position
+    run_episode(sim, "north", factory=factory,
+                on_step=lambda s, r: track.append(s.true_state()[0, :3].copy()))
     return sim, track
 
 
@@ -243,3 +245,6 @@ def test_guarded_policies_by_name_and_without_range_finders() -> None:
         instantiate(make_factory("guarded-hover"), AutopilotView(sim))
     with pytest.raises(PolicyError, match="unknown policy"):
         make_factory("guarded-nonsense")
+    # a view without range-finder readings (e.g. the ROS example autopilot's TopicView, for now)
+    with pytest.raises(PolicyError, match="does not provide"):
+        guarded(_north)(object())  # type: ignore[arg-type]

@@ -32,6 +32,9 @@ class Guarded:
 
     def __init__(self, view: AutopilotView, inner: Policy, params: GuardParams | None = None,
                  beams: tuple[str, ...] | None = None) -> None:
+        if not hasattr(view, "range_finder_readings"):
+            raise PolicyError(f"a guarded policy needs range-finder readings, which this view "
+                              f"({type(view).__name__}) does not provide")
         fitted = view.range_finder_beams
         if beams is None:
             beams = tuple(b for b in fitted if b not in DEFAULT_EXCLUDED_BEAMS)

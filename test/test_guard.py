@@ -245,6 +245,25 @@ def test_guarded_policies_by_name_and_without_range_finders() -> None:
         instantiate(make_factory("guarded-hover"), AutopilotView(sim))
     with pytest.raises(PolicyError, match="unknown policy"):
         make_factory("guarded-nonsense")
-    # a view without range-finder readings (e.g. the ROS example autopilot's TopicView, for now)
+    # a view without range-finder readings
     with pytest.raises(PolicyError, match="does not provide"):
         guarded(_north)(object())  # type: ignore[arg-type]
+
+
+def test_the_ros_autopilots_topic_view_serves_the_range_finders() -> None:
+    pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 message packages (./qrsim test)")
+    from qrsim_ros.nodes.example_autopilot import TopicView
+
+    view = TopicView(_wall_scenario())
+    assert view.range_finder_beams == ("down", "front", "front_left", "front_right")
+    assert np.isnan(view.range_finder_readings().range_m).all()  # nothing received yet
+    view.set_range(0, "front_right", 4.0)
+    view.set_range(0, "front", math.inf)
+    r = view.range_finder_readings(("front", "front_right"))
+    assert r.names == ("front", "front_right") and r.range_m.tolist() == [[math.inf, 4.0]]
+    np.testing.assert_array_equal(r.directions_frd, [BEAM_AXES["front"], BEAM_AXES["front_right"]])
+    assert r.max_range_m.tolist() == [30.0, 30.0]
+    with pytest.raises(PolicyError, match="front_down"):
+        view.range_finder_readings(("front_down",))
+    policy = instantiate(make_factory("guarded-hover", "keep_spot"), view)  # type: ignore[arg-type]
+    assert policy.beams == ("front", "front_left", "front_right")

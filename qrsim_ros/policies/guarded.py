@@ -5,7 +5,8 @@ vehicles in ``velocity``, ``velocity_height`` or ``waypoint`` mode pass through 
 with the estimated states and the scene range finders' readings (``AutopilotView.range_finder_readings``;
 the scenario needs ``vehicle.sensors.range_finders`` with at least one beam besides ``down``). Other
 modes (attitude, rotor-level) pass unchanged. On the command line: ``--policy guarded-NAME`` for any
-built-in NAME (``guarded-search-pattern``) or ``guarded-MODULE:FUNC``.
+built-in NAME (``guarded-search-pattern``) or ``guarded-MODULE:FUNC``; in the graph the example
+autopilot's ``policy`` parameter (its ``TopicView`` reads ``uavN/range/<beam>``).
 """
 
 from __future__ import annotations

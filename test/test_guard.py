@@ -146,6 +146,33 @@ def test_an_obstacle_front_right_turns_left_and_front_left_turns_right(beam: str
     assert out.tolist() == [[2.0, 0.0, 0.0]] and np.isnan(g.temporary_goal_ne_m).all()
 
 
+def test_no_move_towards_a_beam_within_d_min_and_the_detour_keeps_its_side() -> None:
+    # flying north-east with the nose north: the front-right beam (north-east) reads 1.5 m < d_min
+    # (a small steer, 0.3 rad: the course flown, 62 deg, still leads 17 deg off the beam towards it)
+    g = ObstacleGuard(1, DIRS, GuardParams(max_steer_rad=0.3))
+    out = g.velocity(_ex(), _ranges(front_right=1.5), [[2.0, 2.0, 0.0]])
+    assert math.atan2(out[0, 1], out[0, 0]) > math.radians(45.0 + 90.0 - 1e-9)  # slid off the beam
+    towards = (out[0, 0] + out[0, 1]) / math.sqrt(2.0)
+    speed = 2.0 * math.sqrt(2.0) * (1.0 - math.exp(-0.3**2))  # (1 - w_stop), the beam 0.3 rad off
+    assert towards == pytest.approx(0.0, abs=1e-12)
+    assert np.hypot(out[0, 0], out[0, 1]) == pytest.approx(speed * math.sin(0.3), rel=1e-9)
+    # a wall dead ahead: the detour turns right (east) ...
+    g = ObstacleGuard(1, DIRS)
+    g.velocity(_ex(), _ranges(front=3.0, front_left=4.0, front_right=4.0), [[2.0, 0.0, 0.0]])
+    assert g.turn[0] == 1.0 and g.temporary_goal_ne_m[0, 1] > 0.0
+    # ... and keeps turning right when noise puts the weight slightly on the right (a fresh guard
+    # would turn left)
+    slightly_right = _ranges(front=3.0, front_left=4.1, front_right=3.9)
+    g.velocity(_ex(), slightly_right, [[2.0, 0.0, 0.0]])
+    assert g.turn[0] == 1.0 and g.temporary_goal_ne_m[0, 1] > 0.0
+    fresh = ObstacleGuard(1, DIRS)
+    fresh.velocity(_ex(), slightly_right, [[2.0, 0.0, 0.0]])
+    assert fresh.turn[0] == -1.0 and fresh.temporary_goal_ne_m[0, 1] < 0.0
+    # an obstacle clearly on the side the detour turns to switches it
+    g.velocity(_ex(), _ranges(front_right=3.0, right=2.5), [[2.0, 0.0, 0.0]])
+    assert g.turn[0] == -1.0 and g.temporary_goal_ne_m[0, 1] < 0.0
+
+
 def test_an_obstacle_below_ahead_on_the_pitch_beam_climbs() -> None:
     g = ObstacleGuard(1, DIRS, GuardParams(climb_rate_mps=1.5))
     out = g.velocity(_ex(), _ranges(front_down=5.0), [[2.0, 0.0, 0.3]])

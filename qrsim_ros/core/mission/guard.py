@@ -33,7 +33,8 @@ The reaction:
   ``goal_radius_m``), after which the set point is flown again;
 - stop: the horizontal speed along the course flown is scaled by 1 - w_stop, eq. 4.1 with psi measured
   from that course: zero once an obstacle straight ahead is within d_min ("the critical value of d_min
-  ... leads to a complete stop");
+  ... leads to a complete stop"); and, as the vehicle here can move in any direction, the component of
+  the guarded move towards any beam that reads d_min or less is removed (the complete stop per beam);
 - climb (pitch beams): the vertical speed becomes at least ``climb_rate_mps * w_pitch`` away from the
   weighted obstacle side (up for an obstacle below or level, down for one above); with both groups the
   two changes combine ("a combined direction change").
@@ -84,7 +85,8 @@ class GuardParams:
     course. goal_radius_m: distance [m] at which the temporary goal counts as reached. climb_rate_mps:
     vertical speed [m/s] at w_pitch = 1. min_speed_mps: slowest horizontal set point [m/s] with a
     direction of travel. level_tolerance_rad: largest elevation [rad] of a body beam counted as a yaw
-    beam.
+    beam. side_hysteresis_rad: during a detour, the turn keeps its side unless the weighted obstacle
+    bearing is more than this [rad] off the route on the side the detour turns to.
     """
 
     d_min_m: float = 2.0
@@ -95,6 +97,7 @@ class GuardParams:
     climb_rate_mps: float = 1.0
     min_speed_mps: float = 0.05
     level_tolerance_rad: float = math.radians(10.0)
+    side_hysteresis_rad: float = math.radians(30.0)
 
     def __post_init__(self) -> None:
         lo, hi = finite("guard.d_min_m", self.d_min_m), finite("guard.d_max_m", self.d_max_m)
@@ -115,6 +118,9 @@ class GuardParams:
         if not 0.0 <= finite("guard.level_tolerance_rad", self.level_tolerance_rad) < math.pi / 2:
             raise ConfigError(f"guard.level_tolerance_rad={self.level_tolerance_rad!r} [rad] must be in "
                               "[0, pi/2)")
+        if not 0.0 <= finite("guard.side_hysteresis_rad", self.side_hysteresis_rad) <= math.pi / 2:
+            raise ConfigError(f"guard.side_hysteresis_rad={self.side_hysteresis_rad!r} [rad] must be in "
+                              "[0, pi/2]")
 
 
 def angle_weight(psi_rad: ArrayLike) -> Array:
@@ -173,14 +179,18 @@ class ObstacleGuard:
         #: yaw beams (in the body x-y plane), the others are pitch beams
         self.yaw_beams = np.abs(self.beam_directions_frd[:, 2]) <= math.sin(self.params.level_tolerance_rad)
         self.temporary_goal_ne_m = np.full((self.num_vehicles, 2), np.nan)
+        #: the side the current detour turns to (+1 right, -1 left; 0 none)
+        self.turn = np.zeros(self.num_vehicles)
         self.weight = np.zeros(self.num_vehicles)
         self.weight_yaw = np.zeros(self.num_vehicles)
         self.weight_pitch = np.zeros(self.num_vehicles)
         self.weight_stop = np.zeros(self.num_vehicles)
+        self._beams_ned = np.zeros((self.num_vehicles, len(self.beam_directions_frd), 3))
 
     def reset(self) -> None:
         """Forget the temporary goals (a new episode)."""
         self.temporary_goal_ne_m[:] = np.nan
+        self.turn[:] = 0.0
         self.weight[:] = 0.0
         self.weight_yaw[:] = 0.0
         self.weight_pitch[:] = 0.0
@@ -221,8 +231,16 @@ class ObstacleGuard:
         # steer (Figure 4.4): psi_a away from the weighted obstacle side and from the route, to a new
         # temporary goal detour_distance_m away
         o = np.einsum("nb,nbk->nk", terms[:, yaw], u[:, yaw, :2])
-        side = np.sign(travel_ne[:, 0] * o[:, 1] - travel_ne[:, 1] * o[:, 0])  # +1: obstacle on the right
+        cross = travel_ne[:, 0] * o[:, 1] - travel_ne[:, 1] * o[:, 0]  # > 0: obstacle on the right
+        side = np.sign(cross)
         turn = np.where(side == 0.0, 1.0, -side)  # dead ahead: turn right
+        # during a detour keep its side, unless the obstacle is clearly on the side it turns to (a near
+        # dead-ahead obstacle would otherwise flip the side with the sensors' noise)
+        norm_o = np.hypot(o[:, 0], o[:, 1])
+        sin_bearing = cross / np.where(norm_o > 0.0, norm_o, 1.0)
+        keep = (self.turn != 0.0) & np.all(np.isfinite(goal), axis=1) & ~(
+            self.turn * sin_bearing > math.sin(p.side_hysteresis_rad))
+        turn = np.where(keep, self.turn, turn)
         steer = active & (self.weight_yaw > 0.0)
         heading = np.arctan2(travel_ne[:, 1], travel_ne[:, 0]) + turn * self.weight_yaw * p.max_steer_rad
         new_course = np.column_stack([np.cos(heading), np.sin(heading)])
@@ -231,6 +249,7 @@ class ObstacleGuard:
         to_goal, dist = _unit2(np.where(np.isfinite(goal), goal - pos, 0.0))
         has_goal = active & np.all(np.isfinite(goal), axis=1) & (steer | (dist >= p.goal_radius_m))
         goal[~has_goal] = np.nan
+        self.turn = np.where(steer, turn, np.where(has_goal, self.turn, 0.0))
         course = np.where(has_goal[:, None], to_goal, travel_ne)
         # stop: eq. 4.1 along the course actually flown
         stop_terms, _ = self._terms(ex, range_m, course, active)
@@ -239,7 +258,22 @@ class ObstacleGuard:
         oz = np.einsum("nb,nb->n", terms[:, ~yaw], u[:, ~yaw, 2])
         climb = np.where(self.weight_pitch > 0.0, np.where(oz < 0.0, 1.0, -1.0) * self.weight_pitch, 0.0)
         touched = active & (has_goal | (self.weight > 0.0) | (self.weight_stop > 0.0))
+        self._beams_ned = u
         return course, 1.0 - self.weight_stop, climb, touched
+
+    def _block(self, range_m: Array, move_ne: Array) -> Array:
+        """Horizontal moves (N, 2) without their component towards any beam reading at or within d_min
+        (f_d = 1; -inf included): the complete stop at d_min, per beam (the beams of the last ``_react``)."""
+        u = self._beams_ned[..., :2]
+        h, n = _unit2(u.reshape(-1, 2))
+        h = h.reshape(u.shape)
+        close = (distance_weight(range_m, self.params.d_min_m, self.params.d_max_m) >= 1.0) & (
+            n.reshape(u.shape[:2]) > 1e-6)
+        out = move_ne.copy()
+        for b in range(u.shape[1]):
+            along = np.einsum("nk,nk->n", out, h[:, b])
+            out -= np.where(close[:, b] & (along > 0.0), along, 0.0)[:, None] * h[:, b]
+        return out
 
     def velocity(self, ex: ArrayLike, range_m: ArrayLike, velocity_ned_mps: ArrayLike) -> Array:
         """Guarded velocity set points (N, 3) [m/s NED] (or (N, 2) north/east for ``velocity_height``,
@@ -253,7 +287,7 @@ class ObstacleGuard:
         travel = v[:, :2] / np.where(speed > 0, speed, 1.0)[:, None]
         course, factor, climb, touched = self._react(ex, r, travel, active)
         t = touched
-        out[t, 0:2] = (factor * speed)[t, None] * course[t]
+        out[t, 0:2] = self._block(r, (factor * speed)[:, None] * course)[t]
         if v.shape[1] >= 3:
             vz = self.params.climb_rate_mps * climb
             out[t, 2] = np.where(climb[t] < 0.0, np.minimum(v[t, 2], vz[t]),
@@ -262,9 +296,13 @@ class ObstacleGuard:
 
     def waypoint(self, ex: ArrayLike, range_m: ArrayLike, waypoint_ned: ArrayLike, dt_s: float) -> Array:
         """Guarded waypoints (N, 4) [north, east, down m, heading rad] from eX (N, 20), the beams' readings
-        (N, B) [m] and the waypoints: the temporary goal replaces the waypoint's north/east, pulled
-        towards the vehicle by 1 - w (w = 1: hold where it is); a climb moves the down coordinate to at
-        least ``climb_rate_mps * w_pitch * dt_s`` above the vehicle (``dt_s``: the policy's step [s])."""
+        (N, B) [m] and the waypoints: where the guard acts, the north/east become a point towards the
+        temporary goal (or the waypoint) at most (1 - w_stop)(d_max - d_min) away, which stays d_min
+        short of an obstacle dead ahead on that course (w_stop = 1: hold where it is), without components
+        towards a beam within d_min; a climb moves the down coordinate to at least
+        ``climb_rate_mps * w_pitch * dt_s`` above the vehicle (``dt_s``: the policy's step [s]).
+        Known problem (docs/TEAMS.md): flown in process straight at a wide wall, the waypoint loop still
+        creeps into it; prefer the velocity modes."""
         ex, r = self._check(ex, range_m)
         wp = np.atleast_2d(np.asarray(waypoint_ned, float))
         out = wp.copy()
@@ -272,11 +310,15 @@ class ObstacleGuard:
         valid = np.all(np.isfinite(ex[:, :6]), axis=1) & np.all(np.isfinite(wp[:, :3]), axis=1)
         travel, dist = _unit2(np.where(valid[:, None], wp[:, :2] - pos, 0.0))
         active = valid & (dist >= self.params.goal_radius_m)
-        _, factor, climb, touched = self._react(ex, r, travel, active)
+        course, factor, climb, touched = self._react(ex, r, travel, active)
         t = touched
         goal = self.temporary_goal_ne_m
         target = np.where(np.all(np.isfinite(goal), axis=1)[:, None], goal, wp[:, :2])
-        out[t, 0:2] = pos[t] + factor[t, None] * (target[t] - pos[t])
+        # along the course flown, at most (1 - w_stop)(d_max - d_min) ahead: d_min short of an obstacle
+        # dead ahead on it (f_d = 1 - that distance / (d_max - d_min))
+        p = self.params
+        reach = np.minimum(np.hypot(*(target - pos).T), factor * (p.d_max_m - p.d_min_m))
+        out[t, 0:2] = pos[t] + self._block(r, reach[:, None] * course)[t]
         z = -ex[:, HEIGHT]  # the waypoint loops' z: minus the altimeter's height (spec 6)
         dz = self.params.climb_rate_mps * climb * dt_s
         out[t, 2] = np.where(climb[t] < 0.0, np.minimum(wp[t, 2], z[t] + dz[t]),

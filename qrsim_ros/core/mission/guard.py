@@ -301,8 +301,9 @@ class ObstacleGuard:
         short of an obstacle dead ahead on that course (w_stop = 1: hold where it is), without components
         towards a beam within d_min; a climb moves the down coordinate to at least
         ``climb_rate_mps * w_pitch * dt_s`` above the vehicle (``dt_s``: the policy's step [s]).
-        Known problem (docs/TEAMS.md): flown in process straight at a wide wall, the waypoint loop still
-        creeps into it; prefer the velocity modes."""
+        Known problem (docs/TEAMS.md): QRSim's waypoint loop on estimated states projects the ground speed
+        on the bearing to the waypoint, so it does not brake motion across that bearing and a vehicle
+        flown straight at a wide wall still creeps into it; prefer the velocity modes."""
         ex, r = self._check(ex, range_m)
         wp = np.atleast_2d(np.asarray(waypoint_ned, float))
         out = wp.copy()

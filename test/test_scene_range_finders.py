@@ -48,6 +48,10 @@ def test_every_beam_against_the_scene() -> None:
     assert rf.range_m("right")[0] == pytest.approx(11.5, abs=3e-3)  # a 24+-gon of a 0.5 m pole
     assert math.isinf(rf.range_m("up")[0]) and math.isinf(rf.range_m("back")[0])
     assert math.isinf(rf.range_m("left")[0])
+    # the 45 deg beams: the wall's face along the diagonals, the ground 10 m below along the front-down
+    assert rf.range_m("front_left")[0] == pytest.approx(19.5 * math.sqrt(2.0), abs=1e-4)
+    assert rf.range_m("front_right")[0] == pytest.approx(19.5 * math.sqrt(2.0), abs=1e-4)
+    assert rf.range_m("front_down")[0] == pytest.approx(10.0 * math.sqrt(2.0), abs=1e-4)
     # yawed 90 degrees right: the front beam looks east at the pole, the left beam north at the wall
     rf.reset(_state(10.0, psi=math.pi / 2))
     assert rf.range_m("front")[0] == pytest.approx(11.5, abs=3e-3)

@@ -2,7 +2,8 @@
 
 It reads what a real autopilot could read -- ``uavN/imu/data``, ``uavN/gps/fix``, ``uavN/gps/vel``,
 ``uavN/altimeter``, ``uavN/camera/detections`` (search and rescue), ``uavN/plume/concentration``
-(plume) and ``/referee/status`` -- and writes set points: ``uavN/cmd/velocity`` (velocity modes,
+(plume), ``uavN/range/<beam>`` (the scene range finders, for the ``guarded-NAME`` policies) and
+``/referee/status`` -- and writes set points: ``uavN/cmd/velocity`` (velocity modes,
 frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode).
 
 The planning is not written here: the node runs the in-process baselines of ``qrsim_ros.policies``
@@ -33,11 +34,12 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from sensor_msgs.msg import Imu, NavSatFix, PointCloud2
+from sensor_msgs.msg import Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
+from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import TaskContext
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
@@ -105,6 +107,10 @@ class TopicView:
         self.frames: list[CameraFrame | None] = [None] * n
         self.concentration = np.full(n, np.nan)
         self.plume_locations = np.zeros((0, 3))
+        rf = scenario.vehicle.sensors.get("range_finders")
+        #: the scene range finders' beams and their latest readings (N, B) [m] (uavN/range/<beam>)
+        self.range_params = dict(rf.beams) if rf is not None else {}
+        self.ranges = np.full((n, len(self.range_params)), np.nan)
         self.time_s = 0.0
         self.step_count = 0
 
@@ -141,6 +147,28 @@ class TopicView:
 
     def plume_readings(self) -> Array:
         return self.concentration.copy()
+
+    @property
+    def range_finder_beams(self) -> tuple[str, ...]:
+        return tuple(self.range_params)
+
+    def range_finder_readings(self, beams: tuple[str, ...] | None = None) -> BeamReadings:
+        """As ``AutopilotView.range_finder_readings``, from the latest ``uavN/range/<beam>`` messages."""
+        names = self.range_finder_beams if beams is None else tuple(beams)
+        fitted = list(self.range_params)
+        unknown = [b for b in names if b not in self.range_params]
+        if not self.range_params or unknown:
+            raise PolicyError(f"scenario {self.scenario_name!r}: range-finder beam(s) "
+                              f"{', '.join(unknown or names) or 'any'} not fitted "
+                              f"(vehicle.sensors.range_finders: {', '.join(fitted) or 'none'})")
+        cols = [fitted.index(b) for b in names]
+        return BeamReadings(names, np.array([BEAM_AXES[b] for b in names], float).reshape(-1, 3),
+                            self.ranges[:, cols].copy(),
+                            np.array([self.range_params[b].max_range_m for b in names], float))
+
+    def set_range(self, i: int, beam: str, range_m: float) -> None:
+        """Store vehicle ``i``'s reading of ``beam`` [m] (a sensor_msgs/Range's ``range``)."""
+        self.ranges[i, list(self.range_params).index(beam)] = range_m
 
     def new_episode(self, t_s: float) -> None:
         """A new episode started at simulated time ``t_s``: forget camera frames taken after it (the old
@@ -195,6 +223,10 @@ class ExampleAutopilotNode(ScenarioNode):
             if sc.task.type == "plume":
                 self.create_subscription(Concentration, f"{ns}/plume/concentration",
                                          lambda m, i=i: self._on_concentration(i, m), QOS_RELIABLE)
+            for beam in self.view.range_params:  # the guarded policies read them
+                self.create_subscription(Range, f"{ns}/range/{beam}",
+                                         lambda m, i=i, b=beam: self.view.set_range(i, b, m.range),
+                                         QOS_RELIABLE)
         self._pubs: dict[int, Any] = {}
         modes = set(self.view.action_spec["modes"]) & set(LOW_LEVEL_MODES)
         self._low_level_hover = {m: hover_low_level(m, sc.vehicle.rotor_params()) for m in modes}

@@ -12,6 +12,8 @@ Built-in names (``qrsim run --policy NAME``):
 - ``random-search``: the random search of QRSim's search-and-rescue / plume examples.
 - ``mission``: ireland_2016's 17-mode search-and-retrieve guidance (retrieve scenarios).
 - ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover).
+- ``guarded-NAME``: any of these (or ``guarded-MODULE:FUNC``) with obstacle guarding on the scene range
+  finders (``guarded.guarded``, AURIS section 4.2; docs/TEAMS.md), e.g. ``guarded-search-pattern``.
 
 Anything else of the form ``MODULE:FUNC`` or ``path/to/file.py:FUNC`` is loaded (``base.resolve_factory``).
 """
@@ -28,6 +30,7 @@ from qrsim_ros.policies.base import (
     mode_bounds,
     resolve_factory,
 )
+from qrsim_ros.policies.guarded import Guarded, guarded
 from qrsim_ros.policies.mission import Mission, mission
 from qrsim_ros.policies.pursuit import Pursuit, pursuit
 from qrsim_ros.policies.random_search import RandomSearch, random_search
@@ -43,6 +46,9 @@ BUILTIN_POLICIES: dict[str, PolicyFactory] = {
     "mission": mission,
 }
 
+#: Prefix of a guarded policy's name: ``guarded-search-pattern``.
+GUARDED_PREFIX = "guarded-"
+
 #: The baseline ``auto`` picks per task type.
 TASK_BASELINES = {"search_rescue": "search-pattern", "cats_mouse": "pursuit", "plume": "random-search",
                   "retrieve": "mission"}
@@ -50,11 +56,14 @@ TASK_BASELINES = {"search_rescue": "search-pattern", "cats_mouse": "pursuit", "p
 
 def policy_names() -> list[str]:
     """Names accepted by ``make_factory`` besides MODULE:FUNC."""
-    return [*BUILTIN_POLICIES, "auto"]
+    return [*BUILTIN_POLICIES, "auto", f"{GUARDED_PREFIX}NAME"]
 
 
 def make_factory(spec: str, task_type: str | None = None) -> PolicyFactory:
-    """The factory named by ``spec`` (``auto`` resolves with ``task_type``); PolicyError if unknown."""
+    """The factory named by ``spec`` (``auto`` resolves with ``task_type``; ``guarded-NAME`` wraps NAME's
+    factory in ``guarded``); PolicyError if unknown."""
+    if spec.strip().startswith(GUARDED_PREFIX):
+        return guarded(make_factory(spec.strip()[len(GUARDED_PREFIX):], task_type))
     if spec.strip() == "auto":
         spec = TASK_BASELINES.get(task_type or "", "hover")
     return resolve_factory(spec, BUILTIN_POLICIES, ("auto",))
@@ -67,8 +76,10 @@ def make_policy(spec: str, view: AutopilotView) -> Policy:
 
 __all__ = [
     "BUILTIN_POLICIES",
+    "GUARDED_PREFIX",
     "TASK_BASELINES",
     "AutopilotView",
+    "Guarded",
     "Hover",
     "Mission",
     "Policy",
@@ -80,6 +91,7 @@ __all__ = [
     "SearchPattern",
     "SearchPatternParams",
     "action_bounds",
+    "guarded",
     "hover",
     "make_factory",
     "make_policy",

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from qrsim_ros.core.config.scenario import TaskParams
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.core.sensors.camera import CameraObservation, CameraParams
+    from qrsim_ros.core.sensors.scene_range_finders import BeamReadings
 
 Array = NDArray[np.float64]
 
@@ -62,7 +63,8 @@ class AutopilotView:
 
     Estimated states (N, 20) (spec 2.1; NaN rows for invalid vehicles), camera observations (ground
     truth blanked: ``person_index`` -1, ``person_distance_px``/``person_area_px2`` NaN), plume readings
-    (N,), the plume task's reference locations, task parameters, area limits, time and action spec.
+    (N,), the scene range finders' readings (``range_finder_readings``), the plume task's reference
+    locations, task parameters, area limits, time and action spec.
     """
 
     def __init__(self, sim: Simulator) -> None:
@@ -158,6 +160,27 @@ class AutopilotView:
     def plume_readings(self) -> Array:
         """Latest plume-sensor reading per vehicle (N,); NaN without a plume sensor."""
         return self._sim.plume_readings()
+
+    @property
+    def range_finder_beams(self) -> tuple[str, ...]:
+        """The scene range finders' fitted beams (``vehicle.sensors.range_finders``; () without them)."""
+        model = self._sim.sensors.get("range_finders")
+        return tuple(model.beams) if model is not None else ()
+
+    def range_finder_readings(self, beams: tuple[str, ...] | None = None) -> BeamReadings:
+        """The scene range finders' latest readings (sensor data, noisy when the beams are ``on``):
+        ``BeamReadings`` with the beams' names, unit directions in the body frame FRD (B, 3), readings
+        (N, B) [m] (+inf no return or beyond range, -inf closer than the minimum, NaN before the first
+        reading) and maximum ranges [m]. ``beams``: which (None: every fitted beam). PolicyError when
+        the scenario has no ``vehicle.sensors.range_finders`` or a beam is not fitted."""
+        model = self._sim.sensors.get("range_finders")
+        if model is None:
+            raise PolicyError(f"scenario {self.scenario_name!r} has no range finders "
+                              "(vehicle.sensors.range_finders)")
+        try:
+            return model.readings(beams)  # type: ignore[attr-defined, no-any-return]
+        except KeyError as exc:
+            raise PolicyError(str(exc.args[0])) from None
 
     def battery_voltage_v(self) -> Array:
         """Each vehicle's battery voltage (N,) [V] (its power bus; NaN with the battery off)."""

@@ -1,6 +1,7 @@
 """Range finders of N vehicles over the 3-D scene (beyond QRSim; docs/SCENE.md): a downward laser
-altimeter and optional forward, backward, left, right and upward beams, the obstacle-guarding range
-sensors of multi-UAV searches (AURIS paper, section on the team's platforms).
+altimeter and optional forward, backward, left, right and upward beams, and three beams 45 degrees off
+the nose (front-left, front-right, front-down): the obstacle-guarding range sensors of multi-UAV searches
+(AURIS paper, section 4.2; the guard is ``core.mission.guard``).
 
 Each beam is a single ray from the vehicle's centre along a fixed body (FRD) direction (``BEAM_AXES``),
 cast into the scene (ground, obstacles, persons). The range is the first hit's distance [m]; a beam
@@ -14,6 +15,7 @@ reported, not integrated).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -25,7 +27,8 @@ from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
 from qrsim_ros.core.sensors.range_finder import RangeFinderParams, reading_m
 from qrsim_ros.core.world.scene import Scene
 
-#: Every beam's direction in the body frame (FRD).
+_D = float(np.sqrt(0.5))
+#: Every beam's direction in the body frame (FRD), unit vectors.
 BEAM_AXES = {
     "down": (0.0, 0.0, 1.0),
     "up": (0.0, 0.0, -1.0),
@@ -33,6 +36,9 @@ BEAM_AXES = {
     "back": (-1.0, 0.0, 0.0),
     "right": (0.0, 1.0, 0.0),
     "left": (0.0, -1.0, 0.0),
+    "front_left": (_D, -_D, 0.0),   # 45 deg left of the nose, level with it
+    "front_right": (_D, _D, 0.0),   # 45 deg right of the nose
+    "front_down": (_D, 0.0, _D),    # 45 deg below the nose
 }
 STREAM = "range_finders"
 
@@ -48,6 +54,9 @@ class RangeFindersParams:
     back: RangeFinderParams | None = None
     right: RangeFinderParams | None = None
     left: RangeFinderParams | None = None
+    front_left: RangeFinderParams | None = None
+    front_right: RangeFinderParams | None = None
+    front_down: RangeFinderParams | None = None
 
     def __post_init__(self) -> None:
         if not self.beams:
@@ -59,6 +68,20 @@ class RangeFindersParams:
         """The fitted beams by name, in BEAM_AXES order."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name in BEAM_AXES and getattr(self, f.name) is not None}
+
+
+class BeamReadings(NamedTuple):
+    """The latest readings of some beams, with their geometry (what an autopilot may read).
+
+    names: the beams (B,). directions_frd: their unit directions in the body frame FRD (B, 3).
+    range_m: readings (N, B) [m]: +inf no return or beyond the beam's ``max_range_m``, -inf closer than
+    its ``min_range_m`` (REP-117), NaN before the first reading. max_range_m: each beam's (B,) [m].
+    """
+
+    names: tuple[str, ...]
+    directions_frd: Array
+    range_m: Array
+    max_range_m: Array
 
 
 class SceneRangeFinders:
@@ -83,6 +106,18 @@ class SceneRangeFinders:
         """Latest reading of ``beam`` per vehicle (N,) [m] (a copy): +inf no return or beyond the range,
         -inf closer than the minimum, NaN before the first reading."""
         return self._range[beam].copy()
+
+    def readings(self, beams: tuple[str, ...] | None = None) -> BeamReadings:
+        """The latest readings of ``beams`` (None: every fitted beam), as copies (``BeamReadings``)."""
+        names = tuple(self.beams) if beams is None else tuple(beams)
+        unknown = [b for b in names if b not in self.beams]
+        if unknown:
+            raise KeyError(f"range_finders: beam(s) {', '.join(unknown)} not fitted "
+                           f"(fitted: {', '.join(self.beams)})")
+        return BeamReadings(names, np.array([BEAM_AXES[b] for b in names], float).reshape(-1, 3),
+                            np.stack([self._range[b] for b in names], axis=1) if names
+                            else np.zeros((self.num_vehicles, 0)),
+                            np.array([self.beams[b].max_range_m for b in names], float))
 
     def reset(self, x: ArrayLike) -> None:
         """Readings of every beam at once from the initial states (the episode's tick 0)."""

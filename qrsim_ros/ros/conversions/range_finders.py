@@ -1,6 +1,7 @@
 """The scene range finders' messages: sensor_msgs/Range on ``uavN/range/<beam>`` (down, up, front, back,
-right, left), REP-117 infinities, each in frame ``uavN/range_<beam>_link`` whose x axis is the beam
-(static transforms from ``uavN/base_link``, FLU). Only the beams that updated at a tick are published.
+right, left, front_left, front_right, front_down), REP-117 infinities, each in frame
+``uavN/range_<beam>_link`` whose x axis is the beam (static transforms from ``uavN/base_link``, FLU).
+Only the beams that updated at a tick are published.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from qrsim_ros.core.sensors.scene_range_finders import RangeFindersParams, Scene
 from qrsim_ros.ros.names import base_link_frame, vehicle_namespace
 
 H = math.sqrt(0.5)
+S8, C8 = math.sin(math.pi / 8), math.cos(math.pi / 8)
 #: The rotation (x, y, z, w) of each beam's frame in base_link (FLU): its x axis onto the beam.
 BEAM_ROTATIONS_FLU = {
     "down": (0.0, H, 0.0, H),     # +90 deg about y: x -> -z
@@ -24,6 +26,9 @@ BEAM_ROTATIONS_FLU = {
     "back": (0.0, 0.0, 1.0, 0.0),  # 180 deg about z
     "left": (0.0, 0.0, H, H),     # +90 deg about z: x -> +y (left)
     "right": (0.0, 0.0, -H, H),   # -90 deg about z: x -> -y (right)
+    "front_left": (0.0, 0.0, S8, C8),    # +45 deg about z
+    "front_right": (0.0, 0.0, -S8, C8),  # -45 deg about z
+    "front_down": (0.0, S8, 0.0, C8),    # +45 deg about y: x -> (x - z) / sqrt 2
 }
 
 

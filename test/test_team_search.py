@@ -82,11 +82,11 @@ def _load(**task: object) -> None:
 def test_bad_placements_give_one_clear_error() -> None:
     with pytest.raises(ScenarioError, match=r"task\.placement='corner' must be one of random, base"):
         _load(placement="corner")
-    with pytest.raises(ScenarioError, match="base_spacing_m=0.0 must be > 0"):
+    with pytest.raises(ScenarioError, match=r"base_spacing_m=0\.0 must be > 0"):
         _load(base_spacing_m=0.0)
     centre = [{"position_ned_m": [0.0, 0.0, 0.0], "radius_m": 20.0}]
     # 50 vehicles 6 m apart: the grid's corner is 3.5 * 6 * sqrt(2) = 29.7 m out, + 0.4 m of vehicle > 30 m
-    with pytest.raises(ScenarioError, match="beyond scene.generate.keep_out_m=30"):
+    with pytest.raises(ScenarioError, match=r"beyond scene\.generate\.keep_out_m=30"):
         load_scenario("team_search", {"num_vehicles": 50, "task": {"base_spacing_m": 6.0}, "bases": centre})
     load_scenario("team_search", {"num_vehicles": 50, "task": {"base_spacing_m": 5.9}, "bases": centre})
     with pytest.raises(ScenarioError, match="leave the area"):

@@ -759,16 +759,20 @@ class GpsReceiver:
                 q[r] *= (k[r] * k[r])[:, None, None]
         lla_est = ecef_to_lla(now)
         ned = lla_to_ned(lla_est, self.origin)
+        biased = None
         if self._faulted:
             bias = self._f_bias[solved]
             r = np.flatnonzero(bias.any(axis=1))
-            if r.size:  # the biased position and its lla; ``now`` (the next guess) stays unbiased
+            if r.size:  # the biased position; ``now`` (the next guess) and the covariance stay unbiased
                 ned[r] += bias[r]
-                lla_est[r] = ned_to_lla(ned[r], self.origin)
+                biased = solved[r]
         old = self.position_ned[solved]
         self.velocity_ned[solved] = np.where(had_fix[:, None], (ned - old) / self.params.dt_s, 0.0)
         self._ecef[solved] = now
-        self.lla[solved] = lla_est
+        self._lla[solved] = lla_est
+        self._lla_stale[solved] = False
+        if biased is not None:  # the biased fix's lla: ned_to_lla of its position, when read (``lla``)
+            self._lla_stale[biased] = True
         self.position_ned[solved] = ned
         self.position_variance_ned[solved] = self._variance(q, lla_est)
         return True

@@ -3,79 +3,87 @@
 
 The whole-tick comparison (``bench_simulator.py --faults``) differs by a few microseconds on ticks of
 50-600 us, which on a shared virtual machine is inside the noise (two identical simulators differ by up to
-+-12 % there). This script times instead, with ``timeit`` (fastest of several repeats), every call the
-Simulator's tick makes because of faults, on a simulator that has stepped into the fault's state:
++-12 % there). This script steps a simulator without faults and one with ``FAULTS[idle|active]`` in
+alternating 0.5 s chunks, each along its own trajectory, and times in both every call the tick makes
+because of faults, and the two sensors whose path a fault changes:
 
 - ``FaultEffects.step`` (the schedule's triggers and the effects of what started or ended),
 - ``adjust_controls`` (the rotor faults' yaw disturbance), ``drop_commands`` (comm_loss),
-- ``sensor_valid`` for the classifier camera and each registered sensor (camera_off, lidar_off),
-- the AHARS and GPS receiver steps with the sensor faults against the same steps without them (imu bias,
-  altimeter offset, GPS sigma and bias change the sensors' paths; the GPS's extra spread over its
-  update period, 10 ticks),
+- ``sensor_valid`` (camera_off, lidar_off),
+- ``Ahars.step`` and ``GpsReceiver.step`` (imu bias, altimeter offset, GPS sigma and bias),
 
-and the tick itself (fastest 0.5 s chunk of stepping without faults), and prints their ratio.
+The extra per tick is the difference of those calls' mean time per tick between the two; the tick is the
+fastest chunk's of the simulator without faults.
 
 Usage: ./qrsim exec -- python scripts/bench_fault_hooks.py
 """
 
 from __future__ import annotations
 
+import argparse
 import time
-import timeit
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
 from bench_simulator import FAULTS, hover_actions, spread_vehicles
 
 from qrsim_ros.core.engine.simulator import Simulator
 
+TIMED_HOOKS = ("step", "adjust_controls", "drop_commands", "sensor_valid")
 
-def tick_us(sim: Simulator, seconds: float = 6.0, chunk_s: float = 0.5) -> float:
-    """Fastest microseconds per tick over chunks of ``chunk_s`` simulated seconds."""
-    a = hover_actions(sim)
-    steps = max(1, round(chunk_s / sim.scenario.task.dt_s))
-    best = float("inf")
+
+def instrument(sim: Simulator, spent: dict[str, float]) -> None:
+    """Wrap the calls the tick makes because of faults (``FaultEffects`` hooks) and the two sensors whose
+    path a fault changes (``Ahars.step``, ``GpsReceiver.step``) so that each adds its wall time to
+    ``spent[name]`` (instance attributes: the Simulator calls them through the instances)."""
+    def timed(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            spent[name] += time.perf_counter() - t0
+            return out
+        return wrapper
+
+    for hook in TIMED_HOOKS:
+        setattr(sim.faults, hook, timed(getattr(sim.faults, hook), "hooks"))
+    sim.ahars.step = timed(sim.ahars.step, "sensors")  # type: ignore[method-assign]
+    sim.gps.step = timed(sim.gps.step, "sensors")  # type: ignore[method-assign]
+
+
+def measure(name: str, overrides: dict, variant: str, seconds: float, chunk_s: float = 0.5
+            ) -> tuple[float, float]:
+    """(tick without faults [us], extra per tick with ``FAULTS[variant]`` [us]): the two simulators
+    stepped in alternating chunks along their own trajectories; the tick is the fastest chunk's, the extra
+    the difference of the instrumented calls' mean time per tick."""
+    sims = {v: Simulator.from_scenario(name, {"seed": 1, **overrides,
+                                               **({"faults": FAULTS[variant]} if v else {})})
+            for v in (False, True)}
+    spent = {v: {"hooks": 0.0, "sensors": 0.0} for v in sims}
+    for v, sim in sims.items():
+        instrument(sim, spent[v])
+    actions = {v: hover_actions(sim) for v, sim in sims.items()}
+    steps = max(1, round(chunk_s / sims[False].scenario.task.dt_s))
+    ticks = {v: 0 for v in sims}
+    best_tick = float("inf")
     for _ in range(max(1, round(seconds / chunk_s))):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            if sim.done:
-                sim.reset()
-            sim.step(a)
-        best = min(best, (time.perf_counter() - t0) / (steps * sim.ticks_per_task_step) * 1e6)
-    return best
-
-
-def best_us(fn: object, number: int = 5000, repeat: int = 7) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6  # type: ignore[arg-type]
-
-
-def hooks_us(sim: Simulator) -> float:
-    """Microseconds per tick in the fault hooks of ``sim`` (stepped into its faults' state)."""
-    f = sim.faults
-    n = sim.num_vehicles
-    controls = np.zeros((n, 5))
-    targets = np.zeros((n, 4))
-    valid = np.ones(n, bool)
-    sensors = ["camera_classifier", *sim.sensors]
-    k = sim.tick + 1
-    return (best_us(lambda: f.step(k)) + best_us(lambda: f.adjust_controls(controls))
-            + best_us(lambda: f.drop_commands(targets))
-            + sum(best_us(lambda s=s: f.sensor_valid(s, valid)) for s in sensors))
-
-
-def sensors_extra_us(faulted: Simulator, clean: Simulator) -> float:
-    """The AHARS and GPS receiver steps with ``faulted``'s sensor faults minus the same steps of ``clean``
-    (no faults), on the same true state, per tick (the GPS timed on one of its update ticks)."""
-    x, a = clean.true_state(), clean.fleet.accel_body
-    k = clean.tick + 1
-    g = 10 * (clean.tick // 10 + 1)
-    faulted.gps_space.step(g)
-    clean.gps_space.step(g)
-    gps_extra = best_us(lambda: faulted.gps.step(g, x)) - best_us(lambda: clean.gps.step(g, x))
-    return (best_us(lambda: faulted.ahars.step(k, x, a)) - best_us(lambda: clean.ahars.step(k, x, a))
-            + gps_extra / clean.gps.ticks)  # the receiver updates every ``ticks`` ticks
+        for v, sim in sims.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                if sim.done:
+                    sim.reset()
+                sim.step(actions[v])
+            if not v:
+                best_tick = min(best_tick, (time.perf_counter() - t0) / (steps * sim.ticks_per_task_step))
+            ticks[v] += steps * sim.ticks_per_task_step
+    per_tick = {v: sum(spent[v].values()) / ticks[v] for v in sims}
+    return best_tick * 1e6, (per_tick[True] - per_tick[False]) * 1e6
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per case and variant")
+    args = parser.parse_args()
     long = {"task": {"duration_steps": 10**6}}
     cases = [
         ("keep spot, 1 noisy vehicle", "keep_spot", {**long, **spread_vehicles(1)}),
@@ -84,20 +92,12 @@ def main() -> None:
         ("search and rescue 2A", "search_rescue_2a", {}),
         ("plume 3B", "plume_3b", {}),
     ]
-    print(f"{'case':<32} {'tick [us]':>10} {'idle hooks':>11} {'extra':>7} {'active hooks':>13} {'extra':>7}")
+    print(f"{'case':<32} {'tick [us]':>10} {'idle extra':>11} {'':>7} {'active extra':>13} {'':>7}")
     for label, name, overrides in cases:
-        clean = Simulator.from_scenario(name, {"seed": 1, **overrides})
-        tick = tick_us(clean)
-        out = []
-        for variant in ("idle", "active"):
-            sim = Simulator.from_scenario(name, {"seed": 1, **overrides, "faults": FAULTS[variant]})
-            a = hover_actions(sim)
-            for _ in range(3):
-                sim.step(a)
-            cost = hooks_us(sim) + (sensors_extra_us(sim, clean) if variant == "active" else 0.0)
-            out.append(cost)
-        print(f"{label:<32} {tick:10.1f} {out[0]:10.1f}  {100 * out[0] / tick:6.1f}% {out[1]:12.1f}  "
-              f"{100 * out[1] / tick:6.1f}%")
+        tick, idle = measure(name, overrides, "idle", args.seconds)
+        _, active = measure(name, overrides, "active", args.seconds)
+        print(f"{label:<32} {tick:10.1f} {idle:10.1f}  {100 * idle / tick:6.1f}% {active:12.1f}  "
+              f"{100 * active / tick:6.1f}%")
 
 
 if __name__ == "__main__":

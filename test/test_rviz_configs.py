@@ -67,7 +67,7 @@ QOS_KEYS = {"Value", "Depth", "Durability Policy", "Reliability Policy", "Histor
 
 #: The scene variant's sensor streams its RViz config shows, and their periods (the scenario's rates).
 SENSOR_PERIODS_S = {"/lidar/points": 0.1, "/range/down": 0.02, "/fisheye/image_raw": 0.05,
-                    "/depth/image_raw": 0.05}
+                    "/depth/image_raw": 0.05, "/range/front": 0.1, "/range/left": 0.1, "/range/right": 0.1}
 
 
 def expected_period_s(topic: str) -> float | None:
@@ -193,7 +193,10 @@ def test_rviz_file_is_an_rviz2_config(family: str) -> None:
                   "cats_mouse": {"/referee/markers"}, "keep_spot": {"/referee/markers"},
                   "search_rescue_scene": {"/scene/markers", "/referee/markers", "/uav1/fisheye/image_raw",
                                           *(f"/uav{i}/lidar/points" for i in range(1, n + 1)),
-                                          *(f"/uav{i}/range/down" for i in range(1, n + 1))}}[family]
+                                          *(f"/uav{i}/range/down" for i in range(1, n + 1))},
+                  "team_search": {"/scene/markers", "/referee/markers", "/viz/comms",
+                                  *(f"/uav{i}/range/{beam}" for i in range(1, n + 1)
+                                    for beam in ("front", "left", "right", "down"))}}[family]
     assert per_family <= topics
 
 

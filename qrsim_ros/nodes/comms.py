@@ -9,10 +9,11 @@ Topics:
   in   ``uavN/comms/tx`` (qrsim_ros/CommsPacket): a packet vehicle N-1 sends; ``source`` must be that
        vehicle's index, ``destination`` another vehicle's index or ``BROADCAST``, ``mode`` DEFAULT /
        DATAGRAM / RELIABLE, the stamp a tick time t_j (``ros.stamps``): the packet is sent at t_j, as
-       ``Simulator.send`` between the steps to t_j and t_j+1. A packet whose stamp is ahead of the radio
-       waits for that tick; one that arrives after the radio has passed t_j is sent at the radio's time
-       (counted ``tx_late``: in lockstep it does not happen when the autopilot publishes its packets before
-       its set points of the tick, which the clock awaits).
+       ``Simulator.send`` between the steps to t_j and t_j+1: exactly so whenever it arrives before the
+       node handles tick j+1 (the radio goes to t_j+1 only then). One that arrives later is sent at the
+       radio's time (counted ``tx_late``; in lockstep it does not happen when the autopilot publishes its
+       packets before its set points of the tick, which the clock awaits); one of the last episode that
+       arrives after the reset is dropped (``tx_late`` too).
        ``/sim/vehicle_status`` (ground truth, validity, the tick's faults: ``comm_loss`` silences a
        vehicle) through ``ros.ground_truth.GroundTruthSync``.
   out  ``uavN/comms/rx`` (qrsim_ros/CommsPacket) stamped t_k: each packet delivered to vehicle N-1 at tick
@@ -88,10 +89,9 @@ class CommsNode(GroundTruthNode):
             raise ValueError(f"scenario {sc.name!r} has no radio (comms.on: false): nothing for this node")
         self.radio = build_comms(sc, self.streams, build_scene(sc, self.streams))
         assert self.radio is not None
-        # the last tick the radio stepped this episode (None before its tick 0: a packet waits for it, the
-        # episode's reset would drop it)
-        self._stepped: int | None = None
-        # (tick, source, destination, payload, mode) of the packets stamped ahead of the radio
+        # (tick, source, destination, payload, mode) of the packets received and not sent yet: they go to
+        # the radio only within a tick's handling (``on_tick``), so a packet of a new episode never meets
+        # the old episode's radio
         self._pending: list[tuple[int, int, int, bytes, str | None]] = []
         self._rx = self.per_vehicle_publishers(CommsPacket, "comms/rx")
         self._tx = [self.create_subscription(CommsPacket, f"{vehicle_namespace(i)}/comms/tx",
@@ -133,8 +133,6 @@ class CommsNode(GroundTruthNode):
             self._reject(i, "a BROADCAST is a datagram (send MODE_RELIABLE to each vehicle)")
             return
         self._pending.append((k, i, dst, bytes(msg.payload), mode))
-        if self._stepped is not None and k <= self._stepped:  # sent at the radio's time now (late if before)
-            self._send_due(self._stepped)
 
     def _send_due(self, tick: int) -> None:
         """Send the pending packets stamped at or before ``tick`` (the radio's time), in arrival order."""
@@ -153,9 +151,13 @@ class CommsNode(GroundTruthNode):
                 reset: bool) -> Outgoing:
         if reset:  # a new episode: queues, statistics and sequence numbers start again
             self.radio.reset()
+            stale = sum(p[0] > 0 for p in self._pending)  # the last episode's, too late
+            if stale:
+                self.counters.count("tx_late", stale)
             self._pending = [p for p in self._pending if p[0] == 0]
+        else:  # the radio is still at t_(k-1): packets of t_(k-1) that came after its step go now, exactly
+            self._send_due(k - 1)
         delivered = self.radio.step(k, k * BASE_DT_S, x[:, 0:3], valid & present, self.faults.links_lost)
-        self._stepped = k
         self._send_due(k)  # the packets of t_k, sent after the step as Simulator.send after step()
         out: Outgoing = [(self._rx[p.receiver], packet_message(p, k)) for p in delivered]
         if self._stats_period_ticks > 0 and k % self._stats_period_ticks == 0:

@@ -88,7 +88,8 @@ class TeamSearchParams:
 
     search: the per-vehicle lane flying and confirmation (``SearchPatternParams``; its search height and
     lane overlap set the lane spacing). broadcast_period_s: progress message period [s]. lost_timeout_s:
-    silence after which a vehicle heard before counts as gone [s]. rendezvous_wait_s: time spent at the
+    silence after which a vehicle heard before counts as gone [s], counted from when its lanes left
+    (as known) should be done at the lane speed times 1 + ``work_slack``. rendezvous_wait_s: time spent at the
     rendezvous point when nothing is left [s]. max_found_in_message: persons listed per message.
     return_below / reserve / land_below: charge fractions of the energy rule; return_margin: factor on the
     estimated return charge; return_speed_mps / descent_rate_mps: speeds assumed for t_return.
@@ -121,6 +122,7 @@ class TeamSearchParams:
     separation_m: float = 6.0
     separation_gain_per_s: float = 0.8
     clearance_below_m: float = 6.0
+    work_slack: float = 0.5
 
     def __post_init__(self) -> None:
         positive("team_search.broadcast_period_s", self.broadcast_period_s)
@@ -139,6 +141,7 @@ class TeamSearchParams:
         non_negative("team_search.layer_step_m", self.layer_step_m)
         non_negative("team_search.separation_m", self.separation_m)
         non_negative("team_search.separation_gain_per_s", self.separation_gain_per_s)
+        non_negative("team_search.work_slack", self.work_slack)
 
 
 # --- the split ---------------------------------------------------------------------------------------
@@ -189,7 +192,8 @@ def reassign(released: list[int], active_band_centres: dict[int, float]) -> dict
 class Progress:
     """One progress message (see ``encode_progress``). sender: the vehicle index; time_s: when sent;
     position_ne_m / velocity_ne_mps / height_m (above ground); state: one of ``STATES``; lanes_done /
-    gone / claimed: lane indices, vehicle indices, lane indices; found_ne_m: persons confirmed (K, 2)."""
+    gone / claimed: lane indices, vehicle indices, lane indices; found_ne_m: persons confirmed (K, 2);
+    heard_age_s: per vehicle, whole seconds since the sender last heard of it (directly or by gossip; -1 never, capped at 9999)."""
 
     sender: int
     time_s: float
@@ -201,6 +205,7 @@ class Progress:
     gone: frozenset[int]
     claimed: frozenset[int]
     found_ne_m: tuple[tuple[float, float], ...]
+    heard_age_s: tuple[int, ...] = ()
 
 
 def _mask(items: frozenset[int] | set[int]) -> str:
@@ -222,13 +227,14 @@ def _unmask(text: str, limit: int) -> frozenset[int]:
 def encode_progress(p: Progress) -> bytes:
     """The compact JSON payload: ``{"m":1,"i":sender,"t":time_s,"p":[n,e],"v":[vn,ve],"h":height,"s":state,
     "d":hex mask of lanes done,"g":hex mask of vehicles gone,"c":hex mask of lanes claimed,
-    "f":[[n,e],...]}`` (positions rounded to 0.1 m, speeds to 0.01 m/s, time to 1 ms)."""
+    "f":[[n,e],...],"a":[ages]}`` (positions rounded to 0.1 m, speeds to 0.01 m/s, time to 1 ms)."""
     msg = {"m": MESSAGE_VERSION, "i": int(p.sender), "t": round(float(p.time_s), 3),
            "p": [round(float(c), 1) for c in p.position_ne_m],
            "v": [round(float(c), 2) for c in p.velocity_ne_mps], "h": round(float(p.height_m), 1),
            "s": p.state,
            "d": _mask(p.lanes_done), "g": _mask(p.gone), "c": _mask(p.claimed),
-           "f": [[round(float(a), 1), round(float(b), 1)] for a, b in p.found_ne_m]}
+           "f": [[round(float(a), 1), round(float(b), 1)] for a, b in p.found_ne_m],
+           "a": [int(a) for a in p.heard_age_s]}
     return json.dumps(msg, separators=(",", ":")).encode()
 
 
@@ -249,13 +255,17 @@ def decode_progress(payload: bytes, num_vehicles: int, num_lanes: int) -> Progre
         pos = tuple(float(c) for c in msg["p"])
         vel = tuple(float(c) for c in msg["v"])
         found = tuple((float(a), float(b)) for a, b in msg["f"])
+        ages = tuple(msg["a"])
+        if len(ages) != num_vehicles or not all(
+                isinstance(a, int) and not isinstance(a, bool) and -1 <= a <= 9999 for a in ages):
+            raise ValueError("bad heard ages")
         state = msg["s"]
         if len(pos) != 2 or len(vel) != 2 or state not in STATES:
             raise ValueError("bad position, velocity or state")
         if not all(math.isfinite(c) for c in (t, h, *pos, *vel, *(c for f in found for c in f))):
             raise ValueError("a value is not finite")
         return Progress(sender, t, pos, vel, h, state, _unmask(msg["d"], num_lanes),  # type: ignore[arg-type]
-                        _unmask(msg["g"], num_vehicles), _unmask(msg["c"], num_lanes), found)
+                        _unmask(msg["g"], num_vehicles), _unmask(msg["c"], num_lanes), found, ages)
     except (KeyError, TypeError) as exc:
         raise ValueError(f"malformed progress message: {type(exc).__name__} {exc}") from None
 
@@ -288,7 +298,8 @@ class Agent:
         self.timed_out: set[int] = set()       # vehicles silent for lost_timeout_s (local)
         self.heard_s: dict[int, float] = {}
         self.heard: dict[int, Progress] = {}   # the last message of each vehicle
-        self.found: list[tuple[float, float]] = []
+        self.found: list[tuple[float, float]] = []  # persons known confirmed (own and heard)
+        self.confirmed: list[tuple[float, float]] = []  # by this vehicle
         self.search = search
         self.state = "S"
         self.lane: int | None = None      # the lane being flown
@@ -297,6 +308,8 @@ class Agent:
         self.charge_history: list[tuple[float, float]] = []
         self.received = 0
         self.reassigned_from: dict[int, list[int]] = {}  # gone vehicle -> lanes this agent took
+        self.airborne = False             # climbed to its layer after the take-off
+        self.follow_dir_ne: Array | None = None  # the formation's "behind" (unit, NE)
 
     @property
     def gone(self) -> set[int]:
@@ -328,6 +341,8 @@ class TeamSearch:
         self.spacing_m = width * (1.0 - sp.lane_overlap)
         self.lanes = search_lanes(view.area_limits_ned, self.spacing_m, sp.margin_fraction)
         lengths = [float(np.linalg.norm(b - a)) for a, b in self.lanes]
+        self.lane_length_m = lengths
+        self.lane_speed_mps = sp.speed_mps if sp.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
         k = len(self.rows)
         self.bands = split_lanes(lengths, 1 if self.p.formation else k)
         if self.p.formation:
@@ -369,6 +384,9 @@ class TeamSearch:
             self.messages_received += 1
             a.received += 1
             a.heard_s[m.sender] = view.time_s
+            for v, age in enumerate(m.heard_age_s):  # gossip: when the sender last heard of v
+                if age >= 0 and v != a.vehicle:
+                    a.heard_s[v] = max(a.heard_s.get(v, -math.inf), m.time_s - age)
             a.heard[m.sender] = m
             a.timed_out.discard(m.sender)
             a.done |= m.lanes_done
@@ -378,8 +396,23 @@ class TeamSearch:
             for f in m.found_ne_m:
                 self._add_found(a, f)
         for v, t in a.heard_s.items():
-            if view.time_s - t > self.p.lost_timeout_s and v not in a.gone_announced:
+            if view.time_s - t > self._expected_work_s(a, v) + self.p.lost_timeout_s \
+                    and v not in a.gone_announced:
                 a.timed_out.add(v)
+            else:
+                a.timed_out.discard(v)
+
+    def _expected_work_s(self, a: Agent, v: int) -> float:
+        """How long ``v`` may stay out of hearing: its lanes left as ``a`` knows them (its band and claims
+        but the lanes known done) at the lane speed, times 1 + ``work_slack`` (section 5.4.1: the meeting
+        is due when a subarea's estimated search time is over)."""
+        r = self.rows.index(v) if v in self.rows else None
+        lanes = set(self.bands[r]) if r is not None else set()
+        heard = a.heard.get(v)
+        if heard is not None:
+            lanes |= heard.claimed
+        length = sum(self.lane_length_m[k] for k in lanes - a.done)
+        return (1.0 + self.p.work_slack) * length / self.lane_speed_mps
 
     def _add_found(self, a: Agent, ne: tuple[float, float]) -> None:
         if all(math.hypot(ne[0] - f[0], ne[1] - f[1]) > 5.0 for f in a.found):
@@ -391,8 +424,10 @@ class TeamSearch:
         vel = (float(ex[17]), float(ex[18])) if math.isfinite(ex[17]) else (0.0, 0.0)
         found = tuple(a.found[-self.p.max_found_in_message:]) if self.p.max_found_in_message else ()
         h = float(ex[16]) if math.isfinite(ex[16]) else 0.0
+        ages = tuple(-1 if v not in a.heard_s else int(min(9999.0, max(0.0, view.time_s - a.heard_s[v])))
+                     for v in range(self.num_vehicles))
         msg = Progress(a.vehicle, view.time_s, pos, vel, h, a.state, frozenset(a.done),
-                       frozenset(a.gone_announced), frozenset(a.claimed), found)
+                       frozenset(a.gone_announced), frozenset(a.claimed), found, ages)
         view.send(a.vehicle, BROADCAST, encode_progress(msg))
         a.last_broadcast_s = view.time_s
         self.messages_sent += 1
@@ -508,7 +543,8 @@ class TeamSearch:
             s.speed_mps = speed
         out = np.asarray(s(_OneVehicle(view, a.vehicle)), float)[0]  # type: ignore[arg-type]
         if was_hold and s.mode[0] == CLIMB and s.visited:
-            self._add_found(a, (float(s.visited[-1][0]), float(s.visited[-1][1])))
+            a.confirmed.append((float(s.visited[-1][0]), float(s.visited[-1][1])))
+            self._add_found(a, a.confirmed[-1])
             a.last_broadcast_s = -math.inf
         return out
 
@@ -539,12 +575,17 @@ class TeamSearch:
         m = a.heard.get(leader)
         if m is None:
             return np.zeros(3)  # wait for the leader's first message
-        age = max(0.0, view.time_s - m.time_s)
+        age = min(3.0, max(0.0, view.time_s - m.time_s))  # a stale message is not extrapolated far
         lp = np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
         v = np.asarray(m.velocity_ne_mps)
         sp = float(np.linalg.norm(v))
-        direction = v / sp if sp > 0.3 else np.array([math.cos(LANE_TRACK_RAD), math.sin(LANE_TRACK_RAD)])
-        target = lp - direction * self.p.formation_spacing_m * slot
+        if sp > 1.0:  # behind = against the leader's velocity (eq. 5.1 with the course for the yaw)
+            a.follow_dir_ne = v / sp
+        elif a.follow_dir_ne is None:  # before the leader moves: on the follower's side of it
+            d = lp - pos
+            n = float(np.linalg.norm(d))
+            a.follow_dir_ne = d / n if n > 1e-6 else np.array([1.0, 0.0])
+        target = lp - a.follow_dir_ne * self.p.formation_spacing_m * slot
         return self._goto(pos, height, target, a.search.search_height_m, math.sqrt(2) * MAX_SPEED_MPS)
 
     def __call__(self, view: AutopilotView) -> Array:
@@ -575,7 +616,14 @@ class TeamSearch:
                     a.last_broadcast_s = -math.inf
             elif a.state == "H" and charge[a.vehicle] <= self.p.land_below:  # NaN: False
                 a.state = "L"
-            if a.state in ("H", "D"):
+            if not a.airborne and a.state not in GONE_STATES:  # take-off: up to the layer first
+                layer = a.search.search_height_m
+                a.airborne = abs(float(ex[16]) - layer) < 1.5
+                if not a.airborne:
+                    actions[a.row] = self._goto(pos, float(ex[16]), pos, layer, 1.0)
+            if not a.airborne and a.state not in GONE_STATES:
+                pass
+            elif a.state in ("H", "D"):
                 actions[a.row] = self._fly_home(a, ex)
             elif a.state == "L":
                 actions[a.row] = np.array([0.0, 0.0, self.p.descent_rate_mps if ex[16] > 0.5 else 0.0])

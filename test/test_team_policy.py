@@ -227,3 +227,27 @@ def test_formation_followers_stay_within_radio_range_of_the_leader() -> None:
     assert worst < sim.scenario.comms.range_m * 0.8  # inside the lossless 80 m
     assert all(a.state == "F" for a in team.agents[1:])
     assert team.agents[0].done  # the leader searched lanes
+
+
+def test_the_ros_autopilots_topic_view_offers_the_radio() -> None:
+    pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 message packages (./qrsim test)")
+    from qrsim_ros.core.comms import Packet
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.nodes.example_autopilot import TopicView
+
+    view = TopicView(load_scenario("team_search", {"num_vehicles": 3}))
+    assert view.has_radio and np.isnan(view.battery_percentage()).all()
+    np.testing.assert_allclose(view.bases_ned_m, [[-130.0, -130.0, 0.0]])
+    assert view.send(1, -1, b"a") == 0 and view.send(1, 2, b"b", "reliable") == 1
+    assert view.outbox == [(1, -1, b"a", None), (1, 2, b"b", "reliable")]  # the node publishes these
+    with pytest.raises(ValueError, match="destination"):
+        view.send(1, 7, b"c")
+    with pytest.raises(PolicyError, match="mode"):
+        view.send(1, 2, b"c", "carrier-pigeon")
+    view.inboxes.put([Packet(1, -1, 0, 0, "datagram", b"a", math.nan, 0.4)])
+    assert [p.payload for p in view.receive(0)] == [b"a"] and view.receive(0) == []
+    view.new_episode(0.0)
+    assert view.outbox == [] and view.send(1, -1, b"again") == 0
+    quiet = TopicView(load_scenario("team_search", {"num_vehicles": 2, "comms": {"on": False}}))
+    with pytest.raises(PolicyError, match="no radio"):
+        quiet.receive(0)

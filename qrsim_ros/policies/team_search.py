@@ -193,7 +193,8 @@ class Progress:
     """One progress message (see ``encode_progress``). sender: the vehicle index; time_s: when sent;
     position_ne_m / velocity_ne_mps / height_m (above ground); state: one of ``STATES``; lanes_done /
     gone / claimed: lane indices, vehicle indices, lane indices; found_ne_m: persons confirmed (K, 2);
-    heard_age_s: per vehicle, whole seconds since the sender last heard of it (directly or by gossip; -1 never, capped at 9999)."""
+    heard_age_s: per vehicle, whole seconds since the sender last heard of it (directly or by gossip; -1
+    never, capped at 9999)."""
 
     sender: int
     time_s: float

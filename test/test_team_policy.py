@@ -192,8 +192,11 @@ def test_a_recalled_vehicles_lanes_are_taken_over_from_what_the_others_heard(rec
     left = band2 - recalled_run["done_at_recall"]
     assert left, "vehicle 2 had nothing left to hand over"
     takers = [a for a in team.agents if a.vehicle != 2]
-    # the others learnt of the return from vehicle 2's own message (state H) or from gossip
-    assert all(2 in a.gone_announced for a in takers)
+    # the others in hearing learnt of the return from vehicle 2's own message (state H) or by gossip
+    # (vehicle 0, in the far band, is out of range of everyone here)
+    knowing = {a.vehicle for a in takers if 2 in a.gone_announced}
+    assert knowing >= {1, 3}
+    assert all(a.vehicle in knowing for a in takers if a.reassigned_from.get(2))
     taken = set().union(*(set(a.reassigned_from.get(2, [])) for a in takers))
     assert left - set().union(*(a.done for a in takers)) <= taken  # every lane left is someone's
     assert taken <= band2 | set().union(*(a.claimed for a in takers))
@@ -226,7 +229,7 @@ def test_formation_followers_stay_within_radio_range_of_the_leader() -> None:
     assert bool(np.all(sim.valid))
     assert worst < sim.scenario.comms.range_m * 0.8  # inside the lossless 80 m
     assert all(a.state == "F" for a in team.agents[1:])
-    assert team.agents[0].done  # the leader searched lanes
+    assert team.agents[0].lane is not None or team.agents[0].done  # the leader is on its lanes
 
 
 def test_the_ros_autopilots_topic_view_offers_the_radio() -> None:

@@ -98,7 +98,9 @@ class TeamSearchParams:
     layers / layer_step_m: vehicle row k flies at the search height + (k mod layers) * layer_step_m
     (vertical separation of neighbours: the team takes off 4 m apart). separation_m /
     separation_gain_per_s: a vehicle within separation_m horizontally and 2.5 m vertically of another's
-    broadcast position (extrapolated by its velocity) adds gain * (separation_m - distance) away from it.
+    broadcast position (extrapolated by its velocity) loses its set point's component towards it and adds
+    gain * (separation_m - distance) away from it; within 3 x separation_m the positions are broadcast
+    every near_broadcast_period_s [s].
     clearance_below_m: the down beam reading less than this and than the height above ground - 1 m (an
     obstacle's top below) stops any descent and climbs at 0.5 m/s.
     """
@@ -119,13 +121,15 @@ class TeamSearchParams:
     formation_leader_speed_mps: float = 2.5
     layers: int = 3
     layer_step_m: float = 2.5
-    separation_m: float = 6.0
+    separation_m: float = 8.0
     separation_gain_per_s: float = 0.8
+    near_broadcast_period_s: float = 0.4
     clearance_below_m: float = 6.0
     work_slack: float = 0.5
 
     def __post_init__(self) -> None:
         positive("team_search.broadcast_period_s", self.broadcast_period_s)
+        positive("team_search.near_broadcast_period_s", self.near_broadcast_period_s)
         positive("team_search.lost_timeout_s", self.lost_timeout_s)
         non_negative("team_search.rendezvous_wait_s", self.rendezvous_wait_s)
         non_negative("team_search.max_found_in_message", self.max_found_in_message)
@@ -310,6 +314,7 @@ class Agent:
         self.received = 0
         self.reassigned_from: dict[int, list[int]] = {}  # gone vehicle -> lanes this agent took
         self.airborne = False             # climbed to its layer after the take-off
+        self.takeoff_ne: Array | None = None  # where it took off (its landing spot)
         self.follow_dir_ne: Array | None = None  # the formation's "behind" (unit, NE)
 
     @property
@@ -488,9 +493,13 @@ class TeamSearch:
             return "H"
         return None
 
-    def _home(self, pos_ne: Array) -> Array:
+    def _home(self, pos_ne: Array, a: Agent | None = None) -> Array:
+        """Where to land: the vehicle's own take-off spot (the team's grid around the base: no two
+        vehicles land on one point), else the nearest base's centre (no bases: here)."""
         if self.bases_ne.size == 0:
             return pos_ne
+        if a is not None and a.takeoff_ne is not None:
+            return a.takeoff_ne
         d = np.linalg.norm(self.bases_ne - pos_ne, axis=1)
         return self.bases_ne[int(np.argmin(d))]
 
@@ -565,7 +574,7 @@ class TeamSearch:
 
     def _fly_home(self, a: Agent, ex: Array) -> Array:
         pos, height = ex[0:2], float(ex[16])
-        home = self._home(pos)
+        home = self._home(pos, a)
         if np.linalg.norm(home - pos) > 2.0:  # up to the layer's height first, then across
             speed = a.search.speed_mps if height > a.search.search_height_m - 3.0 else 0.5
             return self._goto(pos, height, home, a.search.search_height_m, speed)
@@ -605,6 +614,8 @@ class TeamSearch:
             if not np.all(np.isfinite(ex[[0, 1, 16]])):
                 continue  # a lost vehicle: no set point, silent
             pos = ex[0:2]
+            if a.takeoff_ne is None:
+                a.takeoff_ne = pos.copy()
             # energy and recall: announce, then fly home / land
             if a.state not in GONE_STATES:
                 if a.vehicle in self.recalled or failsafe[a.vehicle] in ("return",):
@@ -648,9 +659,22 @@ class TeamSearch:
                 # an obstacle below (the down beam short of the height above ground): no lower
                 if below[a.vehicle] < min(ex[16] - 1.0, self.p.clearance_below_m):
                     actions[a.row, 2] = min(actions[a.row, 2], -0.5)
-            if view.time_s - a.last_broadcast_s >= self.p.broadcast_period_s - 1e-9:
+            crowded = self._crowded(view, a, ex)
+            period = self.p.near_broadcast_period_s if crowded else self.p.broadcast_period_s
+            if view.time_s - a.last_broadcast_s >= period - 1e-9:
                 self._broadcast(view, a, ex)
         return actions
+
+    def _crowded(self, view: AutopilotView, a: Agent, ex: Array) -> bool:
+        """Whether another vehicle's broadcast position is within 3 x ``separation_m`` (and 2.5 m in
+        height): the positions are then broadcast every ``near_broadcast_period_s``."""
+        for m in a.heard.values():
+            age = min(3.0, max(0.0, view.time_s - m.time_s))
+            q = np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
+            if float(np.linalg.norm(ex[0:2] - q)) < 3.0 * self.p.separation_m and \
+                    abs(float(ex[16]) - m.height_m) <= 2.5:
+                return True
+        return False
 
     def _separate(self, view: AutopilotView, a: Agent, ex: Array, v: Array) -> Array:
         """``v`` plus the push away from the others' broadcast positions (``separation_m``)."""
@@ -667,6 +691,10 @@ class TeamSearch:
                 continue
             away = (pos - q) / d if d > 1e-6 else np.array([math.cos(other), math.sin(other)])
             push += p.separation_gain_per_s * (p.separation_m - d) * away
+            toward = -float(v[0:2] @ away)
+            if toward > 0.0:  # no closing in: the set point's component towards the other goes
+                v = v.copy()
+                v[0:2] += toward * away
         if not push.any():
             return v
         out = v.copy()

@@ -2,9 +2,12 @@
 
 It reads what a real autopilot could read -- ``uavN/imu/data``, ``uavN/gps/fix``, ``uavN/gps/vel``,
 ``uavN/altimeter``, ``uavN/camera/detections`` (search and rescue), ``uavN/plume/concentration``
-(plume), ``uavN/range/<beam>`` (the scene range finders, for the ``guarded-NAME`` policies) and
+(plume), ``uavN/range/<beam>`` (the scene range finders, for the ``guarded-NAME`` policies), with a
+radio (``comms.on``) ``uavN/comms/rx`` and ``uavN/battery`` (the ``team-search`` policy) and
 ``/referee/status`` -- and writes set points: ``uavN/cmd/velocity`` (velocity modes,
-frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode).
+frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode), and the
+packets the policy sends on ``uavN/comms/tx`` (stamped with the step's time, published before the
+step's set points; docs/TEAMS.md).
 
 The planning is not written here: the node runs the in-process baselines of ``qrsim_ros.policies``
 (parameter ``policy``, default ``auto``) on a ``TopicView``, an ``AutopilotView`` look-alike filled
@@ -271,7 +274,7 @@ class ExampleAutopilotNode(ScenarioNode):
             if self.view.has_radio:  # the team policies talk
                 self.create_subscription(CommsPacket, f"{ns}/comms/rx",
                                          lambda m, i=i: self._on_rx(i, m), QOS_RELIABLE)
-            if sc.vehicle.battery.on:
+            if self.view.has_radio and sc.vehicle.battery.on:  # the team policies' energy rule
                 self.create_subscription(BatteryState, f"{ns}/battery",
                                          lambda m, i=i: self._on_charge(i, m), QOS_RELIABLE)
             for beam in self.view.range_params:  # the guarded policies read them

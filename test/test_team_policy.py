@@ -254,3 +254,27 @@ def test_the_ros_autopilots_topic_view_offers_the_radio() -> None:
     quiet = TopicView(load_scenario("team_search", {"num_vehicles": 2, "comms": {"on": False}}))
     with pytest.raises(PolicyError, match="no radio"):
         quiet.receive(0)
+
+
+def test_a_silenced_vehicle_is_presumed_lost_and_its_lanes_taken_over() -> None:
+    from qrsim_ros.policies.team_search import TeamSearchParams, team_search_policy
+
+    # vehicle 2's radio (and commands) lost from 20 s on (a comm_loss fault); it never announces anything
+    sim = Simulator.from_scenario("team_search", {
+        "num_vehicles": 4, "seed": 1, "task": {"duration_steps": 3000},
+        "faults": [{"kind": "comm_loss", "vehicles": [2], "trigger": {"at_time_s": 20.0}}]})
+    sim.reset()
+    view = AutopilotView(sim)
+    policy = team_search_policy(TeamSearchParams(lost_timeout_s=10.0))(view)
+    team = unwrap(policy)
+    team.lane_speed_mps = 1e6  # the expected-work term ~ 0 s: the test waits for the timeout only
+    for _ in range(300):  # 60 s
+        sim.step(policy(view))
+    takers = [a for a in team.agents if a.vehicle != 2]
+    assert all(2 not in a.gone_announced for a in takers)  # nothing was announced
+    last_heard = max(a.heard_s[2] for a in takers)
+    assert 18.0 <= last_heard <= 20.2  # its last broadcast went out before the loss
+    presumed = {a.vehicle for a in takers if 2 in a.timed_out}
+    assert presumed >= {1, 3}
+    taken = [lane for a in takers for lane in a.reassigned_from.get(2, [])]
+    assert taken and set(taken) <= set(team.bands[2]) and len(taken) == len(set(taken))

@@ -430,7 +430,10 @@ class TeamSearch:
         vel = (float(ex[17]), float(ex[18])) if math.isfinite(ex[17]) else (0.0, 0.0)
         found = tuple(a.found[-self.p.max_found_in_message:]) if self.p.max_found_in_message else ()
         h = float(ex[16]) if math.isfinite(ex[16]) else 0.0
-        ages = tuple(-1 if v not in a.heard_s else int(min(9999.0, max(0.0, view.time_s - a.heard_s[v])))
+        # whole seconds rounded up: relayed news never gets fresher (rounding down, three vehicles passing
+        # it round keep a silent one alive)
+        ages = tuple(-1 if v not in a.heard_s else
+                     int(min(9999.0, math.ceil(max(0.0, view.time_s - a.heard_s[v]) - 1e-9)))
                      for v in range(self.num_vehicles))
         msg = Progress(a.vehicle, view.time_s, pos, vel, h, a.state, frozenset(a.done),
                        frozenset(a.gone_announced), frozenset(a.claimed), found, ages)

@@ -2,9 +2,12 @@
 
 It reads what a real autopilot could read -- ``uavN/imu/data``, ``uavN/gps/fix``, ``uavN/gps/vel``,
 ``uavN/altimeter``, ``uavN/camera/detections`` (search and rescue), ``uavN/plume/concentration``
-(plume), ``uavN/range/<beam>`` (the scene range finders, for the ``guarded-NAME`` policies) and
+(plume), ``uavN/range/<beam>`` (the scene range finders, for the ``guarded-NAME`` policies), with a
+radio (``comms.on``) ``uavN/comms/rx`` and ``uavN/battery`` (the ``team-search`` policy) and
 ``/referee/status`` -- and writes set points: ``uavN/cmd/velocity`` (velocity modes,
-frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode).
+frame ``map``), ``uavN/cmd/pose`` (waypoint mode) or ``uavN/cmd/attitude`` (attitude mode), and the
+packets the policy sends on ``uavN/comms/tx`` (stamped with the step's time, published before the
+step's set points; docs/TEAMS.md).
 
 The planning is not written here: the node runs the in-process baselines of ``qrsim_ros.policies``
 (parameter ``policy``, default ``auto``) on a ``TopicView``, an ``AutopilotView`` look-alike filled
@@ -34,10 +37,12 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from sensor_msgs.msg import Imu, NavSatFix, PointCloud2, Range
+from sensor_msgs.msg import BatteryState, Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.comms import BROADCAST, MODES, Inboxes, Packet
+from qrsim_ros.core.comms.packets import vehicle_index
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
 from qrsim_ros.core.tasks.factory import make_task
@@ -48,6 +53,7 @@ from qrsim_ros.core.vehicles.rotor_control import hover_low_level
 from qrsim_ros.msg import (
     Altitude,
     AttitudeCommand,
+    CommsPacket,
     Concentration,
     MotorCommand,
     RatesThrustCommand,
@@ -113,6 +119,14 @@ class TopicView:
         self.ranges = np.full((n, len(self.range_params)), np.nan)
         self.time_s = 0.0
         self.step_count = 0
+        #: the radio (``comms.on``): packets heard on uavN/comms/rx until ``receive``, and the packets the
+        #: policy sent this step, published on uavN/comms/tx by the node before the set points
+        self.has_radio = bool(scenario.comms.on)
+        self.inboxes = Inboxes(n)
+        self.outbox: list[tuple[int, int, bytes, str | None]] = []
+        self._sequence = [0] * n
+        #: the battery's charge left per vehicle (uavN/battery ``percentage``; NaN before the first)
+        self.charge = np.full(n, np.nan)
 
     # static facts, as AutopilotView
     @property
@@ -166,6 +180,37 @@ class TopicView:
                             self.ranges[:, cols].copy(),
                             np.array([self.range_params[b].max_range_m for b in names], float))
 
+    def battery_percentage(self) -> Array:
+        """As ``AutopilotView.battery_percentage``, from the latest ``uavN/battery`` messages."""
+        return self.charge.copy()
+
+    @property
+    def bases_ned_m(self) -> Array:
+        return np.array([b.position_ned_m for b in self.scenario.bases], float).reshape(-1, 3)
+
+    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
+        """As ``AutopilotView.send``: the packet goes out on ``uavN/comms/tx`` stamped with this step's
+        time, before the step's set points. Returns the view's own count of the vehicle's sends (the
+        radio numbers the packets itself)."""
+        if not self.has_radio:
+            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
+        vehicle_index("vehicle", vehicle, self.num_vehicles)
+        if destination != BROADCAST:
+            vehicle_index("destination", destination, self.num_vehicles)
+        if mode is not None and mode not in MODES:
+            raise PolicyError(f"send: mode {mode!r} is not one of {', '.join(MODES)}")
+        self.outbox.append((int(vehicle), int(destination), bytes(payload), mode))
+        seq = self._sequence[vehicle]
+        self._sequence[vehicle] += 1
+        return seq
+
+    def receive(self, vehicle: int) -> list[Packet]:
+        """As ``AutopilotView.receive``: the packets heard on ``uavN/comms/rx`` since the last call (sent_s
+        NaN: the rx message carries the delivery time only)."""
+        if not self.has_radio:
+            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
+        return self.inboxes.drain(vehicle)
+
     def set_range(self, i: int, beam: str, range_m: float) -> None:
         """Store vehicle ``i``'s reading of ``beam`` [m] (a sensor_msgs/Range's ``range``)."""
         self.ranges[i, list(self.range_params).index(beam)] = range_m
@@ -175,6 +220,9 @@ class TopicView:
         episode's). Sensor values are kept: the new episode's first ones may already be in."""
         self.frames = [f if f is not None and f.t_s <= t_s else None for f in self.frames]
         self.valid[:] = True
+        self.inboxes.clear()
+        self.outbox.clear()
+        self._sequence = [0] * self.num_vehicles
 
     def ready(self) -> bool:
         """Whether the episode's policy can be built (besides every sensor having reported)."""
@@ -223,11 +271,19 @@ class ExampleAutopilotNode(ScenarioNode):
             if sc.task.type == "plume":
                 self.create_subscription(Concentration, f"{ns}/plume/concentration",
                                          lambda m, i=i: self._on_concentration(i, m), QOS_RELIABLE)
+            if self.view.has_radio:  # the team policies talk
+                self.create_subscription(CommsPacket, f"{ns}/comms/rx",
+                                         lambda m, i=i: self._on_rx(i, m), QOS_RELIABLE)
+            if self.view.has_radio and sc.vehicle.battery.on:  # the team policies' energy rule
+                self.create_subscription(BatteryState, f"{ns}/battery",
+                                         lambda m, i=i: self._on_charge(i, m), QOS_RELIABLE)
             for beam in self.view.range_params:  # the guarded policies read them
                 self.create_subscription(Range, f"{ns}/range/{beam}",
                                          lambda m, i=i, b=beam: self.view.set_range(i, b, m.range),
                                          QOS_RELIABLE)
         self._pubs: dict[int, Any] = {}
+        self._tx = ({i: self.create_publisher(CommsPacket, f"{vehicle_namespace(i)}/comms/tx", QOS_RELIABLE)
+                     for i in range(n)} if self.view.has_radio else {})
         modes = set(self.view.action_spec["modes"]) & set(LOW_LEVEL_MODES)
         self._low_level_hover = {m: hover_low_level(m, sc.vehicle.rotor_params()) for m in modes}
         for i, mode in zip(self.view.action_spec["vehicles"], self.view.action_spec["modes"], strict=True):
@@ -280,6 +336,30 @@ class ExampleAutopilotNode(ScenarioNode):
     def _on_concentration(self, i: int, msg: Concentration) -> None:
         self.view.concentration[i] = msg.concentration
 
+    def _on_charge(self, i: int, msg: BatteryState) -> None:
+        self.view.charge[i] = msg.percentage
+
+    def _on_rx(self, i: int, msg: CommsPacket) -> None:
+        """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""
+        mode = "reliable" if msg.mode == CommsPacket.MODE_RELIABLE else "datagram"
+        t = seconds_of_stamp(msg.header.stamp)
+        self.view.inboxes.put([Packet(int(msg.source), int(msg.destination), i, int(msg.sequence), mode,
+                                      bytes(msg.payload), math.nan, t)])
+
+    def _publish_packets(self, status: TaskStatus) -> None:
+        """The packets the policy sent this step on ``uavN/comms/tx``, stamped with the step's time (before
+        the step's set points: the radio sends them at that tick)."""
+        view = self.view
+        for vehicle, dst, payload, mode in view.outbox:
+            m = CommsPacket()
+            m.header.stamp = status.header.stamp
+            m.source, m.destination = vehicle, dst
+            m.mode = {None: CommsPacket.MODE_DEFAULT, "datagram": CommsPacket.MODE_DATAGRAM,
+                      "reliable": CommsPacket.MODE_RELIABLE}[mode]
+            m.payload = payload
+            self._tx[vehicle].publish(m)
+        view.outbox.clear()
+
     # --- one task step ----------------------------------------------------------------------------------
     def _on_status(self, msg: TaskStatus) -> None:
         if self.foreign_run(msg.run_id, "/referee/status"):
@@ -317,7 +397,9 @@ class ExampleAutopilotNode(ScenarioNode):
         except Exception as exc:  # a policy must never take the node down
             self.get_logger().error(f"policy {self.policy_spec!r} failed at step {msg.step}: "
                                     f"{type(exc).__name__}: {exc}", throttle_duration_sec=5.0)
+            self.view.outbox.clear()
             return
+        self._publish_packets(msg)
         self._publish(actions, msg)
         self.steps_flown += 1
 

@@ -11,6 +11,9 @@ Built-in names (``qrsim run --policy NAME``):
 - ``pursuit``: the cats' rule of QRSim's cats-and-mouse example.
 - ``random-search``: the random search of QRSim's search-and-rescue / plume examples.
 - ``mission``: ireland_2016's 17-mode search-and-retrieve guidance (retrieve scenarios).
+- ``team-search``: the team's lane-by-lane split with progress shared over the radio, guarded
+  (``team_search.TeamSearch``, siegemund_2011 chapter 5; needs ``comms.on``; docs/TEAMS.md);
+  ``team-formation``: the same in leader-follower mode.
 - ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover).
 - ``guarded-NAME``: any of these (or ``guarded-MODULE:FUNC``) with obstacle guarding on the scene range
   finders (``guarded.guarded``, AURIS section 4.2; docs/TEAMS.md), e.g. ``guarded-search-pattern``.
@@ -36,6 +39,7 @@ from qrsim_ros.policies.pursuit import Pursuit, pursuit
 from qrsim_ros.policies.random_search import RandomSearch, random_search
 from qrsim_ros.policies.search_pattern import SearchPattern, SearchPatternParams, search_pattern
 from qrsim_ros.policies.simple import Hover, RandomActions, hover, random_actions
+from qrsim_ros.policies.team_search import TeamSearch, TeamSearchParams, team_formation, team_search
 
 BUILTIN_POLICIES: dict[str, PolicyFactory] = {
     "hover": hover,
@@ -44,6 +48,8 @@ BUILTIN_POLICIES: dict[str, PolicyFactory] = {
     "pursuit": pursuit,
     "random-search": random_search,
     "mission": mission,
+    "team-search": team_search,
+    "team-formation": team_formation,
 }
 
 #: Prefix of a guarded policy's name: ``guarded-search-pattern``.
@@ -90,6 +96,8 @@ __all__ = [
     "RandomSearch",
     "SearchPattern",
     "SearchPatternParams",
+    "TeamSearch",
+    "TeamSearchParams",
     "action_bounds",
     "guarded",
     "hover",
@@ -101,4 +109,6 @@ __all__ = [
     "random_actions",
     "random_search",
     "search_pattern",
+    "team_formation",
+    "team_search",
 ]

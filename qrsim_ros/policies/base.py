@@ -46,6 +46,7 @@ from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.vehicles.rotor_params import RotorParams
 
 if TYPE_CHECKING:
+    from qrsim_ros.core.comms import Packet
     from qrsim_ros.core.config.scenario import TaskParams
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.core.sensors.camera import CameraObservation, CameraParams
@@ -185,6 +186,43 @@ class AutopilotView:
     def battery_voltage_v(self) -> Array:
         """Each vehicle's battery voltage (N,) [V] (its power bus; NaN with the battery off)."""
         return np.array(self._sim.battery.voltage_v, float)
+
+    def battery_percentage(self) -> Array:
+        """Each vehicle's charge left (N,) in 0..1 (``BatteryState.percentage``; NaN with the battery off)."""
+        return np.array(self._sim.battery.percentage, float)
+
+    @property
+    def bases_ned_m(self) -> Array:
+        """The charging bases' positions (K, 3) (NED, m; the map's ``bases``; (0, 3) without bases)."""
+        return np.array([b.position_ned_m for b in self._sim.scenario.bases], float).reshape(-1, 3)
+
+    # --- the radio (docs/COMMS.md) -----------------------------------------------------------------
+    @property
+    def has_radio(self) -> bool:
+        """Whether the scenario has a radio (``comms.on``)."""
+        return self._sim.comms is not None
+
+    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
+        """Vehicle ``vehicle`` sends ``payload`` to ``destination`` (a vehicle index or
+        ``core.comms.BROADCAST`` = -1) now (``Simulator.send``); ``mode``: ``datagram``, ``reliable`` or
+        None (the scenario's ``comms.mode``). Returns the sender's sequence number. PolicyError when the
+        scenario has no radio or an argument is wrong."""
+        if self._sim.comms is None:
+            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
+        try:
+            return int(self._sim.send(vehicle, destination, bytes(payload), mode))
+        except (ValueError, TypeError) as exc:
+            raise PolicyError(f"send from vehicle {vehicle!r}: {exc}") from None
+
+    def receive(self, vehicle: int) -> list[Packet]:
+        """The packets ``vehicle`` received since its last ``receive`` (``Simulator.receive``: its inbox is
+        emptied), in delivery order. PolicyError when the scenario has no radio."""
+        if self._sim.comms is None:
+            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
+        try:
+            return self._sim.receive(vehicle)
+        except ValueError as exc:
+            raise PolicyError(f"receive of vehicle {vehicle!r}: {exc}") from None
 
     @property
     def failsafe(self) -> list[str]:

@@ -1,0 +1,280 @@
+"""The team-search policy (issue 16, "Team search"; qrsim_ros/policies/team_search.py, docs/TEAMS.md):
+the lane split's geometry, the progress message, the radio on the policies' views, and the team on the
+team_search scenario in process (persons found, messages exchanged, no vehicle lost to an obstacle, a
+recalled vehicle's lanes taken over by the others from what they heard, determinism, the formation)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.policies import AutopilotView, PolicyError, make_policy
+from qrsim_ros.policies.team_search import (
+    Progress,
+    TeamSearch,
+    decode_progress,
+    encode_progress,
+    reassign,
+    search_lanes,
+    split_lanes,
+    unwrap,
+)
+
+LIMITS = (-150.0, 150.0, -150.0, 150.0, -60.0, 0.0)  # config/team_search.yaml
+
+
+# --- geometry --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 3, 4, 10, 50])
+def test_the_lane_split_covers_the_area_exactly_once(n: int) -> None:
+    spacing = 15.0
+    lanes = search_lanes(LIMITS, spacing, 0.1)
+    bands = split_lanes([float(np.linalg.norm(b - a)) for a, b in lanes], n)
+    assert len(bands) == n
+    flat = [lane for band in bands for lane in band]
+    # every lane in exactly one band, and the bands are contiguous runs in order
+    assert sorted(flat) == list(range(len(lanes))) and flat == sorted(flat)
+    if n <= len(lanes):
+        assert all(bands)  # nobody idle while there are lanes enough
+        lengths = np.array([sum(float(np.linalg.norm(lanes[k][1] - lanes[k][0])) for k in b) for b in bands])
+        assert lengths.max() - lengths.min() <= 2 * 240.0 * math.sqrt(2) / 1.0  # within two longest lanes
+    # every point of the search region (240 m x 240 m) is within half a spacing across the track of
+    # exactly one lane segment's line, and lies on that segment's span along the track
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(-120.0, 120.0, size=(2000, 2))
+    d = np.array([math.cos(math.pi / 4), math.sin(math.pi / 4)])
+    c = np.array([-d[1], d[0]])
+    offsets = np.array([float(a @ c) for a, _ in lanes])
+    across = np.abs(pts @ c - offsets[:, None])  # (lanes, points)
+    assert np.all(np.diff(offsets) <= spacing + 1e-9)
+    owner = np.argmin(across, axis=0)
+    assert np.all(across[owner, np.arange(len(pts))] <= spacing / 2 + 1e-9)
+    # and no lane more than needed: the region's width across the track (its diagonal, 240 sqrt(2) m)
+    # over the spacing, rounded up (the lanes' half-spacing strips overlap only by the rounding)
+    assert len(lanes) == math.ceil(240.0 * math.sqrt(2) / spacing)
+    for k in np.unique(owner):
+        a, b = lanes[k]
+        s = pts[owner == k] @ d
+        assert np.all(s >= min(a @ d, b @ d) - spacing) and np.all(s <= max(a @ d, b @ d) + spacing)
+
+
+def test_released_lanes_go_to_the_nearest_active_band() -> None:
+    # bands of 4 vehicles over 12 lanes; vehicle 2 (lanes 6-8) gone: 6 and 7 to 1 (centre 4), 8 to 3
+    assert reassign([6, 7, 8], {0: 1.0, 1: 4.0, 3: 10.0}) == {1: [6, 7], 3: [8]}
+    assert reassign([5], {1: 4.0, 3: 6.0}) == {1: [5]}  # a tie: the lower row
+    assert reassign([1, 2], {}) == {}
+
+
+# --- messages --------------------------------------------------------------------------------------
+
+def _progress() -> Progress:
+    return Progress(3, 12.4, (-101.23, 45.67), (2.999, -3.0), 31.0, "S", frozenset({0, 5, 21}),
+                    frozenset({1}), frozenset({7, 8}), ((10.0, -20.0), (33.3, 44.4)), (0, -1, 12, 9999))
+
+
+def test_progress_messages_round_trip_compactly() -> None:
+    p = _progress()
+    payload = encode_progress(p)
+    assert len(payload) < 170  # a short broadcast
+    q = decode_progress(payload, num_vehicles=4, num_lanes=22)
+    assert q.sender == 3 and q.time_s == 12.4 and q.state == "S" and q.height_m == 31.0
+    assert q.position_ne_m == (-101.2, 45.7) and q.velocity_ne_mps == (3.0, -3.0)
+    assert q.lanes_done == p.lanes_done and q.gone == p.gone and q.claimed == p.claimed
+    assert q.found_ne_m == p.found_ne_m and q.heard_age_s == (0, -1, 12, 9999)
+
+
+@pytest.mark.parametrize("payload", [
+    b"", b"\xff\xfe", b"[1, 2]", b'{"m": 2}', b"not json",
+    encode_progress(_progress()).replace(b'"i":3', b'"i":9'),        # sender out of range
+    encode_progress(_progress()).replace(b'"d":"200021"', b'"d":"zz"'),  # not a hex mask
+    encode_progress(_progress()).replace(b'"d":"200021"', b'"d":"1' + b"0" * 40 + b'"'),  # lane 160
+    encode_progress(_progress()).replace(b'"s":"S"', b'"s":"Q"'),
+    encode_progress(_progress()).replace(b'"h":31.0', b'"h":NaN'),
+    encode_progress(_progress()).replace(b',"f":[[10.0,-20.0],[33.3,44.4]]', b""),
+    encode_progress(_progress()).replace(b'"a":[0,-1,12,9999]', b'"a":[0,-1,12]'),  # 3 of 4 vehicles
+    encode_progress(_progress()).replace(b'"a":[0,-1,12,9999]', b'"a":[0,-1,12,true]'),
+])
+def test_a_malformed_payload_is_rejected(payload: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_progress(payload, num_vehicles=4, num_lanes=22)
+
+
+def _team(n: int, steps: int = 3000, seed: int = 1, spec: str = "team-search", **over: object
+          ) -> tuple[Simulator, AutopilotView, object, TeamSearch]:
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": n, "seed": seed,
+                                                  "task": {"duration_steps": steps}, **over})
+    sim.reset()
+    view = AutopilotView(sim)
+    policy = make_policy(spec, view)
+    return sim, view, policy, unwrap(policy)
+
+
+def test_a_malformed_message_on_the_radio_is_ignored_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    sim, view, policy, team = _team(2)
+    for _ in range(3):
+        sim.step(policy(view))
+    heard = team.messages_received
+    sim.send(1, -1, b"\x00garbage")  # vehicle 1's radio sends what the policy would not
+    sim.send(1, 0, encode_progress(_progress()))  # a message claiming to come from vehicle 3
+    with caplog.at_level(logging.WARNING, logger="qrsim_ros.policies.team_search"):
+        for _ in range(12):  # past the next broadcast (every 2 s)
+            sim.step(policy(view))
+    assert team.malformed_messages == 2
+    assert sum("malformed" in r.message or "claiming" in r.message for r in caplog.records) == 2
+    assert team.messages_received > heard  # the well-formed ones still count
+
+
+def test_the_view_offers_the_radio_and_says_when_there_is_none() -> None:
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 3})
+    sim.reset()
+    view = AutopilotView(sim)
+    assert view.has_radio
+    assert view.send(0, -1, b"hello") == 0 and view.send(0, 1, b"again", "datagram") == 1
+    sim.step(np.zeros((2, 3)))
+    sim.step(np.zeros((2, 3)))
+    got = view.receive(1)
+    assert [p.payload for p in got] == [b"hello", b"again"] and all(p.source == 0 for p in got)
+    assert view.receive(1) == [] and view.receive(0) == []
+    with pytest.raises(PolicyError, match="vehicle"):
+        view.send(5, -1, b"x")
+    np.testing.assert_allclose(view.bases_ned_m, [[-130.0, -130.0, 0.0]])
+    assert np.all((view.battery_percentage() > 0.8) & (view.battery_percentage() <= 0.85))
+    quiet = AutopilotView(Simulator.from_scenario("team_search", {"num_vehicles": 1, "comms": {"on": False}}))
+    with pytest.raises(PolicyError, match="no radio"):
+        quiet.send(0, -1, b"x")
+    with pytest.raises(PolicyError, match="no radio"):
+        quiet.receive(0)
+    with pytest.raises(PolicyError, match="needs the radio"):
+        make_policy("team-search", quiet)
+
+
+# --- the team in process -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def recalled_run() -> dict[str, object]:
+    """4 vehicles, seed 1, 200 s; vehicle 2 recalled at 60 s."""
+    sim, view, policy, team = _team(4)
+    min_sep = math.inf
+    for k in range(1000):
+        if k == 300:
+            team.recall(2)
+            done_at_recall = set(team.agents[2].done)
+        sim.step(policy(view))
+        x = sim.true_state()[sim.valid]
+        d = np.hypot(x[:, None, 0] - x[None, :, 0], x[:, None, 1] - x[None, :, 1]) + 1e9 * np.eye(len(x))
+        min_sep = min(min_sep, float(d.min()))
+    return {"sim": sim, "team": team, "done_at_recall": done_at_recall, "min_sep": min_sep}
+
+
+def test_the_team_finds_persons_and_talks(recalled_run: dict) -> None:
+    sim, team = recalled_run["sim"], recalled_run["team"]
+    assert int(sim.area.found.sum()) >= 2
+    assert int(sim.comms.sends.sum()) == team.messages_sent > 100
+    assert int(sim.comms.delivered.sum()) > 0 and team.messages_received > 100
+    # what one vehicle confirmed, others heard (found lists gossiped)
+    assert sum(len(a.confirmed) for a in team.agents) >= 1
+    assert any(set(a.found) - set(a.confirmed) for a in team.agents)
+
+
+def test_no_vehicle_is_lost_to_an_obstacle_or_another(recalled_run: dict) -> None:
+    sim = recalled_run["sim"]
+    assert all(r == "" for r in sim.fleet.invalid_reason), sim.fleet.invalid_reason
+    assert bool(np.all(sim.valid))
+
+
+def test_a_recalled_vehicles_lanes_are_taken_over_from_what_the_others_heard(recalled_run: dict) -> None:
+    team: TeamSearch = recalled_run["team"]
+    band2 = set(team.bands[2])
+    left = band2 - recalled_run["done_at_recall"]
+    assert left, "vehicle 2 had nothing left to hand over"
+    takers = [a for a in team.agents if a.vehicle != 2]
+    # the others in hearing learnt of the return from vehicle 2's own message (state H) or by gossip
+    # (vehicle 0, in the far band, is out of range of everyone here)
+    knowing = {a.vehicle for a in takers if 2 in a.gone_announced}
+    assert knowing >= {1, 3}
+    assert all(a.vehicle in knowing for a in takers if a.reassigned_from.get(2))
+    taken = set().union(*(set(a.reassigned_from.get(2, [])) for a in takers))
+    assert left - set().union(*(a.done for a in takers)) <= taken  # every lane left is someone's
+    assert taken <= band2 | set().union(*(a.claimed for a in takers))
+    # the neighbours' bands (1 and 3) took them, each lane once
+    owners = [a.vehicle for a in takers for lane in a.reassigned_from.get(2, [])]
+    assert set(owners) <= {1, 3} and len(owners) == len(taken)
+    assert team.agents[2].state in ("H", "D", "L")
+
+
+def test_the_same_seed_flies_the_same_trajectory() -> None:
+    def run() -> tuple[np.ndarray, int]:
+        sim, view, policy, team = _team(3, seed=2)
+        for _ in range(150):
+            sim.step(policy(view))
+        return sim.true_state().copy(), team.messages_received
+
+    (x1, m1), (x2, m2) = run(), run()
+    np.testing.assert_array_equal(x1, x2)
+    assert m1 == m2 > 0
+
+
+def test_formation_followers_stay_within_radio_range_of_the_leader() -> None:
+    sim, view, policy, team = _team(4, spec="team-formation")
+    worst = 0.0
+    for k in range(450):  # 90 s: the climb, the first lane and its turn
+        sim.step(policy(view))
+        if k >= 50:
+            x = sim.true_state()
+            worst = max(worst, float(np.hypot(*(x[1:, 0:2] - x[0, 0:2]).T).max()))
+    assert bool(np.all(sim.valid))
+    assert worst < sim.scenario.comms.range_m * 0.8  # inside the lossless 80 m
+    assert all(a.state == "F" for a in team.agents[1:])
+    assert team.agents[0].lane is not None or team.agents[0].done  # the leader is on its lanes
+
+
+def test_the_ros_autopilots_topic_view_offers_the_radio() -> None:
+    pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 message packages (./qrsim test)")
+    from qrsim_ros.core.comms import Packet
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.nodes.example_autopilot import TopicView
+
+    view = TopicView(load_scenario("team_search", {"num_vehicles": 3}))
+    assert view.has_radio and np.isnan(view.battery_percentage()).all()
+    np.testing.assert_allclose(view.bases_ned_m, [[-130.0, -130.0, 0.0]])
+    assert view.send(1, -1, b"a") == 0 and view.send(1, 2, b"b", "reliable") == 1
+    assert view.outbox == [(1, -1, b"a", None), (1, 2, b"b", "reliable")]  # the node publishes these
+    with pytest.raises(ValueError, match="destination"):
+        view.send(1, 7, b"c")
+    with pytest.raises(PolicyError, match="mode"):
+        view.send(1, 2, b"c", "carrier-pigeon")
+    view.inboxes.put([Packet(1, -1, 0, 0, "datagram", b"a", math.nan, 0.4)])
+    assert [p.payload for p in view.receive(0)] == [b"a"] and view.receive(0) == []
+    view.new_episode(0.0)
+    assert view.outbox == [] and view.send(1, -1, b"again") == 0
+    quiet = TopicView(load_scenario("team_search", {"num_vehicles": 2, "comms": {"on": False}}))
+    with pytest.raises(PolicyError, match="no radio"):
+        quiet.receive(0)
+
+
+def test_a_silenced_vehicle_is_presumed_lost_and_its_lanes_taken_over() -> None:
+    from qrsim_ros.policies.team_search import TeamSearchParams, team_search_policy
+
+    # vehicle 2's radio (and commands) lost from 20 s on (a comm_loss fault); it never announces anything
+    sim = Simulator.from_scenario("team_search", {
+        "num_vehicles": 4, "seed": 1, "task": {"duration_steps": 3000},
+        "faults": [{"kind": "comm_loss", "vehicles": [2], "trigger": {"at_time_s": 20.0}}]})
+    sim.reset()
+    view = AutopilotView(sim)
+    policy = team_search_policy(TeamSearchParams(lost_timeout_s=10.0))(view)
+    team = unwrap(policy)
+    team.lane_speed_mps = 1e6  # the expected-work term ~ 0 s: the test waits for the timeout only
+    for _ in range(300):  # 60 s
+        sim.step(policy(view))
+    takers = [a for a in team.agents if a.vehicle != 2]
+    assert all(2 not in a.gone_announced for a in takers)  # nothing was announced
+    last_heard = max(a.heard_s[2] for a in takers)
+    assert 18.0 <= last_heard <= 20.2  # its last broadcast went out before the loss
+    presumed = {a.vehicle for a in takers if 2 in a.timed_out}
+    assert presumed >= {1, 3}
+    taken = [lane for a in takers for lane in a.reassigned_from.get(2, [])]
+    assert taken and set(taken) <= set(team.bands[2]) and len(taken) == len(set(taken))

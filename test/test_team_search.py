@@ -96,3 +96,14 @@ def test_bad_placements_give_one_clear_error() -> None:
         load_scenario("team_search", {"bases": []})
     with pytest.raises(ScenarioError, match="placement: base is for search_rescue"):
         load_scenario("keep_spot", {"task": {"placement": "base"}, "bases": [{"position_ned_m": [0, 0, 0]}]})
+
+
+def test_auto_flies_the_team_search_on_a_team_scenario_only() -> None:
+    from qrsim_ros.policies import BUILTIN_POLICIES, is_team, make_factory
+
+    assert is_team(load_scenario("team_search"))
+    assert not is_team(load_scenario("search_rescue_2a"))
+    assert not is_team(load_scenario("team_search", {"comms": {"on": False}}))
+    team = load_scenario("team_search")
+    assert make_factory("auto", team.task.type, team=is_team(team)) is BUILTIN_POLICIES["team-search"]
+    assert make_factory("auto", "search_rescue") is BUILTIN_POLICIES["search-pattern"]

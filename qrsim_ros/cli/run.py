@@ -10,8 +10,9 @@ printed, so any run can be repeated with --seed. --steps N ends the episode afte
 task.duration_steps, so terminal rewards are computed as at the end of a full episode).
 --set KEY=VALUE overrides one scenario key (dotted path, YAML value; repeatable).
 
---policy: hover | random | search-pattern | pursuit | random-search | auto (the task's baseline:
-search-pattern, pursuit, random-search for plume, else hover; the default) | MODULE:FUNC | file.py:FUNC
+--policy: hover | random | search-pattern | pursuit | random-search | team-search | team-formation |
+guarded-NAME | auto (the task's baseline: search-pattern, pursuit, random-search for plume, team-search for
+a team with a radio and a take-off base (team_search), else hover; the default) | MODULE:FUNC | file.py:FUNC
 (FUNC(view) returning the policy, or a policy function of the view; see qrsim_ros/policies/base.py).
 
 Output: a progress bar on stderr (redrawn in place on a terminal, a line per 10 % otherwise), then the
@@ -67,7 +68,7 @@ from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.mission.guidance import MissionGuidance
 from qrsim_ros.core.tasks.retrieve import RetrieveTask
 from qrsim_ros.core.world.targets import PHASES
-from qrsim_ros.policies import PolicyError, PolicyFactory, make_factory, policy_names
+from qrsim_ros.policies import PolicyError, PolicyFactory, is_team, make_factory, policy_names
 from qrsim_ros.policies.base import AutopilotView, instantiate
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 from qrsim_ros.policies.mission import Mission
@@ -140,7 +141,7 @@ def load_checked(scenario: str, overrides: Mapping[str, Any], policy: str) -> tu
     except ConfigError as exc:
         raise CliError(" ".join(str(exc).splitlines())) from None
     try:
-        factory = make_factory(policy, sc.task.type)
+        factory = make_factory(policy, sc.task.type, team=is_team(sc))
     except PolicyError as exc:
         raise CliError(str(exc)) from None
     return sc, factory

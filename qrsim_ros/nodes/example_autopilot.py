@@ -59,7 +59,7 @@ from qrsim_ros.msg import (
     RatesThrustCommand,
     TaskStatus,
 )
-from qrsim_ros.policies import make_factory, policy_names
+from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
@@ -248,7 +248,7 @@ class ExampleAutopilotNode(ScenarioNode):
         p, sc = self.params, self.scenario
         spec = p.policy
         try:
-            self.factory = make_factory(spec, sc.task.type)
+            self.factory = make_factory(spec, sc.task.type, team=is_team(sc))
         except PolicyError as exc:
             raise ParameterError(f"parameter 'policy'={spec!r}: {exc}") from None
         self.policy_spec = spec

@@ -14,7 +14,8 @@ Built-in names (``qrsim run --policy NAME``):
 - ``team-search``: the team's lane-by-lane split with progress shared over the radio, guarded
   (``team_search.TeamSearch``, siegemund_2011 chapter 5; needs ``comms.on``; docs/TEAMS.md);
   ``team-formation``: the same in leader-follower mode.
-- ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover).
+- ``auto``: the task's baseline (search-pattern, pursuit, random-search for plume, else hover; for a team
+  with a radio and a take-off base, ``is_team``: team-search).
 - ``guarded-NAME``: any of these (or ``guarded-MODULE:FUNC``) with obstacle guarding on the scene range
   finders (``guarded.guarded``, AURIS section 4.2; docs/TEAMS.md), e.g. ``guarded-search-pattern``.
 
@@ -22,6 +23,8 @@ Anything else of the form ``MODULE:FUNC`` or ``path/to/file.py:FUNC`` is loaded 
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from qrsim_ros.policies.base import (
     AutopilotView,
@@ -65,19 +68,27 @@ def policy_names() -> list[str]:
     return [*BUILTIN_POLICIES, "auto", f"{GUARDED_PREFIX}NAME"]
 
 
-def make_factory(spec: str, task_type: str | None = None) -> PolicyFactory:
-    """The factory named by ``spec`` (``auto`` resolves with ``task_type``; ``guarded-NAME`` wraps NAME's
-    factory in ``guarded``); PolicyError if unknown."""
+def is_team(scenario: Any) -> bool:
+    """Whether a scenario is a team search (a radio and a take-off base, ``config/team_search.yaml``):
+    its ``auto`` policy is ``team-search`` (the task's single-vehicle baseline flies the team into itself)."""
+    return bool(scenario.comms.on and scenario.task.placement == "base")
+
+
+def make_factory(spec: str, task_type: str | None = None, *, team: bool = False) -> PolicyFactory:
+    """The factory named by ``spec`` (``auto`` resolves with ``task_type``, or to ``team-search`` for a
+    ``team`` scenario, ``is_team``; ``guarded-NAME`` wraps NAME's factory in ``guarded``); PolicyError if
+    unknown."""
     if spec.strip().startswith(GUARDED_PREFIX):
-        return guarded(make_factory(spec.strip()[len(GUARDED_PREFIX):], task_type))
+        return guarded(make_factory(spec.strip()[len(GUARDED_PREFIX):], task_type, team=team))
     if spec.strip() == "auto":
-        spec = TASK_BASELINES.get(task_type or "", "hover")
+        spec = "team-search" if team else TASK_BASELINES.get(task_type or "", "hover")
     return resolve_factory(spec, BUILTIN_POLICIES, ("auto",))
 
 
 def make_policy(spec: str, view: AutopilotView) -> Policy:
     """Build the policy named by ``spec`` for the episode ``view`` shows."""
-    return instantiate(make_factory(spec, view.task.type), view)
+    team = bool(view.has_radio and view.task.placement == "base")  # ``is_team`` from what the view shows
+    return instantiate(make_factory(spec, view.task.type, team=team), view)
 
 
 __all__ = [
@@ -101,6 +112,7 @@ __all__ = [
     "action_bounds",
     "guarded",
     "hover",
+    "is_team",
     "make_factory",
     "make_policy",
     "mode_bounds",

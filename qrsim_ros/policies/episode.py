@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qrsim_ros.core.engine.simulator import ActionError, Simulator
-from qrsim_ros.policies import make_factory
+from qrsim_ros.policies import is_team, make_factory
 from qrsim_ros.policies.base import AutopilotView, PolicyError, PolicyFactory, check_actions, instantiate
 
 #: ``on_step(sim, reward)``: called after every task step.
@@ -61,7 +61,7 @@ def run_episode(
         raise ValueError(f"run_episode: the simulator is at step {sim.step_count}, not at the start of an "
                          "episode (build it, or reset() it, first)")
     if factory is None:
-        factory = make_factory(policy_spec, sim.scenario.task.type)
+        factory = make_factory(policy_spec, sim.scenario.task.type, team=is_team(sim.scenario))
     view = AutopilotView(sim)
     wall0 = time.perf_counter()
     try:

@@ -4,16 +4,20 @@ paper's scalability table, siegemund_2011 table 6.1, redone).
 
 For each N of ``--vehicles`` this runs ``qrsim launch team_search --num-vehicles N --duration D`` with the
 autopilot flying (``auto``: whatever the scenario's autopilot is), once free-running
-(``--real-time-factor 0 --no-lockstep``) and once in lockstep (``--real-time-factor 0 --lockstep``), and
-(unless ``--no-messages``) once more free-running with ``--record`` for the message count. Every run is
-a child process in a free ROS domain of its own (``qrsim_ros.dds.free_domain``) and reports:
+(``--real-time-factor 0 --no-lockstep``: the clock does not wait for the autopilot, whose set points may
+go stale; the summary's failsafe onsets say so) and once in lockstep (``--real-time-factor 0
+--lockstep``), and (unless ``--no-messages``) once more in lockstep with ``--record`` for the message
+count. Every run is a child process in a free ROS domain (``qrsim_ros.dds.free_domain``) and reports:
 
-- the real-time factor: simulated seconds over wall seconds while the clock ran (the launcher's summary);
-- CPU seconds (user + system, from /proc, from tick 0 to the end) and peak RSS (VmHWM, sampled) of
-  every node process; the bottleneck is the node with the highest CPU share;
+- the real-time factor: simulated seconds over wall seconds while the clock ran (the launcher's summary;
+  vehicle_dynamics's own figure when a fast run ended before the launcher heard /clock);
+- CPU seconds (user + system, from /proc, between the samples at "started: tick 0" and at "duration_s
+  reached", not reported when those are less than 1 s apart) and peak RSS (VmHWM) and peak PSS
+  (smaps_rollup; RSS counts the shared libraries in every process) of every node process, sampled every
+  0.1 s; the bottleneck is the node (not the launcher or the recorder) with the highest CPU share;
 - messages per simulated second over all topics: the recorded run's bag (the recorder subscribes to every
-  topic) over its simulated seconds; messages per wall second of the free run = that x its real-time
-  factor (the recording run itself is slower: the recorder takes CPU).
+  topic) over its simulated seconds, and per wall second (x that run's real-time factor; the recorder
+  takes CPU too).
 
 Every process it starts is stopped on the way out, also on Ctrl-C or SIGTERM: the launcher gets SIGINT
 (it stops its nodes in order), then SIGKILL after ``--stop-timeout``; any node process seen during the run
@@ -79,6 +83,9 @@ class RunResult:
     procs: dict[int, Proc] = field(default_factory=dict)
     returncode: int | None = None
     note: str = ""
+    commands: str = ""  # the summary's "Commands:" (failsafe onsets, stale set points rejected)
+    window_s: float | None = None  # wall seconds between the tick-0 and the end CPU samples
+    interrupted: bool = False  # Ctrl-C or SIGTERM to this script during the run
 
     def by_node(self) -> dict[str, tuple[float, float, float]]:
         """CPU seconds while the clock ran, peak RSS and peak PSS [MB] by node name (processes of one name
@@ -225,9 +232,15 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         t0 = time.monotonic()
+        t_tick0 = t_end = t_last = None
         try:
             while proc.poll() is None:
                 tick0, end = started.is_set(), ended.is_set()
+                now = t_last = time.monotonic()
+                if tick0 and t_tick0 is None:
+                    t_tick0 = now
+                if end and t_end is None:
+                    t_end = now
                 for pid, (cpu, start) in descendants(proc.pid).items():
                     p = res.procs.get(pid)
                     if p is None or p.start_ticks != start:
@@ -246,23 +259,45 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
                     res.note = f"stopped after the wall limit ({wall_limit_s:g} s)"
                     proc.send_signal(signal.SIGINT)
                     t0 = float("inf")  # once
-                wake.wait(0.25)  # at once when tick 0 or the end is logged
+                wake.wait(0.1)  # at once when tick 0 or the end is logged
                 wake.clear()
+        except (KeyboardInterrupt, StopRequestedError):
+            res.interrupted = True
+            res.note = "interrupted"
         finally:
             stop(proc, res.procs, stop_timeout_s)
             reader.join(5)
         res.returncode = proc.returncode
+        if t_tick0 is not None:  # an interrupted run: up to the last sample
+            res.window_s = (t_end if t_end is not None else t_last) - t_tick0
     summary = next((ln for ln in lines if ln.startswith("Summary: ")), "")
     m = re.search(r"It simulated ([\d.]+) s in ([\d.]+) s of wall time \(real-time factor ([\d.]+)", summary)
     if m:
         res.sim_s, res.wall_s, res.rtf = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    else:  # a fast run can end before the launcher hears /clock: the clock owner's own figure
+        d = next((re.search(r"duration_s=([\d.]+) reached: \d+ steps in ([\d.]+) s of wall time", ln)
+                  for ln in lines if "duration_s=" in ln and " reached: " in ln), None)
+        if d and float(d.group(2)) > 0:
+            res.sim_s, res.wall_s = float(d.group(1)), float(d.group(2))
+            res.rtf = res.sim_s / res.wall_s
+            res.note = "real-time factor from vehicle_dynamics (no /clock reached the launcher)"
+    c = re.search(r"Commands: ([^.]*)\.", summary)
+    res.commands = c.group(1) if c else ""
     b = re.search(r"\(([\d,]+) messages on \d+ topics", summary)
     if b:
         res.messages = int(b.group(1).replace(",", ""))
-    if not m or proc.returncode not in (0, None):
+    if res.rtf is None or proc.returncode not in (0, None):
         res.note = (res.note + "; " if res.note else "") + f"exit status {proc.returncode}"
         sys.stderr.write("".join(lines[-30:]))
     return res
+
+
+#: Below this many wall seconds between the tick-0 and end samples, the CPU figures are not reported.
+MIN_WINDOW_S = 1.0
+
+
+def cpu_valid(res: RunResult) -> bool:
+    return res.window_s is not None and res.window_s >= MIN_WINDOW_S
 
 
 def fmt(x: float | None, spec: str = ".2f") -> str:
@@ -275,17 +310,24 @@ def node_table(res: RunResult) -> str:
     rows = [f"\nN = {res.n}, {res.mode}: real-time factor {fmt(res.rtf)} ({fmt(res.sim_s)} simulated s in "
             f"{fmt(res.wall_s, '.1f')} wall s){'; ' + res.note if res.note else ''}"
             f"{f'; {res.messages:,} messages in the bag' if res.messages is not None else ''}"
-            f"; load average {os.getloadavg()[0]:.2f}\n",
+            f"{'; commands: ' + res.commands if res.commands else ''}"
+            f"; load average {os.getloadavg()[0]:.2f}"
+            f"{'' if cpu_valid(res) else f'; CPU window {fmt(res.window_s)} s: too short, no CPU figures'}\n",
             "| node | CPU s while the clock ran | CPU share | CPU s per simulated s | peak RSS MB "
             "| peak PSS MB |",
             "|---|---:|---:|---:|---:|---:|"]
     for name, (c, m, q) in sorted(nodes.items(), key=lambda kv: -kv[1][0]):
+        if not cpu_valid(res):
+            rows.append(f"| {name} | n/a | n/a | n/a | {m:.0f} | {q:.0f} |")
+            continue
         per_sim = c / res.sim_s if res.sim_s else None
         rows.append(f"| {name} | {c:.2f} | {100 * c / total:.0f} % | {fmt(per_sim)} | {m:.0f} | {q:.0f} |")
     return "\n".join(rows)
 
 
 def bottleneck(res: RunResult) -> str:
+    if not cpu_valid(res):
+        return "n/a"
     nodes = {k: v for k, v in res.by_node().items() if k not in ("launcher", "recorder")}
     total = sum(v[0] for v in nodes.values())
     if not nodes or total <= 0:
@@ -296,14 +338,14 @@ def bottleneck(res: RunResult) -> str:
 
 def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
     rows = ["| N | RTF free | RTF lockstep | CPU s / sim s (free) | CPU s / sim s (lockstep) "
-            "| memory MB (peak PSS, sum) | node processes | msgs / sim s | msgs / wall s (free) "
+            "| memory MB (peak PSS, sum) | node processes | msgs / sim s | msgs / wall s (lockstep + bag) "
             "| bottleneck (free) | bottleneck (lockstep) |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for n, runs in results.items():
         free, lock, bag = runs.get("free"), runs.get("lockstep"), runs.get("bag")
 
         def cpu_per_sim(r: RunResult | None) -> str:
-            if r is None or not r.sim_s:
+            if r is None or not r.sim_s or not cpu_valid(r):
                 return "n/a"
             return f"{sum(v[0] for v in r.by_node().values()) / r.sim_s:.2f}"
 
@@ -311,8 +353,9 @@ def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
         pss = max((sum(v[2] for v in r.by_node().values()) for r in (free, lock) if r), default=None)
         procs = len({p.name for p in any_run.procs.values()} - {"launcher"}) if any_run else None
         per_sim = bag.messages / bag.sim_s if bag and bag.messages is not None and bag.sim_s else None
-        per_wall = per_sim * free.rtf if per_sim is not None and free and free.rtf else None
-        rows.append(f"| {n} | {fmt(free.rtf if free else None)} | {fmt(lock.rtf if lock else None)} "
+        per_wall = per_sim * bag.rtf if per_sim is not None and bag.rtf else None
+        stale = " (autopilot behind)" if free and "failsafe onsets" in free.commands else ""
+        rows.append(f"| {n} | {fmt(free.rtf if free else None)}{stale} | {fmt(lock.rtf if lock else None)} "
                     f"| {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {fmt(pss, '.0f')} | {procs or 'n/a'} "
                     f"| {fmt(per_sim, ',.0f')} | {fmt(per_wall, ',.0f')} "
                     f"| {bottleneck(free) if free else 'n/a'} | {bottleneck(lock) if lock else 'n/a'} |")
@@ -343,6 +386,7 @@ def main() -> int:
         raise StopRequestedError
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)  # also when started with SIGINT ignored (a background job)
     if args.domain is None:
         from qrsim_ros.dds import free_domain
 
@@ -357,11 +401,13 @@ def main() -> int:
             results[n] = {}
             plan = [(m, m, args.duration, False) for m in args.modes]
             if not args.no_messages:
-                plan.append(("bag", "free", min(args.duration, args.messages_duration), True))
+                plan.append(("bag", "lockstep", min(args.duration, args.messages_duration), True))
             for key, mode, duration, record in plan:
                 r = run(n, mode, duration, args.domain, record, args.wall_limit, args.stop_timeout, args.echo)
                 results[n][key] = r
                 print(node_table(r), flush=True)
+                if r.interrupted:
+                    raise StopRequestedError
     except (KeyboardInterrupt, StopRequestedError):
         print("\ninterrupted: every process started was stopped; the figures so far:", flush=True)
     la = os.getloadavg()

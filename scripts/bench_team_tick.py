@@ -11,7 +11,8 @@ barely moves it), best of ``--repeats`` chunks of ``--seconds`` simulated second
 task step.
 
 Prints a Markdown table: microseconds per 20 ms tick and per vehicle-tick, with and without broadcasts,
-and the real-time factor the CPU time allows.
+the broadcasts' extra cost per delivered packet (N (N - 1) deliveries per task step: the one quadratic
+term, the traffic itself) and the real-time factor the CPU time allows.
 
 Usage: ./qrsim exec -- python scripts/bench_team_tick.py [--vehicles 1 5 10 20 50] [--seconds 4]
          [--repeats 3]
@@ -36,9 +37,9 @@ def zero_actions(sim: Simulator) -> np.ndarray:
     return np.zeros((len(spec["vehicles"]), spec["width"]))
 
 
-def time_team(n: int, seconds: float, repeats: int, broadcast: bool) -> tuple[float, float]:
-    """Best CPU microseconds per tick of ``n`` vehicles over ``repeats`` chunks of ``seconds``, and the
-    tick [s]."""
+def time_team(n: int, seconds: float, repeats: int, broadcast: bool) -> tuple[float, float, int]:
+    """Best CPU microseconds per tick of ``n`` vehicles over ``repeats`` chunks of ``seconds``, the tick
+    [s] and the ticks per task step."""
     sim = Simulator.from_scenario("team_search", {"seed": 1, "num_vehicles": n,
                                                  "task": {"duration_steps": 10**6}})
     actions = zero_actions(sim)
@@ -61,7 +62,7 @@ def time_team(n: int, seconds: float, repeats: int, broadcast: bool) -> tuple[fl
         for _ in range(steps):
             task_step()
         best = min(best, (time.thread_time() - t0) / (steps * sim.ticks_per_task_step) * 1e6)
-    return best, sim.scenario.task.dt_s / sim.ticks_per_task_step
+    return best, sim.scenario.task.dt_s / sim.ticks_per_task_step, sim.ticks_per_task_step
 
 
 def main() -> int:
@@ -74,14 +75,17 @@ def main() -> int:
     print(f"load average before: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}"
           f"  ({os.cpu_count()} CPUs; this thread's CPU time, best of {args.repeats} x {args.seconds:g} s)\n")
     print("| N | µs/tick | µs/vehicle-tick | µs/tick, no broadcasts | µs/vehicle-tick, no broadcasts "
-          "| broadcasts share | real-time factor (CPU) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          "| broadcasts' share | µs per delivered packet | real-time factor (CPU) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.vehicles:
-        with_bc, tick_s = time_team(n, args.seconds, args.repeats, True)
-        without, _ = time_team(n, args.seconds, args.repeats, False)
-        share = max(0.0, with_bc - without) / with_bc
+        with_bc, tick_s, ticks = time_team(n, args.seconds, args.repeats, True)
+        without, _, _ = time_team(n, args.seconds, args.repeats, False)
+        extra = max(0.0, with_bc - without)
+        # every broadcast reaches the N - 1 others (all in range on the base grid): N (N - 1) deliveries
+        per_delivery = f"{extra * ticks / (n * (n - 1)):.1f}" if n > 1 else "-"
         print(f"| {n} | {with_bc:,.0f} | {with_bc / n:,.0f} | {without:,.0f} | {without / n:,.0f} "
-              f"| {100 * share:.0f} % | {tick_s * 1e6 / with_bc:.1f} |", flush=True)
+              f"| {100 * extra / with_bc:.0f} % | {per_delivery} | {tick_s * 1e6 / with_bc:.1f} |",
+              flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -338,9 +338,10 @@ def bottleneck(res: RunResult) -> str:
 
 def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
     rows = ["| N | RTF free | RTF lockstep | CPU s / sim s (free) | CPU s / sim s (lockstep) "
+            "| CPU use, % of machine (lockstep) "
             "| memory MB (peak PSS, sum) | node processes | msgs / sim s | msgs / wall s (lockstep + bag) "
             "| bottleneck (free) | bottleneck (lockstep) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for n, runs in results.items():
         free, lock, bag = runs.get("free"), runs.get("lockstep"), runs.get("bag")
 
@@ -349,14 +350,23 @@ def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
                 return "n/a"
             return f"{sum(v[0] for v in r.by_node().values()) / r.sim_s:.2f}"
 
-        any_run = free or lock
+        def machine_pct(r: RunResult | None) -> str:
+            """The graph's average CPU use in % of the machine while the clock ran (the paper's "Avg. CPU
+            usage", which counted the whole machine)."""
+            if r is None or not r.sim_s or not r.rtf or not cpu_valid(r):
+                return "n/a"
+            cpu = sum(v[0] for v in r.by_node().values())
+            return f"{100 * cpu / (r.sim_s / r.rtf) / (os.cpu_count() or 1):.0f} %"
+
         pss = max((sum(v[2] for v in r.by_node().values()) for r in (free, lock) if r), default=None)
-        procs = len({p.name for p in any_run.procs.values()} - {"launcher"}) if any_run else None
+        procs = max((len({p.name for p in r.procs.values()} - {"launcher"}) for r in (free, lock) if r),
+                    default=None)
         per_sim = bag.messages / bag.sim_s if bag and bag.messages is not None and bag.sim_s else None
         per_wall = per_sim * bag.rtf if per_sim is not None and bag.rtf else None
         stale = " (autopilot behind)" if free and "failsafe onsets" in free.commands else ""
         rows.append(f"| {n} | {fmt(free.rtf if free else None)}{stale} | {fmt(lock.rtf if lock else None)} "
-                    f"| {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {fmt(pss, '.0f')} | {procs or 'n/a'} "
+                    f"| {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {machine_pct(lock)} | {fmt(pss, '.0f')} "
+                    f"| {procs or 'n/a'} "
                     f"| {fmt(per_sim, ',.0f')} | {fmt(per_wall, ',.0f')} "
                     f"| {bottleneck(free) if free else 'n/a'} | {bottleneck(lock) if lock else 'n/a'} |")
     return "\n".join(rows)

@@ -28,7 +28,8 @@ Prints a Markdown table per run (nodes) and one summary table at the end.
 
 Usage: ./qrsim exec -- python scripts/bench_team_graph.py [--vehicles 1 5 10 20 50] [--duration 20]
          [--modes free lockstep] [--no-messages] [--messages-duration 10] [--wall-limit 1800]
-       ./qrsim exec -- python scripts/bench_team_graph.py --quick   (1 and 5 vehicles, 5 simulated s)
+         [--free-duration 100]  (default 5 x --duration: free-running runs are fast)
+       ./qrsim exec -- python scripts/bench_team_graph.py --quick   (1 and 5 vehicles, 5 simulated s, 25 free)
 """
 
 from __future__ import annotations
@@ -377,6 +378,9 @@ def main() -> int:
     ap.add_argument("--vehicles", type=int, nargs="+", default=[1, 5, 10, 20, 50], help="team sizes N")
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
     ap.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES))
+    ap.add_argument("--free-duration", type=float, default=None,
+                    help="simulated seconds of the free-running runs (default 5 x --duration: they run fast, "
+                         "and under 1 wall s there are no CPU figures)")
     ap.add_argument("--no-messages", action="store_true", help="skip the recorded run (no message counts)")
     ap.add_argument("--messages-duration", type=float, default=10.0,
                     help="simulated seconds of the recorded run (at most --duration)")
@@ -402,14 +406,16 @@ def main() -> int:
 
         args.domain = free_domain()
     la = os.getloadavg()
-    print(f"team_search graph benchmark: N = {args.vehicles}, {args.duration:g} simulated s per run, modes "
+    print(f"team_search graph benchmark: N = {args.vehicles}, {args.duration:g} simulated s per run (free: "
+          f"{args.free_duration if args.free_duration is not None else 5 * args.duration:g}), modes "
           f"{args.modes}, domain {args.domain}; {os.cpu_count()} CPUs; load average before "
           f"{la[0]:.2f} {la[1]:.2f} {la[2]:.2f}", flush=True)
     results: dict[int, dict[str, RunResult]] = {}
     try:
         for n in args.vehicles:
             results[n] = {}
-            plan = [(m, m, args.duration, False) for m in args.modes]
+            free_s = args.free_duration if args.free_duration is not None else 5 * args.duration
+            plan = [(m, m, free_s if m == "free" else args.duration, False) for m in args.modes]
             if not args.no_messages:
                 plan.append(("bag", "lockstep", min(args.duration, args.messages_duration), True))
             for key, mode, duration, record in plan:

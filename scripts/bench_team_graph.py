@@ -4,10 +4,11 @@ paper's scalability table, siegemund_2011 table 6.1, redone).
 
 For each N of ``--vehicles`` this runs ``qrsim launch team_search --num-vehicles N --duration D`` with the
 autopilot flying (``auto``: whatever the scenario's autopilot is), once free-running
-(``--real-time-factor 0 --no-lockstep``: the clock does not wait for the autopilot, whose set points may
-go stale; the summary's failsafe onsets say so) and once in lockstep (``--real-time-factor 0
---lockstep``), and (unless ``--no-messages``) once more in lockstep with ``--record`` for the message
-count. Every run is a child process in a free ROS domain (``qrsim_ros.dds.free_domain``) and reports:
+(``--real-time-factor 0 --no-lockstep``, ``--free-duration``: the clock does not wait for the autopilot,
+whose set points may go stale; the summary's failsafe onsets and rejected commands say so, "autopilot
+behind" in the table) and once in lockstep (``--real-time-factor 0 --lockstep``), and (unless
+``--no-messages``) once more in lockstep with ``--record`` for the message count. Every run is a child
+process in a free ROS domain (``qrsim_ros.dds.free_domain``) and reports:
 
 - the real-time factor: simulated seconds over wall seconds while the clock ran (the launcher's summary;
   vehicle_dynamics's own figure when a fast run ended before the launcher heard /clock);
@@ -364,7 +365,8 @@ def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
                     default=None)
         per_sim = bag.messages / bag.sim_s if bag and bag.messages is not None and bag.sim_s else None
         per_wall = per_sim * bag.rtf if per_sim is not None and bag.rtf else None
-        stale = " (autopilot behind)" if free and "failsafe onsets" in free.commands else ""
+        behind = free and ("failsafe onsets" in free.commands or "rejected" in free.commands)
+        stale = " (autopilot behind)" if behind else ""
         rows.append(f"| {n} | {fmt(free.rtf if free else None)}{stale} | {fmt(lock.rtf if lock else None)} "
                     f"| {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {machine_pct(lock)} | {fmt(pss, '.0f')} "
                     f"| {procs or 'n/a'} "

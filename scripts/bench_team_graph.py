@@ -15,7 +15,8 @@ process in a free ROS domain (``qrsim_ros.dds.free_domain``) and reports:
 - CPU seconds (user + system, from /proc, between the samples at "started: tick 0" and at "duration_s
   reached", not reported when those are less than 1 s apart) and peak RSS (VmHWM) and peak PSS
   (smaps_rollup; RSS counts the shared libraries in every process) of every node process, sampled every
-  0.1 s; the bottleneck is the node (not the launcher or the recorder) with the highest CPU share;
+  0.5 s and at those two lines; the bottleneck is the node (not the launcher or the recorder) with the
+  highest CPU share;
 - messages per simulated second over all topics: the recorded run's bag (the recorder subscribes to every
   topic) over its simulated seconds, and per wall second (x that run's real-time factor; the recorder
   takes CPU too).
@@ -48,6 +49,8 @@ import time
 from dataclasses import dataclass, field
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: Seconds between samples of /proc (light: this script shares the machine with the graph it measures).
+SAMPLE_S = 0.5
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 #: The launch's modes: name -> the launcher's arguments.
@@ -201,6 +204,14 @@ def _stop(proc: subprocess.Popen, seen: dict[int, Proc], timeout_s: float) -> No
                 os.kill(pid, signal.SIGKILL)
 
 
+def term_with_parent() -> None:
+    """In the launcher's child before exec: SIGTERM (an orderly stop) when this script dies, even by
+    SIGKILL (prctl PR_SET_PDEATHSIG; the launcher gives its nodes the same)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
 def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_limit_s: float,
         stop_timeout_s: float, echo: bool) -> RunResult:
     """One ``qrsim launch team_search``; the figures of RunResult."""
@@ -215,7 +226,7 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
         # A session of its own: a terminal's Ctrl-C reaches this script only, which stops the launcher
         # in order (SIGINT) instead of every node at once.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=term_with_parent)
         lines: list[str] = []
         started, ended, wake = threading.Event(), threading.Event(), threading.Event()
 
@@ -261,7 +272,7 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
                     res.note = f"stopped after the wall limit ({wall_limit_s:g} s)"
                     proc.send_signal(signal.SIGINT)
                     t0 = float("inf")  # once
-                wake.wait(0.1)  # at once when tick 0 or the end is logged
+                wake.wait(SAMPLE_S)  # and at once when tick 0 or the end is logged
                 wake.clear()
         except (KeyboardInterrupt, StopRequestedError):
             res.interrupted = True
@@ -432,6 +443,8 @@ def main() -> int:
     print(f"\n## team_search graph, {args.duration:g} simulated s per run (load average after {la[0]:.2f} "
           f"{la[1]:.2f} {la[2]:.2f}; {os.cpu_count()} CPUs)\n")
     print(summary_table(results))
+    t = os.times()
+    print(f"\n(this script's own CPU: {t.user + t.system:.1f} s, sampling /proc)")
     return 0
 
 

@@ -51,6 +51,9 @@ from dataclasses import dataclass, field
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Seconds between samples of /proc (light: this script shares the machine with the graph it measures).
 SAMPLE_S = 0.5
+#: After tick 0, every this many samples a full scan of /proc looks for new processes (the others read
+#: only the known ones' files).
+FULL_SCAN_EVERY = 10
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 #: The launch's modes: name -> the launcher's arguments.
@@ -157,8 +160,20 @@ def node_name(pid: int, root: int) -> str | None:
     return None
 
 
+def known(pids: dict[int, Proc]) -> dict[int, tuple[float, int]]:
+    """The processes of ``pids`` still alive (the same ones: same start time): pid -> (CPU seconds, start
+    ticks). Cheap: no scan of /proc."""
+    out = {}
+    for pid, p in pids.items():
+        st = read_stat(pid)
+        if st is not None and st[2] == p.start_ticks:
+            out[pid] = (st[1], st[2])
+    return out
+
+
 def descendants(root: int) -> dict[int, tuple[float, int]]:
-    """Every live descendant of ``root`` (and ``root``): pid -> (CPU seconds, start ticks)."""
+    """Every live descendant of ``root`` (and ``root``): pid -> (CPU seconds, start ticks). Reads the
+    stat of every process on the machine: done until tick 0 and every ``FULL_SCAN_EVERY`` samples."""
     parents: dict[int, int] = {}
     info: dict[int, tuple[float, int]] = {}
     for entry in os.listdir("/proc"):
@@ -246,6 +261,7 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
         reader.start()
         t0 = time.monotonic()
         t_tick0 = t_end = t_last = None
+        samples = 0
         try:
             while proc.poll() is None:
                 tick0, end = started.is_set(), ended.is_set()
@@ -254,7 +270,9 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
                     t_tick0 = now
                 if end and t_end is None:
                     t_end = now
-                for pid, (cpu, start) in descendants(proc.pid).items():
+                samples += 1
+                full = not tick0 or samples % FULL_SCAN_EVERY == 0 or (end and t_end == now)
+                for pid, (cpu, start) in (descendants(proc.pid) if full else known(res.procs)).items():
                     p = res.procs.get(pid)
                     if p is None or p.start_ticks != start:
                         name = node_name(pid, proc.pid)

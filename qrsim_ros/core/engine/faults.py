@@ -166,6 +166,7 @@ class FaultEffects:
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
         self._stuck_speed_radps: dict[tuple[str, int], float] = {}  # rotor airframe: the held motor speed
         self._condition_fields = self._needed_condition_fields()
+        self._live_conditions: FaultConditions | None = None  # ``_conditions`` on the bank's own arrays
         self._lost_at_issue: NDArray[np.bool_] | None = None
         self._reset_state()
 
@@ -292,10 +293,21 @@ class FaultEffects:
                          if isinstance(s.trigger, Condition))
 
     def _conditions(self) -> FaultConditions:
-        """This tick's conditions: only the fields a condition trigger reads (each costs a copy)."""
+        """This tick's conditions: only the fields a condition trigger reads. The battery's are the pack
+        bank's own arrays (``BatteryBank.readings_view``, updated in place every tick; the schedule only
+        reads them), so conditions on the battery alone are built once, not every tick."""
         needed = self._condition_fields
         if not needed:
             return NO_CONDITIONS
+        bank = getattr(self.models.battery, "bank", None)
+        if bank is not None and "position_ned_m" not in needed:
+            volts, fraction, _ = bank.readings_view()
+            key = (volts if "battery_v" in needed else None,
+                   fraction if "battery_fraction" in needed else None)
+            cached = self._live_conditions
+            if cached is None or cached.battery_v is not key[0] or cached.battery_fraction is not key[1]:
+                cached = self._live_conditions = FaultConditions(key[0], key[1], None)
+            return cached
         n = self.num_vehicles
         fleet, battery = self.models.fleet, self.models.battery
         pos = fleet.state[:, 0:3] if fleet is not None and "position_ned_m" in needed else None

@@ -637,9 +637,7 @@ class Ahars:
         """Step all four sensors at tick k with true states ``x`` (N, 13) and the Pelican's body
         acceleration ``accel_body`` (N, 3); returns whether any sensor updated."""
         if not self.on:
-            if self._unfaulted():
-                return self._step_noiseless(k, x, accel_body)
-            return self._step_noiseless_faulted(k, x, accel_body)
+            return self._step_noiseless(k, x, accel_body)
         updated = self.accelerometer.step(k, accel_body)
         updated |= self.gyroscope.step(k, x)
         updated |= self.orientation_estimator.step(k, x)
@@ -651,8 +649,9 @@ class Ahars:
                 and self.altimeter._fault is None)
 
     def _step_noiseless(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
-        """``step`` of four noiseless sensors without faults: the true values in one kernel (the sensors'
-        own ``step`` do the same, a few numpy calls each)."""
+        """``step`` of four noiseless sensors: the true values in one kernel (the sensors' own ``step`` do
+        the same, a few numpy calls each); with faults, ``_noiseless_faulted_kernel`` applies them as each
+        sensor's own noiseless ``step`` would (issue 14's cost)."""
         if k < 1:
             check_tick(k)
         ta, tg, te, th = self._ticks_per_update  # each sensor's ``due`` (a generator costs a microsecond)
@@ -662,32 +661,18 @@ class Ahars:
         n = self.num_vehicles
         x = fleet_array("x", x, n, 12)
         accel = fleet_array("accel_body", accel_body, n, 3)
-        alt = self.altimeter
-        _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, self.accelerometer._meas,
-                               self.gyroscope._meas, self.orientation_estimator._meas, alt._height,
-                               alt._speed, alt.params.ground_z_ned_m)
-        return True
-
-    def _step_noiseless_faulted(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
-        """``_step_noiseless`` with the sensors' fault states (``_noiseless_faulted_kernel``): the numbers
-        of each sensor's own noiseless ``step``, without its per-sensor numpy calls (issue 14's cost)."""
-        if k < 1:
-            check_tick(k)
-        ta, tg, te, th = self._ticks_per_update
-        acc_due, gyro_due, euler_due, alt_due = k % ta == 0, k % tg == 0, k % te == 0, k % th == 0
-        if not (acc_due or gyro_due or euler_due or alt_due):
-            return False
-        n = self.num_vehicles
-        x = fleet_array("x", x, n, 12)
-        accel = fleet_array("accel_body", accel_body, n, 3)
         acc, gyro, alt = self.accelerometer, self.gyroscope, self.altimeter
+        outputs = (acc._meas, gyro._meas, self.orientation_estimator._meas, alt._height, alt._speed,
+                   alt.params.ground_z_ned_m)
+        if self._unfaulted():
+            _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, *outputs)
+            return True
         none3, none1, never = self._no_fault_arrays
         acc_bias, acc_stuck = acc._fault if acc._fault is not None else (None, None)
         gyro_bias, gyro_stuck = gyro._fault if gyro._fault is not None else (None, None)
         alt_offset, alt_stuck = alt._fault if alt._fault is not None else (None, None)
         _noiseless_faulted_kernel(
-            x, accel, acc_due, gyro_due, euler_due, alt_due, acc._meas, gyro._meas,
-            self.orientation_estimator._meas, alt._height, alt._speed, alt.params.ground_z_ned_m,
+            x, accel, acc_due, gyro_due, euler_due, alt_due, *outputs,
             acc_bias is not None, none3 if acc_bias is None else acc_bias,
             never if acc_stuck is None else acc_stuck,
             gyro_bias is not None, none3 if gyro_bias is None else gyro_bias,

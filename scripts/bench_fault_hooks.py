@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_simulator import FAULTS, hover_actions, spread_vehicles
+from bench_simulator import FAULTS, benchmark_cases, hover_actions
 
 from qrsim_ros.core.engine.simulator import Simulator
 
@@ -84,14 +84,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per case and variant")
     args = parser.parse_args()
-    long = {"task": {"duration_steps": 10**6}}
-    cases = [
-        ("keep spot, 1 noisy vehicle", "keep_spot", {**long, **spread_vehicles(1)}),
-        ("keep spot, 10 noisy vehicles", "keep_spot", {**long, **spread_vehicles(10)}),
-        ("keep spot, 100 noisy vehicles", "keep_spot", {**long, **spread_vehicles(100)}),
-        ("search and rescue 2A", "search_rescue_2a", {}),
-        ("plume 3B", "plume_3b", {}),
-    ]
+    cases = benchmark_cases()
     print(f"{'case':<32} {'tick [us]':>10} {'idle extra':>11} {'':>7} {'active extra':>13} {'':>7}")
     for label, name, overrides in cases:
         tick, idle = measure(name, overrides, "idle", args.seconds)

@@ -93,6 +93,18 @@ FAULTS = {
 }
 
 
+def benchmark_cases() -> list[tuple[str, str, dict]]:
+    """(label, scenario, overrides) of the cases every table here times (bench_fault_hooks.py too)."""
+    long = {"task": {"duration_steps": 10**6}}
+    return [
+        ("keep spot, 1 noisy vehicle", "keep_spot", {**long, **spread_vehicles(1)}),
+        ("keep spot, 10 noisy vehicles", "keep_spot", {**long, **spread_vehicles(10)}),
+        ("keep spot, 100 noisy vehicles", "keep_spot", {**long, **spread_vehicles(100)}),
+        ("search and rescue 2A", "search_rescue_2a", {}),
+        ("plume 3B", "plume_3b", {}),
+    ]
+
+
 def paired(name: str, overrides: dict, seconds: float, chunk_s: float = 0.5,
            variant: dict | None = None, clock: str = "cpu") -> tuple[float, float]:
     """Fastest microseconds per tick with and without ``variant`` (overrides on top; default: the
@@ -137,14 +149,7 @@ def main() -> None:
                              "time (default; robust to other load) or wall time")
     args = parser.parse_args()
     settings = ("on", "off") if args.battery == "both" else (args.battery,)
-    long = {"task": {"duration_steps": 10**6}}
-    cases = [
-        ("keep spot, 1 noisy vehicle", "keep_spot", {**long, **spread_vehicles(1)}),
-        ("keep spot, 10 noisy vehicles", "keep_spot", {**long, **spread_vehicles(10)}),
-        ("keep spot, 100 noisy vehicles", "keep_spot", {**long, **spread_vehicles(100)}),
-        ("search and rescue 2A", "search_rescue_2a", {}),
-        ("plume 3B", "plume_3b", {}),
-    ]
+    cases = benchmark_cases()
     if args.faults is not None:
         print(f"{'case':<32} {'us/tick on':>11} {'us/tick off':>12} {'extra':>7}   "
               f"(faults {args.faults}; fastest 0.5 s chunk, {args.clock} time)")

@@ -230,6 +230,33 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
             assert np.allclose(ex[:, 17:19], ref[:, 17:19], rtol=0, atol=1e-15)
 
 
+def test_estimated_state_keeps_the_latest_message_until_read_and_update_overrides_it() -> None:
+    """set_* keep messages unconverted until eX is read: the latest of each sensor and vehicle wins, an
+    ``update`` (converted at once) replaces an older kept one, ``clear`` forgets them; the result equals
+    converting each message as it came (sample-and-hold)."""
+    require_ros()
+    from qrsim_ros.core.common.geodesy import GeodeticOrigin
+    from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+    from qrsim_ros.ros.to_messages import altitude_message
+
+    asm = EstimatedStateAssembler(2, GeodeticOrigin(51.5, -0.1, 0.0))
+    alt = [altitude_message(None, "f", h, v, 0.0) for h, v in ((1.0, 0.1), (2.0, 0.2), (3.0, 0.3))]
+    asm.set_altitude(0, alt[0])
+    asm.set_altitude(0, alt[1])
+    assert asm.has_altitude.tolist() == [True, False]
+    ex = asm.estimated_state()
+    assert ex[0, 16] == 2.0 and ex[0, 19] == 0.2 and np.isnan(ex[1, 16])
+    asm.set_altitude(1, alt[0])
+    asm.update(alt=[(1, alt[2])])  # newer than the kept one
+    assert asm.estimated_state()[1, 16] == 3.0
+    asm.update(alt=[(1, alt[0])])
+    asm.set_altitude(1, alt[1])  # newer than the converted one
+    assert asm.estimated_state()[1, 16] == 2.0
+    asm.set_altitude(0, alt[2])
+    asm.clear()
+    assert np.all(np.isnan(asm.estimated_state()[:, [16, 19]])) and not asm.has_altitude.any()
+
+
 def test_initial_placement_gives_the_simulators_headings() -> None:
     """The flight controller's held headings (tasks.initial_placement on the task.placement stream,
     episode after episode) are the Simulator's."""

@@ -46,9 +46,12 @@ Array = NDArray[np.float64]
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.
 
-    ``set_*`` take one ROS message (and the vehicle index), ``update`` many at once; each is converted
-    when given and held until the next message of that sensor (sample-and-hold, as the core sensors).
-    ``has_*`` tell whether a vehicle has reported that sensor since ``clear``.
+    ``set_*`` take one ROS message (and the vehicle index) and keep it until eX is read: only the latest
+    message of each sensor and vehicle is then converted, all of a kind in one ``update`` call (an
+    autopilot that reads eX at 5 Hz does not pay for converting 50 Hz IMU messages one by one).
+    ``update`` converts many at once, at once. Either way a value is held until the next message of that
+    sensor (sample-and-hold, as the core sensors). ``has_*`` tell whether a vehicle has reported that
+    sensor since ``clear``.
     """
 
     def __init__(self, num_vehicles: int, origin: GeodeticOrigin) -> None:
@@ -61,6 +64,8 @@ class EstimatedStateAssembler:
         """Forget every value (new episode): NaN until the sensors report again."""
         self._ex[:] = empty_estimated_state(self.num_vehicles)
         n = self.num_vehicles
+        #: the latest message per kind and vehicle not converted yet (set_*; converted by _flush)
+        self._unconverted: dict[str, dict[int, Any]] = {"imu": {}, "fix": {}, "vel": {}, "alt": {}}
         self.has_imu = np.zeros(n, bool)
         self.has_gps_fix = np.zeros(n, bool)
         self.has_gps_vel = np.zeros(n, bool)
@@ -69,19 +74,32 @@ class EstimatedStateAssembler:
     # --- messages ---------------------------------------------------------------------------------
     def set_imu(self, i: int, msg: Any) -> None:
         """sensor_msgs/Imu: orientation (FLU in ENU), angular velocity and specific force (FLU)."""
-        self.update(imu=[(i, msg)])
+        self._unconverted["imu"][i] = msg
+        self.has_imu[i] = True
 
     def set_gps_fix(self, i: int, msg: Any) -> None:
         """sensor_msgs/NavSatFix: WGS-84 latitude, longitude, ellipsoidal altitude -> QRSim NED."""
-        self.update(fix=[(i, msg)])
+        self._unconverted["fix"][i] = msg
+        self.has_gps_fix[i] = True
 
     def set_gps_velocity(self, i: int, msg: Any) -> None:
         """geometry_msgs/TwistStamped: GPS ground velocity in ``map`` (ENU) -> north, east."""
-        self.update(vel=[(i, msg)])
+        self._unconverted["vel"][i] = msg
+        self.has_gps_vel[i] = True
 
     def set_altitude(self, i: int, msg: Any) -> None:
         """qrsim_ros/Altitude: height above ground [m, up] and vertical speed [m/s, up]."""
-        self.update(alt=[(i, msg)])
+        self._unconverted["alt"][i] = msg
+        self.has_altitude[i] = True
+
+    def _flush(self) -> None:
+        """Convert the messages ``set_*`` kept (the latest of each sensor and vehicle)."""
+        pending = self._unconverted
+        if any(pending.values()):
+            batches = {kind: list(msgs.items()) for kind, msgs in pending.items()}
+            for msgs in pending.values():
+                msgs.clear()
+            self.update(**batches)
 
     def update(self, imu: Sequence[tuple[int, Any]] = (), fix: Sequence[tuple[int, Any]] = (),
                vel: Sequence[tuple[int, Any]] = (), alt: Sequence[tuple[int, Any]] = ()) -> None:
@@ -93,6 +111,10 @@ class EstimatedStateAssembler:
         without a fix the receiver repeats its last solution, which is what the Simulator's eX holds.
         """
         ex = self._ex
+        for kind, given in (("imu", imu), ("fix", fix), ("vel", vel), ("alt", alt)):
+            kept = self._unconverted[kind]
+            for i, _ in given if kept else ():  # messages set_* kept are older than these: forget them
+                kept.pop(i, None)
         if imu:
             rows = np.fromiter((i for i, _ in imu), np.intp, len(imu))
             o = [m.orientation for _, m in imu]
@@ -127,6 +149,7 @@ class EstimatedStateAssembler:
     # --- output -------------------------------------------------------------------------------------
     def estimated_state(self, valid: ArrayLike | None = None) -> Array:
         """eX (N, 20) (a copy); rows of vehicles that are not ``valid`` (N,) are NaN."""
+        self._flush()
         ex = self._ex.copy()
         if valid is not None:
             ex[~np.asarray(valid, bool)] = np.nan

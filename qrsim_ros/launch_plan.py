@@ -537,15 +537,31 @@ def split_installed(specs: Iterable[NodeSpec], lib_dir: str | os.PathLike[str]) 
     return present, missing
 
 
+def node_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the Python settings of the node processes (both launchers): ``PYTHONOPTIMIZE=1``
+    unless ``env`` sets PYTHONOPTIMIZE itself (kept, "0" or "" included: the user's choice).
+
+    Why -O: the message classes rclpy generates check every assigned field with ``assert`` (type and
+    range, element by element for arrays), on every message built or received; the graph's traffic is
+    thousands of messages per simulated second, and those checks measured about 15 % of its CPU with 20
+    vehicles (docs/TEAMS.md "Scale"). Our nodes assign converted values (``float()``, ``int()``,
+    ``array('d')``), and the C conversion at publish time still rejects a value of the wrong kind. The
+    asserts in qrsim_ros itself only narrow types for the checker."""
+    out = dict(env)
+    out.setdefault("PYTHONOPTIMIZE", "1")
+    return out
+
+
 def launch_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The DDS variables the launch files set for their nodes, given the environment ``env`` of
-    ``ros2 launch``: Fast DDS on loopback only (``qrsim_ros.dds.dds_environment``; a Fast DDS profile
-    the user set is kept). PlanError, one line, if ``env``'s ROS_DOMAIN_ID is not 0..232."""
+    """The variables the launch files set for their nodes, given the environment ``env`` of ``ros2
+    launch``: Fast DDS on loopback only (``qrsim_ros.dds.dds_environment``; a Fast DDS profile the user
+    set is kept) and ``node_environment``'s. PlanError, one line, if ``env``'s ROS_DOMAIN_ID is not
+    0..232."""
     try:
         domain_id_from_environment(env)
     except DomainError as exc:
         raise PlanError(f"{exc}; choose another, e.g. ROS_DOMAIN_ID=42 ros2 launch ...") from None
-    full = dds_environment(env)
+    full = node_environment(dds_environment(env))
     return {k: v for k, v in full.items() if env.get(k) != v}
 
 

@@ -150,7 +150,9 @@ def test_the_launch_files_check_the_domain_and_set_the_profile(tmp_path: Path) -
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT" and "ROS_DOMAIN_ID" not in env
     own = str(tmp_path / "mine.xml")
     users = {"FASTDDS_DEFAULT_PROFILES_FILE": own, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}
-    assert launch_environment(users) == {}  # the user's own profile and range
+    # the user's own profile and range; the nodes' Python runs with -O (launch_plan.node_environment)
+    assert launch_environment(users) == {"PYTHONOPTIMIZE": "1"}
+    assert launch_environment({**users, "PYTHONOPTIMIZE": "0"}) == {}  # the user's choice is kept
 
 
 # --- qrsim launch: the options ----------------------------------------------------------------------------

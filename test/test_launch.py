@@ -424,6 +424,8 @@ def test_child_environment() -> None:
     assert "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in other and "LD_LIBRARY_PATH" not in other
     # the DDS settings are the launcher's own (apply_dds_environment put them in os.environ)
     assert other["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
+    # the nodes run with -O as under ros2 launch (launch_plan.node_environment), unless the user said
+    assert same["PYTHONOPTIMIZE"] == "1" and child_environment({"PYTHONOPTIMIZE": ""})["PYTHONOPTIMIZE"] == ""
 
 
 def test_progress_sums_time_over_resets() -> None:

@@ -96,6 +96,7 @@ from qrsim_ros.launch_plan import (
     check_record_dir,
     classify_exit,
     describe_exit,
+    node_environment,
     normal_end_processes,
     plan,
     resolve_scenario,
@@ -225,7 +226,7 @@ def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     for the same venv (no second exec), but a marker from another interpreter's environment must be
     dropped, or the child would run without its own library path (notes/ROS2_ON_PIP.md). The DDS
     settings (domain, loopback profile) are the launcher's own: ``apply_dds_environment`` put them in
-    os.environ.
+    os.environ. The Python settings are ``launch_plan.node_environment``'s (as under ``ros2 launch``).
     """
     env = dict(os.environ if base is None else base)
     ours = os.path.join(sys.prefix, "lib")
@@ -235,7 +236,7 @@ def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
         env.pop("LD_LIBRARY_PATH", None)
     env["PYTHONUNBUFFERED"] = "1"  # lines reach the launcher as they are printed
     env.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "1")
-    return env
+    return node_environment(env)
 
 
 def resolve_domain(args: argparse.Namespace) -> tuple[int, bool]:

@@ -252,6 +252,13 @@ def test_estimated_state_keeps_the_latest_message_until_read_and_update_override
     asm.update(alt=[(1, alt[0])])
     asm.set_altitude(1, alt[1])  # newer than the converted one
     assert asm.estimated_state()[1, 16] == 2.0
+    from rclpy.serialization import serialize_message
+
+    from qrsim_ros.ros.stamps import stamp_from_tick
+
+    raw = serialize_message(altitude_message(stamp_from_tick(1), "f", 1.0, 0.1, 0.0))
+    asm.set_altitude(1, raw)  # a raw subscription's bytes: deserialized when read
+    assert asm.estimated_state()[1, 16] == 1.0 and asm.estimated_state()[1, 19] == 0.1
     asm.set_altitude(0, alt[2])
     asm.clear()
     assert np.all(np.isnan(asm.estimated_state()[:, [16, 19]])) and not asm.has_altitude.any()

@@ -258,13 +258,18 @@ class ExampleAutopilotNode(ScenarioNode):
         self.steps_flown = 0
         n = sc.num_vehicles
         a = self.view.assembler
+        # Without an on_sensor hook (a subclass's) the estimate's sensors are taken serialized: the
+        # assembler deserializes the latest of each when the policy reads eX (5 Hz), not every 50 Hz
+        # message as it arrives.
+        raw = type(self).on_sensor is ExampleAutopilotNode.on_sensor
         for i in range(n):
             ns = vehicle_namespace(i)
-            sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
-            sub(Imu, f"{ns}/imu/data", partial(self._on_estimate, a.set_imu, IMU, i))
-            sub(Altitude, f"{ns}/altimeter", partial(self._on_estimate, a.set_altitude, ALT, i))
-            sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_estimate, a.set_gps_fix, FIX, i))
-            sub(TwistStamped, f"{ns}/gps/vel", partial(self._on_estimate, a.set_gps_velocity, VEL, i))
+            for msg_type, topic, store, kind in ((Imu, "imu/data", a.set_imu, IMU),
+                                                 (Altitude, "altimeter", a.set_altitude, ALT),
+                                                 (NavSatFix, "gps/fix", a.set_gps_fix, FIX),
+                                                 (TwistStamped, "gps/vel", a.set_gps_velocity, VEL)):
+                callback = partial(store, i) if raw else partial(self._on_estimate, store, kind, i)
+                self.create_subscription(msg_type, f"{ns}/{topic}", callback, QOS_RELIABLE, raw=raw)
             if sc.task.type == "search_rescue":
                 self.create_subscription(PointCloud2, f"{ns}/camera/detections",
                                          lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
@@ -320,7 +325,8 @@ class ExampleAutopilotNode(ScenarioNode):
         self.on_sensor(kind, i, msg.header.stamp)
 
     def on_sensor(self, kind: str, i: int, stamp: Any) -> None:
-        """A sensor message (a ``sensor_ticks`` kind) of vehicle ``i`` was stored (a hook)."""
+        """A sensor message (a ``sensor_ticks`` kind) of vehicle ``i`` was stored (a hook; a subclass that
+        overrides it gets the sensors deserialized as they arrive, see ``__init__``)."""
 
     def _on_detections(self, i: int, msg: PointCloud2) -> None:
         try:

@@ -34,19 +34,27 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from geometry_msgs.msg import TwistStamped
 from numpy.typing import ArrayLike, NDArray
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import Imu, NavSatFix
 
 from qrsim_ros.core.common.frames import enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned
 from qrsim_ros.core.vehicles.estimated_state import empty_estimated_state, fill_estimated_state
+from qrsim_ros.msg import Altitude
 
 Array = NDArray[np.float64]
+
+#: The message type of each kind of input (``set_*`` may be given them serialized).
+MESSAGE_TYPES: dict[str, Any] = {"imu": Imu, "fix": NavSatFix, "vel": TwistStamped, "alt": Altitude}
 
 
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.
 
-    ``set_*`` take one ROS message (and the vehicle index) and keep it until eX is read: only the latest
+    ``set_*`` take one ROS message, or its serialized bytes (a raw subscription), and the vehicle index,
+    and keep it until eX is read: only the latest
     message of each sensor and vehicle is then converted, all of a kind in one ``update`` call (an
     autopilot that reads eX at 5 Hz does not pay for converting 50 Hz IMU messages one by one).
     ``update`` converts many at once, at once. Either way a value is held until the next message of that
@@ -93,10 +101,12 @@ class EstimatedStateAssembler:
         self.has_altitude[i] = True
 
     def _flush(self) -> None:
-        """Convert the messages ``set_*`` kept (the latest of each sensor and vehicle)."""
+        """Convert the messages ``set_*`` kept (the latest of each sensor and vehicle); serialized ones
+        (``bytes``, from a raw subscription) are deserialized first, only these."""
         pending = self._unconverted
         if any(pending.values()):
-            batches = {kind: list(msgs.items()) for kind, msgs in pending.items()}
+            batches = {kind: [(i, deserialize_message(m, MESSAGE_TYPES[kind]) if isinstance(m, bytes) else m)
+                              for i, m in msgs.items()] for kind, msgs in pending.items()}
             for msgs in pending.values():
                 msgs.clear()
             self.update(**batches)

@@ -512,6 +512,34 @@ def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
     assert STOP_DEADLINE_S + 1.0 < 5.0  # a stuck node still ends within the 5 s a launcher allows
 
 
+_STUCK_IN_TEARDOWN = """
+import time
+from qrsim_ros.ros.node import StopWatchdog
+w = StopWatchdog(deadline_s=0.3, teardown_deadline_s=1.5)
+w.start("SIGINT")
+w.teardown(3)  # the node's work is done: it would exit with status 3
+w.step = "destroying the node"
+time.sleep(60)  # DDS teardown that never returns
+"""
+
+
+def test_a_node_stuck_in_dds_teardown_gets_the_longer_deadline_and_keeps_its_status() -> None:
+    require_ros()
+    from qrsim_ros.ros.node import STOP_DEADLINE_S, TEARDOWN_DEADLINE_S
+
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", _STUCK_IN_TEARDOWN], capture_output=True, text=True,
+                         timeout=30, check=False)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 3 and 1.5 <= elapsed < 10, (res.returncode, elapsed, res.stderr)
+    assert res.stderr.splitlines()[0] == (
+        "warning: still not stopped 1.5 s after SIGINT (stuck destroying the node, DDS teardown; the node's "
+        "work is complete): exiting now")
+    # longer than the node's own deadline, and ended (with the C-level fallback's second) before ros2
+    # launch's SIGKILL (sigterm_timeout + sigkill_timeout = 10 s)
+    assert STOP_DEADLINE_S < TEARDOWN_DEADLINE_S and TEARDOWN_DEADLINE_S + 1.0 < 10.0
+
+
 def test_port_segments_left_without_their_locks_are_removed_unless_mapped(tmp_path: Path) -> None:
     """The 10-minute soak found ``fastdds_port<N>`` segments (and their ``sem.*_mutex``) of SIGKILLed
     nodes with no lock file left: the lock-based rule never removed them."""

@@ -47,6 +47,7 @@ class ImuNode(GroundTruthNode):
         self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = self.per_vehicle_publishers(Imu, "imu/data")
+        self._msgs: dict[int, Imu] = {}  # refilled every tick (published at once; see imu_messages)
         self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True,
                                  fault_models=FaultModels(ahars=self.ahars))
 
@@ -66,7 +67,7 @@ class ImuNode(GroundTruthNode):
                 return []
         msgs = imu_messages(stamp_from_tick(k), self._frames, np.flatnonzero(present), orient.measurement,
                             gyro.measurement, acc_sensor.measurement, orient.variance(), gyro.variance(),
-                            acc_sensor.variance())
+                            acc_sensor.variance(), reuse=self._msgs)
         return list(zip([self._pubs[i] for i in np.flatnonzero(present)], msgs, strict=True))
 
 

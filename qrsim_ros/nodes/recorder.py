@@ -402,6 +402,11 @@ class RecorderNode(RunMemberNode):
                                f"topics, {size_mb:.2f} MB in {len(self.writer.files)} file(s), "
                                f"{wall:.1f} s of wall time, {time.process_time():.1f} s of CPU")
 
+    def close_outputs(self) -> None:
+        """``run_node``'s step before the DDS teardown: the bag is finished while the stop deadline for the
+        node's own work runs (the teardown gets the longer one)."""
+        self.close_bag()
+
     def destroy_node(self) -> None:
         try:
             self.close_bag()

@@ -211,12 +211,14 @@ def _diag9(values: Sequence[float]) -> Array:
 
 def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array,
                  rates_frd: Array, specific_force_frd: Array, var_orientation: Array, var_rates: Array,
-                 var_accel: Array) -> list[Any]:
+                 var_accel: Array, reuse: dict[int, Any] | None = None) -> list[Any]:
     """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
 
     orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
     FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
     z at rest). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
+    ``reuse``: vehicle -> message, refilled instead of built anew (a node publishing every tick: building an
+    Imu costs more than filling one), new ones added.
     """
     from sensor_msgs.msg import Imu
 
@@ -228,7 +230,11 @@ def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], eul
     cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
     out = []
     for row, i in enumerate(idx):
-        m = Imu()
+        m = reuse.get(int(i)) if reuse is not None else None
+        if m is None:
+            m = Imu()
+            if reuse is not None:
+                reuse[int(i)] = m
         m.header.stamp = stamp
         m.header.frame_id = frames[i]
         o = m.orientation

@@ -567,6 +567,16 @@ class GpsReceiver:
             raise ValueError("GPS fault state: sigma_factor >= 1, satellites_lost >= 0, a finite bias")
         self._faulted = bool(self._f_outage.any() or np.any(self._f_sigma != 1.0) or self._f_bias.any()
                              or self._f_lost.any())
+        # per kind, the rows it changes (precomputed: the update touches only those, and no kind that is off)
+        self._f_has_outage = bool(self._f_outage.any())
+        self._f_sigma_rows = np.flatnonzero(self._f_sigma != 1.0)
+        self._f_bias_rows = np.flatnonzero(self._f_bias.any(axis=1))
+
+    def _fault_rows(self, vehicles: NDArray[np.intp], solved: NDArray[np.intp]) -> NDArray[np.intp]:
+        """Positions in ``solved`` (sorted vehicle indices) of the faulted ``vehicles`` (sorted)."""
+        if solved is self._all_rows:  # every vehicle solved (the usual update): the rows are the vehicles
+            return vehicles
+        return np.flatnonzero(np.isin(solved, vehicles, assume_unique=True))
 
     def _used_satellites(self) -> NDArray[np.bool_]:
         """(N, W): the satellites each receiver solves with (the selection minus ``satellites_lost``)."""
@@ -737,7 +747,7 @@ class GpsReceiver:
         self._update_selection(idx, self._visible(ecef_true, lla_true, space))
         used = self._used_satellites()
         fix = used[idx].sum(axis=1) >= MIN_SATELLITES_FOR_FIX
-        if self._faulted:
+        if self._faulted and self._f_has_outage:
             fix &= ~self._f_outage[idx]
         self.has_fix[idx] = fix
         if fix.all():
@@ -751,21 +761,20 @@ class GpsReceiver:
         guess = np.where(held[:, None], self._ecef[solved], ecef_true)  # only affects convergence
         had_fix = previous_fix[solved] & held  # velocity only between consecutive fixes (else 0)
         now, q = self._solve(solved, ecef_true, noise[solved], guess, used)
-        if self._faulted:  # only the rows a fault changes: the others keep their bits
-            k = self._f_sigma[solved]
-            r = np.flatnonzero(k != 1.0)
+        if self._faulted and self._f_sigma_rows.size:  # the rows a fault changes; the others keep their bits
+            r = self._fault_rows(self._f_sigma_rows, solved)
             if r.size:
-                now[r] = ecef_true[r] + k[r, None] * (now[r] - ecef_true[r])
-                q[r] *= (k[r] * k[r])[:, None, None]
+                k = self._f_sigma[solved[r]]
+                now[r] = ecef_true[r] + k[:, None] * (now[r] - ecef_true[r])
+                q[r] *= (k * k)[:, None, None]
         lla_est = ecef_to_lla(now)
         ned = lla_to_ned(lla_est, self.origin)
         biased = None
-        if self._faulted:
-            bias = self._f_bias[solved]
-            r = np.flatnonzero(bias.any(axis=1))
+        if self._faulted and self._f_bias_rows.size:
+            r = self._fault_rows(self._f_bias_rows, solved)
             if r.size:  # the biased position; ``now`` (the next guess) and the covariance stay unbiased
-                ned[r] += bias[r]
                 biased = solved[r]
+                ned[r] += self._f_bias[biased]
         old = self.position_ned[solved]
         self.velocity_ned[solved] = np.where(had_fix[:, None], (ned - old) / self.params.dt_s, 0.0)
         self._ecef[solved] = now

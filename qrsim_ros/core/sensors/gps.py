@@ -703,22 +703,10 @@ class GpsReceiver:
         x = np.atleast_2d(np.asarray(x, float))
         if x.shape[0] != self.num_vehicles or x.shape[1] < 6:
             raise ValueError(f"step: expected states of shape ({self.num_vehicles}, >=6), got {x.shape}")
-        if not self.params.on and not self._faulted and _all_finite(x):  # every tick of a mocap fleet
-            self._set_outputs_noiseless(slice(None), x[:, :3], _velocity_ned(x))
+        if not self.params.on:
+            self._step_noiseless(x)
             return True
         ok = np.all(np.isfinite(x), axis=1)
-        if not self.params.on:
-            if self._faulted:
-                ok = ok & ~self._f_outage
-            idx = np.flatnonzero(ok)
-            if idx.size:
-                self._set_outputs_noiseless(idx, x[idx, :3], _velocity_ned(x[idx]))
-                if self._faulted:
-                    r = idx[self._f_bias[idx].any(axis=1)]
-                    if r.size:
-                        self.position_ned[r] += self._f_bias[r]  # its lla follows (``lla``)
-            self.has_fix[~ok] = False
-            return True
         space = self._checked_space()
         if space.last_update_tick != k:
             raise RuntimeError(f"GpsReceiver.step({k}): step the GPS space segment at this tick first "
@@ -793,6 +781,27 @@ class GpsReceiver:
         if space is None or not space.was_reset:
             raise RuntimeError("GpsReceiver: reset the GPS space segment before the receivers")
         return space
+
+    def _step_noiseless(self, x: Array) -> None:
+        """An update of a noiseless receiver: the true position and velocity of the vehicles with finite
+        states and no outage, plus their bias; the others lose their fix."""
+        outage = self._faulted and self._f_has_outage
+        bias_rows = self._f_bias_rows if self._faulted else None
+        if not outage and _all_finite(x):  # every update of a mocap fleet (a bias: still every row)
+            self._set_outputs_noiseless(slice(None), x[:, :3], _velocity_ned(x))
+            if bias_rows is not None and bias_rows.size:
+                self.position_ned[bias_rows] += self._f_bias[bias_rows]  # its lla follows (``lla``)
+            return
+        ok = np.all(np.isfinite(x), axis=1)
+        if outage:
+            ok &= ~self._f_outage
+        idx = np.flatnonzero(ok)
+        if idx.size:
+            self._set_outputs_noiseless(idx, x[idx, :3], _velocity_ned(x[idx]))
+            if bias_rows is not None and bias_rows.size:
+                r = bias_rows[ok[bias_rows]]
+                self.position_ned[r] += self._f_bias[r]
+        self.has_fix[~ok] = False
 
     def _set_outputs_noiseless(self, idx: Array, pos: Array, vel: Array) -> None:
         # QRSim's noiseless GPSReceiver: the true position and velocity, no delay, sampled and held

@@ -278,3 +278,41 @@ def test_a_silenced_vehicle_is_presumed_lost_and_its_lanes_taken_over() -> None:
     assert presumed >= {1, 3}
     taken = [lane for a in takers for lane in a.reassigned_from.get(2, [])]
     assert taken and set(taken) <= set(team.bands[2]) and len(taken) == len(set(taken))
+
+
+# --- the area's rim ---------------------------------------------------------------------------------------
+
+def test_no_set_point_leaves_the_area_near_its_rim() -> None:
+    """Within rim_m (8 m) of a limit the component towards it is capped linearly (full speed at 8 m, 0 at
+    4 m) and reversed to 0.5 m/s inwards closer than 4 m; along the limit and away from it nothing
+    changes."""
+    from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 1, "seed": 1})
+    policy = TeamSearch(AutopilotView(sim))
+    south = LIMITS[0]
+    v = np.array([-3.0, 2.0, 0.0])  # south (towards the limit) and east
+    cases = [(south + 10.0, -3.0), (south + 6.0, -0.5 * MAX_SPEED_MPS), (south + 4.0, 0.0),
+             (south + 2.0, 0.5)]
+    for north, want in cases:
+        out = policy._keep_inside(np.array([north, 0.0]), v)
+        assert out[0] == pytest.approx(want) and out[1] == 2.0 and out[2] == 0.0, north
+    away = np.array([3.0, 0.0, 0.0])
+    assert policy._keep_inside(np.array([south + 2.0, 0.0]), away) is away  # already heading in
+    east = LIMITS[3]
+    out = policy._keep_inside(np.array([0.0, east - 5.0]), np.array([0.0, 3.0, 0.0]))
+    assert out[1] == pytest.approx(0.25 * MAX_SPEED_MPS)
+
+
+def test_a_crowded_take_off_keeps_every_vehicle_inside_the_area() -> None:
+    """20 vehicles on the base's grid 12-24 m from the south-west corner (seed 3): before the rim rule
+    the separation pushed the grid's edge out of the area or into each other (2 lost in 20 s)."""
+    from qrsim_ros.policies.base import check_actions, instantiate
+    from qrsim_ros.policies.team_search import team_search_policy
+
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 20, "seed": 3})
+    view = AutopilotView(sim)
+    policy = instantiate(team_search_policy(), view)
+    for _ in range(100):
+        sim.step(check_actions(policy(view), view))
+    assert np.all(sim.valid), [r for r in sim.fleet.invalid_reason if r]

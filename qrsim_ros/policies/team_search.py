@@ -103,6 +103,10 @@ class TeamSearchParams:
     every near_broadcast_period_s [s].
     clearance_below_m: the down beam reading less than this and than the height above ground - 1 m (an
     obstacle's top below) stops any descent and climbs at 0.5 m/s.
+    rim_m: no set point leaves the area: within rim_m of a north or east limit the component towards it is
+    capped, falling linearly from the full speed at rim_m to 0 at rim_m / 2, and closer than that the
+    vehicle moves back in at 0.5 m/s (a vehicle outside the area is lost; the separation's push on the
+    edge of a 50-vehicle take-off grid 6 m from the limit pushed 13 of them out) [m].
     """
 
     search: SearchPatternParams = field(default_factory=SearchPatternParams)
@@ -126,6 +130,7 @@ class TeamSearchParams:
     near_broadcast_period_s: float = 0.4
     clearance_below_m: float = 6.0
     work_slack: float = 0.5
+    rim_m: float = 8.0
 
     def __post_init__(self) -> None:
         positive("team_search.broadcast_period_s", self.broadcast_period_s)
@@ -146,6 +151,7 @@ class TeamSearchParams:
         non_negative("team_search.separation_m", self.separation_m)
         non_negative("team_search.separation_gain_per_s", self.separation_gain_per_s)
         non_negative("team_search.work_slack", self.work_slack)
+        non_negative("team_search.rim_m", self.rim_m)
 
 
 # --- the split ---------------------------------------------------------------------------------------
@@ -340,6 +346,7 @@ class TeamSearch:
         self.rows = [int(i) for i in spec["vehicles"]]
         self.dt_s = float(view.task.dt_s)
         self.ground_z = float(view.area_limits_ned[5])
+        self.limits_ne = tuple(float(c) for c in view.area_limits_ned[0:4])  # north lo/hi, east lo/hi [m]
         sp = self.p.search
         self.search_height_m = (sp.search_height_m if sp.search_height_m is not None
                                 else self.ground_z - view.task.start_z_ned_m)
@@ -658,7 +665,7 @@ class TeamSearch:
                 self._take_over(a, pos)
                 actions[a.row] = self._search_step(view, a, ex)
             if a.state != "L" and np.all(np.isfinite(actions[a.row])):
-                actions[a.row] = self._separate(view, a, ex, actions[a.row])
+                actions[a.row] = self._keep_inside(pos, self._separate(view, a, ex, actions[a.row]))
                 # an obstacle below (the down beam short of the height above ground): no lower
                 if below[a.vehicle] < min(ex[16] - 1.0, self.p.clearance_below_m):
                     actions[a.row, 2] = min(actions[a.row, 2], -0.5)
@@ -706,6 +713,25 @@ class TeamSearch:
         cap = math.sqrt(2) * MAX_SPEED_MPS
         if speed > cap:
             out[0:2] *= cap / speed
+        return out
+
+    def _keep_inside(self, pos: Array, v: Array) -> Array:
+        """``v`` with its north/east components towards a limit within ``rim_m`` capped (``rim_m``)."""
+        rim = self.p.rim_m
+        if rim <= 0.0:
+            return v
+        out = v
+        for j in (0, 1):
+            lo, hi = self.limits_ne[2 * j], self.limits_ne[2 * j + 1]
+            for gap, sign in ((float(pos[j]) - lo, -1.0), (hi - float(pos[j]), 1.0)):
+                if gap >= rim:
+                    continue
+                allowed = max(0.0, (gap - rim / 2) / (rim / 2)) * MAX_SPEED_MPS
+                if gap < rim / 2:
+                    allowed = -0.5  # back in
+                if sign * float(out[j]) > allowed:
+                    out = out.copy() if out is v else out
+                    out[j] = sign * allowed
         return out
 
     # --- summaries ----------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def test_comms_node_delivers_what_the_simulator_delivers(tmp_path: Path, monkeyp
     from qrsim_ros.msg import CommsPacket, TickProgress
 
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.nodes.comms import MESSAGE_MODE
+    from qrsim_ros.ros.comms_messages import MESSAGE_MODE
     from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
     from qrsim_ros.ros.stamps import stamp_from_tick
 

@@ -41,10 +41,11 @@ from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.comms import BROADCAST, Packet
+from qrsim_ros.core.comms import BROADCAST
 from qrsim_ros.core.engine.builders import build_comms, build_scene
 from qrsim_ros.msg import CommsPacket
 from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.comms_messages import MODE_OF_MESSAGE, packet_message
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
 from qrsim_ros.ros.node import Counters, run_node
@@ -60,23 +61,7 @@ PARAMETERS = ParamTable(
           lo=0.0, hi=3600.0),
 )
 
-#: CommsPacket.mode -> the core's mode (None: the scenario's ``comms.mode``).
-MODE_OF_MESSAGE = {CommsPacket.MODE_DEFAULT: None, CommsPacket.MODE_DATAGRAM: "datagram",
-                   CommsPacket.MODE_RELIABLE: "reliable"}
-MESSAGE_MODE = {"datagram": CommsPacket.MODE_DATAGRAM, "reliable": CommsPacket.MODE_RELIABLE}
 COUNTERS = ("tx_rejected", "tx_late")
-
-
-def packet_message(p: Packet, k: int) -> CommsPacket:
-    """The rx message of a delivered packet, stamped with the delivery tick ``k``."""
-    m = CommsPacket()
-    m.header.stamp = stamp_from_tick(k)
-    m.source = int(p.source)
-    m.destination = int(p.destination)
-    m.sequence = int(p.sequence)
-    m.mode = MESSAGE_MODE[p.mode]
-    m.payload = p.payload
-    return m
 
 
 class CommsNode(GroundTruthNode):

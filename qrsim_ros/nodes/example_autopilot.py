@@ -47,6 +47,7 @@ from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import TaskContext
+from qrsim_ros.core.vehicles.energy import bases_array
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import hover_low_level
@@ -61,6 +62,7 @@ from qrsim_ros.msg import (
 )
 from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
+from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
@@ -186,7 +188,7 @@ class TopicView:
 
     @property
     def bases_ned_m(self) -> Array:
-        return np.array([b.position_ned_m for b in self.scenario.bases], float).reshape(-1, 3)
+        return bases_array(self.scenario.bases)
 
     def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
         """As ``AutopilotView.send``: the packet goes out on ``uavN/comms/tx`` stamped with this step's
@@ -347,23 +349,14 @@ class ExampleAutopilotNode(ScenarioNode):
 
     def _on_rx(self, i: int, msg: CommsPacket) -> None:
         """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""
-        mode = "reliable" if msg.mode == CommsPacket.MODE_RELIABLE else "datagram"
-        t = seconds_of_stamp(msg.header.stamp)
-        self.view.inboxes.put([Packet(int(msg.source), int(msg.destination), i, int(msg.sequence), mode,
-                                      bytes(msg.payload), math.nan, t)])
+        self.view.inboxes.put([packet_of_message(msg, i)])
 
     def _publish_packets(self, status: TaskStatus) -> None:
         """The packets the policy sent this step on ``uavN/comms/tx``, stamped with the step's time (before
         the step's set points: the radio sends them at that tick)."""
         view = self.view
         for vehicle, dst, payload, mode in view.outbox:
-            m = CommsPacket()
-            m.header.stamp = status.header.stamp
-            m.source, m.destination = vehicle, dst
-            m.mode = {None: CommsPacket.MODE_DEFAULT, "datagram": CommsPacket.MODE_DATAGRAM,
-                      "reliable": CommsPacket.MODE_RELIABLE}[mode]
-            m.payload = payload
-            self._tx[vehicle].publish(m)
+            self._tx[vehicle].publish(tx_message(status.header.stamp, vehicle, dst, payload, mode))
         view.outbox.clear()
 
     # --- one task step ----------------------------------------------------------------------------------

@@ -71,7 +71,11 @@ def policy_names() -> list[str]:
 def is_team(scenario: Any) -> bool:
     """Whether a scenario is a team search (a radio and a take-off base, ``config/team_search.yaml``):
     its ``auto`` policy is ``team-search`` (the task's single-vehicle baseline flies the team into itself)."""
-    return bool(scenario.comms.on and scenario.task.placement == "base")
+    return _team(bool(scenario.comms.on), scenario.task)
+
+
+def _team(has_radio: bool, task: Any) -> bool:
+    return has_radio and task.placement == "base"
 
 
 def make_factory(spec: str, task_type: str | None = None, *, team: bool = False) -> PolicyFactory:
@@ -87,7 +91,7 @@ def make_factory(spec: str, task_type: str | None = None, *, team: bool = False)
 
 def make_policy(spec: str, view: AutopilotView) -> Policy:
     """Build the policy named by ``spec`` for the episode ``view`` shows."""
-    team = bool(view.has_radio and view.task.placement == "base")  # ``is_team`` from what the view shows
+    team = _team(bool(view.has_radio), view.task)  # ``is_team`` from what the view shows
     return instantiate(make_factory(spec, view.task.type, team=team), view)
 
 

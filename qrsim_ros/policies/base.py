@@ -40,6 +40,7 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.tasks.retrieve import RetrieveTask
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+from qrsim_ros.core.vehicles.energy import bases_array
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
@@ -194,7 +195,7 @@ class AutopilotView:
     @property
     def bases_ned_m(self) -> Array:
         """The charging bases' positions (K, 3) (NED, m; the map's ``bases``; (0, 3) without bases)."""
-        return np.array([b.position_ned_m for b in self._sim.scenario.bases], float).reshape(-1, 3)
+        return bases_array(self._sim.scenario.bases)
 
     # --- the radio (docs/COMMS.md) -----------------------------------------------------------------
     @property

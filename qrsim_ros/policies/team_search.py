@@ -595,8 +595,7 @@ class TeamSearch:
         m = a.heard.get(leader)
         if m is None:
             return np.zeros(3)  # wait for the leader's first message
-        age = min(3.0, max(0.0, view.time_s - m.time_s))  # a stale message is not extrapolated far
-        lp = np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
+        lp = _extrapolated_ne(m, view.time_s)
         v = np.asarray(m.velocity_ne_mps)
         sp = float(np.linalg.norm(v))
         if sp > 1.0:  # behind = against the leader's velocity (eq. 5.1 with the course for the yaw)
@@ -679,8 +678,7 @@ class TeamSearch:
         """Whether another vehicle's broadcast position is within 3 x ``separation_m`` (and 2.5 m in
         height): the positions are then broadcast every ``near_broadcast_period_s``."""
         for m in a.heard.values():
-            age = min(3.0, max(0.0, view.time_s - m.time_s))
-            q = np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
+            q = _extrapolated_ne(m, view.time_s)
             if float(np.linalg.norm(ex[0:2] - q)) < 3.0 * self.p.separation_m and \
                     abs(float(ex[16]) - m.height_m) <= 2.5:
                 return True
@@ -694,8 +692,7 @@ class TeamSearch:
         pos, height = ex[0:2], float(ex[16])
         push = np.zeros(2)
         for other, m in a.heard.items():
-            age = min(3.0, max(0.0, view.time_s - m.time_s))
-            q = np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
+            q = _extrapolated_ne(m, view.time_s)
             d = float(np.linalg.norm(pos - q))
             if d >= p.separation_m or abs(height - m.height_m) > 2.5:
                 continue
@@ -738,6 +735,17 @@ class TeamSearch:
     def lanes_done(self) -> set[int]:
         """The lanes any vehicle knows done."""
         return set().union(*(a.done for a in self.agents))
+
+
+#: Seconds a heard position is extrapolated along its velocity at most (a stale message is not taken far).
+MAX_EXTRAPOLATION_S = 3.0
+
+
+def _extrapolated_ne(m: Progress, now_s: float) -> Array:
+    """Where the sender of progress message ``m`` is at ``now_s`` (NE, m): its broadcast position moved
+    along its broadcast velocity for the message's age (at most ``MAX_EXTRAPOLATION_S``)."""
+    age = min(MAX_EXTRAPOLATION_S, max(0.0, now_s - m.time_s))
+    return np.asarray(m.position_ne_m) + age * np.asarray(m.velocity_ne_mps)
 
 
 def team_search_policy(params: TeamSearchParams | None = None) -> Any:

@@ -53,13 +53,12 @@ MESSAGE_TYPES: dict[str, Any] = {"imu": Imu, "fix": NavSatFix, "vel": TwistStamp
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.
 
-    ``set_*`` take one ROS message, or its serialized bytes (a raw subscription), and the vehicle index,
-    and keep it until eX is read: only the latest
-    message of each sensor and vehicle is then converted, all of a kind in one ``update`` call (an
-    autopilot that reads eX at 5 Hz does not pay for converting 50 Hz IMU messages one by one).
-    ``update`` converts many at once, at once. Either way a value is held until the next message of that
-    sensor (sample-and-hold, as the core sensors). ``has_*`` tell whether a vehicle has reported that
-    sensor since ``clear``.
+    ``set_*`` take the vehicle index and one ROS message, or its serialized bytes (a raw subscription),
+    and keep it until eX is read; only the latest message of each sensor and vehicle is then converted,
+    all of a kind in one ``update`` call (an autopilot that reads eX at 5 Hz does not pay for converting
+    50 Hz IMU messages one by one). ``update`` converts the messages it is given right away. Either way a
+    value is held until the next message of that sensor (sample-and-hold, as the core sensors). ``has_*``
+    tell whether a vehicle has reported that sensor since ``clear``.
     """
 
     def __init__(self, num_vehicles: int, origin: GeodeticOrigin) -> None:

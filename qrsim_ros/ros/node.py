@@ -107,8 +107,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
                 watchdog.step = "closing the node's outputs"
                 _cleanup(close_outputs)
             # the node's work is complete: what is left is DDS teardown, given TEARDOWN_DEADLINE_S
-            own = getattr(node, "exit_status", None)
-            watchdog.teardown(own if status == 0 and isinstance(own, int) else status)
+            watchdog.teardown(_final_status(status, node))
             watchdog.step = "destroying the node"
             _cleanup(node.destroy_node)
         watchdog.step = "shutting rclpy down"
@@ -124,9 +123,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError):  # not the main thread
                 signal.signal(sig, signal.SIG_IGN)
-    own = getattr(node, "exit_status", None)
-    if status == 0 and isinstance(own, int):
-        status = own
+    status = _final_status(status, node)
     if exit_process:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
@@ -135,6 +132,12 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
 
         os._exit(status)
     return status
+
+
+def _final_status(status: int, node: Node | None) -> int:
+    """The process's exit status: ``status`` (the run's), or else the node's own ``exit_status``."""
+    own = getattr(node, "exit_status", None)
+    return own if status == 0 and isinstance(own, int) else status
 
 
 #: Wall seconds a node has to finish stopping once asked (SIGINT/SIGTERM) before the watchdog ends it.

@@ -228,13 +228,12 @@ def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], eul
     w = frd_to_flu(rates_frd[idx])
     f = frd_to_flu(specific_force_frd[idx])
     cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
+    reuse = {} if reuse is None else reuse
     out = []
-    for row, i in enumerate(idx):
-        m = reuse.get(int(i)) if reuse is not None else None
+    for row, i in enumerate(idx.tolist()):
+        m = reuse.get(i)
         if m is None:
-            m = Imu()
-            if reuse is not None:
-                reuse[int(i)] = m
+            m = reuse[i] = Imu()
         m.header.stamp = stamp
         m.header.frame_id = frames[i]
         o = m.orientation

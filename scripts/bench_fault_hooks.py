@@ -12,8 +12,10 @@ because of faults, and the two sensors whose path a fault changes:
 - ``sensor_valid`` (camera_off, lidar_off),
 - ``Ahars.step`` and ``GpsReceiver.step`` (imu bias, altimeter offset, GPS sigma and bias),
 
-The extra per tick is the difference of those calls' mean time per tick between the two; the tick is the
-fastest chunk's of the simulator without faults.
+The extra per tick is the difference of those calls' mean time per tick between the two, each call's
+timing overhead (calibrated on a no-op wrapped the same way) taken off: a hook the simulator without faults
+does not call (``adjust_controls``) would otherwise count the timer's own cost as the faults'. The tick is
+the fastest chunk's of the simulator without faults.
 
 Usage: ./qrsim exec -- python scripts/bench_fault_hooks.py
 """
@@ -32,26 +34,46 @@ from qrsim_ros.core.engine.simulator import Simulator
 TIMED_HOOKS = ("step", "adjust_controls", "drop_commands", "sensor_valid")
 
 
-def instrument(sim: Simulator, spent: dict[str, float]) -> None:
+def timed(fn: Callable[..., Any], name: str, spent: dict[str, float], calls: dict[str, int]
+          ) -> Callable[..., Any]:
+    """``fn`` adding its wall time to ``spent[name]`` and its calls to ``calls[name]``."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        spent[name] += time.perf_counter() - t0
+        calls[name] += 1
+        return out
+    return wrapper
+
+
+def timing_overhead_s(repeats: int = 200_000) -> float:
+    """The time ``timed`` counts per call of a function that does nothing [s] (best of 5)."""
+    best = float("inf")
+    for _ in range(5):
+        spent, calls = {"noop": 0.0}, {"noop": 0}
+        noop = timed(lambda *args: None, "noop", spent, calls)
+        for _ in range(repeats):
+            noop(None)
+        best = min(best, spent["noop"] / repeats)
+    return best
+
+
+def instrument(sim: Simulator, spent: dict[str, float], calls: dict[str, int]) -> None:
     """Wrap the calls the tick makes because of faults (``FaultEffects`` hooks) and the two sensors whose
     path a fault changes (``Ahars.step``, ``GpsReceiver.step``) so that each adds its wall time to
-    ``spent[name]`` (instance attributes: the Simulator calls them through the instances)."""
-    def timed(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            out = fn(*args, **kwargs)
-            spent[name] += time.perf_counter() - t0
-            return out
-        return wrapper
+    ``spent[name]`` and its calls to ``calls[name]`` (instance attributes: the Simulator calls them
+    through the instances)."""
+    def timed_as(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        return timed(fn, name, spent, calls)
 
     for hook in TIMED_HOOKS:
-        setattr(sim.faults, hook, timed(getattr(sim.faults, hook), "hooks"))
-    sim.ahars.step = timed(sim.ahars.step, "sensors")  # type: ignore[method-assign]
-    sim.gps.step = timed(sim.gps.step, "sensors")  # type: ignore[method-assign]
+        setattr(sim.faults, hook, timed_as(getattr(sim.faults, hook), "hooks"))
+    sim.ahars.step = timed_as(sim.ahars.step, "sensors")  # type: ignore[method-assign]
+    sim.gps.step = timed_as(sim.gps.step, "sensors")  # type: ignore[method-assign]
 
 
-def measure(name: str, overrides: dict, variant: str, seconds: float, chunk_s: float = 0.5
-            ) -> tuple[float, float]:
+def measure(name: str, overrides: dict, variant: str, seconds: float, overhead_s: float,
+            chunk_s: float = 0.5) -> tuple[float, float]:
     """(tick without faults [us], extra per tick with ``FAULTS[variant]`` [us]): the two simulators
     stepped in alternating chunks along their own trajectories; the tick is the fastest chunk's, the extra
     the difference of the instrumented calls' mean time per tick."""
@@ -59,8 +81,9 @@ def measure(name: str, overrides: dict, variant: str, seconds: float, chunk_s: f
                                                **({"faults": FAULTS[variant]} if v else {})})
             for v in (False, True)}
     spent = {v: {"hooks": 0.0, "sensors": 0.0} for v in sims}
+    calls = {v: {"hooks": 0, "sensors": 0} for v in sims}
     for v, sim in sims.items():
-        instrument(sim, spent[v])
+        instrument(sim, spent[v], calls[v])
     actions = {v: hover_actions(sim) for v, sim in sims.items()}
     steps = max(1, round(chunk_s / sims[False].scenario.task.dt_s))
     ticks = {v: 0 for v in sims}
@@ -75,7 +98,7 @@ def measure(name: str, overrides: dict, variant: str, seconds: float, chunk_s: f
             if not v:
                 best_tick = min(best_tick, (time.perf_counter() - t0) / (steps * sim.ticks_per_task_step))
             ticks[v] += steps * sim.ticks_per_task_step
-    per_tick = {v: sum(spent[v].values()) / ticks[v] for v in sims}
+    per_tick = {v: (sum(spent[v].values()) - overhead_s * sum(calls[v].values())) / ticks[v] for v in sims}
     return best_tick * 1e6, (per_tick[True] - per_tick[False]) * 1e6
 
 
@@ -85,10 +108,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per case and variant")
     args = parser.parse_args()
     cases = benchmark_cases()
+    overhead_s = timing_overhead_s()
+    print(f"timing overhead per wrapped call: {overhead_s * 1e6:.2f} us (taken off)")
     print(f"{'case':<32} {'tick [us]':>10} {'idle extra':>11} {'':>7} {'active extra':>13} {'':>7}")
     for label, name, overrides in cases:
-        tick, idle = measure(name, overrides, "idle", args.seconds)
-        _, active = measure(name, overrides, "active", args.seconds)
+        tick, idle = measure(name, overrides, "idle", args.seconds, overhead_s)
+        _, active = measure(name, overrides, "active", args.seconds, overhead_s)
         print(f"{label:<32} {tick:10.1f} {idle:10.1f}  {100 * idle / tick:6.1f}% {active:12.1f}  "
               f"{100 * active / tick:6.1f}%")
 

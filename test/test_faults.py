@@ -239,6 +239,28 @@ def test_a_time_trigger_fires_at_exactly_its_tick_and_ends_after_its_duration() 
     assert active_ticks == list(range(50, 75))
 
 
+def test_ends_and_clears_are_seen_while_only_permanent_faults_are_active() -> None:
+    """``step`` skips its look while no fault is armed or clearing (the per-tick case of permanent faults):
+    a timed end, a clear, an injection and a reset must still be seen at their tick."""
+    specs = parse_faults([{"kind": "gps_outage", "vehicles": [0], "trigger": {"at_time_s": 0.1}},
+                          {"kind": "lidar_off", "vehicles": [1], "trigger": {"at_time_s": 0.2},
+                           "duration_s": 1.0}], num_vehicles=2)
+    sched = FaultSchedule(specs, 2)
+    events = _run(sched, 300)  # lidar_off from tick 10 to tick 60 (1 s later), the outage from tick 5 on
+    assert events == [(5, "start", "gps_outage.0", 0), (10, "start", "lidar_off.1", 1),
+                      (60, "end", "lidar_off.1", 1)]
+    assert [a.id for a in sched.clear("gps_outage.0")] == ["gps_outage.0"]
+    assert [(a.id, a.vehicle) for a in sched.step(301, 301 * DT).ended] == [("gps_outage.0", 0)]
+    sched.inject({"kind": "altimeter_offset", "offset_m": 1.0, "vehicles": [0], "duration_s": 0.1},
+                 t_s=301 * DT)
+    ev = sched.step(302, 302 * DT)
+    assert [a.kind for a in ev.started] == ["altimeter_offset"]
+    ended_at = [k for k in range(303, 320) if sched.step(k, k * DT).ended]
+    assert ended_at == [307]  # 0.1 s = 5 ticks after tick 302
+    sched.reset()
+    assert _run(sched, 12) == [(5, "start", "gps_outage.0", 0), (10, "start", "lidar_off.1", 1)]
+
+
 def test_an_active_fault_carries_its_vehicle_kind_params_and_times() -> None:
     specs = parse_faults([{"kind": "rotor_degradation", "rotor": 2, "factor": 0.25, "vehicles": [1],
                            "trigger": AT_1S, "duration_s": 0.5}], num_vehicles=3)

@@ -253,21 +253,21 @@ class FaultEffects:
         """Rotor faults: the controls (N, 5) the airframe flies, with the yaw-rate disturbance added and
         clipped to the limits: a new array (``controls``, the commanded ones, is left as it is: the task's
         control cost scores what was commanded); ``controls`` itself when nothing changes."""
-        if self.any_active and self._yaw_rows.size:
-            controls = controls.copy()
-            r = self._yaw_rows
-            if r.size <= _FEW_ROWS:  # a few rows: Python floats cost a fifth of numpy's fancy indexing
-                lim = MAX_YAW_RATE_RADPS
-                yaw_col = controls[:, 3]
-                yaw_now = yaw_col.tolist()
-                for i, off in self._yaw_items:
-                    y = yaw_now[i] + off
-                    yaw_col[i] = lim if y > lim else (-lim if y < -lim else y)  # np.minimum/maximum's order
-                return controls
-            yaw = controls[r, 3] + self._yaw_offset[r]
-            np.minimum(yaw, MAX_YAW_RATE_RADPS, out=yaw)  # (np.clip costs ten times more on a few rows)
-            np.maximum(yaw, -MAX_YAW_RATE_RADPS, out=yaw)
-            controls[r, 3] = yaw
+        items = self._yaw_items
+        if not items or not self.any_active:
+            return controls
+        controls = controls.copy()
+        if len(items) <= _FEW_ROWS:  # a few rows: Python floats cost a fifth of numpy's fancy indexing
+            lim = MAX_YAW_RATE_RADPS
+            for i, off in items:
+                y = controls.item(i, 3) + off
+                controls[i, 3] = lim if y > lim else (-lim if y < -lim else y)  # np.minimum/maximum's order
+            return controls
+        r = self._yaw_rows
+        yaw = controls[r, 3] + self._yaw_offset[r]
+        np.minimum(yaw, MAX_YAW_RATE_RADPS, out=yaw)  # (np.clip costs ten times more on a few rows)
+        np.maximum(yaw, -MAX_YAW_RATE_RADPS, out=yaw)
+        controls[r, 3] = yaw
         return controls
 
     def off_mask(self, kind: str) -> NDArray[np.bool_] | None:
@@ -280,7 +280,7 @@ class FaultEffects:
     def sensor_valid(self, name: str, valid: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """The validity a sensor steps with: ``valid`` without the vehicles whose sensor ``name`` (the
         classifier camera "camera_classifier", or a registered sensor's name) is off."""
-        if not self.any_active:
+        if not self.any_active or not self._off_somewhere:
             return valid
         kind = "camera_off" if name == "camera_classifier" else SENSORS[name].off_fault
         off = None if kind is None else self.off_mask(kind)

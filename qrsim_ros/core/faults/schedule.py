@@ -335,6 +335,9 @@ class FaultSchedule:
         self.ticks_per_task_step = int(ticks_per_task_step)
         self._streams = streams if streams is not None else RandomStreams(0)
         self._faults: list[_Fault] = []
+        #: ``step`` has nothing to look at before this time [s]: no fault armed or clearing, the first
+        #: active one ends then (-inf: look; set again after every look, and by reset, inject and clear)
+        self._quiet_until_s = -math.inf
         self._injections = 0
         for i, spec in enumerate(specs):
             self._add(spec, f"faults[{i}]", injected=False)
@@ -350,24 +353,32 @@ class FaultSchedule:
         self._faults = [f for f in self._faults if not f.injected]
         for f in self._faults:
             f.reset()
+        self._quiet_until_s = -math.inf
 
     def step(self, k: int, t_s: float, conditions: FaultConditions = NO_CONDITIONS) -> FaultEvents:
         """Tick ``k`` at simulated time ``t_s`` [s]: end the cleared and expired faults, evaluate every
         trigger, start the faults fired; returns the tick's events."""
-        if not self._faults:
+        if not self._faults or t_s < self._quiet_until_s:  # (the per-tick case of permanent faults)
             return NO_EVENTS
         started: list[ActiveFault] = []
         ended: list[ActiveFault] = []
+        quiet_until_s = math.inf
         for f in self._faults:
             if f.any_active and (f.any_clearing or t_s >= f.next_end_s - TIME_EPS_S):  # ``end``'s own test
                 f.end(t_s, ended)
             if f.armed:
+                quiet_until_s = -math.inf
                 if ((f.periodic and k != 0 and f.trials.quiet_tick())  # type: ignore[union-attr]
                         or t_s < f.quiet_before_s or k < f.at_tick
                         or (f.below_field is not None and f.below_quiet(conditions))):
                     f.evaluated = True  # what ``start`` would have done on a tick its trigger is false
                     continue
                 f.start(k, t_s, conditions, started)
+            if f.any_clearing or f.armed:
+                quiet_until_s = -math.inf
+            elif f.any_active:
+                quiet_until_s = min(quiet_until_s, f.next_end_s - TIME_EPS_S)
+        self._quiet_until_s = quiet_until_s
         return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS
 
     # --- what is active -------------------------------------------------------------------------------
@@ -427,6 +438,7 @@ class FaultSchedule:
                     hit = only
                 f.clearing |= hit
                 f.any_clearing = f.any_clearing or bool(hit.any())
+                self._quiet_until_s = -math.inf
                 out.extend(f.activation(v) for v in np.flatnonzero(hit))
         return out
 
@@ -438,3 +450,4 @@ class FaultSchedule:
             integer(f"{where}.rotor", spec.params["rotor"], 0, self.num_rotors - 1)
         self._faults.append(_Fault(spec, self.num_vehicles, self._streams, self.dt_s,
                                    self.ticks_per_task_step, injected))
+        self._quiet_until_s = -math.inf

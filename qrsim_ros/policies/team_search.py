@@ -96,11 +96,14 @@ class TeamSearchParams:
     formation: leader-follower mode; formation_spacing_m: distance per slot behind the leader [m];
     formation_leader_speed_mps: the leader's lane speed (followers need a margin to keep up) [m/s].
     layers / layer_step_m: vehicle row k flies at the search height + (k mod layers) * layer_step_m
-    (vertical separation of neighbours: the team takes off 4 m apart). separation_m /
-    separation_gain_per_s: a vehicle within separation_m horizontally and 2.5 m vertically of another's
-    broadcast position (extrapolated by its velocity) loses its set point's component towards it and adds
-    gain * (separation_m - distance) away from it; within 3 x separation_m the positions are broadcast
-    every near_broadcast_period_s [s].
+    (vertical separation of neighbours: the team takes off 4 m apart; layers 4 m apart, twice the 2 m
+    collision distance: at 2.5 m, half a metre of height error let neighbouring layers collide).
+    separation_m / separation_gain_per_s: once airborne (the take-off climbs straight up, without it), a
+    vehicle whose closest approach to another's broadcast position (extrapolated by its velocity) within
+    ``SEPARATION_LOOKAHEAD_S``, both keeping their velocities, is within separation_m horizontally, the
+    other within 2.5 m of the heights this one passes meanwhile, loses its set point's component towards
+    it and adds gain * (separation_m - distance) away from it; within 3 x separation_m the positions are
+    broadcast every near_broadcast_period_s [s].
     clearance_below_m: the down beam reading less than this and than the height above ground - 1 m (an
     obstacle's top below) stops any descent and climbs at 0.5 m/s.
     rim_m: no set point leaves the area: within rim_m of a north or east limit the component towards it is
@@ -124,7 +127,7 @@ class TeamSearchParams:
     formation_spacing_m: float = 10.0
     formation_leader_speed_mps: float = 2.5
     layers: int = 3
-    layer_step_m: float = 2.5
+    layer_step_m: float = 4.0
     separation_m: float = 8.0
     separation_gain_per_s: float = 0.8
     near_broadcast_period_s: float = 0.4
@@ -664,7 +667,10 @@ class TeamSearch:
                 self._take_over(a, pos)
                 actions[a.row] = self._search_step(view, a, ex)
             if a.state != "L" and np.all(np.isfinite(actions[a.row])):
-                actions[a.row] = self._keep_inside(pos, self._separate(view, a, ex, actions[a.row]))
+                # the take-off climbs straight up from the base's grid: no push (on a crowded grid the
+                # pushes of up to 49 neighbours drove the grid's edge along the rim into each other)
+                v = self._separate(view, a, ex, actions[a.row]) if a.airborne else actions[a.row]
+                actions[a.row] = self._keep_inside(pos, v)
                 # an obstacle below (the down beam short of the height above ground): no lower
                 if below[a.vehicle] < min(ex[16] - 1.0, self.p.clearance_below_m):
                     actions[a.row, 2] = min(actions[a.row, 2], -0.5)
@@ -685,18 +691,32 @@ class TeamSearch:
         return False
 
     def _separate(self, view: AutopilotView, a: Agent, ex: Array, v: Array) -> Array:
-        """``v`` plus the push away from the others' broadcast positions (``separation_m``)."""
+        """``v`` plus the push away from the others' broadcast positions (``separation_m``; the closest
+        approach within ``SEPARATION_LOOKAHEAD_S``)."""
         p = self.p
         if p.separation_m <= 0.0 or not a.heard:
             return v
         pos, height = ex[0:2], float(ex[16])
+        # the heights this vehicle passes in the next SEPARATION_LOOKAHEAD_S (climbing or descending
+        # through the others' layers), +-2.5 m
+        ahead = height - float(v[2]) * SEPARATION_LOOKAHEAD_S if math.isfinite(v[2]) else height
+        low, high = min(height, ahead) - 2.5, max(height, ahead) + 2.5
+        own_v = ex[17:19] if np.all(np.isfinite(ex[17:19])) else np.zeros(2)
         push = np.zeros(2)
         for other, m in a.heard.items():
-            q = _extrapolated_ne(m, view.time_s)
-            d = float(np.linalg.norm(pos - q))
-            if d >= p.separation_m or abs(height - m.height_m) > 2.5:
+            if not low <= m.height_m <= high:
                 continue
-            away = (pos - q) / d if d > 1e-6 else np.array([math.cos(other), math.sin(other)])
+            # the horizontal offset at the closest approach within SEPARATION_LOOKAHEAD_S, both keeping
+            # their velocities (this one's estimated, the other's broadcast one)
+            r = pos - _extrapolated_ne(m, view.time_s)
+            w = own_v - np.asarray(m.velocity_ne_mps)
+            ww = float(w @ w)
+            if ww > 1e-9:
+                r = r + w * min(max(-float(r @ w) / ww, 0.0), SEPARATION_LOOKAHEAD_S)
+            d = float(np.linalg.norm(r))
+            if d >= p.separation_m:
+                continue
+            away = r / d if d > 1e-6 else np.array([math.cos(other), math.sin(other)])
             push += p.separation_gain_per_s * (p.separation_m - d) * away
             toward = -float(v[0:2] @ away)
             if toward > 0.0:  # no closing in: the set point's component towards the other goes
@@ -736,6 +756,10 @@ class TeamSearch:
         """The lanes any vehicle knows done."""
         return set().union(*(a.done for a in self.agents))
 
+
+#: Seconds the separation looks ahead (``_separate``): the closest approach of two vehicles keeping their
+#: velocities, and the heights a climbing or descending vehicle passes.
+SEPARATION_LOOKAHEAD_S = 2.0
 
 #: Seconds a heard position is extrapolated along its velocity at most (a stale message is not taken far).
 MAX_EXTRAPOLATION_S = 3.0

@@ -313,6 +313,32 @@ def test_low_battery_returns_to_the_nearest_base_lands_and_charges() -> None:
     assert sim.battery.charging[0] and sim.battery.percentage[0] > p_landed
 
 
+def test_a_return_that_starts_low_climbs_in_place_before_it_flies_home() -> None:
+    """The vehicle descends to 3 m (below the 10 m flight height) before its return starts: the return
+    climbs where it started to within 1 m of the flight height, and only then flies the 40 m home (an
+    autopilot's return-to-launch; the diagonal from a low hover met obstacles)."""
+    sc = scenario(initial_soc=0.17, bases=[{"position_ned_m": [40.0, 0.0, 0.0], "radius_m": 2.0}])
+    sim = Simulator(sc)
+    onset = None
+    track = []
+    while sim.valid[0] and sim.failsafe[0] != "battery_land":
+        x = sim.true_state()[0]
+        descend = 0.7 if -x[2] > 3.0 else 0.0
+        sim.step(np.array([[0.0, 0.0, descend]]))
+        x = sim.true_state()[0]
+        if sim.failsafe[0] == "return":
+            if onset is None:
+                onset = x[0:3].copy()
+            track.append(x[0:3].copy())
+        assert sim.time < 200
+    assert onset is not None and -onset[2] < 4.0, onset  # the return started low
+    track_a = np.array(track)
+    climbing = track_a[-track_a[:, 2] < 9.0]
+    assert len(climbing) > 50  # more than a second of climb
+    assert np.max(np.hypot(climbing[:, 0] - onset[0], climbing[:, 1] - onset[1])) < 1.0
+    assert track_a[-1, 0] > 38.0 and -track_a[-1, 2] > 8.5  # home at the flight height
+
+
 def test_the_return_starts_exactly_when_the_charge_no_longer_covers_the_way_home() -> None:
     """FleetControl alone. Vehicle at (0, 0), 10 m high; base at (40, 0); drain 1e-3 /s; margin 1.5;
     return speed 2 m/s; land rate 0.5 m/s: t_return = 40/2 + 10/0.5 = 40 s, needed 1.5 x 1e-3 x 40 =

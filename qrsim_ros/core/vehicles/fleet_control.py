@@ -33,8 +33,10 @@ Low battery (not in QRSim; siegemund_2011 section 4.5; thresholds in ``energy.Ba
 each vehicle's charge left and drain (``update_battery``, once per tick before ``controls``), a vehicle
 
 - ``return``s once its charge is below ``return_below`` and no longer covers the flight to the nearest
-  charging base plus the ``reserve``: a ``WaypointPID`` to the base's north/east at the flight height
-  ``flight_z_ned_m`` (heading held), then, within the base's radius, ``battery_land`` there;
+  charging base plus the ``reserve``: a ``WaypointPID`` that first climbs where the return started to the
+  return height (the higher of that height and the flight height ``flight_z_ned_m``; done within
+  ``RETURN_CLIMB_TOLERANCE_M``), then flies to the base's north/east at it (heading held), then, within
+  the base's radius, ``battery_land`` there;
 - ``battery_land``s where it is once its charge is at most ``land_below`` (or, without a base, instead of
   returning): the ``land`` descent above, disarmed on touchdown (resting on a base it charges).
 
@@ -94,6 +96,8 @@ ALL_FAILSAFES = FAILSAFES + BATTERY_FAILSAFES
 _HOLD, _LAND, _LEVEL, _RETURN, _BATTERY_LAND = range(1, len(ALL_FAILSAFES) + 1)
 #: A landing vehicle whose estimated height is at most this has touched down and is disarmed [m].
 LAND_TOUCHDOWN_HEIGHT_M = 0.3
+#: ``return`` climbs in place until its height is within this of the return height [m].
+RETURN_CLIMB_TOLERANCE_M = 1.0
 #: The controls of a disarmed vehicle: level, throttle off.
 DISARMED_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
 
@@ -280,6 +284,7 @@ class FleetControl:
         self._base_radii = np.array([b.radius_m for b in bases], float)
         self._target_base = np.full(n, -1, np.int64)
         self._return_pid = WaypointPID(n)
+        self._return_climbed = np.zeros(n, bool)  # return: the climb to the return height is done
 
     @property
     def controlled(self) -> NDArray[np.int_]:
@@ -296,6 +301,7 @@ class FleetControl:
         for c in (*self._controllers.values(), self._hold_pid, self._land_pid, self._return_pid):
             c.reset()
         self._target_base[:] = -1
+        self._return_climbed[:] = False
         self.failsafe_code[:] = 0
         self.landed[:] = False
         self._clamped_sp[:] = np.nan
@@ -475,6 +481,7 @@ class FleetControl:
         self._hold[idx] = hold_pose(ex[idx])
         self._land_pid.reset(idx)
         self._return_pid.reset(idx)
+        self._return_climbed[idx] = False
 
     def _failsafe_controls(self, u: Array, ex: Array, valid: NDArray[np.bool_]) -> None:
         """Overwrite the rows of the vehicles in their failsafe (in place)."""
@@ -517,9 +524,14 @@ class FleetControl:
             self._land_pid.reset(idx)
             fly = fly & ~there
         if fly.any():
+            # climb first, where the return started, to the higher of that height and the flight height
+            # (flying home on the diagonal from a low confirmation hover met the obstacles), then home
+            return_z = np.minimum(self._hold[:, 2], self.flight_z_ned_m)
+            with np.errstate(invalid="ignore"):
+                self._return_climbed |= fly & (-ex[:, HEIGHT] <= return_z + RETURN_CLIMB_TOLERANCE_M)
             target = np.zeros((self.num_vehicles, 3))
-            target[:, 0:2] = base[:, 0:2]
-            target[:, 2] = self.flight_z_ned_m
+            target[:, 0:2] = np.where(self._return_climbed[:, None], base[:, 0:2], self._hold[:, 0:2])
+            target[:, 2] = return_z
             psi = np.where(np.isfinite(self._hold[:, 3]), self._hold[:, 3], 0.0)
             u_ret = self._return_pid.compute_from_estimated_state(ex, target, psi)
             u[fly] = u_ret[fly]

@@ -70,3 +70,40 @@ def test_vehicle_dynamics_publishes_its_counters_and_pace(tmp_path: Path,
     finally:
         probe.close()
         assert node.stop() == 0, node.stderr()
+
+
+def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """keep_spot without turbulence (no mean wind either: still air, the Simulator's ``_still_air``):
+    without a wind_field the lockstep steps on without a single timeout, where with turbulence (above)
+    every tick times out waiting for uav1/wind."""
+    require_ros()
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "config" / "keep_spot.yaml").read_text()
+    still_text = text.replace("  turbulence:\n    on: true", "  turbulence:\n    on: false")
+    assert still_text != text  # the file's turbulence switch was found
+    still = tmp_path / "keep_spot_still_air.yaml"
+    still.write_text(still_text)
+    domain = free_domain()
+    node = NodeProcess("vehicle_dynamics", {
+        "scenario": str(still), "seed": 3, "real_time_factor": 0.0, "lockstep": True,
+        "lockstep_timeout_s": 0.05, "lockstep_on_timeout": "continue", "command_timeout_s": 0.0,
+        "start_timeout_s": 0.0}, ros_env(tmp_path, domain), tmp_path)
+    probe = Probe(tmp_path, domain, monkeypatch)
+    try:
+        arrays: list[Any] = []
+        probe.node.create_subscription(DiagnosticArray, "/diagnostics", arrays.append, reliable())
+
+        def stepped() -> bool:
+            v = _latest(arrays, "/vehicle_dynamics")
+            return v is not None and int(v["steps"]) >= 100
+
+        wait_for(stepped, 30, "/diagnostics of vehicle_dynamics after 100 steps", [node])
+        v = _latest(arrays, "/vehicle_dynamics")
+        assert v is not None and int(v["lockstep_timeouts"]) == 0, v
+        assert "still air: uavN/wind not read" in node.stderr()
+    finally:
+        probe.close()
+        assert node.stop() == 0, node.stderr()

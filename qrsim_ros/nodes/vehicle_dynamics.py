@@ -56,7 +56,9 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ``uavN/wind`` (geometry_msgs/Vector3Stamped, ``map``, ENU air velocity from wind_field) stamped
        t_k: the air velocity for the step t_k -> t_k+1, rotated into the body frame with the exact state.
        Non-finite or not in ``map``: rejected (counted), the held wind stays. In lockstep a second,
-       different wind for the same tick (a second wind_field in the domain) is counted and ignored.
+       different wind for the same tick (a second wind_field in the domain) is counted and ignored. In
+       still air (the scenario's mean wind and turbulence both off) it is not subscribed to: the air
+       velocity is zero, as in the Simulator, and lockstep does not wait for it.
   srv  ``~/reset`` (std_srvs/Trigger): new placement, episode + 1, tick 0 published again.
        ``/sim/inject_fault`` (qrsim_ros/InjectFault: one ``faults:`` item as YAML) and ``/sim/clear_fault``
        (qrsim_ros/ClearFault: by id or kind, on one vehicle or all): act at the next tick, as
@@ -73,16 +75,16 @@ which the sensor nodes apply the sensor faults at the same tick (``FaultEffects.
 
 Stepping (never blocks the executor): step k+1 is integrated in whichever callback completes its
 inputs (a wind or command message, or the wall-clock timer), paced by ``real_time_factor``:
-- ``lockstep: true``: step k+1 waits for the wind of t_k of every valid vehicle and, for valid vehicles
-  flown through the flight_controller (scenario control mode other than ``attitude``), their
-  ``cmd/attitude`` stamped t_k. After ``lockstep_timeout_s`` of wall time the missing inputs are named
-  in a warning ("waiting for uav2/wind@t=1.24, uav1/cmd/attitude@t=1.24") and the tick's outputs are
-  published again (for nodes that joined late or lost them; consumers treat a repeated tick as a
-  repeat); then it waits on (``wait``) or steps with the held inputs (``continue``). Tick 0 is first
-  published once every awaited input has a publisher and the odometry has a subscriber. The clock also
-  runs at most ``lockstep_window_ticks`` ahead of the slowest ground-truth consumer (their
-  ``/sim/tick_progress``; the plan's ``lockstep_consumers`` must each have reported), and at
-  ``duration_s`` the node waits (at most DRAIN_TIMEOUT_S) for all of them to handle the last tick.
+- ``lockstep: true``: step k+1 waits for the wind of t_k of every valid vehicle (not in still air) and,
+  for valid vehicles flown through the flight_controller (scenario control mode other than
+  ``attitude``), their ``cmd/attitude`` stamped t_k. After ``lockstep_timeout_s`` of wall time the
+  missing inputs are named in a warning ("waiting for uav2/wind@t=1.24, uav1/cmd/attitude@t=1.24") and
+  the tick's outputs are published again (for nodes that joined late or lost them; consumers treat a
+  repeated tick as a repeat); then it waits on (``wait``) or steps with the held inputs (``continue``).
+  Tick 0 is first published once every awaited input has a publisher and the odometry has a
+  subscriber. The clock also runs at most ``lockstep_window_ticks`` ahead of the slowest ground-truth
+  consumer (their ``/sim/tick_progress``; the plan's ``lockstep_consumers`` must each have reported),
+  and at ``duration_s`` the node waits (at most DRAIN_TIMEOUT_S) for all of them to handle the last tick.
 - ``lockstep: false``: nothing is awaited; the latest inputs are held.
 ``wait_for_commands: true`` holds the clock at tick 0 until every vehicle has a valid command (a
 deterministic start for tests and batch runs whose commands are published before the start).
@@ -364,9 +366,12 @@ class VehicleDynamicsNode(ScenarioNode):
         self._motor_subs = [self.create_subscription(MotorCommand, f"{ns}/cmd/motors",
                                                      lambda m, i=i: self._on_low_level(i, MOTORS, m),
                                                      QOS_RELIABLE) for i, ns in enumerate(self.names)]
-        self._wind_subs = [self.create_subscription(Vector3Stamped, f"{ns}/wind",
-                                                    lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
-                           for i, ns in enumerate(self.names)]
+        #: still air (no mean wind, no turbulence: the Simulator's ``_still_air``): the air velocity is
+        #: zero; uavN/wind is neither read nor awaited (wind_field then publishes it only to other readers)
+        self.still_air = not sc.wind.on and not sc.vehicle.turbulence.on
+        self._wind_subs = [] if self.still_air else [
+            self.create_subscription(Vector3Stamped, f"{ns}/wind", lambda m, i=i: self._on_wind(i, m),
+                                     QOS_RELIABLE) for i, ns in enumerate(self.names)]
         # lockstep: the ground-truth consumers' progress, node -> (episode, tick) of the last tick handled
         self._progress: dict[str, tuple[int, int]] = {}
         if p.lockstep and p.lockstep_window_ticks > 0:
@@ -396,7 +401,8 @@ class VehicleDynamicsNode(ScenarioNode):
         self.get_logger().info(
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
             f"real_time_factor {p.real_time_factor:g}, lockstep {'on' if p.lockstep else 'off'}"
-            + (f" (awaiting cmd/attitude of {', '.join(under)})" if p.lockstep and under else ""))
+            + (f" (awaiting cmd/attitude of {', '.join(under)})" if p.lockstep and under else "")
+            + ("; still air: uavN/wind not read" if self.still_air else ""))
 
     # --- episodes -------------------------------------------------------------------------------------
     def _place(self) -> None:
@@ -619,7 +625,7 @@ class VehicleDynamicsNode(ScenarioNode):
             return False
         if not self.params.lockstep:
             return True
-        if np.any(valid & (self._wind_tick != self._k)):
+        if not self.still_air and np.any(valid & (self._wind_tick != self._k)):
             return False
         awaited = valid & self.controlled
         if np.any(awaited & (self._cmd_seen_ns != self._k * TICK_NS)):
@@ -656,8 +662,9 @@ class VehicleDynamicsNode(ScenarioNode):
         t = f"@t={self._k * BASE_DT_S:.2f}"
         missing: list[str] = []
         if self.params.lockstep:
-            no_wind = valid & (self._wind_tick != self._k)
-            missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(no_wind)]
+            if not self.still_air:
+                no_wind = valid & (self._wind_tick != self._k)
+                missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(no_wind)]
             late = valid & self.controlled & (self._cmd_seen_ns != self._k * TICK_NS)
             missing += [f"{self.names[i]}/cmd/attitude{t}" for i in np.flatnonzero(late)]
             if consumers:
@@ -728,8 +735,8 @@ class VehicleDynamicsNode(ScenarioNode):
 
     def _graph_missing(self) -> list[str]:
         """Lockstep start: inputs without a publisher, and whether the ground truth has a subscriber."""
-        missing = [f"a publisher of {self.names[i]}/wind" for i in range(self.num_vehicles)
-                   if self._wind_subs[i].get_publisher_count() < 1]
+        missing = [f"a publisher of {self.names[i]}/wind" for i, sub in enumerate(self._wind_subs)
+                   if sub.get_publisher_count() < 1]
         missing += [f"a publisher of {self.names[i]}/cmd/attitude" for i in np.flatnonzero(self.controlled)
                     if self._cmd_subs[i].get_publisher_count() < 1]
         if self._status_pub.get_subscription_count() < 1:

@@ -15,7 +15,8 @@ Topics (docs/NODE_GRAPH.md "Per tick k", step 2):
        of tick k+1. The gust is the turbulence model's body-frame output rotated into the world with the
        state of t_k; vehicle_dynamics rotates the sum back with its exact state (a residual of a few
        1e-16 m/s against the Simulator's body-frame sum; with a turbulence period longer than 0.02 s
-       the held body-frame gust is carried the same way).
+       the held body-frame gust is carried the same way). A vehicle's message is built only while its
+       topic has a reader (in still air vehicle_dynamics does not read it: RViz, a bag or a user may).
 
 At an episode start (and on the first ground truth) the mean wind draws its direction and the
 turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts drawn for the step
@@ -94,6 +95,8 @@ class WindFieldNode(GroundTruthNode):
         stamp = stamp_from_tick(k)
         out: Outgoing = []
         for i in range(self.num_vehicles):
+            if not self._pubs[i].get_subscription_count():  # nobody listens (vehicle_dynamics in still air)
+                continue
             m = Vector3Stamped()
             m.header.stamp = stamp
             m.header.frame_id = MAP_FRAME

@@ -196,6 +196,10 @@ def test_rates_thrust_and_motors_fly_the_rotor_airframe(tmp_path: Path,
         # nothing of it was flown: uav1 still yaws anticlockwise, uav2 still clockwise
         assert state(latest())[0, 11] < -0.1 and state(latest())[1, 11] > 0.4
         assert list(bad_before.commands_clamped) == [0, 0, 0]
+        # uav1 back to hover: the faster pair's extra thrust climbs it slowly, out of the area if the rest
+        # of the phase takes long in wall time (real_time_factor 1 on a loaded machine: a CI run lost it)
+        wait_for(lambda: latest().tick * 0.02 > now_s, 10, "a tick after uav1's command", procs)
+        motor_cmd(1, hover_motors, latest().tick * 0.02)
         # uav2's command (stamp 0) expires after TIMEOUT_S: the scenario's failsafe, counted
         wait_for(lambda: latest().command_timeouts[1] >= 1, 30, "uav2's command timeout", procs)
         wait_for(lambda: latest().failsafe[1] == "hold" and not latest().command_fresh[1], 10, "hold", procs)

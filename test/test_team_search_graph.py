@@ -106,7 +106,9 @@ def test_the_vehicles_split_up_and_the_referee_scores_the_run(team_bag: Path) ->
     start = np.array([first[i] for i in range(NUM_VEHICLES)])
     end = np.array([last[i] for i in range(NUM_VEHICLES)])
     travelled = np.linalg.norm(end[:, :2] - start[:, :2], axis=1)
-    assert np.all(travelled > 15.0), travelled
+    # each left the base's 4 m grid (the climb to the layers, 30-38 m from 20 m, takes 10-18 of the 30 s;
+    # how far the lowest layer then gets depends on how far the non-lockstep autopilot lags)
+    assert np.all(travelled > 8.0), travelled
     headings = (end - start)[:, :2] / travelled[:, None]
     # different lanes: no two vehicles went the same way from the base
     cos = headings @ headings.T

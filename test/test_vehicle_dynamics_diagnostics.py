@@ -25,6 +25,15 @@ def _latest(arrays: list[Any], name: str) -> dict[str, str] | None:
     return None
 
 
+def _lockstep_without_wind_field(scenario: str, tmp_path: Path, domain: int) -> NodeProcess:
+    """vehicle_dynamics alone in lockstep (no wind_field): a missing input times out after 0.05 s and the
+    tick steps on ("continue")."""
+    return NodeProcess("vehicle_dynamics", {
+        "scenario": scenario, "seed": 3, "real_time_factor": 0.0, "lockstep": True,
+        "lockstep_timeout_s": 0.05, "lockstep_on_timeout": "continue", "command_timeout_s": 0.0,
+        "start_timeout_s": 0.0}, ros_env(tmp_path, domain), tmp_path)
+
+
 def test_vehicle_dynamics_publishes_its_counters_and_pace(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     require_ros()
@@ -33,10 +42,7 @@ def test_vehicle_dynamics_publishes_its_counters_and_pace(tmp_path: Path,
 
     domain = free_domain()
     # lockstep without a wind_field: every tick waits lockstep_timeout_s, then steps on ("continue")
-    node = NodeProcess("vehicle_dynamics", {
-        "scenario": "keep_spot", "seed": 3, "real_time_factor": 0.0, "lockstep": True,
-        "lockstep_timeout_s": 0.05, "lockstep_on_timeout": "continue", "command_timeout_s": 0.0,
-        "start_timeout_s": 0.0}, ros_env(tmp_path, domain), tmp_path)
+    node = _lockstep_without_wind_field("keep_spot", tmp_path, domain)
     probe = Probe(tmp_path, domain, monkeypatch)
     try:
         arrays: list[Any] = []
@@ -87,10 +93,7 @@ def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
     still = tmp_path / "keep_spot_still_air.yaml"
     still.write_text(still_text)
     domain = free_domain()
-    node = NodeProcess("vehicle_dynamics", {
-        "scenario": str(still), "seed": 3, "real_time_factor": 0.0, "lockstep": True,
-        "lockstep_timeout_s": 0.05, "lockstep_on_timeout": "continue", "command_timeout_s": 0.0,
-        "start_timeout_s": 0.0}, ros_env(tmp_path, domain), tmp_path)
+    node = _lockstep_without_wind_field(str(still), tmp_path, domain)
     probe = Probe(tmp_path, domain, monkeypatch)
     try:
         arrays: list[Any] = []

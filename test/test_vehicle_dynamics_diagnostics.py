@@ -106,7 +106,7 @@ def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
         wait_for(stepped, 30, "/diagnostics of vehicle_dynamics after 100 steps", [node])
         v = _latest(arrays, "/vehicle_dynamics")
         assert v is not None and int(v["lockstep_timeouts"]) == 0, v
-        assert "still air: uavN/wind not read" in node.stderr()
+        assert "still air (no mean wind, no turbulence): uavN/wind is not read" in node.stderr()
     finally:
         probe.close()
         assert node.stop() == 0, node.stderr()

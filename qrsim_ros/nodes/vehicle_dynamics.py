@@ -366,9 +366,9 @@ class VehicleDynamicsNode(ScenarioNode):
         self._motor_subs = [self.create_subscription(MotorCommand, f"{ns}/cmd/motors",
                                                      lambda m, i=i: self._on_low_level(i, MOTORS, m),
                                                      QOS_RELIABLE) for i, ns in enumerate(self.names)]
-        #: still air (no mean wind, no turbulence: the Simulator's ``_still_air``): the air velocity is
-        #: zero; uavN/wind is neither read nor awaited (wind_field then publishes it only to other readers)
-        self.still_air = not sc.wind.on and not sc.vehicle.turbulence.on
+        #: ``Scenario.still_air``: uavN/wind is neither read nor awaited (the air velocity stays zero;
+        #: wind_field then publishes it only to other readers)
+        self.still_air = sc.still_air
         self._wind_subs = [] if self.still_air else [
             self.create_subscription(Vector3Stamped, f"{ns}/wind", lambda m, i=i: self._on_wind(i, m),
                                      QOS_RELIABLE) for i, ns in enumerate(self.names)]
@@ -402,7 +402,7 @@ class VehicleDynamicsNode(ScenarioNode):
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
             f"real_time_factor {p.real_time_factor:g}, lockstep {'on' if p.lockstep else 'off'}"
             + (f" (awaiting cmd/attitude of {', '.join(under)})" if p.lockstep and under else "")
-            + ("; still air: uavN/wind not read" if self.still_air else ""))
+            + ("; still air (no mean wind, no turbulence): uavN/wind is not read" if self.still_air else ""))
 
     # --- episodes -------------------------------------------------------------------------------------
     def _place(self) -> None:

@@ -483,6 +483,12 @@ class Scenario:
     def ground_z_ned_m(self) -> float:
         return float(self.area_limits_ned[5])
 
+    @property
+    def still_air(self) -> bool:
+        """No mean wind and no turbulence: every vehicle's air velocity is zero, every tick (the Simulator
+        makes it once; the graph's vehicle_dynamics then neither reads nor awaits ``uavN/wind``)."""
+        return not self.wind.on and not self.vehicle.turbulence.on
+
     def persons_area_params(self) -> PersonsAreaParams:
         """The persons area's parameters (search and rescue)."""
         return self.area.persons_area_params(self.area_limits_ned, self.origin)

@@ -179,7 +179,7 @@ class Simulator:
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
         # still air (no mean wind, no turbulence): every tick's air velocity is zero, made once (read-only)
-        self._still_air = None if self.wind.params.on or self.turbulence.params.on else np.zeros((n, 3))
+        self._still_air = np.zeros((n, 3)) if self.scenario.still_air else None
         if self._still_air is not None:
             self._still_air.flags.writeable = False
         self._held = np.full((n, TARGET_WIDTH), np.nan)  # every vehicle's latest set point (NaN: none)

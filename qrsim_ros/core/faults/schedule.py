@@ -367,13 +367,12 @@ class FaultSchedule:
             if f.any_active and (f.any_clearing or t_s >= f.next_end_s - TIME_EPS_S):  # ``end``'s own test
                 f.end(t_s, ended)
             if f.armed:
-                quiet_until_s = -math.inf
                 if ((f.periodic and k != 0 and f.trials.quiet_tick())  # type: ignore[union-attr]
                         or t_s < f.quiet_before_s or k < f.at_tick
                         or (f.below_field is not None and f.below_quiet(conditions))):
                     f.evaluated = True  # what ``start`` would have done on a tick its trigger is false
-                    continue
-                f.start(k, t_s, conditions, started)
+                else:
+                    f.start(k, t_s, conditions, started)
             if f.any_clearing or f.armed:
                 quiet_until_s = -math.inf
             elif f.any_active:

@@ -288,7 +288,7 @@ def _noiseless_step_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due,
 #: ``_noiseless_faulted_kernel``'s bits: ``due`` (which sensor updates this tick) and ``add`` (which
 #: sensor has a bias or offset); the columns of its packed fault values and stuck rows.
 _ACC, _GYRO, _EULER, _ALT = 1, 2, 4, 8
-_ACC_BIAS, _GYRO_BIAS, _ALT_OFFSET = slice(0, 3), slice(3, 6), 6
+_ACC_BIAS, _GYRO_BIAS, _ALT_OFFSET = 0, 3, 6  # first columns (biases: 3 each)
 _ACC_STUCK, _GYRO_STUCK, _ALT_STUCK = 0, 1, 2
 
 
@@ -302,22 +302,23 @@ def _noiseless_faulted_kernel(x, accel_body, due, acc, gyro, euler, height, spee
     reading stays -0.0). ``due`` and ``add``: bit masks (``_ACC`` ...); ``fault_value`` (N, 7): the
     accelerometer's and the gyroscope's biases and the altimeter's offset; ``stuck`` (N, 3) bool:
     accelerometer, gyroscope, altimeter (packed: numba's dispatch costs about 0.1 us per argument)."""
-    acc_due, gyro_due, euler_due, alt_due = due & 1 != 0, due & 2 != 0, due & 4 != 0, due & 8 != 0
-    acc_add, gyro_add, alt_add = add & 1 != 0, add & 2 != 0, add & 8 != 0
+    acc_due, gyro_due = due & _ACC != 0, due & _GYRO != 0
+    euler_due, alt_due = due & _EULER != 0, due & _ALT != 0
+    acc_add, gyro_add, alt_add = add & _ACC != 0, add & _GYRO != 0, add & _ALT != 0
     for i in range(x.shape[0]):
         for j in range(3):
-            if acc_due and not stuck[i, 0]:
-                acc[i, j] = accel_body[i, j] + fault_value[i, j] if acc_add else accel_body[i, j]
-            if gyro_due and not stuck[i, 1]:
-                gyro[i, j] = x[i, 9 + j] + fault_value[i, 3 + j] if gyro_add else x[i, 9 + j]
+            if acc_due and not stuck[i, _ACC_STUCK]:
+                acc[i, j] = accel_body[i, j] + fault_value[i, _ACC_BIAS + j] if acc_add else accel_body[i, j]
+            if gyro_due and not stuck[i, _GYRO_STUCK]:
+                gyro[i, j] = x[i, 9 + j] + fault_value[i, _GYRO_BIAS + j] if gyro_add else x[i, 9 + j]
             if euler_due:
                 euler[i, j] = x[i, 3 + j]
         if alt_due:
-            if stuck[i, 2]:
+            if stuck[i, _ALT_STUCK]:
                 speed[i] = 0.0
             else:
                 h = ground_z_ned_m - x[i, 2]
-                height[i] = h + fault_value[i, 6] if alt_add else h
+                height[i] = h + fault_value[i, _ALT_OFFSET] if alt_add else h
                 speed[i] = _vertical_speed_row(x, i)
 
 
@@ -692,14 +693,14 @@ class Ahars:
         states = (acc, gyro, alt)
         n = self.num_vehicles
         value, stuck, add = np.zeros((n, 7)), np.zeros((n, 3), bool), 0
-        for bit, cols, row, state in ((_ACC, _ACC_BIAS, _ACC_STUCK, states[0]),
-                                      (_GYRO, _GYRO_BIAS, _GYRO_STUCK, states[1]),
-                                      (_ALT, _ALT_OFFSET, _ALT_STUCK, states[2])):
+        for bit, col, width, row, state in ((_ACC, _ACC_BIAS, 3, _ACC_STUCK, states[0]),
+                                            (_GYRO, _GYRO_BIAS, 3, _GYRO_STUCK, states[1]),
+                                            (_ALT, _ALT_OFFSET, 1, _ALT_STUCK, states[2])):
             if state is None:
                 continue
             offset, stuck_rows = state
             if offset is not None:
-                value[:, cols] = offset
+                value[:, col:col + width] = np.reshape(offset, (n, width))
                 add |= bit
             if stuck_rows is not None:
                 stuck[:, row] = stuck_rows

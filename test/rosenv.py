@@ -124,16 +124,29 @@ def scenario_with_sensors(tmp_path: Path, base: str, name: str, sensors: dict[st
     return path
 
 
-def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float) -> Path:
+def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float,
+                    timeout_s: float = 600.0) -> Path:
     """Run ``qrsim launch <scenario>`` in lockstep as fast as possible, without the autopilot, recorded,
-    in a free ROS domain; assert it ended cleanly; return the bag's directory."""
+    in a free ROS domain; assert it ended cleanly; return the bag's directory. A run that has not ended
+    after ``timeout_s`` is interrupted (Ctrl-C) and the test fails with the tail of its log, which names
+    what lockstep was waiting for."""
     bag = tmp_path / "bag"
+    log_path = tmp_path / "launch.log"
     cmd = [python(), str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
            "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0",
            "--duration", f"{duration_s:g}", "--record", str(bag)]
-    proc = subprocess.run(cmd, env=ros_env(tmp_path, free_domain()), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, env=ros_env(tmp_path, free_domain()), cwd=tmp_path, stdout=log,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            proc.wait(timeout=timeout_s)
+            hung = False
+        except subprocess.TimeoutExpired:
+            hung = True
+            interrupt(proc, 60.0)
+    tail = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
+    assert not hung, f"qrsim launch had not ended after {timeout_s:g} s (interrupted); its log ends:\n{tail}"
+    assert proc.returncode == 0, tail
     return bag
 
 

@@ -20,7 +20,17 @@ from typing import Any
 import numpy as np
 import pytest
 from rosenv import free_domain, require_ros
-from test_node_control import LIB, STARTUP_S, WAYPOINT_SCENARIO, Graph, Probe, _close, _qos, _tick
+from test_node_control import (
+    LIB,
+    STARTUP_S,
+    WAYPOINT_SCENARIO,
+    Graph,
+    Probe,
+    _assert_exit_0,
+    _close,
+    _qos,
+    _tick,
+)
 
 pytestmark = pytest.mark.ros
 
@@ -173,7 +183,7 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         if other is not None:
             other.close()
         codes = _close(graph, user)
-    assert all(code == 0 for code in codes.values()), codes
+    _assert_exit_0(graph, codes)
 
 
 def test_a_strangers_subscription_does_not_open_the_start_gate(ros: Path, monkeypatch: pytest.MonkeyPatch
@@ -199,4 +209,4 @@ def test_a_strangers_subscription_does_not_open_the_start_gate(ros: Path, monkey
         assert seen[0].tick == 0 and seen[0].run_id == RUN_A
     finally:
         codes = _close(graph, stranger)
-    assert all(code == 0 for code in codes.values()), codes
+    _assert_exit_0(graph, codes)

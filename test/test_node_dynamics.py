@@ -451,6 +451,45 @@ def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
     assert np.all(np.isfinite([m.pose.pose.position.z for m in odom]))
 
 
+def test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer reports its progress once, before vehicle_dynamics' /sim/tick_progress reader exists
+    (as one whose writer discovers that reader late does): the report is latched, so the lockstep window
+    does not wait for ever at tick 5 for a report that was sent already; the run reaches duration_s and
+    drains on it."""
+    require_ros()
+    from qrsim_ros.msg import TickProgress, VehicleStatus
+
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
+
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
+    window, last_tick = 5, 50
+    common = {"scenario": "keep_spot", "seed": 3}
+    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "lockstep_timeout_s": 0.2,
+                "lockstep_window_ticks": window, "lockstep_consumers": 2, "duration_s": last_tick * 0.02,
+                "start_subscribers": 2}
+    probe = Probe(tmp_path, domain, monkeypatch)
+    procs = [NodeProcess("wind_field", common, env, tmp_path)]
+    ticks: list[int] = []
+    try:
+        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda m: ticks.append(m.tick),
+                                       reliable())
+        progress = probe.node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        progress.publish(TickProgress(node="/early_consumer", episode=1, tick=last_tick))
+        assert progress.get_subscription_count() == 0  # nobody read it
+        procs.append(NodeProcess("vehicle_dynamics", dynamics, env, tmp_path))
+        assert procs[1].wait_exit(60) == 0, procs[1].stderr()
+        wait_for(lambda: last_tick in ticks, 10, "the last tick's status")
+    finally:
+        probe.close()
+        codes = stop_all(procs)
+    err = procs[1].stderr()
+    assert "duration_s=1 reached" in err and "/early_consumer" not in err, err
+    assert codes[0] == 0
+
+
 def test_lockstep_window_holds_the_clock_for_a_slow_consumer_and_drains_at_the_end(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ground-truth consumer that reports its progress (/sim/tick_progress) slowly: in lockstep the

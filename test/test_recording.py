@@ -367,6 +367,13 @@ LATCHED = ("/tf_static", "/sim/episode", "/area/terrain", "/viz/terrain", "/refe
 BATTERY_EVERY_N_TICKS = 5
 
 
+def _stamp_ns(msg: Any) -> int:
+    """A recorded message's own time: /clock's clock, /tf's first transform's stamp, else header.stamp."""
+    stamp = msg.clock if hasattr(msg, "clock") else (
+        msg.transforms[0].header.stamp if hasattr(msg, "transforms") else msg.header.stamp)
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
 @pytest.mark.ros
 @pytest.mark.slow
 def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
@@ -391,10 +398,13 @@ def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
             f"{topic}: {got} messages, expected {want:g} (first at {times[0] * 1e-9:.3f} s, last at "
             f"{times[-1] * 1e-9:.3f} s, longest gap {gap_ns * 1e-9:.3f} s before {gap_end_ns * 1e-9:.3f} s)")
     # the clock owner starts when the recorder's /sim/vehicle_status subscription matches, which the
-    # recorder creates after all the others: its own topics are in the bag from tick 0
+    # recorder creates after all the others: its own topics are in the bag from tick 0. (The stamp, not
+    # the bag time, tells: a sample the DDS transport had to repair arrives, and is timed, a few ticks
+    # late, as a CI run under load saw for both vehicles' odometry of ticks 0-17.)
     own = ["/clock", "/tf", "/sim/vehicle_status"] + [f"/uav{i}/ground_truth/{kind}" for i in
                                                      range(1, NUM_VEHICLES + 1) for kind in ("odom", "accel")]
-    assert {t: bag.times[t][0] for t in own if bag.times[t][0] != 0} == {}
+    first_stamps = {t: _stamp_ns(bag.messages[t][0]) for t in own}
+    assert {t: ns for t, ns in first_stamps.items() if ns != 0} == {}, {t: bag.times[t][0] for t in own}
     for topic in LATCHED:
         assert len(bag.times[topic]) >= 1
     print(f"\nrecorded run: {bag.metadata['message_count']} messages on {len(bag.times)} topics, "

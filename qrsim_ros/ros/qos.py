@@ -30,6 +30,11 @@ GROUND_TRUTH_QUEUE = 3000
 QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityPolicy.RELIABLE,
                               history=HistoryPolicy.KEEP_LAST)
 
-#: A consumer's progress: reliable (the last tick's report must arrive), a few deep (the latest counts).
+#: A consumer's progress: reliable (the last tick's report must arrive), a few deep (the latest counts),
+#: transient local (latched per consumer): a report sent before the consumer's writer has discovered
+#: vehicle_dynamics' reader is delivered when it does. Volatile, such reports were lost, and a consumer
+#: that had handled every tick it was sent never reported again: lockstep waited on it for ever (what
+#: test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts shows; the likely cause of a
+#: CI run under load that hung for 600 s).
 QOS_TICK_PROGRESS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                               history=HistoryPolicy.KEEP_LAST)
+                               history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL)

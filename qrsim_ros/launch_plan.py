@@ -84,6 +84,9 @@ GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "ca
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
 TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller", "mission_autopilot"}
+#: Nodes that report their progress by task step (the ticks before the next step they must answer), not
+#: by ground-truth tick: the lockstep window keeps the clock within reach of their set points.
+STEP_PACED = frozenset({"example_autopilot"})
 PACKAGE = "qrsim_ros"
 
 #: The launch files' arguments: (name, description). Defaults come from ``launch_defaults``.
@@ -407,8 +410,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     # Start gate: tick 0 waits until every planned consumer of ground truth is matched (discovery).
     dynamics["start_subscribers"] = sum(spec.executable in GROUND_TRUTH_CONSUMERS for spec in specs)
     # Lockstep window: the clock waits for each node that steps on the ground truth (all but the flight
-    # controller, a lockstep input already) to report its progress (/sim/tick_progress).
-    dynamics["lockstep_consumers"] = sum(spec.executable in TICK_CLOCKED for spec in specs)
+    # controller, a lockstep input already) to report its progress (/sim/tick_progress); and for
+    # example_autopilot, which reports the task steps it answered.
+    dynamics["lockstep_consumers"] = sum(spec.executable in TICK_CLOCKED | STEP_PACED for spec in specs)
     missions = sum(spec.executable in MISSION_AUTOPILOTS.values() for spec in specs)
     if missions:
         dynamics["lockstep_consumers"] += missions

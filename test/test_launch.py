@@ -61,6 +61,14 @@ def test_every_task_type_has_an_example_autopilot() -> None:
     assert not set(lp.AUTOPILOT_TASKS) & set(lp.MISSION_AUTOPILOTS)
 
 
+def test_the_example_autopilot_counts_in_the_lockstep_window_but_not_the_start_gate() -> None:
+    """It reports the task steps it answered (/sim/tick_progress) but reads no /sim/vehicle_status."""
+    flown, bare = plan("search_rescue", seed=5), plan("search_rescue", seed=5, autopilot=False)
+    assert names(flown) == [*names(bare), "example_autopilot"]
+    assert flown[0].parameters["lockstep_consumers"] == bare[0].parameters["lockstep_consumers"] + 1
+    assert flown[0].parameters["start_subscribers"] == bare[0].parameters["start_subscribers"]
+
+
 def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> None:
     specs = plan("retrieve_simplified", seed=5)
     assert names(specs) == [*SENSORS_AND_CLOCK, "referee", "flight_controller", "mission_autopilot"]

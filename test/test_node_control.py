@@ -544,10 +544,12 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
     (``_referee_finds_a_person``); SIGTERM ends all three nodes cleanly (exit 0)."""
     from builtin_interfaces.msg import Time
     from geometry_msgs.msg import TwistStamped
-    from qrsim_ros.msg import Altitude, AttitudeCommand, TaskStatus
+    from qrsim_ros.msg import Altitude, AttitudeCommand, TaskStatus, TickProgress
     from sensor_msgs.msg import Imu, NavSatFix
 
     from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_LATCHED, QOS_TICK_PROGRESS
 
     scenario = "search_rescue_2a"  # one vehicle, velocity control, GPS at 5 Hz (every 10 ticks)
     domain = free_domain()
@@ -567,7 +569,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                 "alt": node.create_publisher(Altitude, "uav1/altimeter", _qos(100)),
                 "fix": node.create_publisher(NavSatFix, "uav1/gps/fix", _qos(100)),
                 "vel": node.create_publisher(TwistStamped, "uav1/gps/vel", _qos(100)),
-                "status": node.create_publisher(TaskStatus, "/referee/status", _qos(10))}
+                "status": node.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)}
 
         def matched() -> bool:  # sensors: the flight controller and the autopilot; status: the autopilot
             return all(p.get_subscription_count() >= (1 if k == "status" else 2) for k, p in pubs.items())
@@ -577,6 +579,18 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         def stamp(k: int) -> Time:
             ns = k * 20_000_000
             return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+        # the lockstep window's view of the autopilot: after each task step it handled, the ticks before the
+        # next step (1 s task steps: 50 ticks), in the status' episode; also for a step it could not answer
+        progress: list[tuple[str, int, int]] = []
+        node.create_subscription(TickProgress, TICK_PROGRESS_TOPIC,
+                                 lambda m: progress.append((m.node, m.episode, m.tick)), QOS_TICK_PROGRESS)
+        first = TaskStatus(scenario=scenario, episode=3, step=0, time=0.0, vehicle_names=["uav1"],
+                           vehicle_valid=[True])
+        first.header.stamp = stamp(0)
+        pubs["status"].publish(first)  # no sensor yet: no policy, no set point
+        assert probe.spin_until(lambda: bool(progress), 60), graph.log("example_autopilot")[-2000:]
+        assert progress == [("/example_autopilot", 3, 49)] and not setpoints
 
         lla = ned_to_lla([10.0, -20.0, -45.0], QRSIM_ORIGIN)
 
@@ -614,10 +628,13 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
             assert abs(c.pitch) <= 0.34 and abs(c.roll) <= 0.34 and c.battery_voltage == 12.0
 
         # the autopilot flies a task step (lawn-mower: a set point in map) and stops when done
-        st = TaskStatus(scenario=scenario, step=1, time=1.0, vehicle_names=["uav1"], vehicle_valid=[True])
+        st = TaskStatus(scenario=scenario, episode=3, step=1, time=1.0, vehicle_names=["uav1"],
+                        vehicle_valid=[True])
         st.header.stamp = stamp(50)
         pubs["status"].publish(st)
         assert probe.spin_until(lambda: len(setpoints) >= 1, 60), graph.log("example_autopilot")[-2000:]
+        assert probe.spin_until(lambda: len(progress) >= 2, 60)
+        assert progress[1] == ("/example_autopilot", 3, 99)
         sp = setpoints[0]
         v = np.array([sp.twist.linear.x, sp.twist.linear.y, sp.twist.linear.z])
         assert sp.header.frame_id == "map" and np.all(np.isfinite(v)) and np.linalg.norm(v[0:2]) > 0.5

@@ -22,6 +22,12 @@ by the flight controller in between. Set points expire (``vehicle.command_timeou
 simulated time by default, as PX4's offboard mode wants >= 2 Hz), so the latest ones are re-sent every
 ``SETPOINT_PERIOD_TICKS`` ticks of ``/clock``, stamped with its time: the stream that tells the
 simulator the autopilot is alive. When this node dies, the vehicles fly their failsafe.
+Pace: after every ``/referee/status`` it handled (answered, or not: the policy still waiting for its
+sensors, the episode done) the node reports on ``/sim/tick_progress`` that it is done with the ticks
+before the next task step (``TaskStatus.episode``, the step's tick + ticks per step - 1). In lockstep,
+vehicle_dynamics then runs at most ``lockstep_window_ticks`` (25) ahead of that (the plan counts the
+node in ``lockstep_consumers``): a step's set points reach the flight controller at most 24 ticks
+(0.48 s) after their stamp, inside the 0.5 s command timeout, however slow the policy (50 vehicles).
 A new episode (the status' step goes back to 0) rebuilds the
 policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
 waits for the next episode.
@@ -41,6 +47,7 @@ from sensor_msgs.msg import BatteryState, Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.rng import RandomStreams
+from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.comms import BROADCAST, MODES, Inboxes, Packet
 from qrsim_ros.core.comms.packets import vehicle_index
 from qrsim_ros.core.config.scenario import CONTROL_MODES
@@ -59,20 +66,21 @@ from qrsim_ros.msg import (
     MotorCommand,
     RatesThrustCommand,
     TaskStatus,
+    TickProgress,
 )
 from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.names import MAP_FRAME, TICK_PROGRESS_TOPIC, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
 )
-from qrsim_ros.ros.qos import QOS_CLOCK, QOS_RELIABLE
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED_STREAM, QOS_RELIABLE, QOS_TICK_PROGRESS
 from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL
 from qrsim_ros.ros.stamps import seconds_of_stamp, tick_of_stamp
 
@@ -306,7 +314,12 @@ class ExampleAutopilotNode(ScenarioNode):
                 self._pubs[i] = self.create_publisher(MotorCommand, f"{ns}/cmd/motors", QOS_RELIABLE)
             else:
                 self._pubs[i] = self.create_publisher(TwistStamped, f"{ns}/cmd/velocity", QOS_RELIABLE)
-        self.create_subscription(TaskStatus, "/referee/status", self._on_status, QOS_RELIABLE)
+        # latched: a subscription matched after the referee's first status still gets it (the window
+        # waits for this node's first report)
+        self.create_subscription(TaskStatus, "/referee/status", self._on_status, QOS_LATCHED_STREAM)
+        self._ticks_per_step = ticks_per_update("task.dt_s", sc.task.dt_s)
+        self._progress_pub = self.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        self._reported: tuple[int, int] | None = None
         from rosgraph_msgs.msg import Clock as ClockMsg
 
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
@@ -363,6 +376,24 @@ class ExampleAutopilotNode(ScenarioNode):
     def _on_status(self, msg: TaskStatus) -> None:
         if self.foreign_run(msg.run_id, "/referee/status"):
             return
+        self._answer(msg)
+        self.step_progress(msg)
+
+    def step_progress(self, status: TaskStatus) -> None:
+        """Report on /sim/tick_progress the ticks this node is done with once it handled ``status``: all
+        before the next task step (module docstring, "Pace")."""
+        k = tick_of_stamp(status.header.stamp)
+        if k is None:
+            return
+        done = (int(status.episode), k + self._ticks_per_step - 1)
+        if done == self._reported:
+            return
+        self._reported = done
+        self._progress_pub.publish(TickProgress(node=self.get_fully_qualified_name(), episode=done[0],
+                                                tick=done[1]))
+
+    def _answer(self, msg: TaskStatus) -> None:
+        """The policy's set points (and packets) for the task step of ``msg``."""
         view = self.view
         if len(msg.vehicle_valid) == view.num_vehicles:
             view.valid[:] = np.asarray(msg.vehicle_valid, bool)

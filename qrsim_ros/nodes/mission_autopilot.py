@@ -43,14 +43,13 @@ from typing import Any
 import numpy as np
 from sensor_msgs.msg import BatteryState
 
-from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.msg import TaskStatus, TickProgress, VehicleStatus
 from qrsim_ros.nodes.example_autopilot import ExampleAutopilotNode, TopicView
 from qrsim_ros.policies import policy_names
-from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC, vehicle_namespace
+from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.node import ParameterError, run_node
 from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable, limit_range
-from qrsim_ros.ros.qos import QOS_RELIABLE, QOS_TICK_PROGRESS
+from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.retrieve_link import RetrieveLink
 from qrsim_ros.ros.sensor_ticks import ALT, BATTERY_EVERY_N_TICKS, FIX, IMU, VEL, SensorSchedule
 from qrsim_ros.ros.stamps import tick_of_stamp
@@ -117,8 +116,6 @@ class MissionAutopilotNode(ExampleAutopilotNode):
                                      lambda m, i=i: self._on_battery(i, m), QOS_RELIABLE)
         self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_vehicle_status, QOS_RELIABLE)
         # the lockstep window's view of this node (module docstring, "Pace")
-        self._ticks_per_step = ticks_per_update("task.dt_s", self.scenario.task.dt_s)
-        self._progress_pub = self.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
         self._episode = 0  # the simulator's episode (/sim/vehicle_status)
         self._answered_tick = -1  # the tick of the last task step answered
         self._clock_tick = -1  # the latest /clock tick seen
@@ -200,6 +197,10 @@ class MissionAutopilotNode(ExampleAutopilotNode):
         self._answered_tick = k
         self._clock_tick = max(self._clock_tick, k)
         self._report_progress()
+
+    def step_progress(self, status: TaskStatus) -> None:
+        """(Reported by ``_report_progress`` instead: after the step's inputs and answer, never past the
+        /clock seen.)"""
 
     def _publish(self, actions: np.ndarray, status: TaskStatus, stop: bool = False) -> None:
         super()._publish(actions, status, stop)

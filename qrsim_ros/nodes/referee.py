@@ -441,6 +441,7 @@ class RefereeNode(ScenarioNode):
         msg.header.frame_id = MAP_FRAME
         msg.run_id = self.run_id
         msg.scenario = self.scenario.name
+        msg.episode = self._episode
         msg.step = self.step_count
         msg.time = k * BASE_DT_S
         msg.reward = float(self.last_reward)

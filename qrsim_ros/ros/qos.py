@@ -15,6 +15,13 @@ QOS_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
 
 
+#: A reader of a latched stream that must not drop a sample: the latest one on joining (a late match
+#: loses nothing that matters), then every one, queued as QOS_RELIABLE (example_autopilot's
+#: /referee/status: it paces the lockstep window on the task steps it answered).
+QOS_LATCHED_STREAM = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                                durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+
+
 #: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources
 #: subscribe with depth 1 and take the latest).
 QOS_CLOCK = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)

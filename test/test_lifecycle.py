@@ -540,6 +540,35 @@ def test_a_node_stuck_in_dds_teardown_gets_the_longer_deadline_and_keeps_its_sta
     assert STOP_DEADLINE_S < TEARDOWN_DEADLINE_S and TEARDOWN_DEADLINE_S + 1.0 < 10.0
 
 
+_STUCK_IN_TEARDOWN_HOLDING_THE_GIL = """
+import ctypes
+from qrsim_ros.ros.node import StopWatchdog
+w = StopWatchdog(deadline_s=0.3, teardown_deadline_s=1.5)
+w.start("SIGINT")
+w.teardown(3)
+w.step = "destroying the node"
+ctypes.PyDLL(None).sleep(60)  # a native call that keeps the interpreter lock (PyDLL does not release it)
+"""
+
+
+def test_a_node_stuck_in_teardown_holding_the_interpreter_lock_still_keeps_its_status() -> None:
+    """The watchdog's Python timer cannot run while a native call holds the interpreter lock (a CI run:
+    rclpy's destroy_node in a DDS teardown, over 9 s). faulthandler's fallback could only exit with 1;
+    the native exit timer ends the process with the node's own status, after the threads' stacks."""
+    require_ros()
+    from qrsim_ros.ros.native_exit import NativeExitTimer
+
+    if not NativeExitTimer().available:
+        pytest.skip("no POSIX timers (timer_create) in this C library")
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", _STUCK_IN_TEARDOWN_HOLDING_THE_GIL], capture_output=True,
+                         text=True, timeout=30, check=False)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 3 and 2.5 <= elapsed < 10, (res.returncode, elapsed, res.stderr)
+    assert "most recent call first" in res.stderr and "<string>" in res.stderr, res.stderr
+    assert "warning: still not stopped" not in res.stderr  # the Python timer never ran
+
+
 def test_port_segments_left_without_their_locks_are_removed_unless_mapped(tmp_path: Path) -> None:
     """The 10-minute soak found ``fastdds_port<N>`` segments (and their ``sem.*_mutex``) of SIGKILLed
     nodes with no lock file left: the lock-based rule never removed them."""

@@ -24,6 +24,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.ros.native_exit import NativeExitTimer
 from qrsim_ros.ros.parameters import (
     ParameterError,
     ParamTable,
@@ -206,6 +207,7 @@ class StopWatchdog:
         self._started_at: float | None = None
         self._why = ""
         self._teardown_status: int | None = None
+        self._native_exit = NativeExitTimer()
 
     def start(self, why: str) -> None:
         """Start the countdown (once; later calls do nothing). Called from the signal handler and from
@@ -224,7 +226,13 @@ class StopWatchdog:
         timer.daemon = True
         self._timer = timer
         timer.start()
-        faulthandler.dump_traceback_later(seconds + 1.0, file=sys.stderr, exit=True)
+        # C-level fallbacks for a main thread blocked in native code with the interpreter lock held (the
+        # timer above cannot run then): the stacks, then _exit with the status this timer would have used
+        status = STOP_DEADLINE_STATUS if self._teardown_status is None else self._teardown_status
+        if self._native_exit.arm(seconds + 1.0, status):
+            faulthandler.dump_traceback_later(seconds + 0.9, file=sys.stderr, exit=False)
+        else:  # no POSIX timers here: faulthandler's own exit, status 1
+            faulthandler.dump_traceback_later(seconds + 1.0, file=sys.stderr, exit=True)
 
     def teardown(self, status: int) -> None:
         """The node's own work is done (``status``: what it exits with): from now on only DDS teardown is
@@ -242,6 +250,7 @@ class StopWatchdog:
             import faulthandler
 
             self._timer.cancel()
+            self._native_exit.cancel()
             faulthandler.cancel_dump_traceback_later()
 
     def _expire(self, why: str) -> None:

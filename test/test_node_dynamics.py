@@ -451,6 +451,16 @@ def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
     assert np.all(np.isfinite([m.pose.pose.position.z for m in odom]))
 
 
+def _windowed_run(window: int, last_tick: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Parameters of keep_spot's wind_field and of a lockstep vehicle_dynamics with a window of ``window``
+    ticks that stops at ``last_tick``; two consumers (wind_field and the test's), both in the start gate."""
+    common = {"scenario": "keep_spot", "seed": 3}
+    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "lockstep_timeout_s": 0.2,
+                "lockstep_window_ticks": window, "lockstep_consumers": 2, "duration_s": last_tick * 0.02,
+                "start_subscribers": 2}
+    return common, dynamics
+
+
 def test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A consumer reports its progress once, before vehicle_dynamics' /sim/tick_progress reader exists
@@ -466,10 +476,7 @@ def test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts(
     domain = free_domain()
     env = ros_env(tmp_path, domain)
     window, last_tick = 5, 50
-    common = {"scenario": "keep_spot", "seed": 3}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "lockstep_timeout_s": 0.2,
-                "lockstep_window_ticks": window, "lockstep_consumers": 2, "duration_s": last_tick * 0.02,
-                "start_subscribers": 2}
+    common, dynamics = _windowed_run(window, last_tick)
     probe = Probe(tmp_path, domain, monkeypatch)
     procs = [NodeProcess("wind_field", common, env, tmp_path)]
     ticks: list[int] = []
@@ -504,11 +511,7 @@ def test_lockstep_window_holds_the_clock_for_a_slow_consumer_and_drains_at_the_e
     domain = free_domain()
     env = ros_env(tmp_path, domain)
     window, last_tick = 5, 50
-    common = {"scenario": "keep_spot", "seed": 3}
-    # two consumers: wind_field and this test's; the window waits for both to have reported
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "lockstep_timeout_s": 0.2,
-                "lockstep_window_ticks": window, "lockstep_consumers": 2, "duration_s": last_tick * 0.02,
-                "start_subscribers": 2}
+    common, dynamics = _windowed_run(window, last_tick)
     procs = [NodeProcess("wind_field", common, env, tmp_path),
              NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
     probe = Probe(tmp_path, domain, monkeypatch)

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from rosenv import REPO_ROOT, python, require_ros, ros_env
+from rosenv import REPO_ROOT, interrupt, python, require_ros, ros_env
 
 pytestmark = pytest.mark.ros
 
@@ -118,10 +118,8 @@ def test_attitude_command_crosses_processes(tmp_path) -> None:
         sub_out, sub_err = sub.communicate(timeout=60)
         _, pub_err = pub.communicate(timeout=60)
     finally:
-        for p in (sub, pub):
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=10)
+        for p in (sub, pub):  # never left behind (a CI run left a subscriber spinning in DDS teardown)
+            interrupt(p, 10.0)
     assert sub.returncode == 0, f"subscriber: {sub_err}"
     assert pub.returncode == 0, f"publisher: {pub_err}"
     got = json.loads(sub_out.strip().splitlines()[-1])

@@ -540,4 +540,7 @@ def test_lockstep_window_holds_the_clock_for_a_slow_consumer_and_drains_at_the_e
         codes = stop_all(procs)
     err = procs[1].stderr()
     assert "duration_s=1 reached" in err and "stopping without" not in err, err
+    # the waits for the slow consumer alone re-read the progress reports from a new subscription; the
+    # reports that came after (ticks 49 and 50) still arrived
+    assert "; progress reports read again" in err, err
     assert codes[0] == 0

@@ -24,8 +24,10 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, ``ros.node.Counters``) every wall second,
        stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
        commands_clamped, command_timeouts, wind_rejected), lockstep_timeouts (waits longer than
-       lockstep_timeout_s), and started, episode, tick, steps, tick_period_s, tick_rate_hz and
-       real_time_factor (measured since the last array), real_time_factor_target, lockstep.
+       lockstep_timeout_s), progress_resubscriptions (the consumers' latched progress reports read
+       again from a new subscription after such a wait for them alone), and started, episode, tick,
+       steps, tick_period_s, tick_rate_hz and real_time_factor (measured since the last array),
+       real_time_factor_target, lockstep.
        Per tick the ground truth goes out first (odometry, accel, status), then /clock and /tf: the
        lockstep loop waits on what wind_field and the sensor nodes compute from the ground truth.
        Odometry, accel and /tf are only built while someone subscribes to one of them (RViz, a
@@ -374,8 +376,10 @@ class VehicleDynamicsNode(ScenarioNode):
                                      QOS_RELIABLE) for i, ns in enumerate(self.names)]
         # lockstep: the ground-truth consumers' progress, node -> (episode, tick) of the last tick handled
         self._progress: dict[str, tuple[int, int]] = {}
-        if p.lockstep and p.lockstep_window_ticks > 0:
-            self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress, QOS_TICK_PROGRESS)
+        self._progress_sub = (self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress,
+                                                       QOS_TICK_PROGRESS)
+                              if p.lockstep and p.lockstep_window_ticks > 0 else None)
+        self.progress_resubscriptions = 0
         self._draining_since: float | None = None  # duration_s reached, waiting for the consumers
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_service(InjectFault, "/sim/inject_fault", self._on_inject_fault)
@@ -710,10 +714,25 @@ class VehicleDynamicsNode(ScenarioNode):
             return
         inputs_late = bool(self._missing_inputs(consumers=False))
         self.get_logger().warning(f"waiting for {', '.join(missing)} ({waited:.1f} s)"
-                                  + (f"; tick {self._k} re-sent" if inputs_late else ""))
+                                  + (f"; tick {self._k} re-sent" if inputs_late else
+                                     "; progress reports read again"))
         if inputs_late:  # an input may be lost: send the tick again (a slow consumer has it queued)
             self._publish_tick()
+        else:
+            self._resubscribe_progress()
         self._wait_since = time.monotonic()
+
+    def _resubscribe_progress(self) -> None:
+        """Read the consumers' progress reports again from a new subscription: they are latched (the last
+        ones of each consumer), so it gets the latest at once. A CI run under load waited 8 minutes for two
+        consumers whose reports of later ticks had been sent and were still latched (a probe read them):
+        this node's subscription no longer delivered them. A slow consumer is only re-read, not hurried."""
+        if self._progress_sub is None:
+            return
+        self.destroy_subscription(self._progress_sub)
+        self._progress_sub = self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress,
+                                                      QOS_TICK_PROGRESS)
+        self.progress_resubscriptions += 1
 
     def _diagnostic_info(self) -> dict[str, object]:
         """/diagnostics (``Counters``): the counters over all vehicles, stamped with the simulated time,
@@ -722,6 +741,7 @@ class VehicleDynamicsNode(ScenarioNode):
         for name in DIAGNOSTIC_COUNTERS[:-1]:
             d.values[name] = int(getattr(self, name).sum())
         d.values["lockstep_timeouts"] = self.lockstep_timeouts
+        d.values["progress_resubscriptions"] = self.progress_resubscriptions
         d.sim_time_s = self._k * BASE_DT_S
         now = time.monotonic()
         wall_s, steps = now - self._diag_mark[0], self.steps - self._diag_mark[1]
@@ -998,13 +1018,17 @@ class VehicleDynamicsNode(ScenarioNode):
         """duration_s reached: stop stepping; in lockstep, first wait for every consumer to handle the
         last tick (at most DRAIN_TIMEOUT_S of wall time), then finish."""
         self._stopping = True
-        self._draining_since = time.monotonic()
+        self._draining_since = self._wait_since = time.monotonic()
         self._try_finish()
 
     def _try_finish(self) -> None:
         lagging = self._lagging(self._k, 0)
-        waited = time.monotonic() - (self._draining_since or 0.0)
+        now = time.monotonic()
+        waited = now - (self._draining_since or 0.0)
         if lagging and waited < DRAIN_TIMEOUT_S:
+            if now - self._wait_since >= self.params.lockstep_timeout_s:  # (as a lockstep wait)
+                self._resubscribe_progress()
+                self._wait_since = now
             return
         if lagging:
             self.get_logger().warning(f"duration_s reached: stopping without {', '.join(lagging)} after "

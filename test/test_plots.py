@@ -84,7 +84,7 @@ def _header(ts, t_s: float, frame: str = "map"):  # type: ignore[no-untyped-def]
 
 def _status(ts, t_s: float, step: int, reward: float, total: float):  # type: ignore[no-untyped-def]
     return ts.types["qrsim_ros/msg/TaskStatus"](
-        header=_header(ts, t_s), scenario="search_rescue_2c", step=step, time=t_s, reward=reward,
+        header=_header(ts, t_s), scenario="search_rescue_2c", episode=1, step=step, time=t_s, reward=reward,
         cumulative_reward=total, persons_found=0, persons_total=0, vehicles_lost=0, messages_sent=0,
         vehicle_names=["uav1"],
         vehicle_valid=np.array([True]), done=False, done_reason="", run_id="")

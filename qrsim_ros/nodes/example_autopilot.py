@@ -383,14 +383,16 @@ class ExampleAutopilotNode(ScenarioNode):
         """Report on /sim/tick_progress the ticks this node is done with once it handled ``status``: all
         before the next task step (module docstring, "Pace")."""
         k = tick_of_stamp(status.header.stamp)
-        if k is None:
+        if k is not None:
+            self.report_done(int(status.episode), k + self._ticks_per_step - 1)
+
+    def report_done(self, episode: int, tick: int) -> None:
+        """Publish on /sim/tick_progress that this node is done with ``tick`` of ``episode`` (once)."""
+        if (episode, tick) == self._reported or tick < 0:
             return
-        done = (int(status.episode), k + self._ticks_per_step - 1)
-        if done == self._reported:
-            return
-        self._reported = done
-        self._progress_pub.publish(TickProgress(node=self.get_fully_qualified_name(), episode=done[0],
-                                                tick=done[1]))
+        self._reported = (episode, tick)
+        self._progress_pub.publish(TickProgress(node=self.get_fully_qualified_name(), episode=episode,
+                                                tick=tick))
 
     def _answer(self, msg: TaskStatus) -> None:
         """The policy's set points (and packets) for the task step of ``msg``."""

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from sensor_msgs.msg import BatteryState
 
-from qrsim_ros.msg import TaskStatus, TickProgress, VehicleStatus
+from qrsim_ros.msg import TaskStatus, VehicleStatus
 from qrsim_ros.nodes.example_autopilot import ExampleAutopilotNode, TopicView
 from qrsim_ros.policies import policy_names
 from qrsim_ros.ros.names import vehicle_namespace
@@ -119,7 +119,6 @@ class MissionAutopilotNode(ExampleAutopilotNode):
         self._episode = 0  # the simulator's episode (/sim/vehicle_status)
         self._answered_tick = -1  # the tick of the last task step answered
         self._clock_tick = -1  # the latest /clock tick seen
-        self._reported: tuple[int, int] | None = None
 
     def make_view(self) -> MissionTopicView:
         sc = self.scenario
@@ -217,14 +216,9 @@ class MissionAutopilotNode(ExampleAutopilotNode):
 
     def _report_progress(self) -> None:
         """The ticks this node is done with: up to the tick before the next task step it must answer."""
-        if self._answered_tick < 0:
-            return
-        done = min(self._clock_tick, self._answered_tick + self._ticks_per_step - 1)
-        if self._reported == (self._episode, done) or done < 0:
-            return
-        self._reported = (self._episode, done)
-        self._progress_pub.publish(TickProgress(node=self.get_fully_qualified_name(), episode=self._episode,
-                                                tick=done))
+        if self._answered_tick >= 0:
+            self.report_done(self._episode,
+                             min(self._clock_tick, self._answered_tick + self._ticks_per_step - 1))
 
 
 def _tick(stamp: Any) -> int:

@@ -41,7 +41,7 @@ QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityP
 #: transient local (latched per consumer): a report sent before the consumer's writer has discovered
 #: vehicle_dynamics' reader is delivered when it does. Volatile, such reports were lost, and a consumer
 #: that had handled every tick it was sent never reported again: lockstep waited on it for ever (what
-#: test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts shows; the likely cause of a
-#: CI run under load that hung for 600 s).
+#: test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts shows). Latched, they can also
+#: be read again by a new subscription (vehicle_dynamics' ``_resubscribe_progress``).
 QOS_TICK_PROGRESS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                                history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qrsim_ros.core.common.limits import LIMITS, MAX_GRAPH_VEHICLES
+from qrsim_ros.core.common.limits import LIMITS, LOCKSTEP_WINDOW_TICKS, MAX_GRAPH_VEHICLES
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.sensors.registry import SENSORS
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES
@@ -437,6 +437,11 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},
                               arguments=("-d", cfg) if cfg else ()))
     specs = _apply_node_parameters(specs, node_parameters)
+    window = next(s.parameters.get("lockstep_window_ticks", LOCKSTEP_WINDOW_TICKS) for s in specs
+                  if s.executable == "vehicle_dynamics")
+    for spec in specs:  # the autopilot paces its reports by vehicle_dynamics' window (its docstring)
+        if spec.executable in STEP_PACED:
+            spec.parameters.setdefault("lockstep_window_ticks", window)
     battery_ticks = next((s.parameters.get("battery_every_n_ticks") for s in specs
                           if s.executable == "vehicle_dynamics"), None)
     for spec in specs:  # a mission awaits the battery messages on vehicle_dynamics' ticks

@@ -134,6 +134,8 @@ def test_the_profile_binds_every_transport_to_loopback() -> None:
     assert allowed == ["127.0.0.1"]
     peers = rtps.findall("f:builtin/f:initialPeersList/f:locator/f:udpv4/f:address", NS)
     assert [p.text for p in peers] == ["127.0.0.1"]
+    # a port queue deep enough for a 50-vehicle tick on a loaded machine (Fast DDS's default 512 drops)
+    assert int(kinds["SHM"].findtext("f:port_queue_capacity", namespaces=NS)) >= 4096
     installed = REPO_ROOT / "install" / "qrsim_ros" / "share" / "qrsim_ros" / "config" / dds.LOCALHOST_PROFILE
     if installed.exists():  # CMakeLists.txt installs config/ to share/
         assert installed.read_bytes() == PROFILE.read_bytes()

@@ -69,6 +69,40 @@ def test_the_example_autopilot_counts_in_the_lockstep_window_but_not_the_start_g
     assert flown[0].parameters["start_subscribers"] == bare[0].parameters["start_subscribers"]
 
 
+def test_the_example_autopilot_paces_its_reports_by_vehicle_dynamics_window() -> None:
+    """The plan gives the autopilot vehicle_dynamics' lockstep window (its default, or one set for
+    vehicle_dynamics); one set for the autopilot itself is kept."""
+    default = {s.name: s.parameters for s in plan("team_search", seed=5)}
+    assert default["example_autopilot"]["lockstep_window_ticks"] == 25
+    assert "lockstep_window_ticks" not in default["vehicle_dynamics"]  # the node's own default, 25
+    narrow = {s.name: s.parameters for s in plan(
+        "team_search", seed=5, node_parameters={"vehicle_dynamics": {"lockstep_window_ticks": 7}})}
+    assert narrow["example_autopilot"]["lockstep_window_ticks"] == 7
+    own = {s.name: s.parameters for s in plan(
+        "team_search", seed=5, node_parameters={"vehicle_dynamics": {"lockstep_window_ticks": 7},
+                                                "example_autopilot": {"lockstep_window_ticks": 3}})}
+    assert own["example_autopilot"]["lockstep_window_ticks"] == 3
+
+
+@pytest.mark.parametrize(("ticks_per_step", "window", "timeout_s", "lead"), [
+    (10, 25, 0.5, 0),     # team_search: the clock stops at k + 25, where step k's set points expire
+    (10, 20, 0.5, 5),     # a narrower window leaves 5 ticks of the step to pipeline
+    (10, 10, 0.5, 9),     # ... and at 10 the whole step
+    (10, 0, 0.5, 9),      # no window: the ticks before the next step
+    (10, 25, 0.0, 9),     # set points that never expire
+    (50, 25, 0.5, 25),    # 1 s steps: the clock must still reach k + 50 (the re-sends keep them fresh)
+    (10, 25, 0.1, -15),   # a 5-tick timeout: the clock reaches the next step, no further
+])
+def test_the_example_autopilots_report_keeps_the_held_set_points_fresh(ticks_per_step: int, window: int,
+                                                                       timeout_s: float, lead: int) -> None:
+    require_ros()
+    from qrsim_ros.nodes.example_autopilot import progress_lead_ticks
+
+    assert progress_lead_ticks(ticks_per_step, window, timeout_s) == lead
+    if window:  # the clock (window ahead of k + lead) reaches the next step
+        assert lead + window >= ticks_per_step
+
+
 def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> None:
     specs = plan("retrieve_simplified", seed=5)
     assert names(specs) == [*SENSORS_AND_CLOCK, "referee", "flight_controller", "mission_autopilot"]

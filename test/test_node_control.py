@@ -580,8 +580,10 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
             ns = k * 20_000_000
             return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
-        # the lockstep window's view of the autopilot: after each task step it handled, the ticks before the
-        # next step (1 s task steps: 50 ticks), in the status' episode; also for a step it could not answer
+        # the lockstep window's view of the autopilot: after each task step k it handled, in the status'
+        # episode, a tick from which the 25-tick window lets the clock reach the next step, k + 50 (1 s
+        # steps; the 0.5 s command timeout cannot hold the set points that long: the /clock re-sends
+        # do): k + 25; also for a step it could not answer
         progress: list[tuple[str, int, int]] = []
         node.create_subscription(TickProgress, TICK_PROGRESS_TOPIC,
                                  lambda m: progress.append((m.node, m.episode, m.tick)), QOS_TICK_PROGRESS)
@@ -590,7 +592,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         first.header.stamp = stamp(0)
         pubs["status"].publish(first)  # no sensor yet: no policy, no set point
         assert probe.spin_until(lambda: bool(progress), 60), graph.log("example_autopilot")[-2000:]
-        assert progress == [("/example_autopilot", 3, 49)] and not setpoints
+        assert progress == [("/example_autopilot", 3, 25)] and not setpoints
 
         lla = ned_to_lla([10.0, -20.0, -45.0], QRSIM_ORIGIN)
 
@@ -634,7 +636,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         pubs["status"].publish(st)
         assert probe.spin_until(lambda: len(setpoints) >= 1, 60), graph.log("example_autopilot")[-2000:]
         assert probe.spin_until(lambda: len(progress) >= 2, 60)
-        assert progress[1] == ("/example_autopilot", 3, 99)
+        assert progress[1] == ("/example_autopilot", 3, 75)
         sp = setpoints[0]
         v = np.array([sp.twist.linear.x, sp.twist.linear.y, sp.twist.linear.z])
         assert sp.header.frame_id == "map" and np.all(np.isfinite(v)) and np.linalg.norm(v[0:2]) > 0.5

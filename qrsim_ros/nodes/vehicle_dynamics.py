@@ -117,6 +117,7 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
 from qrsim_ros.core.common.frames import dcm_from_state, enu_to_ned, ned_to_body
+from qrsim_ros.core.common.limits import LOCKSTEP_WINDOW_TICKS
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
@@ -209,7 +210,7 @@ PARAMETERS = ParamTable(
     Param("lockstep_timeout_s", 1.0,
           "wall-clock seconds to wait for a lockstep input before warning and re-sending the tick [s]",
           **limit_range("lockstep_timeout_s")),
-    limited("lockstep_window_ticks", 25,
+    limited("lockstep_window_ticks", LOCKSTEP_WINDOW_TICKS,
             "lockstep: how many ticks the clock may run ahead of the slowest ground-truth consumer (its "
             "/sim/tick_progress); at duration_s every consumer handles the last tick before the node "
             "stops; 0: consumers do not hold the clock [ticks]"),

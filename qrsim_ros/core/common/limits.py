@@ -69,6 +69,9 @@ MAX_GRAPH_VEHICLES = 1000
 MAX_SCENARIO_VEHICLES = 10000
 #: The largest seed: ROS integer parameters are 64-bit but the seed is drawn/printed as a C int.
 MAX_SEED = 2**31 - 1
+#: vehicle_dynamics' default lockstep window [ticks]; example_autopilot paces its progress reports by the
+#: same window (the launch plan gives it vehicle_dynamics' value).
+LOCKSTEP_WINDOW_TICKS = 25
 
 _ROWS = (
     Limit("num_vehicles", 0, MAX_GRAPH_VEHICLES, "vehicles",

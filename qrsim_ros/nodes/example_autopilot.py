@@ -81,6 +81,7 @@ from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
+from qrsim_ros.ros.latest_samples import LatestSamples
 from qrsim_ros.ros.names import MAP_FRAME, TICK_PROGRESS_TOPIC, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
@@ -292,18 +293,23 @@ class ExampleAutopilotNode(ScenarioNode):
         self.steps_flown = 0
         n = sc.num_vehicles
         a = self.view.assembler
-        # Without an on_sensor hook (a subclass's) the estimate's sensors are taken serialized: the
-        # assembler deserializes the latest of each when the policy reads eX (5 Hz), not every 50 Hz
-        # message as it arrives.
-        raw = type(self).on_sensor is ExampleAutopilotNode.on_sensor
+        # Without an on_sensor hook (a subclass's) the estimate's sensors and the range beams are read on
+        # demand: their latest samples are taken when a task step is answered (5 Hz), serialized (the
+        # assembler deserializes them when the policy reads eX), instead of every 50 Hz / 10 Hz message
+        # going through the executor (LatestSamples).
+        on_demand = type(self).on_sensor is ExampleAutopilotNode.on_sensor
+        self.latest = LatestSamples(self)
         for i in range(n):
             ns = vehicle_namespace(i)
             for msg_type, topic, store, kind in ((Imu, "imu/data", a.set_imu, IMU),
                                                  (Altitude, "altimeter", a.set_altitude, ALT),
                                                  (NavSatFix, "gps/fix", a.set_gps_fix, FIX),
                                                  (TwistStamped, "gps/vel", a.set_gps_velocity, VEL)):
-                callback = partial(store, i) if raw else partial(self._on_estimate, store, kind, i)
-                self.create_subscription(msg_type, f"{ns}/{topic}", callback, QOS_RELIABLE, raw=raw)
+                if on_demand:
+                    self.latest.add(msg_type, f"{ns}/{topic}", partial(store, i), raw=True)
+                else:
+                    self.create_subscription(msg_type, f"{ns}/{topic}",
+                                             partial(self._on_estimate, store, kind, i), QOS_RELIABLE)
             if sc.task.type == "search_rescue":
                 self.create_subscription(PointCloud2, f"{ns}/camera/detections",
                                          lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
@@ -317,9 +323,8 @@ class ExampleAutopilotNode(ScenarioNode):
                 self.create_subscription(BatteryState, f"{ns}/battery",
                                          lambda m, i=i: self._on_charge(i, m), QOS_RELIABLE)
             for beam in self.view.range_params:  # the guarded policies read them
-                self.create_subscription(Range, f"{ns}/range/{beam}",
-                                         lambda m, i=i, b=beam: self.view.set_range(i, b, m.range),
-                                         QOS_RELIABLE)
+                self.latest.add(Range, f"{ns}/range/{beam}",
+                                lambda m, i=i, b=beam: self.view.set_range(i, b, m.range))
         self._pubs: dict[int, Any] = {}
         self._tx = ({i: self.create_publisher(CommsPacket, f"{vehicle_namespace(i)}/comms/tx", QOS_RELIABLE)
                      for i in range(n)} if self.view.has_radio else {})
@@ -353,6 +358,14 @@ class ExampleAutopilotNode(ScenarioNode):
         self._last_step: int | None = None
         self.get_logger().info(f"{name}: policy {spec!r} for {sc.task.type!r}, vehicles "
                                f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
+
+    def destroy_node(self) -> None:
+        latest = getattr(self, "latest", None)  # (None: __init__ failed before it)
+        try:
+            if latest is not None:
+                latest.destroy()
+        finally:
+            super().destroy_node()
 
     def make_view(self) -> TopicView:
         """The view the policies read (a subclass adds its task's devices)."""
@@ -423,6 +436,7 @@ class ExampleAutopilotNode(ScenarioNode):
     def _answer(self, msg: TaskStatus) -> None:
         """The policy's set points (and packets) for the task step of ``msg``."""
         view = self.view
+        self.latest.take()
         if len(msg.vehicle_valid) == view.num_vehicles:
             view.valid[:] = np.asarray(msg.vehicle_valid, bool)
         new_episode = self._last_step is None or msg.step < self._last_step or (

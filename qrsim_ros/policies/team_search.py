@@ -383,14 +383,22 @@ class TeamSearch:
         self.recalled.add(int(vehicle))
 
     # --- radio -------------------------------------------------------------------------------------
-    def _hear(self, view: AutopilotView, a: Agent) -> None:
+    def _hear(self, view: AutopilotView, a: Agent, decoded: dict[bytes, Progress | str]) -> None:
+        """Take in what vehicle ``a`` received; ``decoded``: this step's payloads already decoded (the
+        Progress, or why it was refused)."""
         for pkt in view.receive(a.vehicle):
-            try:
-                m = decode_progress(pkt.payload, self.num_vehicles, len(self.lanes))
-            except ValueError as exc:
+            payload = bytes(pkt.payload)
+            m = decoded.get(payload)
+            if m is None:
+                try:
+                    m = decode_progress(payload, self.num_vehicles, len(self.lanes))
+                except ValueError as exc:
+                    m = str(exc)
+                decoded[payload] = m
+            if isinstance(m, str):
                 self.malformed_messages += 1
                 LOG.warning("team-search: vehicle %d ignored a malformed message from %d (%d so far): %s",
-                            a.vehicle, pkt.source, self.malformed_messages, exc)
+                            a.vehicle, pkt.source, self.malformed_messages, m)
                 continue
             if m.sender != pkt.source or m.sender == a.vehicle:
                 self.malformed_messages += 1
@@ -618,9 +626,11 @@ class TeamSearch:
         below = (view.range_finder_readings(("down",)).range_m[:, 0] if "down" in
                  getattr(view, "range_finder_beams", ()) else np.full(self.num_vehicles, np.nan))
         actions = np.full((len(self.rows), 3), np.nan)
-        # the radio first: what each vehicle heard since the last step
+        # the radio first: what each vehicle heard since the last step (a broadcast reaches up to N - 1
+        # vehicles with the same payload: each payload is decoded once per step)
+        decoded: dict[bytes, Progress | str] = {}
         for a in self.agents:
-            self._hear(view, a)
+            self._hear(view, a, decoded)
         for a in self.agents:
             ex = ex_all[a.vehicle]
             if not np.all(np.isfinite(ex[[0, 1, 16]])):

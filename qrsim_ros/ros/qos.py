@@ -22,6 +22,11 @@ QOS_LATCHED_STREAM = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABL
                                 durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
 
 
+#: A reader that wants only the latest sample of a stream, taken when it is needed (``LatestSamples``):
+#: the reader's queue keeps one.
+QOS_LATEST = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
 #: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources
 #: subscribe with depth 1 and take the latest).
 QOS_CLOCK = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)

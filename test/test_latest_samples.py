@@ -1,0 +1,78 @@
+"""``qrsim_ros.ros.latest_samples.LatestSamples`` over real DDS: the latest sample of a topic, taken on
+demand from an unspun helper node, with the owner's remappings applied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rosenv import free_domain, require_ros, spin_until
+
+pytestmark = pytest.mark.ros
+
+MESSAGES = 50
+
+
+@pytest.fixture
+def context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    require_ros()
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
+    yield ctx
+    ctx.try_shutdown()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_take_stores_only_the_latest_sample_of_the_remapped_topic(context: Any, raw: bool) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Int32
+
+    from qrsim_ros.ros.latest_samples import LatestSamples
+    from qrsim_ros.ros.qos import QOS_RELIABLE
+
+    # the owner's own remapping: its "uav1/value" is /fleet/uav1/counter
+    owner = rclpy.create_node("owner", namespace="/fleet", context=context,
+                              cli_args=["--ros-args", "-r", "uav1/value:=uav1/counter"])
+    talker = rclpy.create_node("talker", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    for node in (owner, talker):
+        executor.add_node(node)
+    latest = LatestSamples(owner)
+    try:
+        assert (latest.node.get_name(), latest.node.get_namespace()) == ("owner_latest", "/fleet")
+        stored: list[int] = []
+        latest.add(Int32, "uav1/value",
+                   lambda m: stored.append(deserialize_message(m, Int32).data if raw else m.data), raw=raw)
+        seen: list[int] = []  # an ordinary subscription of the owner's: when every message is out
+        owner.create_subscription(Int32, "uav1/value", lambda m: seen.append(m.data), QOS_RELIABLE)
+        pub = talker.create_publisher(Int32, "/fleet/uav1/counter", QOS_RELIABLE)
+        assert spin_until(executor, lambda: pub.get_subscription_count() == 2, 20.0, 0.05)
+        assert latest.take() == 0 and stored == []  # nothing published yet
+
+        for value in range(1, MESSAGES + 1):
+            pub.publish(Int32(data=value))
+        assert spin_until(executor, lambda: seen[-1:] == [MESSAGES], 20.0, 0.05), seen[-5:]
+        takes = 0
+
+        def took_the_last() -> bool:
+            nonlocal takes
+            takes += latest.take()
+            return stored[-1:] == [MESSAGES]
+
+        assert spin_until(executor, took_the_last, 20.0, 0.05), stored
+        # one sample per take at most (a queue of one), the intermediate ones dropped, in order
+        assert len(stored) == takes < MESSAGES and stored == sorted(stored)
+        assert latest.take() == 0 and stored[-1] == MESSAGES  # taken: nothing new
+    finally:
+        latest.destroy()
+        executor.shutdown(timeout_sec=2.0)
+        for node in (owner, talker):
+            node.destroy_node()

@@ -7,7 +7,9 @@ started (``python3 -m pytest`` from the root also does this).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +27,20 @@ def qrsim_data_dir() -> Path:
     if not QRSIM_DATA_DIR.is_dir():
         pytest.skip(f"QRSim data directory not found: {QRSIM_DATA_DIR} (the flight logs are not in the repo)")
     return QRSIM_DATA_DIR
+
+
+@pytest.fixture
+def rclpy_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An rclpy context of this test's own, in a free ROS domain (skips without ROS)."""
+    from rosenv import free_domain, require_ros
+
+    require_ros()
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
+    yield context
+    context.try_shutdown()

@@ -3,33 +3,18 @@ demand from an unspun helper node, with the owner's remappings applied."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from rosenv import free_domain, require_ros, spin_until
+from rosenv import spin_until
 
 pytestmark = pytest.mark.ros
 
 MESSAGES = 50
 
 
-@pytest.fixture
-def context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    require_ros()
-    import rclpy
-    from rclpy.signals import SignalHandlerOptions
-
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
-    yield ctx
-    ctx.try_shutdown()
-
-
 @pytest.mark.parametrize("raw", [False, True])
-def test_take_stores_only_the_latest_sample_of_the_remapped_topic(context: Any, raw: bool) -> None:
+def test_take_stores_only_the_latest_sample_of_the_remapped_topic(rclpy_context: Any, raw: bool) -> None:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.serialization import deserialize_message
@@ -39,10 +24,10 @@ def test_take_stores_only_the_latest_sample_of_the_remapped_topic(context: Any, 
     from qrsim_ros.ros.qos import QOS_RELIABLE
 
     # the owner's own remapping: its "uav1/value" is /fleet/uav1/counter
-    owner = rclpy.create_node("owner", namespace="/fleet", context=context,
+    owner = rclpy.create_node("owner", namespace="/fleet", context=rclpy_context,
                               cli_args=["--ros-args", "-r", "uav1/value:=uav1/counter"])
-    talker = rclpy.create_node("talker", context=context)
-    executor = SingleThreadedExecutor(context=context)
+    talker = rclpy.create_node("talker", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
     for node in (owner, talker):
         executor.add_node(node)
     latest = LatestSamples(owner)

@@ -174,20 +174,6 @@ def test_descriptors() -> None:
     assert not descriptor(Param("w", 1, "writable", read_only=False)).read_only
 
 
-@pytest.fixture
-def rclpy_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    require_ros()
-    import rclpy
-    from rclpy.signals import SignalHandlerOptions
-
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path / "ros_log"))
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=free_domain(), signal_handler_options=SignalHandlerOptions.NO)
-    yield context
-    context.try_shutdown()
-
-
 @pytest.mark.ros
 @pytest.mark.parametrize(("overrides", "expected"), [
     ({}, {}),

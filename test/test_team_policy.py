@@ -5,6 +5,7 @@ recalled vehicle's lanes taken over by the others from what they heard, determin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -85,6 +86,10 @@ def test_progress_messages_round_trip_compactly() -> None:
     assert q.position_ne_m == (-101.2, 45.7) and q.velocity_ne_mps == (3.0, -3.0)
     assert q.lanes_done == p.lanes_done and q.gone == p.gone and q.claimed == p.claimed
     assert q.found_ne_m == p.found_ne_m and q.heard_age_s == (0, -1, 12, 9999)
+    assert q.target_ne_m is None and not q.holding
+    claiming = dataclasses.replace(p, target_ne_m=(55.55, -7.04), holding=True)
+    r = decode_progress(encode_progress(claiming), num_vehicles=4, num_lanes=22)
+    assert r.target_ne_m == (55.5, -7.0) and r.holding  # (55.55 is 55.549... in binary)
 
 
 @pytest.mark.parametrize("payload", [
@@ -97,6 +102,12 @@ def test_progress_messages_round_trip_compactly() -> None:
     encode_progress(_progress()).replace(b',"f":[[10.0,-20.0],[33.3,44.4]]', b""),
     encode_progress(_progress()).replace(b'"a":[0,-1,12,9999]', b'"a":[0,-1,12]'),  # 3 of 4 vehicles
     encode_progress(_progress()).replace(b'"a":[0,-1,12,9999]', b'"a":[0,-1,12,true]'),
+    encode_progress(_progress()).replace(b',"k":[]', b""),                 # no claim field
+    encode_progress(_progress()).replace(b'"k":[]', b'"k":[1.0,2.0]'),     # no holding flag
+    encode_progress(_progress()).replace(b'"k":[]', b'"k":[1.0,2.0,2]'),
+    encode_progress(_progress()).replace(b'"k":[]', b'"k":[1.0,2.0,true]'),
+    encode_progress(_progress()).replace(b'"k":[]', b'"k":[NaN,2.0,0]'),
+    encode_progress(_progress()).replace(b'"k":[]', b'"k":"here"'),
 ])
 def test_a_malformed_payload_is_rejected(payload: bytes) -> None:
     with pytest.raises(ValueError):
@@ -302,6 +313,74 @@ def test_no_set_point_leaves_the_area_near_its_rim() -> None:
     east = LIMITS[3]
     out = policy._keep_inside(np.array([0.0, east - 5.0]), np.array([0.0, 3.0, 0.0]))
     assert out[1] == pytest.approx(0.25 * MAX_SPEED_MPS)
+
+
+def test_a_vehicle_gives_up_a_candidate_another_claimed_unless_it_has_the_right_of_way() -> None:
+    """Claims: whoever hears one never takes a point near it; a vehicle going down to a candidate within
+    separation_m (8 m) of another's claim climbs back unless it hovers there already and the other does
+    not, or both do the same and its index is lower."""
+    from qrsim_ros.policies.search_pattern import APPROACH, CLIMB, HOLD
+
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 3, "seed": 1})
+    view = AutopilotView(sim)
+    policy = TeamSearch(view)
+    mine = np.array([20.0, 30.0])
+
+    def claim(sender: int, at: tuple[float, float], holding: bool) -> Progress:
+        return Progress(sender, 0.0, at, (0.0, 0.0), 12.0, "S", frozenset(), frozenset(), frozenset(), (),
+                        (0, 0, 0), at, holding)
+
+    def after(vehicle: int, mode: str, heard: Progress) -> tuple[str, bool]:
+        a = policy.agents[vehicle]
+        a.search.mode[0], a.search.target[0] = mode, mine.copy()
+        policy._respect_claim(a, heard)
+        index = a.search.map.index(np.asarray(heard.target_ne_m))
+        assert a.search.map.blocked[index]  # never taken by this vehicle
+        return a.search.mode[0], a.search.target[0] is not None
+
+    near, far = (23.0, 35.0), (20.0, 39.0)  # 5.8 m and 9 m from the candidate
+    assert after(2, APPROACH, claim(1, near, holding=False)) == (CLIMB, False)  # index 2 after 1: gives up
+    assert after(0, APPROACH, claim(1, near, holding=False)) == (APPROACH, True)  # index 0: keeps it
+    assert after(2, HOLD, claim(1, near, holding=False)) == (HOLD, True)  # hovers already: keeps it
+    assert after(0, APPROACH, claim(1, near, holding=True)) == (CLIMB, False)  # the other hovers: gives up
+    assert after(2, APPROACH, claim(1, far, holding=True)) == (APPROACH, True)  # beyond 8 m: no conflict
+    assert policy.claims_yielded == 2
+
+
+def test_a_vehicle_going_to_a_candidate_descends_only_over_it() -> None:
+    from qrsim_ros.policies.team_search import APPROACH_DESCENT_RADIUS_M, descend_only_over
+
+    pos, down, up = np.array([10.0, 20.0]), np.array([2.0, 1.0, 1.5]), np.array([2.0, 1.0, -1.5])
+    far = pos + np.array([APPROACH_DESCENT_RADIUS_M + 0.5, 0.0])
+    near = pos + np.array([0.0, APPROACH_DESCENT_RADIUS_M - 0.5])
+    assert descend_only_over(down, far, pos).tolist() == [2.0, 1.0, 0.0]  # across first, at its height
+    assert down[2] == 1.5  # (the set point itself untouched)
+    assert descend_only_over(down, near, pos) is down  # over it: down
+    assert descend_only_over(up, far, pos) is up  # a climb is never held back
+
+
+def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -> None:
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
+    view = AutopilotView(sim)
+    policy = TeamSearch(view)
+    a = policy.agents[0]
+    ex = np.full(20, np.nan)
+    ex[0:2], ex[16], ex[17:20] = (0.0, 0.0), 38.0, (0.0, 0.0, 0.0)
+
+    def at(height_m: float, ne: tuple[float, float] = (0.5, 0.5)) -> dict[int, Progress]:
+        return {1: Progress(1, view.time_s, ne, (0.0, 0.0), height_m, "S", frozenset(), frozenset(),
+                            frozenset(), ())}
+
+    descend, climb = np.array([0.0, 0.0, 2.0]), np.array([0.0, 0.0, -2.0])
+    a.heard = at(35.0)  # 0.7 m aside, 3 m below: on the way down
+    assert policy._separate(view, a, ex, descend)[2] == 0.0
+    assert policy._separate(view, a, ex, climb)[2] == -2.0  # away from it
+    a.heard = at(41.0)  # above
+    assert policy._separate(view, a, ex, climb)[2] == 0.0
+    assert policy._separate(view, a, ex, descend)[2] == 2.0
+    a.heard = at(35.0, (6.0, 0.0))  # 6 m aside: pushed, but free to descend
+    out = policy._separate(view, a, ex, descend)
+    assert out[2] == 2.0 and out[0] < 0.0
 
 
 def test_the_separation_looks_ahead_to_the_closest_approach() -> None:

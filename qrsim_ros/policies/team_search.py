@@ -16,8 +16,17 @@ hover over a candidate), in velocity mode; the factory wraps the team in ``guard
 Radio (section 5.1: position and status sent over the WLAN). Every ``broadcast_period_s`` and at every lane
 finished a vehicle broadcasts a compact JSON progress message (``encode_progress`` / ``decode_progress``):
 its position and velocity, its state, the lanes it knows done (a hex bit mask: the knowledge is gossiped),
-the vehicles it knows gone, the lanes it claimed from others and the persons confirmed (rounded positions).
-A malformed payload is ignored and counted (``TeamSearch.malformed_messages``).
+the vehicles it knows gone, the lanes it claimed from others, the persons confirmed (rounded positions)
+and the candidate it is confirming, if any. A malformed payload is ignored and counted
+(``TeamSearch.malformed_messages``).
+
+Claims (ours: the paper's vehicles do not descend). Each vehicle finds candidates in its own evidence map,
+so two neighbours could go down to the same person and collide at the inspection height (in process, 50
+vehicles: most of the collisions left after the take-off rules). A vehicle that takes a candidate
+broadcasts it at once (``"k"``: the point, and whether it already hovers there); whoever hears it never
+takes a point within ``exclusion_radius_m`` of it, and a vehicle going down to a candidate within
+``separation_m`` of it gives up its own (climbs back and searches on) unless it has the right of way:
+hovering beats approaching, then the lower index (``TeamSearch.claims_yielded`` counts the give-ups).
 
 Rendezvous and re-assignment (section 5.4.1, Figure 5.11: the meeting line; simplified). A vehicle that has
 flown its lanes flies to its rendezvous point (the middle of the first lane of the next band, the band
@@ -61,6 +70,7 @@ from qrsim_ros.core.comms import BROADCAST
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 from qrsim_ros.policies.search_pattern import (
+    APPROACH,
     CLIMB,
     HOLD,
     SEARCH,
@@ -71,6 +81,9 @@ from qrsim_ros.policies.search_pattern import (
 )
 
 LOG = logging.getLogger(__name__)
+#: A vehicle going to a candidate descends only within this horizontal distance of it [m]: across at its
+#: layer's height (above the obstacles, up to 20 m), then down, where the down beam guards the descent.
+APPROACH_DESCENT_RADIUS_M = 3.0
 
 #: Message format version (``"m"`` in the payload).
 MESSAGE_VERSION = 1
@@ -207,7 +220,8 @@ class Progress:
     position_ne_m / velocity_ne_mps / height_m (above ground); state: one of ``STATES``; lanes_done /
     gone / claimed: lane indices, vehicle indices, lane indices; found_ne_m: persons confirmed (K, 2);
     heard_age_s: per vehicle, whole seconds since the sender last heard of it (directly or by gossip; -1
-    never, capped at 9999)."""
+    never, capped at 9999); target_ne_m: the candidate person the sender is on its way down to or
+    hovering over (None: none), holding: whether it hovers there (module docstring, "claims")."""
 
     sender: int
     time_s: float
@@ -220,6 +234,8 @@ class Progress:
     claimed: frozenset[int]
     found_ne_m: tuple[tuple[float, float], ...]
     heard_age_s: tuple[int, ...] = ()
+    target_ne_m: tuple[float, float] | None = None
+    holding: bool = False
 
 
 def _mask(items: frozenset[int] | set[int]) -> str:
@@ -241,14 +257,17 @@ def _unmask(text: str, limit: int) -> frozenset[int]:
 def encode_progress(p: Progress) -> bytes:
     """The compact JSON payload: ``{"m":1,"i":sender,"t":time_s,"p":[n,e],"v":[vn,ve],"h":height,"s":state,
     "d":hex mask of lanes done,"g":hex mask of vehicles gone,"c":hex mask of lanes claimed,
-    "f":[[n,e],...],"a":[ages]}`` (positions rounded to 0.1 m, speeds to 0.01 m/s, time to 1 ms)."""
+    "f":[[n,e],...],"a":[ages],"k":[] or [n,e,holding 0/1]}`` (positions rounded to 0.1 m, speeds to
+    0.01 m/s, time to 1 ms)."""
     msg = {"m": MESSAGE_VERSION, "i": int(p.sender), "t": round(float(p.time_s), 3),
            "p": [round(float(c), 1) for c in p.position_ne_m],
            "v": [round(float(c), 2) for c in p.velocity_ne_mps], "h": round(float(p.height_m), 1),
            "s": p.state,
            "d": _mask(p.lanes_done), "g": _mask(p.gone), "c": _mask(p.claimed),
            "f": [[round(float(a), 1), round(float(b), 1)] for a, b in p.found_ne_m],
-           "a": [int(a) for a in p.heard_age_s]}
+           "a": [int(a) for a in p.heard_age_s],
+           "k": [] if p.target_ne_m is None else
+                [round(float(p.target_ne_m[0]), 1), round(float(p.target_ne_m[1]), 1), int(p.holding)]}
     return json.dumps(msg, separators=(",", ":")).encode()
 
 
@@ -276,12 +295,29 @@ def decode_progress(payload: bytes, num_vehicles: int, num_lanes: int) -> Progre
         state = msg["s"]
         if len(pos) != 2 or len(vel) != 2 or state not in STATES:
             raise ValueError("bad position, velocity or state")
-        if not all(math.isfinite(c) for c in (t, h, *pos, *vel, *(c for f in found for c in f))):
+        claim = msg["k"]
+        if not isinstance(claim, list) or len(claim) not in (0, 3) or (claim and claim[2] not in (0, 1)) or \
+                any(isinstance(c, bool) for c in claim):
+            raise ValueError("bad claim")
+        target = (float(claim[0]), float(claim[1])) if claim else None
+        values = (t, h, *pos, *vel, *(c for f in found for c in f), *(target or ()))
+        if not all(math.isfinite(c) for c in values):
             raise ValueError("a value is not finite")
         return Progress(sender, t, pos, vel, h, state, _unmask(msg["d"], num_lanes),  # type: ignore[arg-type]
-                        _unmask(msg["g"], num_vehicles), _unmask(msg["c"], num_lanes), found, ages)
+                        _unmask(msg["g"], num_vehicles), _unmask(msg["c"], num_lanes), found, ages,
+                        target, bool(claim and claim[2]))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"malformed progress message: {type(exc).__name__} {exc}") from None
+
+
+def descend_only_over(v_ned: Array, target_ne: Array, pos_ne: Array) -> Array:
+    """``v_ned`` [m/s] without its descent while ``pos_ne`` is more than ``APPROACH_DESCENT_RADIUS_M`` from
+    ``target_ne`` [m]: across at the layer's height, then down (a slanting descent to a candidate met the
+    sides of obstacles up to 20 m tall; over it, the down beam guards the descent)."""
+    if v_ned[2] > 0.0 and float(np.linalg.norm(np.asarray(target_ne) - pos_ne)) > APPROACH_DESCENT_RADIUS_M:
+        v_ned = v_ned.copy()
+        v_ned[2] = 0.0
+    return v_ned
 
 
 # --- the policy --------------------------------------------------------------------------------------
@@ -374,6 +410,7 @@ class TeamSearch:
         self.messages_sent = 0
         self.messages_received = 0
         self.malformed_messages = 0
+        self.claims_yielded = 0  # candidates given up to another vehicle's claim
         self.recalled: set[int] = set()
 
     # --- operator ----------------------------------------------------------------------------------
@@ -419,12 +456,33 @@ class TeamSearch:
                 a.gone_announced.add(m.sender)
             for f in m.found_ne_m:
                 self._add_found(a, f)
+            if m.target_ne_m is not None:
+                self._respect_claim(a, m)
         for v, t in a.heard_s.items():
             if view.time_s - t > self._expected_work_s(a, v) + self.p.lost_timeout_s \
                     and v not in a.gone_announced:
                 a.timed_out.add(v)
             else:
                 a.timed_out.discard(v)
+
+    def _respect_claim(self, a: Agent, m: Progress) -> None:
+        """Another vehicle goes down to (or hovers over) a candidate: ``a`` never takes a point near it, and
+        gives up its own candidate within ``separation_m`` of it unless ``a`` has the right of way (module
+        docstring, "claims")."""
+        s = a.search
+        claim = np.asarray(m.target_ne_m, float)
+        s.map.block(claim, s.p.exclusion_radius_m)
+        mine = s.target[0]
+        if mine is None or s.mode[0] not in (APPROACH, HOLD):
+            return
+        if float(np.linalg.norm(np.asarray(mine, float) - claim)) > self.p.separation_m:
+            return
+        if (s.mode[0] == HOLD, -a.vehicle) > (m.holding, -m.sender):
+            return  # a's right of way: the other gives up
+        s.target[0] = None  # (the point stays blocked in a's map: it took it)
+        s.mode[0] = CLIMB
+        self.claims_yielded += 1
+        a.last_broadcast_s = -math.inf  # say so at once
 
     def _expected_work_s(self, a: Agent, v: int) -> float:
         """How long ``v`` may stay out of hearing: its lanes left as ``a`` knows them (its band and claims
@@ -453,8 +511,11 @@ class TeamSearch:
         ages = tuple(-1 if v not in a.heard_s else
                      int(min(9999.0, math.ceil(max(0.0, view.time_s - a.heard_s[v]) - 1e-9)))
                      for v in range(self.num_vehicles))
+        s = a.search
+        target = s.target[0] if s.mode[0] in (APPROACH, HOLD) else None
         msg = Progress(a.vehicle, view.time_s, pos, vel, h, a.state, frozenset(a.done),
-                       frozenset(a.gone_announced), frozenset(a.claimed), found, ages)
+                       frozenset(a.gone_announced), frozenset(a.claimed), found, ages,
+                       None if target is None else (float(target[0]), float(target[1])), s.mode[0] == HOLD)
         view.send(a.vehicle, BROADCAST, encode_progress(msg))
         a.last_broadcast_s = view.time_s
         self.messages_sent += 1
@@ -569,10 +630,14 @@ class TeamSearch:
             self._next_lane(a, pos)
         if a.lane is None and s.mode[0] == SEARCH:
             return self._rendezvous(view, a, ex)
-        was_hold = s.mode[0] == HOLD
+        was_hold, was_free = s.mode[0] == HOLD, s.mode[0] in (SEARCH, CLIMB)
         if speed is not None:
             s.speed_mps = speed
         out = np.asarray(s(_OneVehicle(view, a.vehicle)), float)[0]  # type: ignore[arg-type]
+        if was_free and s.mode[0] == APPROACH:
+            a.last_broadcast_s = -math.inf  # claim the candidate at once
+        if s.mode[0] == APPROACH and s.target[0] is not None:
+            out = descend_only_over(out, s.target[0], pos)
         if was_hold and s.mode[0] == CLIMB and s.visited:
             a.confirmed.append((float(s.visited[-1][0]), float(s.visited[-1][1])))
             self._add_found(a, a.confirmed[-1])
@@ -702,7 +767,7 @@ class TeamSearch:
 
     def _separate(self, view: AutopilotView, a: Agent, ex: Array, v: Array) -> Array:
         """``v`` plus the push away from the others' broadcast positions (``separation_m``; the closest
-        approach within ``SEPARATION_LOOKAHEAD_S``)."""
+        approach within ``SEPARATION_LOOKAHEAD_S``); no vertical move towards another within half of it."""
         p = self.p
         if p.separation_m <= 0.0 or not a.heard:
             return v
@@ -713,12 +778,16 @@ class TeamSearch:
         low, high = min(height, ahead) - 2.5, max(height, ahead) + 2.5
         own_v = ex[17:19] if np.all(np.isfinite(ex[17:19])) else np.zeros(2)
         push = np.zeros(2)
+        aways: list[Array] = []  # from each vehicle within separation_m, now or at the closest approach
         for other, m in a.heard.items():
             if not low <= m.height_m <= high:
                 continue
             # the horizontal offset at the closest approach within SEPARATION_LOOKAHEAD_S, both keeping
             # their velocities (this one's estimated, the other's broadcast one)
-            r = pos - _extrapolated_ne(m, view.time_s)
+            r = now = pos - _extrapolated_ne(m, view.time_s)
+            d_now = float(np.linalg.norm(now))
+            if 1e-6 < d_now < p.separation_m:  # (the closest approach's direction can differ)
+                aways.append(now / d_now)
             w = own_v - np.asarray(m.velocity_ne_mps)
             ww = float(w @ w)
             if ww > 1e-9:
@@ -728,11 +797,12 @@ class TeamSearch:
                 continue
             away = r / d if d > 1e-6 else np.array([math.cos(other), math.sin(other)])
             push += p.separation_gain_per_s * (p.separation_m - d) * away
-            toward = -float(v[0:2] @ away)
-            if toward > 0.0:  # no closing in: the set point's component towards the other goes
-                v = v.copy()
-                v[0:2] += toward * away
-        if not push.any():
+            aways.append(away)
+            if d < p.separation_m / 2 and ((v[2] > 0.0 and m.height_m < height) or
+                                           (v[2] < 0.0 and m.height_m > height)):
+                v = v.copy()  # nearly above or below it: no descent or climb onto it until pushed aside
+                v[2] = 0.0
+        if not aways:
             return v
         out = v.copy()
         out[0:2] += push
@@ -740,6 +810,14 @@ class TeamSearch:
         cap = math.sqrt(2) * MAX_SPEED_MPS
         if speed > cap:
             out[0:2] *= cap / speed
+        # no closing in on any of them: the components towards each go (the set point's and the pushes
+        # from the others: in a crowd their sum can point at a neighbour); repeated, as removing one
+        # can bring back another
+        for _ in range(3):
+            for away in aways:
+                toward = -float(out[0:2] @ away)
+                if toward > 0.0:
+                    out[0:2] += toward * away
         return out
 
     def _keep_inside(self, pos: Array, v: Array) -> Array:

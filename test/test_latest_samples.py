@@ -56,6 +56,15 @@ def test_take_stores_only_the_latest_sample_of_the_remapped_topic(rclpy_context:
         # one sample per take at most (a queue of one), the intermediate ones dropped, in order
         assert len(stored) == takes < MESSAGES and stored == sorted(stored)
         assert latest.take() == 0 and stored[-1] == MESSAGES  # taken: nothing new
+
+        # a filter on the samples' MessageInfo (run isolation): what it refuses is never stored
+        infos: list[tuple[Any, str]] = []
+        latest.accept = lambda info, topic: infos.append((info, topic)) is not None
+        pub.publish(Int32(data=MESSAGES + 1))
+        assert spin_until(executor, lambda: seen[-1:] == [MESSAGES + 1], 20.0, 0.05)
+        assert spin_until(executor, lambda: latest.take() == 0 and bool(infos), 20.0, 0.05)
+        assert stored[-1] == MESSAGES and infos[-1][1] == "uav1/value"
+        assert bytes(infos[-1][0]["publisher_gid"]["data"])  # the publisher (what run isolation reads)
     finally:
         latest.destroy()
         executor.shutdown(timeout_sec=2.0)

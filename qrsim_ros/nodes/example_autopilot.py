@@ -298,7 +298,7 @@ class ExampleAutopilotNode(ScenarioNode):
         # assembler deserializes them when the policy reads eX), instead of every 50 Hz / 10 Hz message
         # going through the executor (LatestSamples).
         on_demand = type(self).on_sensor is ExampleAutopilotNode.on_sensor
-        self.latest = LatestSamples(self)
+        self.latest = LatestSamples(self, accept=self.from_this_run)
         for i in range(n):
             ns = vehicle_namespace(i)
             for msg_type, topic, store, kind in ((Imu, "imu/data", a.set_imu, IMU),

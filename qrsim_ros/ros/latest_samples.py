@@ -9,7 +9,9 @@ takes what is queued and hands the latest of each subscription to its store, whe
 
 The helper node (``<node>_latest``) takes no process-wide ROS arguments (``-r __node:=...`` would rename
 it to its owner's name): its topics are the owner's resolved names (``Node.resolve_topic_name``, so
-remappings of the owner apply) and it sits in the owner's namespace.
+remappings of the owner apply) and it sits in the owner's namespace. An ``accept`` filter sees each
+sample's MessageInfo, as the owner's own subscriptions' run isolation does (``run_identity``); with a
+queue of one, another run's sample can displace this run's latest until the next one arrives.
 """
 
 from __future__ import annotations
@@ -25,28 +27,33 @@ from qrsim_ros.ros.qos import QOS_LATEST
 class LatestSamples:
     """Latest-sample subscriptions of ``owner``'s topics (module docstring)."""
 
-    def __init__(self, owner: Node) -> None:
+    def __init__(self, owner: Node, accept: Callable[[Any, str], bool] | None = None) -> None:
+        """``accept(info, topic)``: whether a sample (its MessageInfo) counts (another run's are skipped
+        with ``RunMemberNode.from_this_run``); None: all."""
         self.owner = owner
+        self.accept = accept
         self.node = Node(f"{owner.get_name()}_latest", namespace=owner.get_namespace(),
                          context=owner.context, use_global_arguments=False, enable_rosout=False,
                          start_parameter_services=False)
-        self._subscriptions: list[tuple[Any, Callable[[Any], None]]] = []
+        self._subscriptions: list[tuple[Any, str, Callable[[Any], None]]] = []
 
     def add(self, msg_type: Any, topic: str, store: Callable[[Any], None], raw: bool = False) -> None:
         """Subscribe to ``topic`` (resolved as ``owner`` would); ``store(msg)`` gets its latest sample at
         each ``take()`` that finds one (its serialized bytes with ``raw``)."""
         name = self.owner.resolve_topic_name(topic)
         sub = self.node.create_subscription(msg_type, name, _never_called, QOS_LATEST, raw=raw)
-        self._subscriptions.append((sub, store))
+        self._subscriptions.append((sub, topic, store))
 
     def take(self) -> int:
-        """Take every queued sample; store the latest of each subscription. Returns how many were stored."""
+        """Take every queued sample; store the latest accepted one of each subscription. Returns how many
+        were stored."""
         stored = 0
-        for sub, store in self._subscriptions:
+        for sub, topic, store in self._subscriptions:
             latest = None
             with sub.handle:
                 while (taken := sub.handle.take_message(sub.msg_type, sub.raw)) is not None:
-                    latest = taken[0]
+                    if self.accept is None or self.accept(taken[1], topic):
+                        latest = taken[0]
             if latest is not None:
                 store(latest)
                 stored += 1

@@ -162,6 +162,12 @@ class RunMemberNode(Node):
         iso.count(topic, msg_run_id)
         return True
 
+    def from_this_run(self, info: Any, topic: str) -> bool:
+        """Whether a message on ``topic`` (its MessageInfo) is this run's or no run's (a foreign one is
+        counted)."""
+        iso = self.run_isolation
+        return iso is None or not iso.is_foreign(info, topic)
+
     def create_subscription(self, msg_type: Any, topic: str, callback: Callable[..., Any],  # type: ignore[override]
                             qos_profile: Any, **kwargs: Any) -> Subscription:
         """``Node.create_subscription`` whose callback gets only the messages of this run's (or no run's)
@@ -170,8 +176,7 @@ class RunMemberNode(Node):
 
         def _filtered(*args: Any) -> Any:
             msg, info = _message_and_info(args)
-            iso = self.run_isolation
-            if iso is not None and iso.is_foreign(info, topic):
+            if not self.from_this_run(info, topic):
                 return None
             return deliver(msg)
 

@@ -626,6 +626,20 @@ def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path
 
 @pytest.mark.ros
 @pytest.mark.slow
+def test_the_clock_owner_starts_once_every_node_subscribed_not_on_the_startup_timeout(tmp_path: Path) -> None:
+    """The barrier before the clock owner: example_autopilot takes its sensor inputs through LatestSamples'
+    helper node, which the launcher must count as the autopilot's (it once waited the whole timeout)."""
+    require_ros()
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee", "example_autopilot")
+    rc, out = _launch(tmp_path, None, ["keep_spot", "--duration", "1", "--seed", "3"])
+    assert rc == 0, out
+    assert "still waiting for" not in out, out
+    started = out.index("started vehicle_dynamics")
+    assert all(f"started {n} " in out[:started] for n in ("imu", "example_autopilot")), out
+
+
+@pytest.mark.ros
+@pytest.mark.slow
 def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
     require_ros()
     _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")

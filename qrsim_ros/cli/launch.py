@@ -668,13 +668,19 @@ class Launcher:
         (/sim/vehicle_status): its inputs are up. /sim/run_members does not count: every node subscribes
         to it first thing, before it has read its parameters and scenario (a node that is about to fail
         on a bad parameter must not release the clock owner)."""
-        from qrsim_ros.ros.run_identity import RUN_MEMBERS_TOPIC  # rclpy: only once a listener runs
+        # rclpy: only once a listener runs
+        from qrsim_ros.ros.latest_samples import helper_node_name
+        from qrsim_ros.ros.run_identity import RUN_MEMBERS_TOPIC
 
-        try:
-            subs = listener.node.get_subscriber_names_and_types_by_node(spec.name, spec.namespace)
-        except Exception:  # not discovered yet
-            return False
-        return any(topic.startswith(("/uav", "/sim/")) and topic != RUN_MEMBERS_TOPIC for topic, _ in subs)
+        # A node's on-demand inputs are subscribed by its unspun helper node (LatestSamples).
+        for name in (spec.name, helper_node_name(spec.name)):
+            try:
+                subs = listener.node.get_subscriber_names_and_types_by_node(name, spec.namespace)
+            except Exception:  # not discovered yet (or no such helper)
+                continue
+            if any(topic.startswith(("/uav", "/sim/")) and topic != RUN_MEMBERS_TOPIC for topic, _ in subs):
+                return True
+        return False
 
     def start(self, listener: StatusListener | None) -> None:
         """Start every node; the clock owner last, once the others are subscribed to their inputs.

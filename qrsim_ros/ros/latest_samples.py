@@ -24,6 +24,16 @@ from rclpy.node import Node
 from qrsim_ros.ros.qos import QOS_LATEST
 
 
+#: The helper node's name is its owner's with this suffix (a launcher waiting for the owner's
+#: subscriptions looks at both).
+HELPER_NODE_SUFFIX = "_latest"
+
+
+def helper_node_name(owner_name: str) -> str:
+    """The name of ``owner_name``'s helper node."""
+    return f"{owner_name}{HELPER_NODE_SUFFIX}"
+
+
 class LatestSamples:
     """Latest-sample subscriptions of ``owner``'s topics (module docstring)."""
 
@@ -32,7 +42,7 @@ class LatestSamples:
         with ``RunMemberNode.from_this_run``); None: all."""
         self.owner = owner
         self.accept = accept
-        self.node = Node(f"{owner.get_name()}_latest", namespace=owner.get_namespace(),
+        self.node = Node(helper_node_name(owner.get_name()), namespace=owner.get_namespace(),
                          context=owner.context, use_global_arguments=False, enable_rosout=False,
                          start_parameter_services=False)
         self._subscriptions: list[tuple[Any, str, Callable[[Any], None]]] = []

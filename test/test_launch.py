@@ -630,7 +630,8 @@ def test_the_clock_owner_starts_once_every_node_subscribed_not_on_the_startup_ti
     """The barrier before the clock owner: example_autopilot takes its sensor inputs through LatestSamples'
     helper node, which the launcher must count as the autopilot's (it once waited the whole timeout)."""
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee", "example_autopilot")
+    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee",
+                   "example_autopilot")
     rc, out = _launch(tmp_path, None, ["keep_spot", "--duration", "1", "--seed", "3"])
     assert rc == 0, out
     assert "still waiting for" not in out, out

@@ -23,7 +23,6 @@ from rclpy.node import Node
 
 from qrsim_ros.ros.qos import QOS_LATEST
 
-
 #: The helper node's name is its owner's with this suffix (a launcher waiting for the owner's
 #: subscriptions looks at both).
 HELPER_NODE_SUFFIX = "_latest"

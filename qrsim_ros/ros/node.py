@@ -148,9 +148,11 @@ STOP_DEADLINE_STATUS = 4
 #: Wall seconds from the stop request a node gets once its own work is complete and only the DDS
 #: teardown is left (destroying its entities, then the participant): each entity's removal is announced
 #: to every peer, which took over 3 s for the recorder's 459 subscriptions with 20 vehicles on a loaded
-#: machine. Past it the node ends with its own status and a warning. Below ros2 launch's SIGKILL (its
-#: sigterm_timeout + sigkill_timeout, 5 + 5 s) with the C-level fallback's extra second.
-TEARDOWN_DEADLINE_S = 8.0
+#: machine, and an rmw node's destruction was seen to block for 9 s beside CPU-bound processes. Past it
+#: the node ends with its own status and a warning (peers then drop its endpoints at the lease's end).
+#: With the C-level fallback's extra second, below ros2 launch's sigterm_timeout (5 s): a stop never
+#: needs SIGTERM.
+TEARDOWN_DEADLINE_S = 3.8
 
 
 def _watch_signals(stop: threading.Event, watchdog: StopWatchdog) -> Callable[[], None]:

@@ -197,6 +197,14 @@ def test_no_vehicle_is_lost_to_an_obstacle_or_another(recalled_run: dict) -> Non
     assert bool(np.all(sim.valid))
 
 
+def test_the_recalled_vehicle_lands_on_its_take_off_spot_and_charges(recalled_run: dict) -> None:
+    sim, team = recalled_run["sim"], recalled_run["team"]
+    a = team.agents[2]
+    x = sim.true_state()[2]
+    assert a.landed_home and np.hypot(*(x[0:2] - a.takeoff_ne)) < 1.0 and -x[2] < 0.6, (x, a.takeoff_ne)
+    assert bool(sim.battery.charging[2])
+
+
 def test_a_recalled_vehicles_lanes_are_taken_over_from_what_the_others_heard(recalled_run: dict) -> None:
     team: TeamSearch = recalled_run["team"]
     band2 = set(team.bands[2])
@@ -381,6 +389,39 @@ def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -
     a.heard = at(35.0, (6.0, 0.0))  # 6 m aside: pushed, but free to descend
     out = policy._separate(view, a, ex, descend)
     assert out[2] == 2.0 and out[0] < 0.0
+
+
+def test_a_vehicle_home_lands_straight_down_on_its_spot_slowing_near_the_ground_and_stays() -> None:
+    from qrsim_ros.policies.team_search import HOME_DESCENT_RADIUS_M, LANDING_CLEARANCE_M
+
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
+    view = AutopilotView(sim)
+    policy = TeamSearch(view)
+    a = policy.agents[0]
+    a.state, a.takeoff_ne = "H", np.array([-130.0, -130.0])
+    ex = np.full(20, np.nan)
+    ex[17:20] = 0.0
+
+    def home(ne: tuple[float, float], height_m: float) -> np.ndarray:
+        ex[0:2], ex[16] = ne, height_m
+        return policy._fly_home(view, a, ex)
+
+    far = home((-130.0 + 3 * HOME_DESCENT_RADIUS_M, -130.0), a.search.search_height_m)
+    assert far[0] < 0.0 and abs(far[2]) < 1e-9 and not a.landing_home  # across first, at its height
+    v = home((-129.0, -130.0), 10.0)
+    assert a.landing_home and v[2] == policy.p.descent_rate_mps and v[0] < 0.0  # down, back over the spot
+    # (a push to 1.5 x the radius keeps it landing: the hysteresis)
+    assert home((-130.0 + 1.5 * HOME_DESCENT_RADIUS_M, -130.0), 5.0)[2] > 0.0 and a.landing_home
+    slow = home((-130.0, -130.0), 0.8)
+    assert 0.0 < slow[2] < 0.5 * policy.p.descent_rate_mps  # the last metres slowly
+    a.heard = {1: Progress(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M - 0.5), (0.0, 0.0), 0.4, "D",
+                           frozenset(), frozenset(), frozenset(), ())}
+    assert home((-130.0, -130.0), 6.0)[2] == 0.0  # another below within the clearance: no descent
+    a.heard = {1: Progress(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M + 1.0), (0.0, 0.0), 0.4,
+                           "D", frozenset(), frozenset(), frozenset(), ())}
+    assert home((-130.0, -130.0), 6.0)[2] > 0.0  # the neighbouring spot (4 m): down
+    assert home((-130.0, -130.0), 0.4).tolist() == [0.0, 0.0, 0.0] and a.landed_home
+    assert home((-127.0, -130.0), 0.4).tolist() == [0.0, 0.0, 0.0]  # landed: it stays
 
 
 def test_the_separation_looks_ahead_to_the_closest_approach() -> None:

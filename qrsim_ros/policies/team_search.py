@@ -84,6 +84,19 @@ LOG = logging.getLogger(__name__)
 #: A vehicle going to a candidate descends only within this horizontal distance of it [m]: across at its
 #: layer's height (above the obstacles, up to 20 m), then down, where the down beam guards the descent.
 APPROACH_DESCENT_RADIUS_M = 3.0
+#: Home: within this horizontal distance [m] of its take-off spot a returning vehicle lands on it (straight
+#: down, the mirror of the take-off: no separation push, which on the 4 m take-off grid pushed landed
+#: vehicles off their spots and back into the air); one pushed beyond twice this flies back first.
+HOME_DESCENT_RADIUS_M = 2.0
+#: A landing vehicle does not descend while another is below it within this horizontal distance [m]
+#: (the 2 m collision distance and a metre).
+LANDING_CLEARANCE_M = 3.0
+#: Height above ground [m] below which a vehicle landing at home has landed: it stays there, motionless.
+LANDED_HEIGHT_M = 0.5
+#: Descent rate [m/s] of the landing's last metres (0.5/s x the height above LANDED_HEIGHT_M, at least this).
+LANDING_FINAL_RATE_MPS = 0.2
+#: Gain [1/s] of the horizontal hold over the take-off spot while landing (at most 1 m/s).
+HOME_HOLD_GAIN_PER_S = 0.5
 
 #: Message format version (``"m"`` in the payload).
 MESSAGE_VERSION = 1
@@ -360,6 +373,8 @@ class Agent:
         self.reassigned_from: dict[int, list[int]] = {}  # gone vehicle -> lanes this agent took
         self.airborne = False             # climbed to its layer after the take-off
         self.takeoff_ne: Array | None = None  # where it took off (its landing spot)
+        self.landing_home = False         # over its take-off spot, descending onto it
+        self.landed_home = False          # landed there (motionless from then on)
         self.follow_dir_ne: Array | None = None  # the formation's "behind" (unit, NE)
 
     @property
@@ -656,15 +671,38 @@ class TeamSearch:
         if a.rendezvous_left_s > 0:
             return self._goto(pos, height, point, a.search.search_height_m, 1.0)
         a.state = "D"  # nothing left: home
-        return self._fly_home(a, ex)
+        return self._fly_home(view, a, ex)
 
-    def _fly_home(self, a: Agent, ex: Array) -> Array:
+    def _fly_home(self, view: AutopilotView, a: Agent, ex: Array) -> Array:
+        """Home to the take-off spot: up to the layer's height, across, then straight down onto the spot
+        (``landing_home``: no separation push; no descent onto a vehicle below within
+        ``LANDING_CLEARANCE_M``); landed, motionless."""
+        if a.landed_home:
+            return np.zeros(3)
         pos, height = ex[0:2], float(ex[16])
         home = self._home(pos, a)
-        if np.linalg.norm(home - pos) > 2.0:  # up to the layer's height first, then across
+        off = home - pos
+        d = float(np.linalg.norm(off))
+        if d > HOME_DESCENT_RADIUS_M * (2.0 if a.landing_home else 1.0):  # up to the layer, then across
+            a.landing_home = False
             speed = a.search.speed_mps if height > a.search.search_height_m - 3.0 else 0.5
             return self._goto(pos, height, home, a.search.search_height_m, speed)
-        return np.array([0.0, 0.0, self.p.descent_rate_mps if height > 0.5 else 0.0])
+        a.landing_home = True
+        if height <= LANDED_HEIGHT_M:
+            a.landed_home = True
+            return np.zeros(3)
+        v = np.zeros(3)
+        v[0:2] = off * HOME_HOLD_GAIN_PER_S
+        if d * HOME_HOLD_GAIN_PER_S > 1.0:
+            v[0:2] /= d * HOME_HOLD_GAIN_PER_S
+        below = any(m.height_m < height - 0.5
+                    and float(np.linalg.norm(pos - _extrapolated_ne(m, view.time_s))) < LANDING_CLEARANCE_M
+                    for m in a.heard.values())
+        # slower near the ground (a zero set point at 1 m/s sank the vehicle 0.3 m further, into the
+        # ground: out of the area, lost)
+        rate = min(self.p.descent_rate_mps, max(LANDING_FINAL_RATE_MPS, 0.5 * (height - LANDED_HEIGHT_M)))
+        v[2] = 0.0 if below else rate
+        return v
 
     def _follow(self, view: AutopilotView, a: Agent, ex: Array, slot: int, leader: int) -> Array:
         pos, height = ex[0:2], float(ex[16])
@@ -723,7 +761,7 @@ class TeamSearch:
             if not a.airborne and a.state not in GONE_STATES:
                 pass
             elif a.state in ("H", "D"):
-                actions[a.row] = self._fly_home(a, ex)
+                actions[a.row] = self._fly_home(view, a, ex)
             elif a.state == "L":
                 actions[a.row] = np.array([0.0, 0.0, self.p.descent_rate_mps if ex[16] > 0.5 else 0.0])
             elif self.p.formation:
@@ -741,7 +779,7 @@ class TeamSearch:
             else:
                 self._take_over(a, pos)
                 actions[a.row] = self._search_step(view, a, ex)
-            if a.state != "L" and np.all(np.isfinite(actions[a.row])):
+            if a.state != "L" and not a.landing_home and np.all(np.isfinite(actions[a.row])):
                 # the take-off climbs straight up from the base's grid: no push (on a crowded grid the
                 # pushes of up to 49 neighbours drove the grid's edge along the rim into each other)
                 v = self._separate(view, a, ex, actions[a.row]) if a.airborne else actions[a.row]

@@ -313,6 +313,36 @@ def test_low_battery_returns_to_the_nearest_base_lands_and_charges() -> None:
     assert sim.battery.charging[0] and sim.battery.percentage[0] > p_landed
 
 
+def test_vehicles_launched_from_one_base_return_each_to_its_own_launch_point() -> None:
+    """Four vehicles launched 4 m apart on one base (team_search's grid, radius 20 m) fly 40 m north and
+    hover until their low-battery return: each lands on its own launch point (within
+    RETURN_HOME_ARRIVAL_M and the descent's drift), not at the base's rim or centre, where their returns
+    converged before."""
+    from qrsim_ros.core.vehicles.fleet_control import RETURN_HOME_ARRIVAL_M
+
+    sim = Simulator.from_scenario("team_search", {
+        "num_vehicles": 4, "seed": 3, "task": {"duration_steps": 2000},
+        "scene": {"generate": {"count": 0}}, "comms": {"on": False},
+        "vehicle": {"battery": {"low_battery_failsafe": "return", "initial_soc": 0.3},
+                    "camera": {"on": False}}})
+    sim.reset()
+    launch_ne = sim.true_state()[:, 0:2].copy()
+    seen: list[set[str]] = [set() for _ in range(4)]
+    while not sim.done and sim.valid.any():
+        cmd = np.zeros((4, 3))
+        if sim.time < 20.0:
+            cmd[:, 0] = 2.0  # north
+        sim.step(cmd)
+        for i, f in enumerate(sim.failsafe):
+            seen[i].add(f)
+    assert all(s_ >= {"return", "battery_land"} for s_ in seen), seen
+    assert all(r.startswith("landed") for r in sim.fleet.invalid_reason), sim.fleet.invalid_reason
+    x = sim.true_state()
+    off = np.hypot(*(x[:, 0:2] - launch_ne).T)
+    assert np.all(off < RETURN_HOME_ARRIVAL_M + 0.3), off
+    assert np.all(sim.battery.charging)
+
+
 def test_a_return_that_starts_low_climbs_in_place_before_it_flies_home() -> None:
     """The vehicle descends to 3 m (below the 10 m flight height) before its return starts: the return
     climbs where it started to within 1 m of the flight height, and only then flies the 40 m home (an

@@ -424,6 +424,29 @@ def test_a_vehicle_home_lands_straight_down_on_its_spot_slowing_near_the_ground_
     assert home((-127.0, -130.0), 0.4).tolist() == [0.0, 0.0, 0.0]  # landed: it stays
 
 
+def test_positions_heard_long_ago_neither_push_nor_block() -> None:
+    """A message older than STALE_POSITION_S (its sender out of range, home or lost) is no obstacle: at 50
+    vehicles such ghosts, where their senders had been minutes before, stopped vehicles for good."""
+    from qrsim_ros.policies.team_search import STALE_POSITION_S
+
+    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
+    view = AutopilotView(sim)
+    policy = TeamSearch(view)
+    a = policy.agents[0]
+    ex = np.full(20, np.nan)
+    ex[0:2], ex[16], ex[17:20] = (0.0, 0.0), 30.0, (0.0, 0.0, 0.0)
+    v = np.array([-3.0, 0.0, 0.0])  # south, towards it
+
+    def heard(age_s: float) -> dict[int, Progress]:
+        return {1: Progress(1, view.time_s - age_s, (-3.0, 0.0), (0.0, 0.0), 30.0, "D", frozenset(),
+                            frozenset(), frozenset(), ())}
+
+    a.heard = heard(STALE_POSITION_S - 1.0)
+    assert policy._separate(view, a, ex, v)[0] >= 0.0 and policy._crowded(view, a, ex)  # blocked
+    a.heard = heard(STALE_POSITION_S + 1.0)
+    assert policy._separate(view, a, ex, v) is v and not policy._crowded(view, a, ex)
+
+
 def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
     """Two vehicles at one height closing at 6 m/s, 12.4 m apart (beyond separation_m, 8 m) and passing 3 m
     from each other in 2 s: the push away (west, across the track) starts now; moving apart, nothing."""

@@ -826,6 +826,8 @@ class VehicleDynamicsNode(ScenarioNode):
             fresh &= age_s <= timeout_s
         expired = self._fresh & ~fresh & valid
         fc = self._failsafe_control
+        if fc.home_pending:  # (fc.controls runs only in a failsafe here)
+            fc.record_home(exact_estimated_state(self.fleet.state, self.fleet.accel_body), valid)
         if self.energy.low:
             ex = exact_estimated_state(self.fleet.state, self.fleet.accel_body)
             fc.update_battery(self.energy.percentage, self.energy.drain_per_s, ex, valid)

@@ -697,7 +697,7 @@ class TeamSearch:
             v[0:2] /= d * HOME_HOLD_GAIN_PER_S
         below = any(m.height_m < height - 0.5
                     and float(np.linalg.norm(pos - _extrapolated_ne(m, view.time_s))) < LANDING_CLEARANCE_M
-                    for m in a.heard.values())
+                    for _, m in _recent(a, view.time_s))
         # slower near the ground (a zero set point at 1 m/s sank the vehicle 0.3 m further, into the
         # ground: out of the area, lost)
         rate = min(self.p.descent_rate_mps, max(LANDING_FINAL_RATE_MPS, 0.5 * (height - LANDED_HEIGHT_M)))
@@ -796,7 +796,7 @@ class TeamSearch:
     def _crowded(self, view: AutopilotView, a: Agent, ex: Array) -> bool:
         """Whether another vehicle's broadcast position is within 3 x ``separation_m`` (and 2.5 m in
         height): the positions are then broadcast every ``near_broadcast_period_s``."""
-        for m in a.heard.values():
+        for _, m in _recent(a, view.time_s):
             q = _extrapolated_ne(m, view.time_s)
             if float(np.linalg.norm(ex[0:2] - q)) < 3.0 * self.p.separation_m and \
                     abs(float(ex[16]) - m.height_m) <= 2.5:
@@ -817,7 +817,7 @@ class TeamSearch:
         own_v = ex[17:19] if np.all(np.isfinite(ex[17:19])) else np.zeros(2)
         push = np.zeros(2)
         aways: list[Array] = []  # from each vehicle within separation_m, now or at the closest approach
-        for other, m in a.heard.items():
+        for other, m in _recent(a, view.time_s):
             if not low <= m.height_m <= high:
                 continue
             # the horizontal offset at the closest approach within SEPARATION_LOOKAHEAD_S, both keeping
@@ -889,6 +889,18 @@ SEPARATION_LOOKAHEAD_S = 2.0
 
 #: Seconds a heard position is extrapolated along its velocity at most (a stale message is not taken far).
 MAX_EXTRAPOLATION_S = 3.0
+
+#: Seconds after which a heard position no longer counts for the separation, the crowding and the
+#: landing's clearance (three of the usual 2 s broadcast periods: one lost message is tolerated; a vehicle
+#: within 24 m broadcasts every 0.4 s). Older positions are of vehicles out of range, gone home or lost:
+#: kept, they stood as obstacles where their senders had last been heard, minutes before, and at 50
+#: vehicles a dozen vehicles on their way home stopped among such ghosts for good.
+STALE_POSITION_S = 6.0
+
+
+def _recent(a: Agent, now_s: float) -> list[tuple[int, Progress]]:
+    """The vehicles ``a`` heard within ``STALE_POSITION_S`` and their last messages."""
+    return [(v, m) for v, m in a.heard.items() if now_s - m.time_s <= STALE_POSITION_S]
 
 
 def _extrapolated_ne(m: Progress, now_s: float) -> Array:

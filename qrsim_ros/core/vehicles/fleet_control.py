@@ -32,11 +32,14 @@ its failsafe until a fresh one comes (whatever its mode, attitude included):
 Low battery (not in QRSim; siegemund_2011 section 4.5; thresholds in ``energy.BatterySettings``): given
 each vehicle's charge left and drain (``update_battery``, once per tick before ``controls``), a vehicle
 
-- ``return``s once its charge is below ``return_below`` and no longer covers the flight to the nearest
-  charging base plus the ``reserve``: a ``WaypointPID`` that first climbs where the return started to the
-  return height (the higher of that height and the flight height ``flight_z_ned_m``; done within
-  ``RETURN_CLIMB_TOLERANCE_M``), then flies to the base's north/east at it (heading held), then, within
-  the base's radius, ``battery_land`` there;
+- ``return``s once its charge is below ``return_below`` and no longer covers the flight home plus the
+  ``reserve``: a ``WaypointPID`` that first climbs where the return started to the return height (the
+  higher of that height and the flight height ``flight_z_ned_m``; done within
+  ``RETURN_CLIMB_TOLERANCE_M``), then flies home at it (heading held), then ``battery_land``s there.
+  Home is the nearest charging base: the vehicle's own launch point (its estimated north/east at its
+  first tick of the episode, as an autopilot records its home position) if that lies on the base, and
+  it lands within ``RETURN_HOME_ARRIVAL_M`` of it (vehicles launched from one base land each on its own
+  spot instead of converging on the centre); else the base's centre, landing within its radius;
 - ``battery_land``s where it is once its charge is at most ``land_below`` (or, without a base, instead of
   returning): the ``land`` descent above, disarmed on touchdown (resting on a base it charges).
 
@@ -98,6 +101,8 @@ _HOLD, _LAND, _LEVEL, _RETURN, _BATTERY_LAND = range(1, len(ALL_FAILSAFES) + 1)
 LAND_TOUCHDOWN_HEIGHT_M = 0.3
 #: ``return`` climbs in place until its height is within this of the return height [m].
 RETURN_CLIMB_TOLERANCE_M = 1.0
+#: A return to the vehicle's own launch point lands within this horizontal distance of it [m].
+RETURN_HOME_ARRIVAL_M = 0.5
 #: The controls of a disarmed vehicle: level, throttle off.
 DISARMED_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
 
@@ -285,6 +290,13 @@ class FleetControl:
         self._target_base = np.full(n, -1, np.int64)
         self._return_pid = WaypointPID(n)
         self._return_climbed = np.zeros(n, bool)  # return: the climb to the return height is done
+        # each vehicle's launch point (north, east) [m] (its first tick's estimate; NaN: none yet), where
+        # it returns when that lies on its nearest base; the return's target (north, east) and whether
+        # it is the launch point
+        self._home_ne = np.full((n, 2), np.nan)
+        self._home_pending = self.battery is not None and self._bases.size > 0
+        self._return_ne = np.zeros((n, 2))
+        self._return_home = np.zeros(n, bool)
 
     @property
     def controlled(self) -> NDArray[np.int_]:
@@ -302,6 +314,9 @@ class FleetControl:
             c.reset()
         self._target_base[:] = -1
         self._return_climbed[:] = False
+        self._home_ne[:] = np.nan
+        self._home_pending = self.battery is not None and self._bases.size > 0
+        self._return_home[:] = False
         self.failsafe_code[:] = 0
         self.landed[:] = False
         self._clamped_sp[:] = np.nan
@@ -316,6 +331,8 @@ class FleetControl:
         computed from); ``issued_s`` (N,): when each vehicle's set point was issued [s] (NaN: none yet,
         nothing to expire). Without them (or with ``command_timeout_s`` 0) nothing expires.
         """
+        if self.home_pending:
+            self.record_home(ex, valid)
         if self._all_velocity:
             n = self.num_vehicles
             if (type(targets) is np.ndarray and targets.dtype == np.float64 and targets.ndim == 2
@@ -436,6 +453,22 @@ class FleetControl:
             self._hold_pid.reset(idx)
             self._land_pid.reset(idx)
 
+    @property
+    def home_pending(self) -> bool:
+        """Whether a valid vehicle has no launch point yet (``record_home``; only with a battery return)."""
+        return self._home_pending
+
+    def record_home(self, ex: ArrayLike, valid: ArrayLike) -> None:
+        """Each valid vehicle's launch point: its north/east in ``ex`` (N, 20) the first time it is finite.
+        ``controls`` calls it; a front end that calls ``controls`` only in a failsafe calls it at the
+        episode's first tick."""
+        ex = np.asarray(ex, float)
+        valid = np.asarray(valid, bool)
+        missing = np.isnan(self._home_ne[:, 0]) & valid
+        known = missing & np.isfinite(ex[:, 0]) & np.isfinite(ex[:, 1])
+        self._home_ne[known] = ex[known, 0:2]
+        self._home_pending = bool((missing & ~known).any())
+
     def update_battery(self, percentage: ArrayLike, drain_per_s: ArrayLike, ex: ArrayLike,
                        valid: ArrayLike) -> None:
         """The low-battery failsafe's onsets (module docstring), once per tick before ``controls``.
@@ -462,12 +495,20 @@ class FleetControl:
                 d = np.hypot(pos[:, None, 0] - self._bases[None, :, 0],
                              pos[:, None, 1] - self._bases[None, :, 1])
                 nearest = np.argmin(d, axis=1)
-                t_return = (d[np.arange(idx.size), nearest] / b.return_speed_mps
+                target = self._bases[nearest, 0:2].copy()
+                home = self._home_ne[idx]
+                with np.errstate(invalid="ignore"):
+                    on_base = (np.hypot(home[:, 0] - target[:, 0], home[:, 1] - target[:, 1])
+                               <= self._base_radii[nearest])
+                target[on_base] = home[on_base]
+                t_return = (np.hypot(pos[:, 0] - target[:, 0], pos[:, 1] - target[:, 1]) / b.return_speed_mps
                             + np.maximum(ex[idx, HEIGHT], 0.0) / self.failsafe_land_rate_m_s)
                 need = b.return_margin * np.asarray(drain_per_s, float)[idx] * t_return
                 go = np.isfinite(need) & (pct[idx] - need <= b.reserve)
                 self._onset(idx[go], _RETURN, ex)
                 self._target_base[idx[go]] = nearest[go]
+                self._return_ne[idx[go]] = target[go]
+                self._return_home[idx[go]] = on_base[go]
         elif not self._bases.size and b.low_battery_failsafe == "return":
             land |= low & (pct <= b.reserve)  # nowhere to return to: land at the reserve
         self._onset(np.flatnonzero(land), _BATTERY_LAND, ex)
@@ -513,11 +554,13 @@ class FleetControl:
         u[active & (code == _LEVEL)] = HOVER_CONTROL
 
     def _return_controls(self, u: Array, ex: Array, fly: NDArray[np.bool_]) -> None:
-        """``return``: to the target base at the flight height; within its radius, ``battery_land``."""
-        base = self._bases[np.maximum(self._target_base, 0)]
+        """``return``: home (the launch point or the base's centre) at the return height; there (within
+        ``RETURN_HOME_ARRIVAL_M`` of the launch point, or the base's radius), ``battery_land``."""
+        home = self._return_ne
+        arrival = np.where(self._return_home, RETURN_HOME_ARRIVAL_M,
+                           self._base_radii[np.maximum(self._target_base, 0)])
         with np.errstate(invalid="ignore"):
-            there = fly & (np.hypot(ex[:, 0] - base[:, 0], ex[:, 1] - base[:, 1])
-                           <= self._base_radii[np.maximum(self._target_base, 0)])
+            there = fly & (np.hypot(ex[:, 0] - home[:, 0], ex[:, 1] - home[:, 1]) <= arrival)
         if there.any():  # over the base: land on it (this tick already)
             idx = np.flatnonzero(there)
             self.failsafe_code[idx] = _BATTERY_LAND
@@ -530,7 +573,7 @@ class FleetControl:
             with np.errstate(invalid="ignore"):
                 self._return_climbed |= fly & (-ex[:, HEIGHT] <= return_z + RETURN_CLIMB_TOLERANCE_M)
             target = np.zeros((self.num_vehicles, 3))
-            target[:, 0:2] = np.where(self._return_climbed[:, None], base[:, 0:2], self._hold[:, 0:2])
+            target[:, 0:2] = np.where(self._return_climbed[:, None], home, self._hold[:, 0:2])
             target[:, 2] = return_z
             psi = np.where(np.isfinite(self._hold[:, 3]), self._hold[:, 3], 0.0)
             u_ret = self._return_pid.compute_from_estimated_state(ex, target, psi)

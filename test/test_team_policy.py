@@ -367,13 +367,20 @@ def test_a_vehicle_going_to_a_candidate_descends_only_over_it() -> None:
     assert descend_only_over(up, far, pos) is up  # a climb is never held back
 
 
-def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -> None:
+def _lone_agent(height_m: float, velocity_ne: tuple[float, float] = (0.0, 0.0)
+                ) -> tuple[AutopilotView, TeamSearch, object, np.ndarray]:
+    """Vehicle 0 of a 2-vehicle team at (0, 0), ``height_m`` up, moving at ``velocity_ne``: its view,
+    the policy, its agent and its estimated state."""
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
     view = AutopilotView(sim)
     policy = TeamSearch(view)
-    a = policy.agents[0]
     ex = np.full(20, np.nan)
-    ex[0:2], ex[16], ex[17:20] = (0.0, 0.0), 38.0, (0.0, 0.0, 0.0)
+    ex[0:2], ex[16], ex[17:19], ex[19] = (0.0, 0.0), height_m, velocity_ne, 0.0
+    return view, policy, policy.agents[0], ex
+
+
+def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -> None:
+    view, policy, a, ex = _lone_agent(38.0)
 
     def at(height_m: float, ne: tuple[float, float] = (0.5, 0.5)) -> dict[int, Progress]:
         return {1: Progress(1, view.time_s, ne, (0.0, 0.0), height_m, "S", frozenset(), frozenset(),
@@ -429,12 +436,7 @@ def test_positions_heard_long_ago_neither_push_nor_block() -> None:
     vehicles such ghosts, where their senders had been minutes before, stopped vehicles for good."""
     from qrsim_ros.policies.team_search import STALE_POSITION_S
 
-    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
-    view = AutopilotView(sim)
-    policy = TeamSearch(view)
-    a = policy.agents[0]
-    ex = np.full(20, np.nan)
-    ex[0:2], ex[16], ex[17:20] = (0.0, 0.0), 30.0, (0.0, 0.0, 0.0)
+    view, policy, a, ex = _lone_agent(30.0)
     v = np.array([-3.0, 0.0, 0.0])  # south, towards it
 
     def heard(age_s: float) -> dict[int, Progress]:
@@ -450,12 +452,7 @@ def test_positions_heard_long_ago_neither_push_nor_block() -> None:
 def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
     """Two vehicles at one height closing at 6 m/s, 12.4 m apart (beyond separation_m, 8 m) and passing 3 m
     from each other in 2 s: the push away (west, across the track) starts now; moving apart, nothing."""
-    sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
-    view = AutopilotView(sim)
-    policy = TeamSearch(view)
-    a = policy.agents[0]
-    ex = np.full(20, np.nan)
-    ex[0:2], ex[16], ex[17:19] = (0.0, 0.0), 30.0, (3.0, 0.0)  # north at 3 m/s
+    view, policy, a, ex = _lone_agent(30.0, (3.0, 0.0))  # north at 3 m/s
     v = np.array([3.0, 0.0, 0.0])
 
     def heard(velocity_ne: tuple[float, float]) -> Progress:

@@ -698,11 +698,16 @@ class TeamSearch:
         below = any(m.height_m < height - 0.5
                     and float(np.linalg.norm(pos - _extrapolated_ne(m, view.time_s))) < LANDING_CLEARANCE_M
                     for _, m in _recent(a, view.time_s))
-        # slower near the ground (a zero set point at 1 m/s sank the vehicle 0.3 m further, into the
-        # ground: out of the area, lost)
-        rate = min(self.p.descent_rate_mps, max(LANDING_FINAL_RATE_MPS, 0.5 * (height - LANDED_HEIGHT_M)))
-        v[2] = 0.0 if below else rate
+        v[2] = 0.0 if below else self._landing_rate(height)
         return v
+
+    def _landing_rate(self, height_m: float) -> float:
+        """Descent rate [m/s] of a landing at ``height_m`` above ground: ``descent_rate_mps``, slower over
+        the last metres (a zero set point at 1 m/s sank the vehicle 0.3 m further, into the ground: out of
+        the area, lost), 0 from ``LANDED_HEIGHT_M``."""
+        if height_m <= LANDED_HEIGHT_M:
+            return 0.0
+        return min(self.p.descent_rate_mps, max(LANDING_FINAL_RATE_MPS, 0.5 * (height_m - LANDED_HEIGHT_M)))
 
     def _follow(self, view: AutopilotView, a: Agent, ex: Array, slot: int, leader: int) -> Array:
         pos, height = ex[0:2], float(ex[16])
@@ -763,7 +768,7 @@ class TeamSearch:
             elif a.state in ("H", "D"):
                 actions[a.row] = self._fly_home(view, a, ex)
             elif a.state == "L":
-                actions[a.row] = np.array([0.0, 0.0, self.p.descent_rate_mps if ex[16] > 0.5 else 0.0])
+                actions[a.row] = np.array([0.0, 0.0, self._landing_rate(float(ex[16]))])
             elif self.p.formation:
                 leader = min((v for v in self.rows if v not in a.gone), default=a.vehicle)
                 if leader == a.vehicle:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +17,14 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def launches_graph(func: Any) -> Any:
+    """Mark a module- or session-scoped fixture as one that launches a graph which several tests read
+    (the tier guard then accepts a ``graph`` test that starts nothing itself). Put it under
+    ``@pytest.fixture``."""
+    func.launches_graph = True
+    return func
 
 
 def require_ros() -> None:
@@ -55,6 +66,18 @@ def interrupt(proc: subprocess.Popen[Any], timeout_s: float) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, *, poll_s: float = 0.01,
+               detail: Callable[[], str] | None = None) -> None:
+    """Wait until ``condition()`` holds, for state that offers no event to await (another process's
+    file, log or /proc entry); the test fails naming ``what`` (and ``detail()``) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
+                                 + (f":\n{detail()}" if detail is not None else ""))
+        time.sleep(poll_s)  # the poll's pace (there is nothing to wait on), bounded by the deadline
 
 
 def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, step_s: float) -> bool:
@@ -124,6 +147,169 @@ def scenario_with_sensors(tmp_path: Path, base: str, name: str, sensors: dict[st
     return path
 
 
+#: ``qrsim launch``'s line for each process it started (its name and pid).
+STARTED_LINE = re.compile(r"\[qrsim launch\] started (\S+) \(pid (\d+)\)")
+
+
+def _start_time(pid: int) -> int | None:
+    """The kernel's start time of process ``pid`` (clock ticks since boot), or None once it is gone:
+    with the pid it names one process, never a later one that reused the number."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+class TestProcess:
+    """A program a test starts (``qrsim launch``, a node, a test program), as one launcher for every test:
+    in a session and process group of its own, its output read line by line in a thread (kept in
+    ``lines`` and, when ``log`` is given, written there), its end awaited with a deadline. ``close``
+    (also on leaving the ``with`` block) always reaps: Ctrl-C as a user stops it, then SIGKILL to its
+    process group and to every process it reported starting (``qrsim launch``'s nodes run in sessions of
+    their own) that is still there, so nothing outlives the test."""
+
+    __test__ = False  # (not a test class)
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *, log: Path | None = None) -> None:
+        self.argv = [str(a) for a in argv]
+        self.lines: list[str] = []
+        self._seen = threading.Condition()
+        self._children: dict[int, int | None] = {}  # pid -> start time, of what it reported starting
+        self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
+        self.proc = subprocess.Popen(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                     errors="replace", start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True, name=f"read-{Path(argv[0]).name}")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            m = STARTED_LINE.search(line)
+            if m:
+                pid = int(m.group(2))
+                self._children[pid] = _start_time(pid)
+            if self._log is not None:
+                self._log.write(line)
+                self._log.flush()
+            with self._seen:
+                self.lines.append(line)
+                self._seen.notify_all()
+        with self._seen:
+            self._seen.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def tail(self, chars: int = 6000) -> str:
+        return self.output[-chars:]
+
+    def wait_for_line(self, pattern: re.Pattern[str] | str, timeout_s: float) -> str:
+        """The first output line matching ``pattern`` (waited for up to ``timeout_s``); the test fails
+        with the output so far if the program ended or the time ran out first."""
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout_s
+        checked = 0
+        with self._seen:
+            while True:
+                for line in self.lines[checked:]:
+                    if rx.search(line):
+                        return line
+                checked = len(self.lines)
+                left = deadline - time.monotonic()
+                ended = not self._reader.is_alive()
+                assert not ended and left > 0, (
+                    f"no line matching {rx.pattern!r} within {timeout_s:g} s "
+                    f"({'it ended' if ended else 'still running'}); its output ends:\n{self.tail()}")
+                self._seen.wait(min(left, 1.0))
+
+    def wait(self, timeout_s: float) -> int:
+        """Its exit status, once it ends by itself within ``timeout_s``; else the test fails (after it is
+        stopped) with the end of its output. Its output is read to the end before this returns."""
+        try:
+            rc = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise AssertionError(f"{Path(self.argv[0]).name} {' '.join(self.argv[1:4])} had not ended after "
+                                 f"{timeout_s:g} s (stopped); its output ends:\n{self.tail()}") from None
+        self._reader.join(timeout=30)
+        return rc
+
+    def send_signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def child_pids(self) -> dict[str, int]:
+        """The processes it reported starting (``qrsim launch``'s lines), by name."""
+        return {m.group(1): int(m.group(2)) for m in map(STARTED_LINE.search, self.lines) if m}
+
+    def close(self, stop_s: float = 30.0) -> None:
+        """Stop it if it still runs (SIGINT, then SIGKILL after ``stop_s``) and kill whatever is left of
+        its process group and of the processes it started."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=stop_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid, started in list(self._children.items()):
+            if started is not None and _start_time(pid) == started:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> TestProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def qrsim_launch(tmp_path: Path, argv: list[str], *, domain_id: int | None = None,
+                 extra_env: dict[str, str] | None = None, log: Path | None = None) -> TestProcess:
+    """``qrsim launch ARGV`` in a free ROS domain (unless ``domain_id``), loopback DDS, run in ``tmp_path``
+    (use it in a ``with`` block: it is always reaped)."""
+    env = ros_env(tmp_path, domain_id)
+    env.update(extra_env or {})
+    return TestProcess([python(), "-m", "qrsim_ros.cli.main", "launch", *argv], env, tmp_path, log=log)
+
+
+def run_launch(tmp_path: Path, argv: list[str], *, timeout_s: float = 150.0, domain_id: int | None = None,
+               on_line: re.Pattern[str] | str | None = None,
+               action: Callable[[TestProcess], None] | None = None,
+               extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``qrsim launch ARGV`` to its end (``timeout_s``); once a line matches ``on_line``, call
+    ``action(process)`` (default: Ctrl-C). Returns the exit status and the whole output."""
+    with qrsim_launch(tmp_path, argv, domain_id=domain_id, extra_env=extra_env) as run:
+        if on_line is not None:
+            run.wait_for_line(on_line, timeout_s)
+            (action or (lambda p: p.send_signal(signal.SIGINT)))(run)
+        rc = run.wait(timeout_s)
+        return rc, run.output
+
+
+def assert_children_gone(output: str, expected: int | None = None) -> None:
+    """Every process ``qrsim launch`` reported starting has ended (``expected``: how many it started)."""
+    pids = [int(m.group(2)) for m in map(STARTED_LINE.search, output.splitlines()) if m]
+    assert pids and (expected is None or len(pids) == expected), output[-6000:]
+    for pid in pids:
+        assert _start_time(pid) is None or _is_zombie(pid), f"pid {pid} still runs:\n{output[-6000:]}"
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float,
                     timeout_s: float = 600.0) -> Path:
     """Run ``qrsim launch <scenario>`` in lockstep as fast as possible, without the autopilot, recorded,
@@ -131,22 +317,11 @@ def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float
     after ``timeout_s`` is interrupted (Ctrl-C) and the test fails with the tail of its log, which names
     what lockstep was waiting for."""
     bag = tmp_path / "bag"
-    log_path = tmp_path / "launch.log"
-    cmd = [python(), str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", str(scenario),
-           "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0",
-           "--duration", f"{duration_s:g}", "--record", str(bag)]
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, env=ros_env(tmp_path, free_domain()), cwd=tmp_path, stdout=log,
-                                stderr=subprocess.STDOUT, text=True)
-        try:
-            proc.wait(timeout=timeout_s)
-            hung = False
-        except subprocess.TimeoutExpired:
-            hung = True
-            interrupt(proc, 60.0)
-    tail = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
-    assert not hung, f"qrsim launch had not ended after {timeout_s:g} s (interrupted); its log ends:\n{tail}"
-    assert proc.returncode == 0, tail
+    argv = [str(scenario), "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0",
+            "--duration", f"{duration_s:g}", "--record", str(bag)]
+    with qrsim_launch(tmp_path, argv, log=tmp_path / "launch.log") as run:
+        rc = run.wait(timeout_s)
+        assert rc == 0, run.tail()
     return bag
 
 

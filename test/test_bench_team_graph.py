@@ -6,11 +6,10 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import time
 from types import ModuleType
 
 import pytest
-from rosenv import REPO_ROOT
+from rosenv import REPO_ROOT, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +37,23 @@ def alive(bench: ModuleType, pid: int, start_ticks: int) -> bool:
 
 def test_stop_ends_the_launcher_and_every_process_seen(bench: ModuleType) -> None:
     # a "launcher" that ignores SIGINT and has a child of its own (as a node would be)
-    code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)")
+    code = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()']); signal.pause()")
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         seen: dict[int, object] = {}
-        deadline = time.monotonic() + 20
-        while len(seen) < 2 and time.monotonic() < deadline:
+
+        def both_seen() -> bool:
             for pid, (_cpu, start) in bench.descendants(proc.pid).items():
                 seen[pid] = bench.Proc(str(pid), start)
-            time.sleep(0.05)
+            return len(seen) >= 2
+
+        wait_until(both_seen, 20, "the launcher and its child in /proc")
         assert proc.pid in seen and len(seen) == 2
         bench.stop(proc, seen, timeout_s=0.5)
         assert proc.poll() is not None
-        time.sleep(0.2)
-        assert not [pid for pid, p in seen.items() if alive(bench, pid, p.start_ticks)]
+        wait_until(lambda: not [pid for pid, p in seen.items() if alive(bench, pid, p.start_ticks)], 10,
+                   "every process seen to end", detail=lambda: str(seen))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -33,7 +33,7 @@ from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import scenario_path
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 SEED = 4242
 SCENARIO = "keep_spot_x10"

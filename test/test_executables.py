@@ -113,8 +113,7 @@ def test_the_qrsim_executable_runs() -> None:
     assert result.stdout.startswith("usage: qrsim")
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path) -> None:
     """Each node executable, run directly (shebang, mode), imports its module and declares its
     parameters: ``-p seed:=-7`` (every node has the seed row) ends it with status 1 and one line."""

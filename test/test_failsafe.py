@@ -190,7 +190,7 @@ def test_bad_failsafe_settings_are_one_clear_line(tmp_path: Path, key: str, valu
 
 # --- the graph: the same expiry in the flight_controller, stamps checked -----------------------------------
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A lockstep graph flown by one set point stamped 0 (then silence) enters 'hold' at the tick the

@@ -34,7 +34,7 @@ from test_node_dynamics import NodeProcess, Probe, latched, reliable, stop_all, 
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import scenario_path
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 #: The scenario's faults: vehicle 0 loses rotor 1 from t = 0.5 s for 1 s, then its rotor 3 sticks at
 #: t = 1.6 s; vehicle 1's link is lost from t = 0.3 s on and its rotor 0 degrades to 70 % at t = 1.2 s.

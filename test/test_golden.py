@@ -111,7 +111,6 @@ def in_process_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.slow
 def test_every_golden_in_process_file_is_produced(in_process_outputs: Path) -> None:
     golden = sorted(p.name for p in GOLDEN.iterdir() if not p.name.startswith("graph_"))
     produced = sorted(p.name for p in in_process_outputs.iterdir())
@@ -119,20 +118,17 @@ def test_every_golden_in_process_file_is_produced(in_process_outputs: Path) -> N
     assert len(golden) >= 18 * 2 + 1  # run + trace of each scenario file, replay
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.name for p in GOLDEN.glob("*.csv")))
 def test_csv_outputs_are_byte_identical(in_process_outputs: Path, name: str) -> None:
     _assert_csv_equal((in_process_outputs / name).read_bytes(), _golden(name).read_bytes(), name)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.name for p in GOLDEN.glob("trace_*.npz")))
 def test_simulator_traces_are_identical(in_process_outputs: Path, name: str) -> None:
     _assert_npz_equal(in_process_outputs / name, _golden(name))
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 @pytest.mark.parametrize("case", sorted(produce.GRAPH_CASES))
 def test_lockstep_graph_matches_golden(tmp_path: Path, case: str) -> None:
     from rosenv import free_domain, require_ros

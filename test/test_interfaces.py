@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from rosenv import REPO_ROOT, interrupt, python, require_ros, ros_env
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 
 def test_generated_types_have_the_documented_fields() -> None:

@@ -32,7 +32,7 @@ from test_node_control import (
     _tick,
 )
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 RUN_A = "run-a"
 FORGED_TICK = 50_000_000

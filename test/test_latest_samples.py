@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rosenv import spin_until
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 MESSAGES = 50
 

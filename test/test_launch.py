@@ -12,15 +12,12 @@ import math
 import os
 import py_compile
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, interrupt, require_ros, ros_env
+from rosenv import REPO_ROOT, assert_children_gone, require_ros, run_launch
 
 from qrsim_ros import launch_plan as lp
 from qrsim_ros.core.config import scenario as scenario_module
@@ -553,54 +550,13 @@ def _require_nodes(*executables: str) -> None:
         pytest.skip(f"node executables not written yet: {', '.join(missing)}")
 
 
-def _launch(tmp_path: Path, domain: int | None, argv: list[str], *, interrupt_after: str | None = None,
-            timeout_s: float = 120.0) -> tuple[int, str]:
-    """Run ``qrsim launch ARGV``; optionally SIGINT it once a line matching ``interrupt_after`` appears.
-
-    Returns the exit status and the whole output; fails (after stopping it) if it outlives timeout_s.
-    """
-    env = ros_env(tmp_path, domain)
-    proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    lines: list[str] = []
-    seen = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if interrupt_after and re.search(interrupt_after, line):
-                seen.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        if interrupt_after is not None:
-            assert seen.wait(timeout_s), "".join(lines)
-            proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=timeout_s)
-    finally:
-        interrupt(proc, 30)
-    reader.join(timeout=10)
-    return rc, "".join(lines)
-
-
-def _assert_children_gone(output: str, expected: int) -> None:
-    pids = [int(p) for p in re.findall(r"\[qrsim launch\] started \S+ \(pid (\d+)\)", output)]
-    assert len(pids) == expected, output
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-
-
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path) -> None:
     require_ros()
     _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     t0 = time.monotonic()
     # real time (the default pace): the launcher's listener sees the clock run
-    rc, out = _launch(tmp_path, None, ["keep_spot", "--duration", "2", "--no-autopilot", "--seed", "3",
+    rc, out = run_launch(tmp_path, ["keep_spot", "--duration", "2", "--no-autopilot", "--seed", "3",
                                       "--record"])
     assert rc == 0, out
     bag = re.search(r"Bag: (\S+) \((\d+) messages", out)
@@ -620,32 +576,30 @@ def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path
     assert "Reward: " in s and "All 7 processes stopped cleanly" in s  # six nodes and the recorder
     # forwarded logs carry the node's name
     assert re.search(r"^\[imu\] ", out, re.MULTILINE) and re.search(r"^\[vehicle_dynamics\] ", out, re.M)
-    _assert_children_gone(out, 7)
+    assert_children_gone(out, 7)
     print(f"keep_spot 2 s (7 processes): {time.monotonic() - t0:.1f} s wall")
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_the_clock_owner_starts_once_every_node_subscribed_not_on_the_startup_timeout(tmp_path: Path) -> None:
     """The barrier before the clock owner: example_autopilot takes its sensor inputs through LatestSamples'
     helper node, which the launcher must count as the autopilot's (it once waited the whole timeout)."""
     require_ros()
     _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee",
                    "example_autopilot")
-    rc, out = _launch(tmp_path, None, ["keep_spot", "--duration", "1", "--seed", "3"])
+    rc, out = run_launch(tmp_path, ["keep_spot", "--duration", "1", "--seed", "3"])
     assert rc == 0, out
     assert "still waiting for" not in out, out
     started = out.index("started vehicle_dynamics")
     assert all(f"started {n} " in out[:started] for n in ("imu", "example_autopilot")), out
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
     require_ros()
     _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     # (a value outside the limits table, e.g. imu:seed=-5, is refused by the launcher before any start)
-    rc, out = _launch(tmp_path, None, ["keep_spot", "--no-autopilot", "--seed", "3",
+    rc, out = run_launch(tmp_path, ["keep_spot", "--no-autopilot", "--seed", "3",
                                       "--param", "imu:scenario=no_such_scenario"])
     assert rc == 1, out
     s = [line for line in out.splitlines() if line.startswith("Summary: ")][-1]
@@ -654,17 +608,16 @@ def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
     assert re.search(r"^\[imu\] .*no_such_scenario", out, re.MULTILINE)
     # it died at start-up, so the clock owner (started last) never ran
     assert "started vehicle_dynamics" not in out
-    _assert_children_gone(out, 5)
+    assert_children_gone(out, 5)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     require_ros()
     _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
-    rc, out = _launch(tmp_path, None, ["keep_spot", "--no-autopilot", "--seed", "3", "--single-process",
+    rc, out = run_launch(tmp_path, ["keep_spot", "--no-autopilot", "--seed", "3", "--single-process",
                                       "--param", "vehicle_dynamics:duration_s=0.4"],
-                      interrupt_after=r"^\[vehicle_dynamics\] \[INFO\]")
+                      on_line=r"^\[vehicle_dynamics\] \[INFO\]")
     # The SIGINT may arrive before or after the clock owner finished its 0.4 s: both end cleanly.
     assert rc == 0, out
     s = [line for line in out.splitlines() if line.startswith("Summary: ")][-1]
@@ -672,11 +625,10 @@ def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert "All 1 process stopped cleanly" in s
     # the nodes' log lines carry their own names, as in multi-process mode
     assert re.search(r"^\[imu\] \[INFO\] .*imu: 1 vehicles", out, re.MULTILINE), out
-    _assert_children_gone(out, 1)
+    assert_children_gone(out, 1)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_status_line_shows_the_active_faults_and_the_battery(tmp_path: Path) -> None:
     """keep_spot with a permanent comm_loss on its vehicle from t = 0: the status lines printed while it
     flies (every STATUS_PERIOD_S of wall time on a pipe) name the fault heard on /sim/faults and the
@@ -695,7 +647,7 @@ def test_status_line_shows_the_active_faults_and_the_battery(tmp_path: Path) -> 
     scenario = tmp_path / "keep_spot_faults.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
     # real time: the launcher prints a status line as it starts watching, then every STATUS_PERIOD_S
-    rc, out = _launch(tmp_path, None, [str(scenario), "--duration", f"{STATUS_PERIOD_S + 3:g}",
+    rc, out = run_launch(tmp_path, [str(scenario), "--duration", f"{STATUS_PERIOD_S + 3:g}",
                                        "--no-autopilot", "--seed", "3"])
     assert rc == 0, out
     status = [line for line in out.splitlines() if line.startswith("[qrsim launch] sim ")]

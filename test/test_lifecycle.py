@@ -16,13 +16,22 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, free_domain, interrupt, require_ros, ros_env
+from rosenv import (
+    REPO_ROOT,
+    TestProcess,
+    assert_children_gone,
+    free_domain,
+    interrupt,
+    require_ros,
+    ros_env,
+    run_launch,
+    wait_until,
+)
 
 from qrsim_ros import launch_plan as lp
 from qrsim_ros.cli import leftovers
@@ -47,59 +56,10 @@ def tmpfs(path: Path, size: str = "3m", read_only: bool = False) -> Iterator[Pat
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def launch(tmp_path: Path, argv: list[str], *, on_line: re.Pattern[str] | None = None,
-           action: object = None, timeout_s: float = 150.0,
-           extra_env: dict[str, str] | None = None) -> tuple[int, str, subprocess.Popen[str]]:
-    """Run ``qrsim launch ARGV`` on a free domain; call ``action(proc, lines)`` once a line matches
-    ``on_line``. Returns the exit status, the whole output and the process."""
-    env = ros_env(tmp_path, free_domain())
-    env.update(extra_env or {})
-    proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    lines: list[str] = []
-    seen = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if on_line is not None and on_line.search(line):
-                seen.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        if on_line is not None:
-            assert seen.wait(timeout_s), "".join(lines)
-            if callable(action):
-                action(proc, lines)
-        rc = proc.wait(timeout=timeout_s)
-    finally:
-        interrupt(proc, 30)
-    reader.join(timeout=10)
-    return rc, "".join(lines), proc
-
-
-def pid_of(lines: list[str], name: str) -> int:
-    for line in lines:
-        m = re.search(rf"\[qrsim launch\] started {name} \(pid (\d+)\)", line)
-        if m:
-            return int(m.group(1))
-    raise AssertionError(f"{name} was not started: {''.join(lines)}")
-
-
 def summary(out: str) -> str:
     found = [line for line in out.splitlines() if line.startswith("Summary: ")]
     assert len(found) == 1, out
     return found[0]
-
-
-def assert_children_gone(out: str) -> None:
-    pids = [int(p) for p in re.findall(r"\[qrsim launch\] started \S+ \(pid (\d+)\)", out)]
-    assert pids, out
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
 
 
 def require_launcher() -> None:
@@ -250,11 +210,11 @@ def test_full_disk_keeps_a_readable_bag_up_to_its_last_complete_file(tmp_path: P
 # --- leftovers of killed processes (pure; real processes killed with SIGKILL) ---------------------------
 
 _HOLD_TEMPDIR = """
-import sys, time
+import signal, sys
 from qrsim_ros.cli.leftovers import LockedTempDir
 d = LockedTempDir(parent=sys.argv[1])
 print(d.path, flush=True)
-time.sleep(600)
+signal.pause()  # until killed
 """
 
 
@@ -284,13 +244,13 @@ def test_a_killed_replays_temporary_is_removed_by_the_next_replay(tmp_path: Path
     out = tmp_path / "out.csv"
     cmd = [sys.executable, "-m", "qrsim_ros.cli.replay", "--inputs", str(inputs), "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     tmps: list[Path] = []
-    while time.monotonic() < deadline and proc.poll() is None:
-        tmps = list(tmp_path.glob(".out.csv.*.tmp"))
-        if tmps and tmps[0].stat().st_size > 2_000_000:
-            break
-        time.sleep(0.01)
+
+    def half_written() -> bool:
+        tmps[:] = list(tmp_path.glob(".out.csv.*.tmp"))
+        return proc.poll() is not None or (bool(tmps) and tmps[0].stat().st_size > 2_000_000)
+
+    wait_until(half_written, 120, "the replay's temporary output to pass 2 MB", poll_s=0.002)
     assert proc.poll() is None and tmps, "the replay ended before its output was half written"
     proc.kill()
     proc.wait()
@@ -309,12 +269,12 @@ def test_a_killed_replays_temporary_is_removed_by_the_next_replay(tmp_path: Path
 
 
 _DDS_NODE = """
-import sys, time, rclpy
+import signal, rclpy
 rclpy.init()
 node = rclpy.create_node("shm_probe")
 pub = node.create_publisher(__import__("std_msgs.msg").msg.String, "/shm_probe", 10)
 print("up", flush=True)
-time.sleep(600)
+signal.pause()  # until killed
 """
 
 
@@ -331,7 +291,7 @@ def _owned_segments(pid: int) -> set[str]:
     return names
 
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_shared_memory_of_a_killed_dds_process_is_removed_a_live_ones_is_not(tmp_path: Path) -> None:
     require_ros()
     env = ros_env(tmp_path, free_domain())
@@ -341,9 +301,9 @@ def test_shared_memory_of_a_killed_dds_process_is_removed_a_live_ones_is_not(tmp
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().strip() == "up"
         killed, alive = procs
-        time.sleep(0.5)  # the segments are mapped by the transport's own threads; nothing to await
+        # the segments are mapped by the transport's own threads, after "up"
+        wait_until(lambda: all(_owned_segments(p.pid) for p in procs), 30, "a Fast DDS segment of each")
         segments = _owned_segments(killed.pid)
-        assert segments, f"no Fast DDS segment found for pid {killed.pid}"
         alive_files = _owned_segments(alive.pid)
         killed.kill()
         killed.wait()
@@ -362,15 +322,14 @@ def test_shared_memory_of_a_killed_dds_process_is_removed_a_live_ones_is_not(tmp
 SMALL = ["keep_spot", "--no-autopilot", "--seed", "3"]
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_sigterm_to_a_node_from_outside_is_a_failure(tmp_path: Path) -> None:
     require_launcher()
 
-    def terminate_wind_field(proc: subprocess.Popen[str], lines: list[str]) -> None:
-        os.kill(pid_of(lines, "wind_field"), signal.SIGTERM)
+    def terminate_wind_field(run: TestProcess) -> None:
+        os.kill(run.child_pids()["wind_field"], signal.SIGTERM)
 
-    rc, out, _ = launch(tmp_path, SMALL, on_line=CLOCK_RUNNING, action=terminate_wind_field)
+    rc, out = run_launch(tmp_path, SMALL, on_line=CLOCK_RUNNING, action=terminate_wind_field)
     assert rc == 1, out  # was 0 with "All 6 processes stopped cleanly"
     s = summary(out)
     assert "stopped: node wind_field stopped before it was asked to (exit status 0)" in s, s
@@ -378,32 +337,30 @@ def test_sigterm_to_a_node_from_outside_is_a_failure(tmp_path: Path) -> None:
     assert_children_gone(out)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_a_killed_launchers_scratch_directory_is_removed_by_the_next_launch(tmp_path: Path) -> None:
     require_launcher()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = {"TMPDIR": str(scratch)}
 
-    def kill_launcher(proc: subprocess.Popen[str], lines: list[str]) -> None:
-        proc.kill()  # its children get SIGTERM (pdeathsig) and stop; its scratch directory stays
+    def kill_launcher(run: TestProcess) -> None:
+        run.proc.kill()  # its children get SIGTERM (pdeathsig) and stop; its scratch directory stays
 
-    launch(tmp_path, SMALL, on_line=re.compile(r"started referee"), action=kill_launcher, extra_env=env)
+    run_launch(tmp_path, SMALL, on_line=r"started referee", action=kill_launcher, extra_env=env)
     left = list(scratch.glob("qrsim_launch_*"))
     assert len(left) == 1 and (left[0] / "referee.yaml").is_file()
-    rc, out, _ = launch(tmp_path, [*SMALL, "--duration", "0.2", "--real-time-factor", "0"], extra_env=env)
+    rc, out = run_launch(tmp_path, [*SMALL, "--duration", "0.2", "--real-time-factor", "0"], extra_env=env)
     assert rc == 0, out
     assert re.search(r"removed leftovers of killed runs: 1 scratch directory", out), out
     assert list(scratch.glob("qrsim_launch_*")) == []  # the old one and this run's own
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_an_unwritable_record_directory_is_refused_before_anything_starts(tmp_path: Path) -> None:
     require_launcher()
     with tmpfs(tmp_path / "ro", size="1m", read_only=True) as ro:
-        rc, out, _ = launch(tmp_path, [*SMALL, "--record", str(ro / "bag")])
+        rc, out = run_launch(tmp_path, [*SMALL, "--record", str(ro / "bag")])
     assert rc == 2, out
     assert out.strip() == f"qrsim launch: --record {ro / 'bag'}: directory {ro} is not writable", out
 
@@ -416,9 +373,9 @@ def _full_disk_run(tmp_path: Path, extra: list[str]) -> tuple[int, str, Path]:
         (disk / "other").write_bytes(os.urandom(1_300_000))
         bag = disk / "bag"
         # paced (4x real time), so that the recorder keeps up and the bytes per simulated second are known
-        rc, out, _ = launch(tmp_path, [*SMALL, "--record", str(bag), "--duration", "15", "--real-time-factor",
-                                       "4", "--param", "recorder:compression=none",
-                                       "--param", "recorder:split_period_s=0.2", *extra])
+        rc, out = run_launch(tmp_path, [*SMALL, "--record", str(bag), "--duration", "15",
+                                        "--real-time-factor", "4", "--param", "recorder:compression=none",
+                                        "--param", "recorder:split_period_s=0.2", *extra])
         from rosbags.highlevel import AnyReader
 
         with AnyReader([bag]) as reader:
@@ -429,8 +386,7 @@ def _full_disk_run(tmp_path: Path, extra: list[str]) -> tuple[int, str, Path]:
         return rc, out, bag
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_a_full_disk_stops_the_recorder_not_the_simulation(tmp_path: Path) -> None:
     require_launcher()
     rc, out, bag = _full_disk_run(tmp_path, [])
@@ -443,8 +399,7 @@ def test_a_full_disk_stops_the_recorder_not_the_simulation(tmp_path: Path) -> No
     assert "--duration 15 s reached" in s and "Recording failed" in s, s  # the simulation went on
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_a_full_disk_with_record_required_stops_the_run(tmp_path: Path) -> None:
     require_launcher()
     rc, out, _ = _full_disk_run(tmp_path, ["--record-required"])
@@ -457,8 +412,7 @@ def test_a_full_disk_with_record_required_stops_the_run(tmp_path: Path) -> None:
 _BURN = "import time\nwhile True:\n    sum(range(10000))\n"
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_every_node_stops_within_5_s_of_sigint_under_cpu_load(tmp_path: Path) -> None:
     """5 start/stop cycles of a small graph beside two CPU-burning processes (this machine has 2 cores):
     every node exits within 5 s of the launcher's SIGINT (none needs SIGTERM or SIGKILL)."""
@@ -467,12 +421,9 @@ def test_every_node_stops_within_5_s_of_sigint_under_cpu_load(tmp_path: Path) ->
     worst: list[float] = []
     try:
         for cycle in range(5):
-            def stop(proc: subprocess.Popen[str], lines: list[str]) -> None:
-                proc.send_signal(signal.SIGINT)
-
             (tmp_path / f"c{cycle}").mkdir()
-            rc, out, _ = launch(tmp_path / f"c{cycle}", ["keep_spot", "--seed", "3"], on_line=CLOCK_RUNNING,
-                                action=stop)
+            # Ctrl-C once the clock runs
+            rc, out = run_launch(tmp_path / f"c{cycle}", ["keep_spot", "--seed", "3"], on_line=CLOCK_RUNNING)
             assert rc == 0, out
             m = re.search(r"(\d+) processes stopped after SIGINT; slowest (\S+) in ([\d.]+) s", out)
             assert m, out
@@ -497,6 +448,7 @@ time.sleep(60)  # a clean-up step that never returns
 """
 
 
+@pytest.mark.graph
 def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
     require_ros()
     t0 = time.monotonic()
@@ -523,6 +475,7 @@ time.sleep(60)  # DDS teardown that never returns
 """
 
 
+@pytest.mark.graph
 def test_a_node_stuck_in_dds_teardown_gets_the_longer_deadline_and_keeps_its_status() -> None:
     require_ros()
     from qrsim_ros.ros.node import STOP_DEADLINE_S, TEARDOWN_DEADLINE_S
@@ -551,6 +504,7 @@ ctypes.PyDLL(None).sleep(60)  # a native call that keeps the interpreter lock (P
 """
 
 
+@pytest.mark.graph
 def test_a_node_stuck_in_teardown_holding_the_interpreter_lock_still_keeps_its_status() -> None:
     """The watchdog's Python timer cannot run while a native call holds the interpreter lock (a CI run:
     rclpy's destroy_node in a DDS teardown, over 9 s). faulthandler's fallback could only exit with 1;
@@ -611,6 +565,7 @@ sys.exit(run_node(Stuck, []))
 """
 
 
+@pytest.mark.graph
 def test_a_node_blocked_in_native_code_is_still_ended_by_its_watchdog(tmp_path: Path) -> None:
     """A main thread stuck in native code never runs Python's signal handlers. Before the signal-watch
     thread (set_wakeup_fd) such a node could be stopped only by SIGKILL; now SIGTERM ends it within the

@@ -26,7 +26,7 @@ import pytest
 from rosenv import free_domain, require_ros, ros_env
 from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 SEED = 4242
 #: Attitude actions [pitch, roll, throttle, yaw_rate, battery] (QRSim native, FRD), one per vehicle:

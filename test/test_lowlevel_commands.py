@@ -33,7 +33,7 @@ from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import scenario_path
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 G = 9.81  # [m/s^2], the core's gravity
 TIMEOUT_S = 3.0  # command_timeout_s of the run [s of simulated time]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, scenario_with_sensors, spin_until
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 LIB = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT_S = 0.02

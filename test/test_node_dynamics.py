@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from rosenv import free_domain, python, require_ros, ros_env
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 G = 9.81
 HOVER_THROTTLE = 0.59004353928

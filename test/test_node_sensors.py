@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env
+from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, wait_until
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 LIB_DIR = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT = 0.02
@@ -142,16 +142,15 @@ class Harness:
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str,
              procs: list[NodeProcess] | None = None) -> None:
     """Poll ``condition`` (the harness thread fills the data) until true; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
+    def met() -> bool:
         for p in procs or ():
             if p.proc.poll() is not None:
                 raise AssertionError(f"{p.name} exited with {p.proc.returncode} while waiting for {what}:\n"
                                      f"{p.log()[-2000:]}")
-        if time.monotonic() > deadline:
-            logs = "".join(f"\n--- {p.name}:\n{p.log()[-1500:]}" for p in procs or ())
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{logs}")
-        time.sleep(0.002)
+        return condition()
+
+    wait_until(met, timeout_s, what, poll_s=0.002,
+               detail=lambda: "".join(f"\n--- {p.name}:\n{p.log()[-1500:]}" for p in procs or ()))
 
 
 class GroundTruthPublisher:
@@ -435,6 +434,56 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
             GroundTruthSync(harness.node, 2, handler, source="gazebo")
     finally:
         harness.close()
+
+
+def test_wind_field_answers_a_repeated_tick_for_the_readers_matched_now(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vehicle_dynamics re-sends a tick whose wind it misses; wind_field answers it again, built for the
+    readers matched now. Its first answer to tick 0 goes to nobody when vehicle_dynamics' reader matches
+    late; re-sending that empty answer held a lockstep graph at tick 0 for ever."""
+    require_ros()
+    from geometry_msgs.msg import Vector3Stamped
+    from qrsim_ros.msg import TickProgress
+
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
+
+    domain = free_domain()
+    env = ros_env(tmp_path, domain)
+    params = {"scenario": "keep_spot_x10", "seed": 7, "num_vehicles": 1}
+    wind = NodeProcess("wind_field", params, env, tmp_path)
+    harness = Harness(tmp_path, domain, monkeypatch)
+    handled: list[int] = []
+    try:
+        harness.node.create_subscription(
+            TickProgress, TICK_PROGRESS_TOPIC,
+            lambda m: handled.append(int(m.tick)) if m.node == "/wind_field" else None, QOS_TICK_PROGRESS)
+        truth = GroundTruthPublisher(harness, 1)
+        wait_for_graph(harness, truth, 1, ["/uav1/wind"], [wind])
+        x = np.zeros((1, 13))
+        x[0, 2], x[0, 12] = -10.0, 4.2
+        a = np.array([[0.0, 0.0, -9.81]])
+        truth.publish(0, x, a, 1)  # nobody reads uav1/wind yet: handled, nothing to send
+        wait_for(lambda: 0 in handled, TICK_TIMEOUT_S, "wind_field's progress report of tick 0", [wind])
+        assert harness.node.count_subscribers("/uav1/wind") == 0
+        harness.subscribe(Vector3Stamped, "/uav1/wind")
+        next_resend = 0.0
+
+        def answered() -> bool:  # tick 0 re-sent every 0.5 s until its wind arrives
+            nonlocal next_resend
+            if harness.count(1, "/uav1/wind", 0) >= 1:
+                return True
+            if time.monotonic() >= next_resend:
+                truth.publish(0, x, a, 1)
+                next_resend = time.monotonic() + 0.5
+            return False
+
+        wait_for(answered, TICK_TIMEOUT_S, "uav1/wind stamped t=0 after tick 0 was re-sent", [wind])
+        assert handled.count(0) >= 2  # each repeat answered, the model stepped once (no tick 1 yet)
+    finally:
+        harness.close()
+        codes = stop_all([wind])
+    assert codes == {"wind_field": 0}, wind.log()[-2000:]
 
 
 @pytest.mark.parametrize("name", ["plume_3a", "plume_3b", "plume_3e"])

@@ -430,8 +430,7 @@ def sr_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return bags[0], r.stdout
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) -> None:
     bag, stdout = sr_run
     assert (bag / "metadata.yaml").is_file()
@@ -442,8 +441,7 @@ def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) ->
     assert stdout.index("Summary:") < stdout.index("[qrsim launch] plot: wrote")
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path, str],
                                                              tmp_path: Path) -> None:
     from qrsim_ros.plots.figures import FOUND_COLOUR, UNFOUND_COLOUR, VEHICLE_COLOURS
@@ -464,8 +462,7 @@ def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path,
     assert _has_colour(top, UNFOUND_COLOUR) or _has_colour(top, FOUND_COLOUR)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> None:
     from qrsim_ros.plots.bagdata import gps_error, load_run
 
@@ -504,8 +501,7 @@ def test_the_recorded_run_reads_back_consistently(sr_run: tuple[Path, str]) -> N
             assert np.linalg.norm(quad.mean(axis=0) - p[:2]) < p[2], (v.name, t)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_qrsim_plot_renders_a_recorded_plume_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _require_recorder()
     from qrsim_ros.plots.bagdata import load_run

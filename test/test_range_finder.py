@@ -147,8 +147,7 @@ def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) ->
 
 # --- the generic sensor node over DDS ----------------------------------------------------------------
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     from rosenv import require_ros
 

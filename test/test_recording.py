@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from rosenv import free_domain, interrupt, require_ros, ros_env
+from rosenv import free_domain, interrupt, require_ros, ros_env, wait_until
 
 NUM_VEHICLES = 2
 DURATION_S = 5.0
@@ -150,7 +150,7 @@ def test_clock_bytes_and_subscription_policy() -> None:
     assert subscription_policy([volatile, best_effort]) == (False, False)
 
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_missing_clock_ticks_are_counted_per_episode() -> None:
     require_ros()
     from qrsim_ros.nodes.recorder import ClockGaps
@@ -179,7 +179,7 @@ def test_launch_refuses_to_record_over_a_non_empty_directory(tmp_path: Path) -> 
     assert "not an empty directory" in proc.stderr and (tmp_path / "bag" / "old.mcap").read_bytes() == b"x"
 
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_recorder_reports_a_bad_output_dir_in_one_line(tmp_path: Path) -> None:
     require_ros()
     (tmp_path / "bag").mkdir()
@@ -234,10 +234,7 @@ def _clock_split_written(bag_dir: Path) -> bool:
 
 
 def _wait(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.05)  # polling a file with a deadline, not a synchronisation by sleeping
+    wait_until(predicate, timeout_s, what, poll_s=0.05)  # a file written by another process
 
 
 class GraphWatcher:
@@ -374,8 +371,7 @@ def _stamp_ns(msg: Any) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
     bag = run.bag
     assert run.launcher_rc == 0, run.output
@@ -411,8 +407,7 @@ def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
           f"{sum(f.stat().st_size for f in bag.path.glob('*.mcap')) / 1e6:.2f} MB, {run.wall_s:.1f} s wall")
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_values_decode_and_timestamps_are_monotonic_sim_time(run: Run) -> None:
     bag = run.bag
     end_ns = round(DURATION_S * 1e9)
@@ -456,8 +451,7 @@ def test_values_decode_and_timestamps_are_monotonic_sim_time(run: Run) -> None:
         assert 0.0 < packs[-1].percentage < packs[0].percentage <= 1.0
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_type_hashes_and_qos_are_those_of_the_running_graph(run: Run) -> None:
     bag = run.bag
     compared = 0
@@ -473,8 +467,7 @@ def test_type_hashes_and_qos_are_those_of_the_running_graph(run: Run) -> None:
     assert bag.durability["/uav1/imu/data"] == "VOLATILE"
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_robot_description_is_recorded(run: Run) -> None:
     if "/uav1/robot_description" not in run.live_topics:
         pytest.skip("no node publishes uavN/robot_description in this tree yet")
@@ -484,8 +477,7 @@ def test_robot_description_is_recorded(run: Run) -> None:
         assert run.bag.durability[f"/uav{i}/robot_description"] == "TRANSIENT_LOCAL"
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_sigterm_leaves_a_complete_bag(run: Run) -> None:
     bag = run.terminated
     assert run.terminated_rc == 0, run.terminated_log
@@ -497,8 +489,7 @@ def test_sigterm_leaves_a_complete_bag(run: Run) -> None:
     assert counts.get("/clock", 0) > 0 and "/uav1/ground_truth/odom" not in counts  # as excluded
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_sigkill_leaves_a_bag_readable_up_to_its_last_split(run: Run) -> None:
     bag = run.killed
     assert run.killed_while_running

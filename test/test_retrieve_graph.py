@@ -41,17 +41,17 @@ def _modes(out: str) -> list[tuple[str, int, float, str]]:
 
 def _run(tmp_path: Path, scenario: str, seed: int,
          extra: tuple[str, ...] = ()) -> tuple[str, list[tuple[str, int, float, str]]]:
-    from rosenv import require_ros
-    from test_launch import _assert_children_gone, _launch, _require_nodes
+    from rosenv import assert_children_gone, require_ros, run_launch
+    from test_launch import _require_nodes
 
     require_ros()
     _require_nodes("vehicle_dynamics", "referee", "flight_controller", "mission_autopilot")
     # as fast as it goes: the mission reports its progress and the lockstep window waits for its answer to
     # every task step, so the pace cannot make its set points late (docs/RETRIEVE.md)
     argv = [scenario, "--seed", str(seed), "--lockstep", "--real-time-factor", "0", *extra]
-    rc, out = _launch(tmp_path, None, argv, timeout_s=400)
+    rc, out = run_launch(tmp_path, argv, timeout_s=400)
     assert rc == 0, out[-5000:]
-    _assert_children_gone(out, 8 + ("--record" in extra))
+    assert_children_gone(out, 8 + ("--record" in extra))
     modes = _modes(out)
     # every reported mode is one of Figure 5's, under its number, reported once per change
     assert modes and all(MODES[n - 1] == name for name, n, _, _ in modes), modes
@@ -60,8 +60,7 @@ def _run(tmp_path: Path, scenario: str, seed: int,
     return out, modes
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: Path) -> None:
     # seed 7: a 65 s mission in process, well inside the battery's 100 s to the low-voltage return
     bag = tmp_path / "bag"
@@ -148,8 +147,7 @@ def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> list[tuple
     return [k for k, _ in itertools.groupby(steps)]
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_faults_over_the_lockstep_graph_fly_as_in_process(tmp_path: Path) -> None:
     """A grasper release while the first target is carried, then a rotor loss: the referee drops the target
     at the fault's tick, the flight controller's emergency landing is the detected actuator fault, and the
@@ -168,8 +166,7 @@ def test_faults_over_the_lockstep_graph_fly_as_in_process(tmp_path: Path) -> Non
     _assert_flies_the_in_process_mission(out, Simulator.from_scenario(str(scenario), {"seed": 7}))
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) -> None:
     """P_s = 1 and system_fault: abort: the referee's uavN/self_test service answers 'failed', the mission
     lands at once and reports the system fault, and the referee scores it."""
@@ -188,7 +185,7 @@ def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) ->
     assert len(summary) == 1 and "episode done (system_fault)" in summary[0], out[-3000:]
 
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_the_referee_ignores_a_mode_with_a_non_finite_height_command(capfd: pytest.CaptureFixture[str]
                                                                      ) -> None:
     """uavN/mission/mode is validated on receipt: a non-finite height command is ignored with a warning

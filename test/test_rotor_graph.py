@@ -22,7 +22,7 @@ from test_lockstep_agreement import ACTIONS, TOLERANCE, episode_steps, max_error
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import scenario_path
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 
 def mixed_scenario(tmp_path: Path) -> Path:

@@ -477,7 +477,7 @@ def test_robot_description_lookup(tmp_path: Path) -> None:
         load_robot_description(tmp_path / "nope.urdf")
 
 
-@pytest.mark.ros
+@pytest.mark.graph
 def test_referee_with_a_missing_urdf_exits_with_one_line(tmp_path: Path) -> None:
     require_ros()
     env = ros_env(tmp_path)  # a free domain
@@ -605,8 +605,7 @@ def _stamp_of(msg: Any) -> float | None:
     return None
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_every_referenced_topic_is_published_with_the_displays_type(live: LiveRun) -> None:
     assert live.status == 0, live.output[-3000:]
     refs = topic_refs(live.family)
@@ -632,8 +631,7 @@ def test_every_referenced_topic_is_published_with_the_displays_type(live: LiveRu
             assert live.messages[r.topic][-1].data == URDF.read_text()
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_every_referenced_frame_exists(live: LiveRun) -> None:
     assert live.status == 0, live.output[-3000:]
     missing = frame_refs(live.family) - live.frames
@@ -663,8 +661,7 @@ def _content(msg: Any) -> Any:
     return bytes(msg.data)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_visualisation_topics_respect_their_throttle(live: LiveRun) -> None:
     """Distinct stamps at least a period apart in simulated time (so at most RUN_S / period + 1
     messages), each showing something new; per-episode topics once."""
@@ -710,8 +707,7 @@ def _path_positions(live: LiveRun) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_markers_are_where_the_vehicles_are(live: LiveRun) -> None:
     """The GPS estimates and the wind arrows' tails, in map, are where the ground-truth path puts the
     vehicle at the marker's time (linear interpolation between the path's poses, 1 s apart, is off by
@@ -757,8 +753,7 @@ def test_markers_are_where_the_vehicles_are(live: LiveRun) -> None:
     assert inside >= 3
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_referee_visualisation_restarts_with_an_episode(tmp_path: Path) -> None:
     """A referee fed one vehicle's ground truth and status for episode 1 (ticks 0..60), then episode 2
     (ticks 0..3): the persons of episode 2 (the area's second draw, as the core's BoxWithPersonsArea

@@ -489,8 +489,7 @@ def _scenario_file(tmp_path: Path, section: dict, **extra: object) -> Path:
                                  scene={"generate": {"count": 20}}, **extra)
 
 
-@pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.graph
 def test_fisheye_node_publishes_the_core_models_images(tmp_path: Path) -> None:
     from rosenv import require_ros
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rosenv import REPO_ROOT, python, require_ros, ros_env
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = pytest.mark.graph
 
 NUM_VEHICLES = 3
 DURATION_S = 30.0

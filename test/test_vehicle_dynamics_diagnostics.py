@@ -13,7 +13,7 @@ import pytest
 from rosenv import free_domain, require_ros, ros_env
 from test_node_dynamics import NodeProcess, Probe, reliable, wait_for
 
-pytestmark = pytest.mark.ros
+pytestmark = pytest.mark.graph
 
 
 def _latest(arrays: list[Any], name: str) -> dict[str, str] | None:

@@ -34,6 +34,7 @@ arrow per vehicle from its position along the air velocity (1 m per m/s), at mos
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import Vector3Stamped
@@ -66,6 +67,7 @@ class WindFieldNode(GroundTruthNode):
         self.wind = build_mean_wind(sc, self.streams)
         self.turbulence = build_turbulence(sc, self.streams)
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
+        self._last_wind: tuple[Array, Any] | None = None  # the last tick's air velocity (N, 3) ENU, stamp
         self._pubs = self.per_vehicle_publishers(Vector3Stamped, "wind")
         self._viz = viz.VizThrottle(self.params.viz_period_s)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/wind", QOS_LATCHED)
@@ -93,20 +95,36 @@ class WindFieldNode(GroundTruthNode):
         self._updated_ahead = updated and self.turbulence.params.on
         v_enu = ned_to_enu(self.air_velocity_ned(x))
         stamp = stamp_from_tick(k)
+        self._last_wind = (v_enu, stamp)
+        out = self._wind_messages()
+        if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
+            p_enu = ned_to_enu(np.where(present[:, None], x[:, 0:3], np.nan))
+            if self._viz.changed(k * BASE_DT_S, viz.content_key(p_enu, v_enu, resolution=0.05)):
+                out.append((self._viz_pub, viz.arrow_markers(p_enu, v_enu, MAP_FRAME, stamp)))
+        return out
+
+
+    def _wind_messages(self) -> Outgoing:
+        """The last tick's ``uavN/wind`` of every vehicle whose topic has a reader now (in still air
+        vehicle_dynamics does not read it)."""
+        assert self._last_wind is not None
+        v_enu, stamp = self._last_wind
         out: Outgoing = []
         for i in range(self.num_vehicles):
-            if not self._pubs[i].get_subscription_count():  # nobody listens (vehicle_dynamics in still air)
+            if not self._pubs[i].get_subscription_count():
                 continue
             m = Vector3Stamped()
             m.header.stamp = stamp
             m.header.frame_id = MAP_FRAME
             m.vector.x, m.vector.y, m.vector.z = (float(c) for c in v_enu[i])
             out.append((self._pubs[i], m))
-        if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
-            p_enu = ned_to_enu(np.where(present[:, None], x[:, 0:3], np.nan))
-            if self._viz.changed(k * BASE_DT_S, viz.content_key(p_enu, v_enu, resolution=0.05)):
-                out.append((self._viz_pub, viz.arrow_markers(p_enu, v_enu, MAP_FRAME, stamp)))
         return out
+
+    def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
+        """Built again for the readers matched now: vehicle_dynamics re-sends a tick whose wind it misses,
+        and its reader may have matched only after the first answer, which then went to nobody (the first
+        answer's empty list, re-sent, held a lockstep graph at tick 0 for ever)."""
+        return self._wind_messages()
 
 
 def main(argv: list[str] | None = None) -> int:

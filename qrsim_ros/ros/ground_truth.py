@@ -116,7 +116,8 @@ class GroundTruthSync:
     def __init__(self, node: Node, num_vehicles: int, handler: TickHandler, *, with_accel: bool = False,
                  with_status: bool = False, source: str = "odometry",
                  on_status: Callable[[Any], None] | None = None,
-                 on_faults: Callable[[Sequence[Any]], object] | None = None) -> None:
+                 on_faults: Callable[[Sequence[Any]], object] | None = None,
+                 on_repeat: Callable[[int, Outgoing], Outgoing] | None = None) -> None:
         from geometry_msgs.msg import AccelStamped
         from nav_msgs.msg import Odometry
 
@@ -128,6 +129,8 @@ class GroundTruthSync:
         self.source = source
         self.on_status = on_status
         self.on_faults = on_faults  # the tick's ActiveFault messages, before the handler (FaultFollower)
+        # the outputs of a repeated tick (vehicle_dynamics re-sent it): by default the first answer's
+        self.on_repeat = on_repeat
         self.num_vehicles = n = int(num_vehicles)
         self.handler = handler
         # handlers written before ``valid`` was added take (k, x, accel, present, reset)
@@ -373,7 +376,8 @@ class GroundTruthSync:
         last = self._last_tick
         new_episode = episode is not None and self._episode is not None and episode != self._episode
         if last is not None and k == last and not new_episode:
-            self._publish(self._last_out)  # the same tick again: same outputs, no second model step
+            # the same tick again: its outputs again, no second model step
+            self._publish(self._last_out if self.on_repeat is None else self.on_repeat(k, self._last_out))
             self._report_progress(k)
             return
         reset = last is None or k < last or new_episode
@@ -467,7 +471,8 @@ class GroundTruthNode(ScenarioNode):
         self.faults = FaultEffects.follower(self.num_vehicles, fault_models or FaultModels())
         self.sync = GroundTruthSync(self, self.num_vehicles, self.on_tick, with_accel=with_accel,
                                     with_status=True, source=self.params.ground_truth_source,
-                                    on_faults=FaultFollower(self.faults).update)
+                                    on_faults=FaultFollower(self.faults).update,
+                                    on_repeat=self.on_repeated_tick)
         self.get_logger().info(f"{self.get_name()}: {self.num_vehicles} vehicles, scenario "
                                f"{self.scenario.name!r}, seed entropy {self.streams.entropy}; {summary}")
 
@@ -475,3 +480,9 @@ class GroundTruthNode(ScenarioNode):
                 reset: bool) -> Outgoing:
         """Tick k of the ground truth (see ``TickHandler``); the messages to publish."""
         raise NotImplementedError
+
+    def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
+        """The messages to publish when tick k, handled last, arrives again (vehicle_dynamics re-sends a
+        tick whose answers it misses): those of the first time (``first``), unless a node builds some only
+        for readers matched at the time (it then builds them again for the readers matched now)."""
+        return first

@@ -1,15 +1,17 @@
-"""Publish one AttitudeCommand on cmd/attitude once a subscriber matched; exit when it was acked."""
-
-import sys
+"""Publish one AttitudeCommand on cmd/attitude once a subscriber matched; exit when it was acked (the stop
+rules of stop_rules.py: a deadline for the whole program, no DDS teardown)."""
 
 import rclpy
 from qrsim_ros.msg import AttitudeCommand
 from rclpy.duration import Duration
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from stop_rules import finish, start_deadline
 
 
 def main() -> int:
+    watchdog = start_deadline()
+    watchdog.step = "starting DDS"
     rclpy.init()
     node = rclpy.create_node("attitude_pub", namespace="/uav1")
     qos = QoSProfile(
@@ -28,10 +30,8 @@ def main() -> int:
     while not (matched and matched[-1] > 0) and node.get_clock().now() < deadline:
         rclpy.spin_once(node, timeout_sec=0.5)
     ok = bool(matched) and pub.wait_for_all_acked(Duration(seconds=30))
-    node.destroy_node()
-    rclpy.shutdown()
     return 0 if ok else 3
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -1,15 +1,18 @@
-"""Print the first AttitudeCommand received on cmd/attitude as JSON, then exit (3 on timeout)."""
+"""Print the first AttitudeCommand received on cmd/attitude as JSON, then exit (3 on timeout; the
+stop rules of stop_rules.py: a deadline for the whole program, no DDS teardown)."""
 
 import json
-import sys
 
 import rclpy
 from qrsim_ros.msg import AttitudeCommand
 from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from stop_rules import finish, start_deadline
 
 
 def main() -> int:
+    watchdog = start_deadline()
+    watchdog.step = "starting DDS"
     rclpy.init()
     node = rclpy.create_node("attitude_sub", namespace="/uav1")
     qos = QoSProfile(
@@ -26,10 +29,8 @@ def main() -> int:
             "frame_id": m.header.frame_id, "roll": m.roll, "pitch": m.pitch, "yaw_rate": m.yaw_rate,
             "throttle": m.throttle, "battery_voltage": m.battery_voltage,
         }))
-    node.destroy_node()
-    rclpy.shutdown()
     return 0 if got else 3
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Run a tier of the test suite R times, optionally beside K CPU-burning processes, and print per test
+its passes, failures and worst duration: whether the suite is green every time, measured.
+
+    scripts/flake_hunt.py                   # the graph tier 3 times
+    scripts/flake_hunt.py -R 5 -K 2         # 5 times beside 2 burners (this machine has 2 cores)
+    scripts/flake_hunt.py -R 2 -- -k lidar  # more pytest arguments after --
+
+Each round is one ``./qrsim test -m TIER`` (its own pytest process) writing a JUnit XML report; the
+table is read from those reports. Exit status 1 if any test failed or errored in any round. Nothing is
+re-run on failure: a failure is a finding (docs/TESTING.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TIERS = {"graph": "graph", "fast": "not graph"}
+_BURN = "while True:\n    sum(range(10000))\n"
+
+
+@dataclass
+class Record:
+    """One test over the rounds."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    worst_s: float = 0.0
+    messages: list[str] = field(default_factory=list)
+
+
+def read_report(path: Path, records: dict[str, Record], round_no: int) -> None:
+    """Add one round's JUnit XML report to ``records`` (test id -> Record)."""
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+        rec = records[test_id]
+        rec.worst_s = max(rec.worst_s, float(case.get("time", 0.0)))
+        outcome = {child.tag for child in case}
+        if outcome & {"failure", "error"}:
+            rec.failed += 1
+            first = next(child for child in case if child.tag in ("failure", "error"))
+            rec.messages.append(f"round {round_no}: {(first.get('message') or '').splitlines()[0][:160]}")
+        elif "skipped" in outcome:
+            rec.skipped += 1
+        else:
+            rec.passed += 1
+
+
+def run_round(tier: str, report: Path, extra: list[str]) -> tuple[int, float]:
+    """One ``./qrsim test`` of the tier; its exit status and wall seconds."""
+    t0 = time.monotonic()
+    cmd = [str(REPO_ROOT / "qrsim"), "test", "-m", TIERS[tier], "-q", "-p", "no:cacheprovider",
+           f"--junitxml={report}", *extra]
+    rc = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                        check=False).returncode
+    return rc, time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-R", "--rounds", type=int, default=3, help="how many runs of the tier (default 3)")
+    parser.add_argument("-K", "--burners", type=int, default=0,
+                        help="CPU-burning processes beside the runs (default 0)")
+    parser.add_argument("--tier", choices=sorted(TIERS), default="graph", help="which tier (default graph)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.burners < 0:
+        parser.error("-R must be at least 1 and -K at least 0")
+
+    records: dict[str, Record] = defaultdict(Record)
+    burners = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(args.burners)]
+    rounds: list[tuple[int, float]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="flake_hunt_") as tmp:
+            for r in range(1, args.rounds + 1):
+                report = Path(tmp) / f"round{r}.xml"
+                rc, wall_s = run_round(args.tier, report, args.pytest_args)
+                rounds.append((rc, wall_s))
+                print(f"round {r}/{args.rounds}: exit {rc}, {wall_s:.0f} s", flush=True)
+                if report.is_file():
+                    read_report(report, records, r)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+    failed = {t: rec for t, rec in records.items() if rec.failed}
+    width = max((len(t) for t in records), default=10)
+    print(f"\n{args.tier} tier, {args.rounds} rounds beside {args.burners} burners "
+          f"(load average now {os.getloadavg()[0]:.1f}); tests slowest first:")
+    print(f"{'test':<{width}}  passed  failed  skipped  worst s")
+    for test_id, rec in sorted(records.items(), key=lambda kv: -kv[1].worst_s):
+        print(f"{test_id:<{width}}  {rec.passed:>6}  {rec.failed:>6}  {rec.skipped:>7}  {rec.worst_s:>7.1f}")
+    total_failed = sum(rec.failed for rec in records.values())
+    print(f"\n{len(records)} tests, {total_failed} failures in {args.rounds} rounds; round wall times "
+          + ", ".join(f"{w:.0f} s" for _, w in rounds))
+    for test_id, rec in failed.items():
+        for message in rec.messages:
+            print(f"FAILED {test_id} {message}")
+    bad_exit = [rc for rc, _ in rounds if rc not in (0, 5)]
+    return 1 if failed or bad_exit else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

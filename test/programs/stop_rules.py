@@ -1,0 +1,31 @@
+"""The project's stop rules for the test programs (as ``qrsim_ros.ros.node.run_node`` gives the nodes):
+a deadline for the whole program, after which the stop watchdog prints the step it is stuck in and every
+thread's stack and ends it (exit status ``STOP_DEADLINE_STATUS``, 4), and a hard exit once the result is
+printed: DDS teardown is not what these programs test, and under load it was seen to hang past the
+test's own limits."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+from qrsim_ros.ros.node import StopWatchdog
+
+#: Wall seconds a test program may run in all: its own waits (30 s) and start-up, with room to spare.
+PROGRAM_DEADLINE_S = 50.0
+
+
+def start_deadline(deadline_s: float = PROGRAM_DEADLINE_S) -> StopWatchdog:
+    """Arm the watchdog for the whole program (call it first)."""
+    watchdog = StopWatchdog(deadline_s=deadline_s, teardown_deadline_s=deadline_s)
+    watchdog.start(f"the program started (its {deadline_s:g} s deadline)")
+    watchdog.step = "running"
+    return watchdog
+
+
+def finish(status: int) -> NoReturn:
+    """End the process with ``status`` now that its result is printed (no DDS teardown)."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)

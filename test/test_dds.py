@@ -20,13 +20,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, free_domain, inet_sockets, interrupt, require_ros, ros_env
+from rosenv import REPO_ROOT, TestProcess, free_domain, inet_sockets, qrsim_launch, require_ros, ros_env
 
 from qrsim_ros import dds
 from qrsim_ros.launch_plan import PlanError, launch_environment
@@ -200,68 +199,27 @@ def test_launch_help_names_the_domain_range_and_the_ephemeral_ports(
 
 # --- real graphs ----------------------------------------------------------------------------------------
 
-class Launch:
-    """``qrsim launch ARGV`` in the background, its output collected line by line."""
-
-    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv],
-                                     env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
-        """The first output line matching ``pattern``; fails if the launcher ends or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while True:
-                for line in self.lines:
-                    m = re.search(pattern, line)
-                    if m:
-                        return m
-                left = deadline - time.monotonic()
-                assert left > 0 and self.proc.poll() is None, f"no {pattern!r} in:\n{self.output[-4000:]}"
-                self._changed.wait(min(left, 0.5))
-
-    def pids(self) -> dict[str, int]:
-        started = re.finditer(r"\[qrsim launch\] started (\S+) \(pid (\d+)\)", self.output)
-        return {m.group(1): int(m.group(2)) for m in started}
-
-    def stop(self, timeout_s: float = 60.0) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            rc = self.proc.wait(timeout=timeout_s)
-        finally:
-            interrupt(self.proc, 30)
-        self._reader.join(timeout=10)
-        return rc
+def _stop(launch: TestProcess, timeout_s: float = 60.0) -> int:
+    """Ctrl-C, as a user stops it; its exit status."""
+    launch.send_signal(signal.SIGINT)
+    try:
+        return launch.wait(timeout_s)
+    finally:
+        launch.close()
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
     """Two launches in one domain used to fly each other's commands: the second is refused with one line
     before any node starts, and --domain-id auto runs beside the first in a domain of its own."""
     require_ros()
     domain = free_domain()
     env = ros_env(tmp_path, domain)
-    first = Launch(tmp_path, env, ["keep_spot", "--no-autopilot", "--seed", "3", "--duration", "120"])
+    first = qrsim_launch(tmp_path, ["keep_spot", "--no-autopilot", "--seed", "3", "--duration", "120"],
+                         domain_id=domain)
     try:
-        first.wait_for(r"\[vehicle_dynamics\].*started: tick 0", 120)
+        first.wait_for_line(r"\[vehicle_dynamics\].*started: tick 0", 120)
         t0 = time.monotonic()
         second = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot",
                                  "--no-autopilot", "--duration", "1"], env=env, cwd=tmp_path,
@@ -284,9 +242,9 @@ def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
         assert "It simulated 1.00 s" in auto.stdout and "All 6 processes stopped cleanly" in auto.stdout
         # (the first graph may have ended its 20 s episode meanwhile on a loaded machine)
     finally:
-        rc = first.stop()
+        rc = _stop(first)
     assert rc == 0, first.output[-3000:]
-    summary = first.wait_for(r"^Summary: .*", 5).group(0)
+    summary = first.wait_for_line(r"^Summary: ", 5)
     assert "All 6 processes stopped cleanly" in summary, summary
 
 
@@ -296,9 +254,8 @@ def test_a_sigint_after_the_run_has_ended_keeps_its_clean_exit_status(tmp_path: 
     used to raise KeyboardInterrupt and turn a clean run's status 0 into -2: it is counted now."""
     require_ros()
     argv = ["keep_spot", "--no-autopilot", "--seed", "3", "--duration", "1", "--real-time-factor", "0"]
-    launch = Launch(tmp_path, ros_env(tmp_path, free_domain()), argv)
-    try:
-        summary = launch.wait_for(r"^Summary: .*", 180).group(0)
+    with qrsim_launch(tmp_path, argv) as launch:
+        summary = launch.wait_for_line(r"^Summary: ", 180)
         sent = 0
         while launch.proc.poll() is None:  # a burst until the process is gone covers its whole exit
             with contextlib.suppress(ProcessLookupError):
@@ -306,9 +263,7 @@ def test_a_sigint_after_the_run_has_ended_keeps_its_clean_exit_status(tmp_path: 
                 sent += 1
             with contextlib.suppress(subprocess.TimeoutExpired):
                 launch.proc.wait(timeout=0.001)  # the next one as soon as it is still there 1 ms later
-        rc = launch.proc.wait()
-    finally:
-        interrupt(launch.proc, 30)
+        rc = launch.wait(30)
     assert "All 6 processes stopped cleanly" in summary, summary
     assert rc == 0, f"exit status {rc} after {sent} late SIGINTs\n" + launch.output[-3000:]
 
@@ -316,14 +271,14 @@ def test_a_sigint_after_the_run_has_ended_keeps_its_clean_exit_status(tmp_path: 
 def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tuple[str, str, int]]], int]:
     """Every process of a running keep_spot graph (and the launcher) -> its UDP/TCP sockets; exit status."""
     tmp_path.mkdir()
-    launch = Launch(tmp_path, ros_env(tmp_path), ["keep_spot", "--no-autopilot", "--duration", "120", *extra])
+    launch = qrsim_launch(tmp_path, ["keep_spot", "--no-autopilot", "--duration", "120", *extra])
     try:
-        launch.wait_for(r"\[vehicle_dynamics\].*started: tick 0", 120)
-        pids = {"launcher": launch.proc.pid, **launch.pids()}
+        launch.wait_for_line(r"\[vehicle_dynamics\].*started: tick 0", 120)
+        pids = {"launcher": launch.proc.pid, **launch.child_pids()}
         assert len(pids) == 7, launch.output[-3000:]
         sockets = {name: inet_sockets(pid) for name, pid in pids.items()}
     finally:
-        rc = launch.stop()
+        rc = _stop(launch)
     return sockets, rc
 
 
@@ -333,6 +288,7 @@ def _exposed(address: str) -> bool:
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_a_launched_graph_binds_loopback_only(tmp_path: Path) -> None:
     require_ros()
     sockets, rc = _graph_sockets(tmp_path / "loopback", [])

@@ -25,6 +25,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 import produce
 
+#: the module's shared run is paid for by the first test that reads it (its set-up is in its budget)
+pytestmark = pytest.mark.timeout(300)
+
 GOLDEN = produce.DATA_DIR
 #: Share of the golden ticks (and messages) a graph run must reproduce: the recorder, stopped last,
 #: may miss the final ticks of a run (up to ~10 % of an 8-s run seen under the full suite's load).

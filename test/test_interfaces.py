@@ -8,8 +8,6 @@ import subprocess
 import pytest
 from rosenv import REPO_ROOT, interrupt, python, require_ros, ros_env
 
-pytestmark = pytest.mark.graph
-
 
 def test_generated_types_have_the_documented_fields() -> None:
     require_ros()
@@ -106,6 +104,7 @@ def test_fault_interfaces_and_their_conversions() -> None:
     assert "mapping" in fault_request("- 1")
 
 
+@pytest.mark.graph
 def test_attitude_command_crosses_processes(tmp_path) -> None:
     require_ros()
     env = ros_env(tmp_path)  # a free DDS domain of its own

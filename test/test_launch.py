@@ -629,6 +629,7 @@ def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_status_line_shows_the_active_faults_and_the_battery(tmp_path: Path) -> None:
     """keep_spot with a permanent comm_loss on its vehicle from t = 0: the status lines printed while it
     flies (every STATUS_PERIOD_S of wall time on a pipe) name the fault heard on /sim/faults and the

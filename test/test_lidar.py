@@ -506,6 +506,7 @@ def test_the_static_transform_is_the_mount_in_flu() -> None:
 # --- the generic sensor node over DDS ----------------------------------------------------------------------
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_lidar_node_publishes_the_simulators_clouds(tmp_path: Path) -> None:
     from rosenv import require_ros
 

@@ -387,6 +387,7 @@ def _full_disk_run(tmp_path: Path, extra: list[str]) -> tuple[int, str, Path]:
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_a_full_disk_stops_the_recorder_not_the_simulation(tmp_path: Path) -> None:
     require_launcher()
     rc, out, bag = _full_disk_run(tmp_path, [])
@@ -400,6 +401,7 @@ def test_a_full_disk_stops_the_recorder_not_the_simulation(tmp_path: Path) -> No
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_a_full_disk_with_record_required_stops_the_run(tmp_path: Path) -> None:
     require_launcher()
     rc, out, _ = _full_disk_run(tmp_path, ["--record-required"])
@@ -413,6 +415,7 @@ _BURN = "import time\nwhile True:\n    sum(range(10000))\n"
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(600)
 def test_every_node_stops_within_5_s_of_sigint_under_cpu_load(tmp_path: Path) -> None:
     """5 start/stop cycles of a small graph beside two CPU-burning processes (this machine has 2 cores):
     every node exits within 5 s of the launcher's SIGINT (none needs SIGTERM or SIGKILL)."""

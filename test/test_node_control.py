@@ -21,8 +21,6 @@ import numpy as np
 import pytest
 from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, scenario_with_sensors, spin_until
 
-pytestmark = pytest.mark.graph
-
 LIB = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT_S = 0.02
 #: Wall-clock limit for a graph to come up and run its part (generous: ~5 s on an idle 2-core machine,
@@ -287,6 +285,7 @@ def test_initial_placement_gives_the_simulators_headings() -> None:
 
 # --- graphs ----------------------------------------------------------------------------------------
 
+@pytest.mark.graph
 def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real graph in lockstep; this process is the autopilot: rejected set points are counted, a
     cmd/pose waypoint is reached, the referee's status adds up, /referee/reset starts episode 2."""
@@ -426,6 +425,7 @@ MOUSE_LINK_LOST = [{"id": "mouse_link", "kind": "comm_loss", "vehicles": [3], "t
                     "duration_s": 0.6}]
 
 
+@pytest.mark.graph
 @pytest.mark.parametrize("faults", [None, MOUSE_LINK_LOST], ids=["no_faults", "mouse_link_lost"])
 def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch: pytest.MonkeyPatch,
                                                            faults: list[dict[str, Any]] | None) -> None:
@@ -512,6 +512,7 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
             assert np.abs(plain.true_state()[n - 1, 0:3] - x[n - 1, 0:3]).max() > 1e-3
 
 
+@pytest.mark.graph
 def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:
     cases = {
         "flight_controller": ({"max_pending_ticks": 0}, "max_pending_ticks"),
@@ -535,6 +536,7 @@ def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:
         assert len(lines) == 1 and param in lines[0], (name, out)
 
 
+@pytest.mark.graph
 def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the rest of the graph, fed by this process: the flight controller answers every

@@ -23,8 +23,6 @@ import numpy as np
 import pytest
 from rosenv import free_domain, python, require_ros, ros_env
 
-pytestmark = pytest.mark.graph
-
 G = 9.81
 HOVER_THROTTLE = 0.59004353928
 
@@ -233,6 +231,7 @@ def test_turbulence_rewind_redraws_what_the_simulator_draws() -> None:
 
 # --- the nodes --------------------------------------------------------------------------------------------
 
+@pytest.mark.graph
 def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clock, odometry, specific force, /tf, /tf_static, command validation and timeout, reset, SIGTERM."""
     require_ros()
@@ -397,6 +396,7 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
     assert all(p.proc.poll() is not None for p in procs)
 
 
+@pytest.mark.graph
 def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     require_ros()
     env = ros_env(tmp_path)  # a free domain
@@ -407,6 +407,7 @@ def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "real_time_factor" in lines[0] and "-1" in lines[0], lines
 
 
+@pytest.mark.graph
 def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
     """`-p duration_s:=1` (an integer) is the float 1.0; a string is one error line naming it."""
     require_ros()
@@ -422,6 +423,7 @@ def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
             assert "duration_s=1 reached: 50 steps" in p.stderr() + p.stdout_path.read_text(), p.stderr()
 
 
+@pytest.mark.graph
 def test_lockstep_timeout_names_the_missing_input_and_continues(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """No wind_field: after lockstep_timeout_s the dynamics names the missing wind and steps on with the
@@ -461,6 +463,7 @@ def _windowed_run(window: int, last_tick: int) -> tuple[dict[str, Any], dict[str
     return common, dynamics
 
 
+@pytest.mark.graph
 def test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A consumer reports its progress once, before vehicle_dynamics' /sim/tick_progress reader exists
@@ -497,6 +500,7 @@ def test_a_progress_report_sent_before_vehicle_dynamics_subscribed_counts(
     assert codes[0] == 0
 
 
+@pytest.mark.graph
 def test_lockstep_window_holds_the_clock_for_a_slow_consumer_and_drains_at_the_end(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ground-truth consumer that reports its progress (/sim/tick_progress) slowly: in lockstep the

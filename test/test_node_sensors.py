@@ -30,8 +30,6 @@ import numpy as np
 import pytest
 from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, wait_until
 
-pytestmark = pytest.mark.graph
-
 LIB_DIR = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT = 0.02
 TICK_NS = 20_000_000
@@ -308,6 +306,7 @@ def test_ground_truth_round_trip_and_detection_layout() -> None:
     assert (empty.height, empty.width, len(empty.data)) == (0, 0, 0)
 
 
+@pytest.mark.graph
 def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
     """GroundTruthSync's rules, on a real node fed messages directly (no other process)."""
@@ -436,6 +435,7 @@ def test_ground_truth_sync_ticks_episodes_repeats_and_gaps(tmp_path: Path, monke
         harness.close()
 
 
+@pytest.mark.graph
 def test_wind_field_answers_a_repeated_tick_for_the_readers_matched_now(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """vehicle_dynamics re-sends a tick whose wind it misses; wind_field answers it again, built for the
@@ -517,6 +517,7 @@ def test_plume_builder_equals_the_simulators_plume(name: str) -> None:
 
 # --- the nodes ------------------------------------------------------------------------------------------
 
+@pytest.mark.graph
 def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     require_ros()
@@ -686,6 +687,7 @@ def test_imu_gps_altimeter_camera_reproduce_the_simulator(tmp_path: Path, monkey
     assert np.mean(over) > 0.0 > np.nanmedian(np.concatenate([c["llkd"].reshape(-1) for c in clouds]))
 
 
+@pytest.mark.graph
 def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require_ros()
     from qrsim_ros.msg import Concentration
@@ -756,6 +758,7 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
     assert not np.array_equal(episodes[0][0]["sources"], episodes[1][0]["sources"])
 
 
+@pytest.mark.graph
 def test_bad_parameters_exit_with_one_line(tmp_path: Path) -> None:
     require_ros()
     env = ros_env(tmp_path)  # a free domain

@@ -148,6 +148,7 @@ def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) ->
 # --- the generic sensor node over DDS ----------------------------------------------------------------
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_sensor_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     from rosenv import require_ros
 

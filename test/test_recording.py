@@ -26,7 +26,19 @@ from typing import Any
 
 import pytest
 import yaml
-from rosenv import free_domain, interrupt, require_ros, ros_env, wait_until
+from rosenv import (
+    TestProcess,
+    free_domain,
+    interrupt,
+    launches_graph,
+    qrsim_launch,
+    require_ros,
+    ros_env,
+    wait_until,
+)
+
+#: the module's shared run is paid for by the first test that reads it (its set-up is in its budget)
+pytestmark = pytest.mark.timeout(300)
 
 NUM_VEHICLES = 2
 DURATION_S = 5.0
@@ -273,6 +285,7 @@ class GraphWatcher:
 
 
 @pytest.fixture(scope="module")
+@launches_graph
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     require_ros()
     tmp = tmp_path_factory.mktemp("recording")
@@ -287,7 +300,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     killed_env = {k: v for k, v in env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
     killed_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     procs: list[subprocess.Popen[Any]] = []
-    lines: list[str] = []
+    launcher: TestProcess | None = None
     watcher: GraphWatcher | None = None
     t0 = time.monotonic()
     try:
@@ -308,30 +321,26 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         # could otherwise outlast the 5 s run, and the SIGKILL case would never see a split with /clock.
         _wait(lambda: {killed_dir.name, terminated_dir.name} <= set(watcher.node.get_node_names()), 120,
               "the extra recorders' nodes")
-        launcher = subprocess.Popen(
-            [sys.executable, "-m", "qrsim_ros.cli.main", "launch", "search_rescue", "--num-vehicles",
-             str(NUM_VEHICLES), "--seed", str(SEED), "--duration", str(DURATION_S), "--lockstep",
-             "--real-time-factor", "1", "--record", str(bag_dir)],
-            env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        procs.append(launcher)
-        reader = threading.Thread(target=lambda: lines.extend(launcher.stdout or ()), daemon=True)
-        reader.start()
+        launcher = qrsim_launch(tmp, ["search_rescue", "--num-vehicles", str(NUM_VEHICLES), "--seed",
+                                      str(SEED), "--duration", str(DURATION_S), "--lockstep",
+                                      "--real-time-factor", "1", "--record", str(bag_dir)], domain_id=domain)
         _wait(lambda: _clock_split_written(killed_dir), 120, "a completed split with /clock (SIGKILL case)")
         killed.send_signal(signal.SIGKILL)
-        killed_while_running = launcher.poll() is None
+        killed_while_running = launcher.proc.poll() is None
         killed.wait(timeout=10)
         _wait(lambda: _clock_split_written(terminated_dir), 60, "a completed split with /clock (SIGTERM)")
         terminated.send_signal(signal.SIGTERM)
         terminated_rc = terminated.wait(timeout=30)
-        launcher_rc = launcher.wait(timeout=180)
-        reader.join(timeout=10)
+        launcher_rc = launcher.wait(180)
     finally:
         if watcher is not None:
             watcher.close()
         for p in procs:
             interrupt(p, 20)
+        if launcher is not None:
+            launcher.close()
     return Run(read_bag(bag_dir), read_bag(killed_dir), read_bag(terminated_dir), terminated_rc,
-               (tmp / "terminated.log").read_text(), launcher_rc, "".join(lines),
+               (tmp / "terminated.log").read_text(), launcher_rc, launcher.output,
                dict(watcher.hashes) if watcher else {}, set(watcher.hashes) if watcher else set(),
                killed_while_running, time.monotonic() - t0)
 

@@ -61,6 +61,7 @@ def _run(tmp_path: Path, scenario: str, seed: int,
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(500)
 def test_the_mission_autopilot_retrieves_both_targets_over_the_graph(tmp_path: Path) -> None:
     # seed 7: a 65 s mission in process, well inside the battery's 100 s to the low-voltage return
     bag = tmp_path / "bag"
@@ -148,6 +149,7 @@ def _assert_flies_the_in_process_mission(out: str, sim: Simulator) -> list[tuple
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(500)
 def test_faults_over_the_lockstep_graph_fly_as_in_process(tmp_path: Path) -> None:
     """A grasper release while the first target is carried, then a rotor loss: the referee drops the target
     at the fault's tick, the flight controller's emergency landing is the detected actuator fault, and the
@@ -167,6 +169,7 @@ def test_faults_over_the_lockstep_graph_fly_as_in_process(tmp_path: Path) -> Non
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(500)
 def test_a_failed_self_test_over_the_graph_aborts_the_mission(tmp_path: Path) -> None:
     """P_s = 1 and system_fault: abort: the referee's uavN/self_test service answers 'failed', the mission
     lands at once and reports the system fault, and the referee scores it."""

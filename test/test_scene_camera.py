@@ -490,6 +490,7 @@ def _scenario_file(tmp_path: Path, section: dict, **extra: object) -> Path:
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_fisheye_node_publishes_the_core_models_images(tmp_path: Path) -> None:
     from rosenv import require_ros
 

@@ -132,6 +132,7 @@ def test_beam_frames_point_their_x_axis_along_the_beam() -> None:
 # --- the node over DDS ------------------------------------------------------------------------------
 
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_the_node_publishes_the_core_models_readings(tmp_path: Path) -> None:
     from rosenv import require_ros
 

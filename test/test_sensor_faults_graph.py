@@ -178,6 +178,7 @@ def test_sensor_nodes_apply_the_ticks_faults_as_the_simulator(tmp_path: Path,
     assert got.get((1, "/uav1/camera/detections", 150)) and got.get((1, "/uav2/camera/detections", 100))
 
 
+@pytest.mark.timeout(300)
 def test_lidar_off_silences_the_lidar_node(tmp_path: Path) -> None:
     """A recorded launch (keep_spot_x10 with a lidar, two vehicles): vehicle 0's lidar off from 0.5 s to
     1.3 s publishes no sweep of that vehicle started in the window; vehicle 1's lidar goes on."""

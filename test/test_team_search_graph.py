@@ -9,14 +9,13 @@ different directions (the lane split); the referee counts the messages sent and 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, python, require_ros, ros_env
+from rosenv import launches_graph, require_ros, run_launch
 
-pytestmark = pytest.mark.graph
+pytestmark = [pytest.mark.graph, pytest.mark.timeout(600)]
 
 NUM_VEHICLES = 3
 DURATION_S = 30.0
@@ -27,19 +26,16 @@ def _ns(stamp: object) -> int:
 
 
 @pytest.fixture(scope="module")
+@launches_graph
 def team_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_ros()
-    from qrsim_ros.dds import free_domain
-
     tmp_path = tmp_path_factory.mktemp("team_graph")
     bag = tmp_path / "bag"
-    cmd = [python(), str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch", "team_search",
-           "--num-vehicles", str(NUM_VEHICLES), "--seed", "3", "--lockstep", "--real-time-factor", "0",
-           "--duration", f"{DURATION_S:g}", "--record", str(bag)]
-    proc = subprocess.run(cmd, env=ros_env(tmp_path, free_domain()), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "stopped cleanly" in proc.stdout, proc.stdout[-3000:]
+    rc, out = run_launch(tmp_path, ["team_search", "--num-vehicles", str(NUM_VEHICLES), "--seed", "3",
+                                    "--lockstep", "--real-time-factor", "0", "--duration", f"{DURATION_S:g}",
+                                    "--record", str(bag)], timeout_s=600)
+    assert rc == 0, out[-3000:]
+    assert "stopped cleanly" in out, out[-3000:]
     return bag
 
 

@@ -164,24 +164,32 @@ def _start_time(pid: int) -> int | None:
 class TestProcess:
     """A program a test starts (``qrsim launch``, a node, a test program), as one launcher for every test:
     in a session and process group of its own, its output read line by line in a thread (kept in
-    ``lines`` and, when ``log`` is given, written there), its end awaited with a deadline. ``close``
+    ``lines`` and, when ``log`` is given, written there; its standard error goes there too unless
+    ``stderr_log`` names a file of its own), its end awaited with a deadline. ``close``
     (also on leaving the ``with`` block) always reaps: Ctrl-C as a user stops it, then SIGKILL to its
     process group and to every process it reported starting (``qrsim launch``'s nodes run in sessions of
     their own) that is still there, so nothing outlives the test."""
 
     __test__ = False  # (not a test class)
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *, log: Path | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *, log: Path | None = None,
+                 stderr_log: Path | None = None) -> None:
         self.argv = [str(a) for a in argv]
         self.lines: list[str] = []
         self._seen = threading.Condition()
         self._children: dict[int, int | None] = {}  # pid -> start time, of what it reported starting
         self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
-        self.proc = subprocess.Popen(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                     errors="replace", start_new_session=True)
+        if stderr_log is not None:
+            with open(stderr_log, "w", encoding="utf-8") as err:
+                self.proc = self._start(env, cwd, err)
+        else:
+            self.proc = self._start(env, cwd, subprocess.STDOUT)
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"read-{Path(argv[0]).name}")
         self._reader.start()
+
+    def _start(self, env: dict[str, str], cwd: Path, stderr: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=stderr,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

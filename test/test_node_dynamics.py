@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import free_domain, python, require_ros, ros_env
+from rosenv import TestProcess, free_domain, python, require_ros, ros_env
 
 G = 9.81
 HOVER_THROTTLE = 0.59004353928
@@ -30,7 +30,8 @@ HOVER_THROTTLE = 0.59004353928
 # --- helpers shared with test_lockstep_agreement.py ---------------------------------------------------
 
 class NodeProcess:
-    """A qrsim_ros node run as ``python -m qrsim_ros.nodes.<module> --ros-args -p k:=v ...``."""
+    """A qrsim_ros node run as ``python -m qrsim_ros.nodes.<module> --ros-args -p k:=v ...`` through
+    ``rosenv.TestProcess`` (reaped whatever happens), its stdout and stderr in files of their own."""
 
     def __init__(self, module: str, params: dict[str, Any], env: dict[str, str], log_dir: Path) -> None:
         args = [python(), "-m", f"qrsim_ros.nodes.{module}", "--ros-args"]
@@ -40,8 +41,8 @@ class NodeProcess:
         self.name = module
         self.stdout_path = log_dir / f"{module}.out"
         self.stderr_path = log_dir / f"{module}.err"
-        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, start_new_session=True)
+        self.process = TestProcess(args, env, log_dir, log=self.stdout_path, stderr_log=self.stderr_path)
+        self.proc = self.process.proc
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
@@ -53,6 +54,7 @@ class NodeProcess:
         finally:
             if self.proc.poll() is None:
                 self.stop()
+            self.process.close()
 
     def stop(self, timeout_s: float = 10.0) -> int:
         """SIGTERM, wait; returns the exit status (the process is killed if it does not exit)."""
@@ -61,10 +63,10 @@ class NodeProcess:
         try:
             return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
             raise AssertionError(f"{self.name} ignored SIGTERM for {timeout_s} s; stderr:\n{self.stderr()}"
                                  ) from None
+        finally:
+            self.process.close(stop_s=0.0)  # (killed, with its process group, if it ignored the signal)
 
 
 class Probe:

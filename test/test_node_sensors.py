@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, wait_until
+from rosenv import REPO_ROOT, TestProcess, free_domain, python, require_ros, ros_env, wait_until
 
 LIB_DIR = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT = 0.02
@@ -51,12 +51,11 @@ class NodeProcess:
         self.signalled = False
         self.log_path = log_dir / f"{executable}.log"
         log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        self.process = TestProcess(args, env, log_dir, log=self.log_path)  # reaped whatever happens
+        self.proc = self.process.proc
 
     def log(self) -> str:
-        return self.log_path.read_text()
+        return self.process.output
 
     def send(self, sig: int = signal.SIGTERM) -> None:
         """Send ``sig`` once (a second SIGTERM during the clean shutdown would be a hard kill)."""
@@ -70,9 +69,9 @@ class NodeProcess:
         try:
             return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
             return None
+        finally:
+            self.process.close(stop_s=0.0)  # (killed, with its process group, if it ignored the signal)
 
 
 def stop_all(procs: list[NodeProcess]) -> dict[str, int | None]:

@@ -162,7 +162,6 @@ def test_clock_bytes_and_subscription_policy() -> None:
     assert subscription_policy([volatile, best_effort]) == (False, False)
 
 
-@pytest.mark.graph
 def test_missing_clock_ticks_are_counted_per_episode() -> None:
     require_ros()
     from qrsim_ros.nodes.recorder import ClockGaps

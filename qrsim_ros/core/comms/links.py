@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial import cKDTree
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.comms.params import CommsParams
@@ -40,6 +39,8 @@ def pairs_in_range(positions_ned: ArrayLike, usable: ArrayLike,
     idx = np.flatnonzero(np.asarray(usable, bool))
     if idx.size < 2:
         return np.zeros((0, 2), np.intp), np.zeros(0)
+    from scipy.spatial import cKDTree  # here: scipy.spatial costs every node process 0.5 s to import
+
     local = cKDTree(p[idx]).query_pairs(range_m, output_type="ndarray")
     if not len(local):
         return np.zeros((0, 2), np.intp), np.zeros(0)

@@ -33,6 +33,7 @@ from test_node_dynamics import NodeProcess, Probe, latched, reliable, stop_all, 
 
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import scenario_path
+from qrsim_ros.ros.qos import QOS_LATCHED_STREAM
 
 pytestmark = pytest.mark.graph
 
@@ -121,8 +122,11 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
                 moved.set()
 
         node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
+        # every change, as a fault log reads it (the writer keeps the last 100 changes; a depth-1 reader
+        # could drop one that the executor had not taken yet)
         node.create_subscription(ActiveFaults, "/sim/faults",
-                                 lambda m: faults.append((tick_of_stamp(m.header.stamp), m)), latched())
+                                 lambda m: faults.append((tick_of_stamp(m.header.stamp), m)),
+                                 QOS_LATCHED_STREAM)
         pubs = [node.create_publisher(AttitudeCommand, f"/uav{i + 1}/cmd/attitude", reliable(10))
                 for i in range(n)]
         # the clock is held at tick 0 until every vehicle has a command: send them once tick 0 and the

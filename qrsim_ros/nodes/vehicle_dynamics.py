@@ -18,9 +18,9 @@ Topics (vehicle topics relative, ``uavN/...``; docs/NODE_GRAPH.md):
        ticks (0.1 s of simulated time by default) while the scenario's battery is on (``FleetEnergy``,
        stepped here as in the Simulator; docs/ENERGY.md);
        ``/sim/episode`` (std_msgs/UInt32, latched): 1 for the episode started at launch, +1 per reset;
-       ``/sim/faults`` (qrsim_ros/ActiveFaults, latched): the active faults of the scenario's ``faults:``
-       and the injected ones, published at tick 0 and at every tick the active set changes (stamped
-       with that tick's time; docs/FAULTS.md "Graph");
+       ``/sim/faults`` (qrsim_ros/ActiveFaults, latched, the last 100 changes kept for late joiners):
+       the active faults of the scenario's ``faults:`` and the injected ones, published at tick 0 and
+       at every tick the active set changes (stamped with that tick's time; docs/FAULTS.md "Graph");
        ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, ``ros.node.Counters``) every wall second,
        stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
        commands_clamped, command_timeouts, wind_rejected), lockstep_timeouts (waits longer than
@@ -158,7 +158,7 @@ from qrsim_ros.ros.parameters import (
     limit_range,
     limited,
 )
-from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE, QOS_TICK_PROGRESS
+from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_LATCHED_STREAM, QOS_RELIABLE, QOS_TICK_PROGRESS
 from qrsim_ros.ros.sensor_ticks import BATTERY_EVERY_N_TICKS
 from qrsim_ros.ros.stamps import stamp_from_tick, stamp_ns
 from qrsim_ros.ros.to_messages import (
@@ -341,7 +341,10 @@ class VehicleDynamicsNode(ScenarioNode):
         # deeper than the other outputs: it carries the ground truth every simulator node steps on
         self._status_pub = self.create_publisher(VehicleStatus, "/sim/vehicle_status", QOS_FLEET)
         self._episode_pub = self.create_publisher(UInt32, "/sim/episode", QOS_LATCHED)
-        self._faults_pub = self.create_publisher(ActiveFaults, "/sim/faults", QOS_LATCHED)
+        # every change matters (a fault log): a depth-1 writer replaced a change not yet delivered to a
+        # reader that lagged (seen under load: the set of tick 15 lost to tick 25's); a late joiner gets
+        # the last changes, the latest last
+        self._faults_pub = self.create_publisher(ActiveFaults, "/sim/faults", QOS_LATCHED_STREAM)
         bat = sc.vehicle.battery
         self._battery_pubs = [self.create_publisher(BatteryState, f"{ns}/battery", QOS_RELIABLE)
                               for ns in self.names] if self.energy.on and p.battery_every_n_ticks else []

@@ -303,6 +303,7 @@ def test_every_shipped_scenario_flies_on_the_rotor_airframe(name: str) -> None:
     x0 = sim.true_state()
     spec = sim.action_spec
     for _ in range(3):
+        assert not sim.done, (sim.done_reason, sim.fleet.invalid_reason, sim.true_state()[:, :3])
         sim.step(np.full((len(spec["vehicles"]), spec["width"]), np.nan))
     x = sim.true_state()
     assert np.isfinite(x).all() and sim.valid.all(), sim.fleet.invalid_reason

@@ -40,6 +40,38 @@ DONE_ALL_PERSONS_FOUND = "all_persons_found"
 PLACEMENT_STREAM = "task.placement"
 
 
+#: Vehicles scattered at random start at least this many collision distances apart (QRSim's uniform draw
+#: could place two closer than the collision distance: both invalid at the first tick).
+START_SEPARATION_COLLISION_DISTANCES = 2.0
+_PLACEMENT_TRIES = 100
+
+
+def scattered_start_states(scenario: Scenario, z_ned_m: float, rng: np.random.Generator) -> Array:
+    """Initial states (N, 6) scattered uniformly over the middle 90 % of the area's north and east extent
+    at NED height ``z_ned_m`` (spec 5.3, 5.4); a vehicle drawn closer than
+    ``START_SEPARATION_COLLISION_DISTANCES`` x ``vehicle.collision_distance_m`` to one placed before it is
+    drawn again from the same stream (draws that need no redraw are QRSim's, number for number)."""
+    n = scenario.num_vehicles
+    lim = np.asarray(scenario.area_limits_ned)
+    centre = 0.5 * (lim[[0, 2]] + lim[[1, 3]])
+    extent = 0.9 * (lim[[1, 3]] - lim[[0, 2]])
+    x = np.zeros((n, 6))
+    for axis in (0, 1):
+        x[:, axis] = centre[axis] + (rng.random(n) - 0.5) * extent[axis]
+    x[:, 2] = z_ned_m
+    separation_m = START_SEPARATION_COLLISION_DISTANCES * scenario.vehicle.collision_distance_m
+    for i in range(1, n):
+        tries = 0
+        while np.any(np.hypot(*(x[:i, 0:2] - x[i, 0:2]).T) < separation_m):
+            if tries == _PLACEMENT_TRIES:
+                raise ValueError(f"could not place vehicle {i + 1} of {n} at least {separation_m:g} m "
+                                 f"from the others in {_PLACEMENT_TRIES} tries: area_limits_ned too small "
+                                 "for num_vehicles")
+            x[i, 0:2] = centre + (rng.random(2) - 0.5) * extent
+            tries += 1
+    return x
+
+
 class TaskWorld(Protocol):
     """What a task reads of the world it scores: the ``Simulator`` in process, a ``TaskContext`` kept up to
     date from the ground truth in the ROS referee and flight controller."""
@@ -251,13 +283,8 @@ class SearchRescueTask(Task):
             x[:, 2] = self.params.start_z_ned_m
             self._headings = np.zeros(self.num_vehicles)
             return x
-        lim = np.asarray(sc.area_limits_ned)
         self._headings = math.pi * rng.random(self.num_vehicles)
-        x = np.zeros((self.num_vehicles, 6))
-        for axis in (0, 1):
-            lo, hi = lim[2 * axis], lim[2 * axis + 1]
-            x[:, axis] = 0.5 * (lo + hi) + (rng.random(self.num_vehicles) - 0.5) * 0.9 * (hi - lo)
-        x[:, 2] = self.params.start_z_ned_m
+        x = scattered_start_states(sc, self.params.start_z_ned_m, rng)
         x[:, 5] = self._headings
         return x
 
@@ -296,13 +323,7 @@ class PlumeTask(Task):
     """
 
     def initial_states(self, rng: np.random.Generator) -> Array:
-        lim = np.asarray(self.sim.scenario.area_limits_ned)
-        x = np.zeros((self.num_vehicles, 6))
-        for axis in (0, 1):
-            lo, hi = lim[2 * axis], lim[2 * axis + 1]
-            x[:, axis] = 0.5 * (lo + hi) + (rng.random(self.num_vehicles) - 0.5) * 0.9 * (hi - lo)
-        x[:, 2] = self.params.start_z_ned_m
-        return x
+        return scattered_start_states(self.sim.scenario, self.params.start_z_ned_m, rng)
 
     def evaluate(self, estimates: Array) -> float:
         """Task reward of estimates (K, M) at the reference locations."""

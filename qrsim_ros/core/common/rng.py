@@ -29,6 +29,18 @@ def _name_key(name: str) -> int:
     return zlib.crc32(name.encode("utf-8"))
 
 
+def clock_entropy() -> int:
+    """Fresh OS entropy for seed 0 ("from the clock"): the one place the core draws it (the test suite
+    fixes it per test, so that a clock-seeded test runs the same every time)."""
+    return int(np.random.SeedSequence().entropy)
+
+
+def clock_generators(count: int) -> list[np.random.Generator]:
+    """``count`` independent Generators from fresh entropy (``clock_entropy``): the default of models
+    built without streams."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(clock_entropy()).spawn(count)]
+
+
 class RandomStreams:
     """Factory of named, independent, reproducible random streams from one scenario seed."""
 
@@ -37,7 +49,7 @@ class RandomStreams:
             raise ValueError(f"seed must be a non-negative integer (0 = from the clock), got {seed!r}")
         self.seed = 0 if seed is None else int(seed)
         #: The entropy actually used (equals ``seed`` unless seed was 0).
-        self.entropy: int = self.seed if self.seed != 0 else int(np.random.SeedSequence().entropy)
+        self.entropy: int = self.seed if self.seed != 0 else clock_entropy()
 
     def seed_sequence(self, name: str, vehicle: int = 0) -> np.random.SeedSequence:
         """The SeedSequence of component ``name`` for ``vehicle`` (0 for shared components)."""

@@ -48,6 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.rng import clock_generators
 from qrsim_ros.core.vehicles.controllers import _is_f8
 from qrsim_ros.core.vehicles.emergency_land import (
     LANDED_REASON,
@@ -178,7 +179,7 @@ class Airframes:
         self.num_vehicles = n = len(names)
         self.params = pelican_params if pelican_params is not None else PelicanParams()
         if noise_rngs is None:
-            noise_rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
+            noise_rngs = clock_generators(n)
         if len(noise_rngs) != n:
             raise PelicanInputError("one dynamic-noise generator per vehicle is required")
         is_rotor = np.array([a == ROTOR for a in names])

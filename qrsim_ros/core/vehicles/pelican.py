@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.rng import clock_generators
 from qrsim_ros.core.common.ticks import BASE_DT_S
 
 # --- constants of the identified model (spec 2.2, 2.4) ------------------------------------------
@@ -532,7 +533,7 @@ class PelicanFleet:
         self._limits = np.ascontiguousarray(limits)
         self._dyn_noise = np.broadcast_to(np.asarray(self.params.dyn_noise, float), (6,)).copy()
         if noise_rngs is None:
-            noise_rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(num_vehicles)]
+            noise_rngs = clock_generators(num_vehicles)
         if len(noise_rngs) != num_vehicles:
             raise PelicanInputError("one dynamic-noise generator per vehicle is required")
         self._noise_rngs = noise_rngs

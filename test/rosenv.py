@@ -80,6 +80,39 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, *, po
         time.sleep(poll_s)  # the poll's pace (there is nothing to wait on), bounded by the deadline
 
 
+#: Seconds after which ``ask`` sends a query again (see there).
+QUERY_RESEND_AFTER_S = 3.0
+
+
+def ask(client: Any, request: Any, what: str, *, timeout_s: float = 30.0) -> Any:
+    """The answer of a query service (one whose answer does not depend on how often it is asked:
+    describe or get parameters, a status): its client is spun elsewhere (a background executor).
+
+    rmw_fastrtps' server waits only 100 ms for the client's response reader to match before it drops a
+    response ("failed to send response (timeout)"), and under load that direction of discovery can lag
+    behind the one ``wait_for_service`` sees; so the request is sent again every
+    ``QUERY_RESEND_AFTER_S`` until an answer arrives. (A command such as a reset is not a query: it is
+    sent once.)"""
+    assert client.wait_for_service(timeout_sec=60.0), f"no service for {what}"
+    answered = threading.Event()
+    futures: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            future = client.call_async(request)
+            future.add_done_callback(lambda _f: answered.set())
+            futures.append(future)
+            left_s = deadline - time.monotonic()
+            if answered.wait(max(0.0, min(QUERY_RESEND_AFTER_S, left_s))):
+                return next(f.result() for f in futures if f.done() and f.result() is not None)
+            if left_s <= QUERY_RESEND_AFTER_S:
+                raise AssertionError(f"no answer to {what} within {timeout_s:g} s ({len(futures)} requests)")
+    finally:
+        for future in futures:
+            if not future.done():
+                client.remove_pending_request(future)
+
+
 def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, step_s: float) -> bool:
     """Spin an rclpy ``executor`` (``step_s`` per spin) until ``condition()`` holds: True, or False once
     ``timeout_s`` of wall-clock time has passed."""

@@ -18,12 +18,11 @@ import math
 import os
 import signal
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rosenv import free_domain, python, require_ros, ros_env
+from rosenv import ask, free_domain, python, require_ros, ros_env
 
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
@@ -225,15 +224,6 @@ def _start(module: str, params: dict[str, Any], env: dict[str, str], log: Path) 
                                 start_new_session=True)
 
 
-def _call(probe: Any, client: Any, request: Any, what: str) -> Any:
-    assert client.wait_for_service(timeout_sec=60.0), f"no service for {what}"
-    future = client.call_async(request)
-    answered = threading.Event()
-    future.add_done_callback(lambda _f: answered.set())
-    assert answered.wait(30.0), f"no answer to {what}"
-    return future.result()
-
-
 @pytest.mark.graph
 def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -263,8 +253,8 @@ def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
         for name, params in started.items():
             table: ParamTable = importlib.import_module(f"qrsim_ros.nodes.{name}").PARAMETERS
             describe = probe.node.create_client(DescribeParameters, f"/{name}/describe_parameters")
-            answer = _call(probe, describe, DescribeParameters.Request(names=list(table.names)),
-                           f"{name} describe_parameters")
+            answer = ask(describe, DescribeParameters.Request(names=list(table.names)),
+                         f"{name} describe_parameters")
             assert [d.name for d in answer.descriptors] == list(table.names), name
             for row, d in zip(table, answer.descriptors, strict=True):
                 where = f"{name}.{row.name}"
@@ -280,7 +270,7 @@ def test_ros2_param_describe_shows_every_row_of_the_tables(tmp_path: Path,
                 assert d.additional_constraints == ("one of: " + ", ".join(row.choices) if row.choices
                                                     else ""), where
             get = probe.node.create_client(GetParameters, f"/{name}/get_parameters")
-            values = _call(probe, get, GetParameters.Request(names=list(params)), f"{name} get_parameters")
+            values = ask(get, GetParameters.Request(names=list(params)), f"{name} get_parameters")
             fields = {1: "bool_value", 2: "integer_value", 3: "double_value", 4: "string_value"}
             got = {k: getattr(v, fields[v.type]) for k, v in zip(params, values.values, strict=True)}
             assert got == params, name

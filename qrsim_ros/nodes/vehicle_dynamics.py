@@ -124,6 +124,8 @@ from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.engine.builders import build_fleet, build_scene
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
+from qrsim_ros.core.engine.plant import Plant, PlantInputs
+from qrsim_ros.core.faults import FaultEvents
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement
 from qrsim_ros.core.vehicles.airframes import ROTOR
@@ -133,7 +135,6 @@ from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, FleetControl
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import RATE_LIMITS_RADPS, low_level_bounds
-from qrsim_ros.core.world.scene import CRASH_REASON
 from qrsim_ros.msg import (
     ActiveFaults,
     AttitudeCommand,
@@ -294,6 +295,8 @@ class VehicleDynamicsNode(ScenarioNode):
         self.faults = FaultEffects(sc.faults, n, streams, FaultModels(fleet=self.fleet, battery=self.energy),
                                    ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
                                    dt_s=BASE_DT_S, rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe)
+        #: the vehicles' physics, stepped once per tick as in the Simulator (``core.engine.plant``)
+        self.plant = Plant(self.fleet, self.energy, self.faults, self.scene, BASE_DT_S)
         self._faults_changed = True  # /sim/faults is due (published with the next tick)
         self._fault_msgs: list[Any] = []  # the active set as ActiveFault messages (/sim/vehicle_status)
         self._link_held: tuple[Any, ...] | None = None  # comm_loss: the held commands of the last step
@@ -863,27 +866,25 @@ class VehicleDynamicsNode(ScenarioNode):
 
     def _step(self) -> None:
         """Integrate step k+1 with the held inputs and publish its ground truth."""
-        faults = self.faults
-        if faults.step(self._k + 1):  # first in the tick, as the Simulator
-            self._faults_changed = True
-        self._hold_lost_links()
-        x = self.fleet.state
-        u = self._controls()
-        wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
-        rates_thrust, motors = self._low_level_inputs()
-        applied = self.energy.apply(u, self.fleet)  # pack voltage, motor supply (empty: off)
-        if faults.any_active:  # rotor faults' yaw disturbance
-            applied = faults.adjust_controls(applied)
-        self.fleet.step(applied, wind_body, rates_thrust=rates_thrust, motors=motors)
-        if self.scene is not None:  # solid obstacles: a vehicle inside one is invalid (as the Simulator)
-            self.fleet.disarm(self.scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
-        self.energy.step(self.fleet, BASE_DT_S)
+        self.plant.tick(self._k + 1, self._plant_inputs)
         self._k += 1
         self.steps += 1
         self._publish_tick()
         self._wait_since = time.monotonic()
         if self._max_steps and self.steps >= self._max_steps:
             self._begin_finish()
+
+    def _plant_inputs(self, events: FaultEvents) -> PlantInputs:
+        """Step k+1's inputs to the plant, once its faults are known (``Plant.tick``): the held commands
+        (or the failsafe's controls) and the wind of tick k in body FRD."""
+        if events:
+            self._faults_changed = True
+        self._hold_lost_links()
+        x = self.fleet.state  # the tick's start (before a failsafe touch-down disarms)
+        u = self._controls()
+        wind_body = ned_to_body(dcm_from_state(x), self._wind_ned)  # NaN rows only for frozen vehicles
+        rates_thrust, motors = self._low_level_inputs()
+        return PlantInputs(u, wind_body, rates_thrust, motors)
 
     def _hold_lost_links(self) -> None:
         """comm_loss: the vehicles whose link was down when this step's commands were sent (t_k, as the

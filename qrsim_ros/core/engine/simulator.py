@@ -56,8 +56,9 @@ from qrsim_ros.core.engine.builders import (
     step_registered_sensor,
 )
 from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModels
+from qrsim_ros.core.engine.plant import Plant, PlantInputs
 from qrsim_ros.core.engine.world import ScenarioWorld
-from qrsim_ros.core.faults import ActiveFault
+from qrsim_ros.core.faults import ActiveFault, FaultEvents
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
@@ -75,7 +76,6 @@ from qrsim_ros.core.vehicles.fleet_control import (
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
-from qrsim_ros.core.world.scene import CRASH_REASON
 
 Array = NDArray[np.float64]
 
@@ -189,6 +189,9 @@ class Simulator:
             fleet=self.fleet, gps=self.gps, ahars=self.ahars, battery=getattr(self, "battery", None)),
             ticks_per_task_step=self.ticks_per_task_step, dt_s=self.dt_s,
             rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe)
+        #: the vehicles' physics, stepped once per tick (``core.engine.plant``)
+        self.plant = Plant(self.fleet, self.battery, self.faults, self.world.scene, self.dt_s)
+        self._targets = self._held  # the set points of the step being flown (``_plant_inputs``)
 
     # --- episode control --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -303,40 +306,13 @@ class Simulator:
         return full
 
     def _tick(self, targets: Array) -> None:
-        self.tick += 1
-        k = self.tick
+        self.tick = k = self.tick + 1
         faults = self.faults
-        events = faults.step(k)
-        if events.started:
-            self.episode.task.on_fault_started(events.started)
-        fleet = self.fleet
-        x, valid, _ = fleet.views()  # until the fleet moves (no copies: the readers below keep none)
-        self.gps_space.step(k)
-        self.area.step(k, x, valid)
+        self._targets = targets
+        controls = self.plant.tick(k, self._plant_inputs).controls
         plume = self.world.plume
-        if plume is not None:
-            plume.step(k)
-        controls = self._controls(targets, valid)
-        landed = self.fleet_control.landed
-        if any_true(landed) and (landed & valid).any():  # failsafe land touched down: motors off for good
-            fleet.disarm(np.flatnonzero(landed & valid))
-            valid = fleet.views()[1]
-        self.turbulence.step(k, x, active=valid)
-        if self._still_air is not None:
-            wind_body = self._still_air
-        else:
-            wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
-        applied = self.battery.apply(controls, fleet)  # pack voltage, motor supply (empty: off)
-        if faults.any_active:  # rotor faults' yaw disturbance
-            applied = faults.adjust_controls(applied)
-        rates_thrust, motors = self.fleet_control.low_level_inputs(self._held, valid)  # rotor-level modes
-        self.fleet.step(applied, wind_body, rates_thrust=rates_thrust, motors=motors)
-        scene = self.world.scene
-        if scene is not None:  # solid obstacles: a vehicle inside one is invalid, as at the area bounds
-            self.fleet.disarm(scene.crashes(self.fleet.state, self.fleet.valid), CRASH_REASON)
-        x, valid, accel_body = fleet.views()
+        x, valid, accel_body = self.fleet.views()
         x, valid = x.copy(), valid.copy()  # the episode keeps them (``observe``)
-        self.battery.step(fleet, self.dt_s, x, valid)
         self.episode.observe(x, valid)
         self.ahars.step(k, x, accel_body)
         self.gps.step(k, x)
@@ -352,6 +328,33 @@ class Simulator:
         if self.comms is not None:  # on the moved true positions; a comm_loss fault silences a vehicle
             self._inboxes.put(self.comms.step(k, k * self.dt_s, x[:, :3], valid, faults.links_lost))
         self.episode.on_tick(controls)
+
+    def _plant_inputs(self, events: FaultEvents) -> PlantInputs:
+        """The tick's inputs to the plant, once its faults are known (``Plant.tick``): the environment
+        steps to the tick on the states it starts from, then the controls of every vehicle's mode (from
+        the step's set points) and the air velocity it flies in."""
+        k = self.tick
+        if events.started:
+            self.episode.task.on_fault_started(events.started)
+        fleet = self.fleet
+        x, valid, _ = fleet.views()  # until the fleet moves (no copies: the readers below keep none)
+        self.gps_space.step(k)
+        self.area.step(k, x, valid)
+        plume = self.world.plume
+        if plume is not None:
+            plume.step(k)
+        controls = self._controls(self._targets, valid)
+        landed = self.fleet_control.landed
+        if any_true(landed) and (landed & valid).any():  # failsafe land touched down: motors off for good
+            fleet.disarm(np.flatnonzero(landed & valid))
+            valid = fleet.views()[1]
+        self.turbulence.step(k, x, active=valid)
+        if self._still_air is not None:
+            wind_body = self._still_air
+        else:
+            wind_body = self.wind.velocity_body(x) + self.turbulence.velocity_body
+        rates_thrust, motors = self.fleet_control.low_level_inputs(self._held, valid)  # rotor-level modes
+        return PlantInputs(controls, wind_body, rates_thrust, motors)
 
     def _controls(self, targets: Array, valid: NDArray[np.bool_]) -> Array:
         """Controls (N, 5) for this tick: the task's own vehicles (the mouse) get the task's actions, then

@@ -1,4 +1,4 @@
-"""Team search (issue 16, docs/TEAMS.md): ``ros2 launch qrsim_ros team_search.launch.py [num_vehicles:=10]``.
+"""Team search (docs/TEAMS.md): ``ros2 launch qrsim_ros team_search.launch.py [num_vehicles:=10]``.
 
 Nodes from ``qrsim_ros.launch_plan.plan`` (as ``qrsim launch team_search``); arguments: --show-args.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The per-tick cost of faults, measured where it is spent (issue 14: "on, <= 10 % extra per step").
+"""The per-tick cost of faults, measured where it is spent (target: <= 10 % extra per step with faults on).
 
 The whole-tick comparison (``bench_simulator.py --faults``) differs by a few microseconds on ticks of
 50-600 us, which on a shared virtual machine is inside the noise (two identical simulators differ by up to

@@ -114,7 +114,7 @@ def long_keep_spot(tmp: str, duration_s: float) -> str:
 
 
 def scene_one_vehicle(tmp: str, duration_s: float) -> str:
-    """config/search_rescue_scene.yaml cut to its first vehicle, with 200 generated obstacles (issue 13's
+    """config/search_rescue_scene.yaml cut to its first vehicle, with 200 generated obstacles (the
     performance scene) and an episode of ``duration_s``; returns the copy's path."""
     import yaml
 

@@ -7,7 +7,7 @@ steps (the machine may be shared), hovering vehicles 10 m apart, no dynamic nois
 timed with its default RK4 sub-steps (2 per tick for the named parameter sets), with wind and rotor
 health passed as arrays (the fault path) and without.
 
-Second table (issue 14's wiring): the fleet the front ends step (``Airframes``: for the rotor airframe
+Second table (the wiring): the fleet the front ends step (``Airframes``: for the rotor airframe
 the onboard controller, ``rotor_control``, plus ``RotorFleet``) and one tick of the whole in-process
 Simulator (keep_spot, every sensor and turbulence on, vehicles 20 m apart, attitude mode at hover),
 ``vehicle.airframe`` pelican against rotor, in us per tick (best of five rounds).

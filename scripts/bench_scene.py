@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the scene sensors in a generated scene of 200 obstacles (issue 13's performance target:
+"""Benchmark: the scene sensors in a generated scene of 200 obstacles (the performance target:
 one vehicle with a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz, both at rate in real time on one
 core). One function per sensor, printing ms per scan/frame and rays per second.
 

@@ -10,14 +10,14 @@ timed over whole task steps with hover/zero actions.
 scenario), off (``vehicle.battery.on: false``, QRSim's open loop), or both. With both, the two
 Simulators are built side by side and timed in alternating chunks of 0.5 simulated seconds; the fastest
 chunk of each counts (a shared machine's load spikes only make chunks slower), and the battery's extra
-cost per tick is printed (issue 14: <= 10 %).
+cost per tick is printed (target: <= 10 %).
 
 ``--faults idle|active`` times faults the same way instead (battery on in both): the scenario without a
 ``faults:`` list against the same scenario with ``FAULTS[...]`` on every vehicle: ``idle``, three faults
 that never fire here (a repeating probabilistic GPS outage at 1e-9 per minute, a rotor degradation at
 t = 1e6 s, a cell failure below 1 V), so only the schedule's per-tick trials run; ``active``, four
 faults active from the start-up step on (a rotor degradation, a GPS degradation with sigma x 2 and a
-bias, a gyro bias step and an altimeter offset), so every hook acts each tick (issue 14: <= 10 %).
+bias, a gyro bias step and an altimeter offset), so every hook acts each tick (target: <= 10 %).
 
 Usage: ./qrsim exec -- python scripts/bench_simulator.py [--seconds 20] [--battery both] [--repeats 3]
        ./qrsim exec -- python scripts/bench_simulator.py --faults active [--seconds 20]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the team search's launched ROS 2 graph as the team grows (issue 16, "Scale"; the AURIS
+"""Benchmark: the team search's launched ROS 2 graph as the team grows (the AURIS
 paper's scalability table, siegemund_2011 table 6.1, redone).
 
 For each N of ``--vehicles`` this runs ``qrsim launch team_search --num-vehicles N --duration D`` with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: in-process cost per vehicle of the team search as the team grows (issue 16, "Scale").
+"""Benchmark: in-process cost per vehicle of the team search as the team grows.
 
 For each N, ``Simulator.from_scenario("team_search", num_vehicles=N)`` steps with zero-velocity actions
 (the scenario's vehicles fly velocity set points: zero is a hover) and every vehicle broadcasts one

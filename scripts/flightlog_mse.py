@@ -5,7 +5,7 @@ Implements spec section 8.3 items 1-3 (the port of ``tests/testDynamics.m``): DT
 no dynamic noise, no wind or turbulence. The logged commands are in firmware units and are converted
 with ``pelican.FIRMWARE_TO_SI``; the model is stepped with ``PelicanFleet`` (one vehicle).
 
-Every replay also runs on the rotor-level airframe (issue 14, ``airframe="rotor"``): the same commands go
+Every replay also runs on the rotor-level airframe (``airframe="rotor"``): the same commands go
 through its onboard controller (``rotor_control``) to the ``pelican`` rotor parameter set, stepped by
 ``Airframes`` as the Simulator does; ``main`` prints both models' MSEs (docs/ROTOR.md). The rotor model
 starts with its rotors at the speed of the initial thrust.

@@ -68,7 +68,7 @@ SIMULATOR_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", 
 ALL_NODES = (*SIMULATOR_NODES, "example_autopilot", "recorder")
 #: Variants of ``malformed``.
 MALFORMED_VARIANTS = ("nan_velocity", "wrong_frame_velocity", "nan_attitude", "wrong_frame_attitude")
-#: The forged tick of ``forged_tick`` (issue 12: one such status ended an episode "time_limit").
+#: The forged tick of ``forged_tick`` (one such status once ended an episode "time_limit").
 FORGED_TICK = 50_000_000
 
 

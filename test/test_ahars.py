@@ -509,7 +509,7 @@ def test_params_accept_qrsim_style_values() -> None:
 
 
 def test_noiseless_ahars_applies_faults_like_its_sensors() -> None:
-    """Noiseless sensors with faults (issue 14's imu_bias_step, gyro_stuck, altimeter offset/stuck): the
+    """Noiseless sensors with faults (imu_bias_step, gyro_stuck, altimeter offset/stuck): the
     composite's one-kernel path gives what each fault means, sensor by sensor, at each sensor's rate."""
     p = AharsParams(on=False, accelerometer=AccelerometerParams(dt_s=0.02),
                     gyroscope=GyroscopeParams(dt_s=0.04), altimeter=AltimeterParams(dt_s=0.08))

@@ -1,4 +1,4 @@
-"""The airframes wired into scenarios, the Simulator and the command line (issue 14): ``vehicle.airframe``
+"""The airframes wired into scenarios, the Simulator and the command line: ``vehicle.airframe``
 and ``vehicle.rotor`` parsing, the rotor airframe's onboard controller and lower-level inputs, mixed
 fleets, and every shipped scenario flown on the rotor airframe.
 

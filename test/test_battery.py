@@ -1,4 +1,4 @@
-"""Battery packs and power models (issue 14, Energy): expected values from hand formulas written here."""
+"""Battery packs and power models (Energy): expected values from hand formulas written here."""
 
 from __future__ import annotations
 

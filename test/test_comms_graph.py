@@ -1,4 +1,4 @@
-"""The radio over the graph (issue 16, "Communication"; docs/COMMS.md, qrsim_ros.nodes.comms): the real
+"""The radio over the graph (docs/COMMS.md, qrsim_ros.nodes.comms): the real
 comms node process over DDS, driven tick by tick with the in-process Simulator's ground truth and active
 faults (as test_node_sensors does for the sensor nodes), with the same sends on ``uavN/comms/tx``: every
 ``uavN/comms/rx`` delivery equals the Simulator's (``Simulator.send`` / ``receive``), tick for tick, in

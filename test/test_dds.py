@@ -1,4 +1,4 @@
-"""DDS isolation (issue 12): domains checked and chosen, another simulator's domain refused, Fast DDS on
+"""DDS isolation: domains checked and chosen, another simulator's domain refused, Fast DDS on
 loopback only.
 
 - Pure: ``qrsim_ros.dds`` (ROS_DOMAIN_ID 0..232, free domains claimed across processes, the environment

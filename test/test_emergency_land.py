@@ -1,4 +1,4 @@
-"""ireland_2016's emergency landing controller after a rotor loss (section 5.3.4, 5.1.17; issue 14;
+"""ireland_2016's emergency landing controller after a rotor loss (section 5.3.4, 5.1.17;
 ``core.vehicles.emergency_land``, docs/FAULTS.md "Failsafe: emergency landing").
 
 Paired runs of the in-process Simulator, the same seed and scenario, ``vehicle.rotor_loss_failsafe``

@@ -1,4 +1,4 @@
-"""The battery over the node graph (issue 14, "Energy"): real processes, real DDS.
+"""The battery over the node graph: real processes, real DDS.
 
 vehicle_dynamics steps the same ``FleetEnergy`` as the in-process Simulator and publishes
 ``uavN/battery`` (sensor_msgs/BatteryState) every 5 ticks. In lockstep with the same seed and commands

@@ -1,4 +1,4 @@
-"""The battery wired into the simulator (issue 14, "Energy"): pure core, in process.
+"""The battery wired into the simulator: pure core, in process.
 
 ``FleetEnergy`` steps every vehicle's pack with the power its airframe draws and feeds the terminal
 voltage back into the identified Pelican's battery input; an empty pack stops the motors; a vehicle

@@ -1,4 +1,4 @@
-"""Set points expire and a lost autopilot is caught (issue 12, "Commands"): pure core, in process.
+"""Set points expire and a lost autopilot is caught: pure core, in process.
 
 An autopilot that stops (NaN rows: "no new set point") leaves its vehicle on the last set point for
 ``vehicle.command_timeout_s`` (0.5 s of simulated time), then in ``vehicle.failsafe``: ``hold`` keeps

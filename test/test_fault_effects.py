@@ -1,4 +1,4 @@
-"""The faults acting in the in-process Simulator (issue 14, "Faults"; docs/FAULTS.md "Effects").
+"""The faults acting in the in-process Simulator (docs/FAULTS.md "Effects").
 
 Most checks are paired: two Simulators (or receivers) of the same seed, one with the fault, so every noise
 draw is the same and the fault's effect is the difference, exactly. Expected values are written out from

@@ -1,4 +1,4 @@
-"""The fault schedule (issue 14, "Faults"): the scenario's ``faults:`` items parsed and checked for every
+"""The fault schedule: the scenario's ``faults:`` items parsed and checked for every
 kind, the four triggers (time, task step, probabilistic, condition), timed and permanent faults, the
 once / repeat rule, seeded determinism and independent streams, and run-time injection and clearing.
 

@@ -1,4 +1,4 @@
-"""Faults over the node graph (issue 14, "Faults"; docs/FAULTS.md "Graph"): real processes, real DDS.
+"""Faults over the node graph (docs/FAULTS.md "Graph"): real processes, real DDS.
 
 vehicle_dynamics owns the scenario's fault schedule (``FaultEffects``, built as the Simulator's) and
 applies the fleet's effects; it publishes the active faults on ``/sim/faults`` (latched) and serves

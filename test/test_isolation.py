@@ -1,4 +1,4 @@
-"""Run identity and trust between nodes, over real DDS (issue 12, "Isolation" and "Trust between nodes").
+"""Run identity and trust between nodes, over real DDS.
 
 A lockstep graph of run ``run-a`` (the real nodes, started as processes) shares its ROS domain with
 (1) a node of another run (an rclpy context of this process that announces run ``run-b`` on

@@ -1,4 +1,4 @@
-"""Lifecycle under faults (issue 12, "Exit codes and faults"): honest exit statuses, every node stopping
+"""Lifecycle under faults: honest exit statuses, every node stopping
 within seconds of SIGINT (under CPU load too), a full disk while recording, and the leftovers of killed
 runs removed by the next start.
 

@@ -1,4 +1,4 @@
-"""The rotor airframe's lower-level inputs over real DDS (issue 14): ``uavN/cmd/rates_thrust``
+"""The rotor airframe's lower-level inputs over real DDS: ``uavN/cmd/rates_thrust``
 (qrsim_ros/RatesThrustCommand) and ``uavN/cmd/motors`` (qrsim_ros/MotorCommand) into vehicle_dynamics.
 
 One vehicle_dynamics process (no wind_field: still air) flies three vehicles of keep_spot_x10 (no

@@ -1,4 +1,4 @@
-"""The rotor airframe's lower-level inputs in process (issue 14; docs/ROTOR.md "Lower-level inputs"):
+"""The rotor airframe's lower-level inputs in process (docs/ROTOR.md "Lower-level inputs"):
 control modes ``rates_thrust`` (FRD body rates + collective thrust) and ``motors`` (normalised motor
 commands) of the Simulator, its action checks, failsafe, policies and gym action space. The graph's
 cmd/rates_thrust and cmd/motors are test_lowlevel_commands'; both check against the one

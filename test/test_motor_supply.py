@@ -1,4 +1,4 @@
-"""The pack voltage limits the rotor airframe's motors (issue 14, "Energy"; docs/ENERGY.md "Motor speed").
+"""The pack voltage limits the rotor airframe's motors (docs/ENERGY.md "Motor speed").
 
 A DC motor's no-load speed scales with its supply voltage, so each rotor vehicle's attainable speed is
 omega_cap = omega_max V_t / V_ref (V_ref: the pack's full-charge voltage, 12.0 V for the default 3S LiPo),

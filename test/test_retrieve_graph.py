@@ -1,4 +1,4 @@
-"""The retrieve mission over the node graph (issue 15): mission_autopilot flies ireland_2016's 17-mode
+"""The retrieve mission over the node graph: mission_autopilot flies ireland_2016's 17-mode
 mission through the flight controller, reading only sensor topics and the retrieve devices the referee
 serves; the referee places the world as the in-process Simulator does and scores the episode."""
 

@@ -1,4 +1,4 @@
-"""The retrieve mission (issue 15): ireland_2016's 17-mode guidance, the retrieve task's world and referee,
+"""The retrieve mission: ireland_2016's 17-mode guidance, the retrieve task's world and referee,
 and a batch's mission statistics as ``qrsim verify`` reads them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The retrieve mission's world models (issue 15; ireland_2016 sections 4.5.2, 4.6.3, 4.7): the grasper
+"""The retrieve mission's world models (ireland_2016 sections 4.5.2, 4.6.3, 4.7): the grasper
 point, retrievable targets (tethered, free fall and floor contact, rest) and the downward target camera.
 Checked against first principles computed here: ballistic fall times and ranges, the static compression
 m g / k of the floor spring, the pinhole geometry of the field of view, scipy's rotations.

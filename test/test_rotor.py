@@ -1,4 +1,4 @@
-"""The rotor-level airframe (issue 14): parameters, mixer and the vectorised model against closed forms.
+"""The rotor-level airframe: parameters, mixer and the vectorised model against closed forms.
 
 Every expected value is worked out here from the physics (hover speed, Euler's equation, first-order
 lag, spring equilibrium, free fall with and without linear drag), never taken from the code under test.

@@ -1,4 +1,4 @@
-"""The rotor airframe over the ROS graph (issue 14): vehicle_dynamics flies a mixed fleet (one vehicle on
+"""The rotor airframe over the ROS graph: vehicle_dynamics flies a mixed fleet (one vehicle on
 the rotor-level airframe, one on the identified Pelican) in lockstep with wind_field over real DDS, and
 its ground truth equals the in-process Simulator's for the same scenario file, seed and commands.
 

@@ -1,4 +1,4 @@
-"""RViz configurations, the Pelican URDF and the visualisation topics (issue 6, "RViz").
+"""RViz configurations, the Pelican URDF and the visualisation topics.
 
 - Pure: every rviz/<family>.rviz is an RViz 2 YAML config (panels, fixed frame ``map``, displays of
   rviz_default_plugins with a topic and full QoS); the URDF has QRSim's graphics dimensions (spec 2.4)

@@ -1,4 +1,4 @@
-"""Sensor faults in the node graph (issue 14, "Faults"; docs/FAULTS.md "Graph"): real node processes, DDS.
+"""Sensor faults in the node graph (docs/FAULTS.md "Graph"): real node processes, DDS.
 
 vehicle_dynamics puts the tick's active faults on its /sim/vehicle_status (``faults``); every sensor node
 applies them (``FaultEffects.follower`` + ``apply_active``) before it steps its models on that tick. As in

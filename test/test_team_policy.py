@@ -1,4 +1,4 @@
-"""The team-search policy (issue 16, "Team search"; qrsim_ros/policies/team_search.py, docs/TEAMS.md):
+"""The team-search policy (qrsim_ros/policies/team_search.py, docs/TEAMS.md):
 the lane split's geometry, the progress message, the radio on the policies' views, and the team on the
 team_search scenario in process (persons found, messages exchanged, no vehicle lost to an obstacle, a
 recalled vehicle's lanes taken over by the others from what they heard, determinism, the formation)."""

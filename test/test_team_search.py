@@ -1,4 +1,4 @@
-"""The team_search scenario (issue 16; config/team_search.yaml, docs/TEAMS.md) in process: the team takes off
+"""The team_search scenario (config/team_search.yaml, docs/TEAMS.md) in process: the team takes off
 from its base on a grid (``task.placement: base``), the generated obstacles keep clear of it, 1 to 50
 vehicles build and fly, a lost vehicle costs the penalty once and the team goes on, and the episode's
 result scores vehicles lost and messages sent like the referee's TaskStatus."""

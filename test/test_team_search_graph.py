@@ -1,4 +1,4 @@
-"""The team search flown over DDS (issue 16): ``qrsim launch team_search`` with its autopilot
+"""The team search flown over DDS: ``qrsim launch team_search`` with its autopilot
 (``example_autopilot``, policy ``auto``: the team search), in lockstep and recorded, in a free domain.
 
 What the bag must show: every vehicle talks on ``uavN/comms/tx`` and hears the others on ``uavN/comms/rx``;

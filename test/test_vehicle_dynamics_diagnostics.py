@@ -1,4 +1,4 @@
-"""vehicle_dynamics publishes /diagnostics like the other nodes (issue 12): a real node process over real
+"""vehicle_dynamics publishes /diagnostics like the other nodes: a real node process over real
 DDS (a free domain), a test-side probe that sends it a non-finite and an out-of-limits attitude command
 and reads its DiagnosticArray: the rejected and clamped commands are counted, lockstep waits that timed
 out are counted, and the measured tick rate and real-time factor are reported.

@@ -1,4 +1,4 @@
-"""comms: the vehicles' range-limited radio over the graph (issue 16; docs/COMMS.md, docs/NODE_GRAPH.md).
+"""comms: the vehicles' range-limited radio over the graph (docs/COMMS.md, docs/NODE_GRAPH.md).
 
 The core's ``Radio`` (``core.comms``: range, line of sight through the scene, distance-dependent loss,
 latency, bandwidth, datagram and reliable links), built from the scenario with the Simulator's named

@@ -1,4 +1,4 @@
-"""Golden outputs: the refactoring guard of issue 11 ("One world, two front ends").
+"""Golden outputs: the refactoring guard of the two front ends (one world, one core).
 
 Each ``produce_*`` function writes a set of output files into a directory. They were run once on the
 code before the refactoring (commit 57066ae) and the results stored in ``test/golden/data``; the tests in

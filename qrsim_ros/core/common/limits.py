@@ -8,7 +8,7 @@ command, the scenario validation — and every node declares its parameters' ran
     LIMITS["real_time_factor"].check(1e9)   # ConfigError: real_time_factor=1000000000.0 must be in ...
 
 Rows are closed ranges ``[lo, hi]``; ``integer`` rows take integers only. The table is printed in
-README.md ("Limits"); ``python -m qrsim_ros.core.common.limits`` prints it as Markdown.
+docs/LAUNCH.md ("Limits"); ``python -m qrsim_ros.core.common.limits`` prints it as Markdown.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ LIMITS: dict[str, Limit] = {row.name: row for row in _ROWS}
 
 
 def markdown_table() -> str:
-    """The table in Markdown (README.md's "Limits")."""
+    """The table in Markdown (docs/LAUNCH.md, "Limits")."""
     lines = ["| value | range | unit | why |", "|---|---|---|---|"]
     for row in _ROWS:
         lines.append(f"| `{row.name}` | {_fmt(row.lo)} .. {_fmt(row.hi)}{' (integer)' * row.integer} | "

@@ -1,5 +1,5 @@
 """Faults acting on the models: the scenario's fault schedule and the effects of its active faults
-(issue 14, "Faults"; docs/FAULTS.md "Effects").
+(docs/FAULTS.md "Effects").
 
 ``FaultEffects`` owns the ``FaultSchedule`` (``core.faults``: *when* which fault is active) and applies
 the active faults to the models it is given (``FaultModels``), each through that model's own small hook,

@@ -1,4 +1,4 @@
-"""Faults (issue 14): the fault kinds and their parameters, the triggers, the scenario's ``faults:``
+"""Faults: the fault kinds and their parameters, the triggers, the scenario's ``faults:``
 list parsed into FaultSpecs, and the FaultSchedule that starts and ends them per vehicle (docs/FAULTS.md).
 
 Pure scheduling: this package decides *when* which fault is active on which vehicle; the models that a

@@ -1,4 +1,4 @@
-"""The fault kinds (issue 14, "Faults") and the parameters each one takes, with their checks.
+"""The fault kinds and the parameters each one takes, with their checks.
 
 A kind names what breaks; its parameters say how. The schedule only records them: the models that
 apply a fault (rotor model, Pelican, GPS, AHARS, battery, grasper, communications) read the parameters of

@@ -1,5 +1,5 @@
 """The fault schedule of N vehicles: evaluates every fault's trigger each tick, starts and ends faults,
-and takes faults injected and cleared at run time (issue 14, "Faults").
+and takes faults injected and cleared at run time.
 
     schedule = FaultSchedule(parse_faults(scenario_faults, num_vehicles=n), n, streams,
                              dt_s=0.02, ticks_per_task_step=m)

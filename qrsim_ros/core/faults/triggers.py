@@ -1,4 +1,4 @@
-"""When a fault starts: the four trigger types of issue 14 and their checks.
+"""When a fault starts: the four trigger types and their checks.
 
 A trigger is written in the scenario as a mapping with exactly one key:
 

@@ -343,7 +343,7 @@ class _WhiteNoiseVectorSensor(SampledSensor):
         self.reseed(streams if streams is not None else RandomStreams(0))
 
     def set_fault_state(self, bias: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
-        """Faults from the next update on (issue 14; docs/FAULTS.md "Effects"): ``bias`` (N, 3) added to
+        """Faults from the next update on (docs/FAULTS.md "Effects"): ``bias`` (N, 3) added to
         the reading (a bias step, FRD body, the sensor's unit); ``stuck`` (N,) bool: the reading repeats
         the last one (the noise is still drawn, so the streams stay aligned). None and None: no fault."""
         n = self.num_vehicles
@@ -520,7 +520,7 @@ class Altimeter(SampledSensor):
         self.reseed(streams if streams is not None else RandomStreams(0))
 
     def set_fault_state(self, offset_m: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
-        """Faults from the next update on (issue 14; docs/FAULTS.md "Effects"): ``offset_m`` (N,) [m]
+        """Faults from the next update on (docs/FAULTS.md "Effects"): ``offset_m`` (N,) [m]
         added to the height (noisy: the vertical speed, a difference of heights, sees the step once;
         noiseless: the true vertical speed is kept); ``stuck`` (N,) bool: the height repeats the last one
         and the vertical speed is 0 (the error process still steps: the streams stay aligned). None and
@@ -659,7 +659,7 @@ class Ahars:
     def _step_noiseless(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """``step`` of four noiseless sensors: the true values in one kernel (the sensors' own ``step`` do
         the same, a few numpy calls each); with faults, ``_noiseless_faulted_kernel`` applies them as each
-        sensor's own noiseless ``step`` would (issue 14's cost)."""
+        sensor's own noiseless ``step`` would."""
         if k < 1:
             check_tick(k)
         ta, tg, te, th = self._ticks_per_update  # each sensor's ``due`` (a generator costs a microsecond)

@@ -541,7 +541,7 @@ class GpsReceiver:
     def set_fault_state(self, outage: ArrayLike | None = None, sigma_factor: ArrayLike | None = None,
                         bias_ned_m: ArrayLike | None = None,
                         satellites_lost: ArrayLike | None = None) -> None:
-        """The GPS faults of each vehicle from the next update on (issue 14; docs/FAULTS.md "Effects").
+        """The GPS faults of each vehicle from the next update on (docs/FAULTS.md "Effects").
 
         outage (N,) bool: no fix. The receiver does what it does with fewer than 4 satellites: ``has_fix``
         False and every output held at its last fix (position, velocity, lla, variance); the delay line

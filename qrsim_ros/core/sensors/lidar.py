@@ -1,4 +1,4 @@
-"""Scanning lidar of N vehicles in the 3-D scene (beyond QRSim; issue 13, after the SIL simulator of
+"""Scanning lidar of N vehicles in the 3-D scene (beyond QRSim; after the SIL simulator of
 Mathiesen 2017, chapter 6, with per-ray timing instead of its frustum subdivision).
 
 Models (``MODELS``), with the geometry and timing of their data sheets and user manuals:

@@ -1,4 +1,4 @@
-"""One fleet whatever the vehicles' airframes (issue 14): the object both front ends step.
+"""One fleet whatever the vehicles' airframes: the object both front ends step.
 
 ``Airframes`` has ``PelicanFleet``'s interface -- ``state`` (N, 13), ``accel_body`` (N, 3), ``valid``,
 ``invalid_reason``, ``set_state``, ``disarm``, ``step(controls (N, 5), wind_body (N, 3))`` -- and holds one

@@ -1,4 +1,4 @@
-"""Battery packs of a fleet: a LiPo equivalent circuit or ireland_2016's linear voltage model (issue 14).
+"""Battery packs of a fleet: a LiPo equivalent circuit or ireland_2016's linear voltage model.
 
 Two models, one per ``BatteryParams.model``, both vectorised over N vehicles (``BatteryBank``):
 

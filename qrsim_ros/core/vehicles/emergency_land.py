@@ -1,5 +1,5 @@
 """ireland_2016's emergency landing controller after a rotor loss (section 5.3.4 "Emergency Controller",
-section 5.1.17 "Emergency Land"; issue 14's failsafe reaction to ``rotor_loss``). Docs: docs/FAULTS.md.
+section 5.1.17 "Emergency Land"; the failsafe reaction to ``rotor_loss``). Docs: docs/FAULTS.md.
 
 When a single rotor is lost and known, the controller disables the opposite rotor, neglects attitude
 control (the roll, pitch and yaw pseudo-inputs are 0) and lets the remaining pair share the collective

@@ -1,4 +1,4 @@
-"""The fleet's energy: every vehicle's battery pack discharged by the power its airframe draws (issue 14).
+"""The fleet's energy: every vehicle's battery pack discharged by the power its airframe draws.
 
 ``FleetEnergy`` is the one component both front ends step (the in-process ``Simulator`` and the
 ``vehicle_dynamics`` node), once per 0.02 s tick, right after the fleet has integrated it:

@@ -1,4 +1,4 @@
-"""Electrical power a vehicle draws from its battery [W], for ``battery.BatteryBank.step`` (issue 14).
+"""Electrical power a vehicle draws from its battery [W], for ``battery.BatteryBank.step``.
 
 Two models, one per airframe:
 

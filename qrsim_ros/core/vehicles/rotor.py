@@ -1,4 +1,4 @@
-"""The rotor-level quadrotor airframe (issue 14), vectorised over N vehicles: a second vehicle model next
+"""The rotor-level quadrotor airframe, vectorised over N vehicles: a second vehicle model next
 to the identified Pelican (``pelican.py``), which stays the default.
 
 State: the project's 13-element layout ``x`` (N, 13) = ``[n e d phi theta psi u v w p q r thrust]`` --

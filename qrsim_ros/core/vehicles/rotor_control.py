@@ -1,4 +1,4 @@
-"""The onboard controller of the rotor-level airframe (issue 14): every input a vehicle can be given,
+"""The onboard controller of the rotor-level airframe: every input a vehicle can be given,
 turned into rotor speed commands (N, 4) [rad/s] for ``RotorFleet.step``, vectorised over vehicles
 (numba kernels, ``core.common.jit``). Docs: docs/ROTOR.md.
 

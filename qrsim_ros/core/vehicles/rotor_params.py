@@ -1,4 +1,4 @@
-"""Parameters of the rotor-level quadrotor airframe (issue 14) and its three named parameter sets.
+"""Parameters of the rotor-level quadrotor airframe and its three named parameter sets.
 
 Frames and conventions are the project's: NED world, FRD body, SI units. Rotors are numbered 0..3
 clockwise seen from above, starting at the front:

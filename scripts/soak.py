@@ -617,9 +617,9 @@ def check_bag(bag: Path) -> dict[str, Any]:
         out["error"] = f"no bag was written at {bag}"
         return out
     try:
-        from qrsim_ros.plots.bagdata import _Bag  # the reader `qrsim plot` uses (falls back on bad defs)
+        from qrsim_ros.plots.bagdata import OpenBag  # the reader `qrsim plot` uses (falls back on bad defs)
 
-        b = _Bag(bag)
+        b = OpenBag(bag)
         ticks: dict[int, set[int]] = collections.defaultdict(set)
         n = 0
         for _topic, msg in b.messages({"/sim/vehicle_status"}):

@@ -468,9 +468,9 @@ def test_child_environment() -> None:
 
 
 def test_progress_sums_time_over_resets() -> None:
-    from qrsim_ros.cli.launch import Progress
+    from qrsim_ros.cli.launch import RunProgress
 
-    p = Progress()
+    p = RunProgress()
     p.on_clock(0.0, 100.0)
     p.on_clock(2.0, 101.0)
     p.on_clock(0.0, 101.5)  # reset: the clock restarts at 0
@@ -482,9 +482,9 @@ def test_progress_sums_time_over_resets() -> None:
 def test_progress_shows_failsafes_and_command_faults() -> None:
     from types import SimpleNamespace
 
-    from qrsim_ros.cli.launch import Progress
+    from qrsim_ros.cli.launch import RunProgress
 
-    p = Progress()
+    p = RunProgress()
     assert p.failsafe_text() == "" and p.command_faults() == ""
     p.on_vehicle_status(SimpleNamespace(names=["uav1", "uav2"], failsafe=["", "hold"], failsafe_onsets=[0, 1],
                                         setpoints_rejected=[2, 0], setpoints_clamped=[0, 1],
@@ -496,12 +496,12 @@ def test_progress_shows_failsafes_and_command_faults() -> None:
 def test_progress_shows_active_faults_and_the_lowest_battery() -> None:
     from types import SimpleNamespace
 
-    from qrsim_ros.cli.launch import Progress
+    from qrsim_ros.cli.launch import RunProgress
 
     def fault(vehicle: int, kind: str) -> SimpleNamespace:
         return SimpleNamespace(id=f"{kind}.0", vehicle=vehicle, kind=kind)
 
-    p = Progress()
+    p = RunProgress()
     assert "faults" not in p.line() and "battery" not in p.line()
     p.on_faults(SimpleNamespace(faults=[]))  # /sim/faults at tick 0: nothing active
     p.on_battery("uav1", SimpleNamespace(percentage=0.8))

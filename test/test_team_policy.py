@@ -15,7 +15,7 @@ import pytest
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.policies import AutopilotView, PolicyError, make_policy
 from qrsim_ros.policies.team_search import (
-    Progress,
+    ProgressMessage,
     TeamSearch,
     decode_progress,
     encode_progress,
@@ -72,8 +72,8 @@ def test_released_lanes_go_to_the_nearest_active_band() -> None:
 
 # --- messages --------------------------------------------------------------------------------------
 
-def _progress() -> Progress:
-    return Progress(3, 12.4, (-101.23, 45.67), (2.999, -3.0), 31.0, "S", frozenset({0, 5, 21}),
+def _progress() -> ProgressMessage:
+    return ProgressMessage(3, 12.4, (-101.23, 45.67), (2.999, -3.0), 31.0, "S", frozenset({0, 5, 21}),
                     frozenset({1}), frozenset({7, 8}), ((10.0, -20.0), (33.3, 44.4)), (0, -1, 12, 9999))
 
 
@@ -334,11 +334,11 @@ def test_a_vehicle_gives_up_a_candidate_another_claimed_unless_it_has_the_right_
     policy = TeamSearch(view)
     mine = np.array([20.0, 30.0])
 
-    def claim(sender: int, at: tuple[float, float], holding: bool) -> Progress:
-        return Progress(sender, 0.0, at, (0.0, 0.0), 12.0, "S", frozenset(), frozenset(), frozenset(), (),
-                        (0, 0, 0), at, holding)
+    def claim(sender: int, at: tuple[float, float], holding: bool) -> ProgressMessage:
+        return ProgressMessage(sender, 0.0, at, (0.0, 0.0), 12.0, "S", frozenset(), frozenset(), frozenset(),
+                               (), (0, 0, 0), at, holding)
 
-    def after(vehicle: int, mode: str, heard: Progress) -> tuple[str, bool]:
+    def after(vehicle: int, mode: str, heard: ProgressMessage) -> tuple[str, bool]:
         a = policy.agents[vehicle]
         a.search.mode[0], a.search.target[0] = mode, mine.copy()
         policy._respect_claim(a, heard)
@@ -382,8 +382,8 @@ def _lone_agent(height_m: float, velocity_ne: tuple[float, float] = (0.0, 0.0)
 def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -> None:
     view, policy, a, ex = _lone_agent(38.0)
 
-    def at(height_m: float, ne: tuple[float, float] = (0.5, 0.5)) -> dict[int, Progress]:
-        return {1: Progress(1, view.time_s, ne, (0.0, 0.0), height_m, "S", frozenset(), frozenset(),
+    def at(height_m: float, ne: tuple[float, float] = (0.5, 0.5)) -> dict[int, ProgressMessage]:
+        return {1: ProgressMessage(1, view.time_s, ne, (0.0, 0.0), height_m, "S", frozenset(), frozenset(),
                             frozenset(), ())}
 
     descend, climb = np.array([0.0, 0.0, 2.0]), np.array([0.0, 0.0, -2.0])
@@ -421,11 +421,11 @@ def test_a_vehicle_home_lands_straight_down_on_its_spot_slowing_near_the_ground_
     assert home((-130.0 + 1.5 * HOME_DESCENT_RADIUS_M, -130.0), 5.0)[2] > 0.0 and a.landing_home
     slow = home((-130.0, -130.0), 0.8)
     assert 0.0 < slow[2] < 0.5 * policy.p.descent_rate_mps  # the last metres slowly
-    a.heard = {1: Progress(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M - 0.5), (0.0, 0.0), 0.4, "D",
-                           frozenset(), frozenset(), frozenset(), ())}
+    a.heard = {1: ProgressMessage(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M - 0.5), (0.0, 0.0),
+                                  0.4, "D", frozenset(), frozenset(), frozenset(), ())}
     assert home((-130.0, -130.0), 6.0)[2] == 0.0  # another below within the clearance: no descent
-    a.heard = {1: Progress(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M + 1.0), (0.0, 0.0), 0.4,
-                           "D", frozenset(), frozenset(), frozenset(), ())}
+    a.heard = {1: ProgressMessage(1, view.time_s, (-130.0, -130.0 + LANDING_CLEARANCE_M + 1.0), (0.0, 0.0),
+                                  0.4, "D", frozenset(), frozenset(), frozenset(), ())}
     assert home((-130.0, -130.0), 6.0)[2] > 0.0  # the neighbouring spot (4 m): down
     assert home((-130.0, -130.0), 0.4).tolist() == [0.0, 0.0, 0.0] and a.landed_home
     assert home((-127.0, -130.0), 0.4).tolist() == [0.0, 0.0, 0.0]  # landed: it stays
@@ -439,8 +439,8 @@ def test_positions_heard_long_ago_neither_push_nor_block() -> None:
     view, policy, a, ex = _lone_agent(30.0)
     v = np.array([-3.0, 0.0, 0.0])  # south, towards it
 
-    def heard(age_s: float) -> dict[int, Progress]:
-        return {1: Progress(1, view.time_s - age_s, (-3.0, 0.0), (0.0, 0.0), 30.0, "D", frozenset(),
+    def heard(age_s: float) -> dict[int, ProgressMessage]:
+        return {1: ProgressMessage(1, view.time_s - age_s, (-3.0, 0.0), (0.0, 0.0), 30.0, "D", frozenset(),
                             frozenset(), frozenset(), ())}
 
     a.heard = heard(STALE_POSITION_S - 1.0)
@@ -455,8 +455,8 @@ def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
     view, policy, a, ex = _lone_agent(30.0, (3.0, 0.0))  # north at 3 m/s
     v = np.array([3.0, 0.0, 0.0])
 
-    def heard(velocity_ne: tuple[float, float]) -> Progress:
-        return Progress(1, view.time_s, (12.0, 3.0), velocity_ne, 30.0, "S", frozenset(), frozenset(),
+    def heard(velocity_ne: tuple[float, float]) -> ProgressMessage:
+        return ProgressMessage(1, view.time_s, (12.0, 3.0), velocity_ne, 30.0, "S", frozenset(), frozenset(),
                         frozenset(), ())
 
     a.heard = {1: heard((-3.0, 0.0))}  # south at 3 m/s: the closest approach 3 m, in 2 s
@@ -464,8 +464,8 @@ def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
     assert out[1] < -1.0 and out[0] > 0.0  # pushed west, still going north
     a.heard = {1: heard((3.0, 0.0))}  # ahead, same speed: 12.4 m all along
     assert policy._separate(view, a, ex, v) is v
-    a.heard = {1: Progress(1, view.time_s, (12.0, 3.0), (-3.0, 0.0), 36.0, "S", frozenset(), frozenset(),
-                           frozenset(), ())}
+    a.heard = {1: ProgressMessage(1, view.time_s, (12.0, 3.0), (-3.0, 0.0), 36.0, "S", frozenset(),
+                                  frozenset(), frozenset(), ())}
     assert policy._separate(view, a, ex, v) is v  # 6 m above: another layer
     climbing = np.array([3.0, 0.0, -2.0])  # climbing at 2 m/s: passes 34 m within 2 s, +-2.5 m: 36 m is met
     assert policy._separate(view, a, ex, climbing)[1] < -1.0

@@ -367,7 +367,7 @@ def _forward(proc: subprocess.Popen[bytes], name: str, console: Console,
 # --- the run's progress (fed by a small rclpy node) -------------------------------------------------------
 
 @dataclass
-class Progress:
+class RunProgress:
     """Simulated time (summed over resets), real-time factor and the last task status."""
 
     sim_elapsed_s: float = 0.0
@@ -490,7 +490,7 @@ class Progress:
 
 class StatusListener:
     """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status, /sim/faults and
-    every uavN/battery feed a Progress.
+    every uavN/battery feed a RunProgress.
 
     It is polled (``spin_once``: take what is there, then wait), not spun per message: both
     subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
@@ -498,7 +498,7 @@ class StatusListener:
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
-    def __init__(self, progress: Progress, run_id: str = "", num_vehicles: int = 0) -> None:
+    def __init__(self, progress: RunProgress, run_id: str = "", num_vehicles: int = 0) -> None:
         import rclpy
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
@@ -616,7 +616,7 @@ class Launcher:
         self.record_failed = False  # the recorder stopped early (its bag could not be written)
         self.record_required = bool(getattr(args, "record_required", False))
         self.normal_end = normal_end_processes(specs)  # whose status 0 ends the run normally
-        self.progress = Progress()
+        self.progress = RunProgress()
         self.stop_reason: str | None = None
         self._signals = 0
         # locked while this launcher lives: a later launcher removes it if this one is SIGKILLed

@@ -69,7 +69,7 @@ from qrsim_ros.core.tasks.rules import (
     PlumeTask,
     initial_placement,
 )
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_CONTROL
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.msg import AttitudeCommand, CommsPacket, TaskStatus, VehicleStatus
 from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
@@ -89,8 +89,6 @@ from qrsim_ros.ros.retrieve_referee import RetrieveReferee
 from qrsim_ros.ros.stamps import stamp_from_tick, tick_of_stamp
 from qrsim_ros.srv import GetPlumeLocations, SubmitPlumeEstimates
 
-#: Control applied by vehicle_dynamics when a vehicle's command expired (level, hover throttle).
-HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 #: Height of the person markers [m].
 PERSON_MARKER_HEIGHT_M = viz.PERSON_MARKER_HEIGHT_M
 #: Ticks of ground truth / status / GPS buffered while waiting for their partners.

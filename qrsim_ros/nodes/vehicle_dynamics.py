@@ -133,7 +133,7 @@ from qrsim_ros.core.vehicles.emergency_land import emergency_failsafe
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.estimated_state import exact_estimated_state
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, FleetControl
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_THROTTLE, PelicanInputError
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_CONTROL, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import RATE_LIMITS_RADPS, low_level_bounds
 from qrsim_ros.msg import (
     ActiveFaults,
@@ -176,8 +176,6 @@ from qrsim_ros.ros.to_messages import (
 )
 from qrsim_ros.srv import ClearFault, InjectFault
 
-#: Level attitude at hover throttle and full battery, [pitch, roll, throttle, yaw_rate, battery].
-HOVER_COMMAND = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, 12.0])
 #: What a vehicle's held command is (``_cmd_kind``): its topic under ``uavN/``.
 ATTITUDE, RATES_THRUST, MOTORS = 0, 1, 2
 COMMAND_TOPICS = ("cmd/attitude", "cmd/rates_thrust", "cmd/motors")
@@ -268,7 +266,7 @@ class VehicleDynamicsNode(ScenarioNode):
         self.controlled = np.array([m in CONTROLLED_MODES for m in sc.control_modes()], bool)
 
         # held inputs
-        self._cmd = np.tile(HOVER_COMMAND, (n, 1))  # SI controls, FRD, clamped
+        self._cmd = np.tile(HOVER_CONTROL, (n, 1))  # SI controls, FRD, clamped
         self._cmd_ns = np.full(n, -1, np.int64)  # stamp of the held command [ns]; -1: none yet
         self._cmd_seen_ns = np.full(n, -1, np.int64)  # lockstep: stamp of the last command of t_k seen
         self._has_cmd = np.zeros(n, bool)
@@ -583,7 +581,7 @@ class VehicleDynamicsNode(ScenarioNode):
                                            f"{self.commands_clamped[i]} clamped so far)")
         self._low[i] = clamped
         self._cmd_kind[i] = kind
-        self._cmd[i] = HOVER_COMMAND  # the control row under it (overridden while the command is fresh)
+        self._cmd[i] = HOVER_CONTROL  # the control row under it (overridden while the command is fresh)
         self._cmd_ns[i] = t_ns
         self._has_cmd[i] = True
         self._cmd_failsafe[i] = ""  # the flight_controller's fields are cmd/attitude's
@@ -844,7 +842,7 @@ class VehicleDynamicsNode(ScenarioNode):
                                   f"more than command_timeout_s={timeout_s:g} s (simulated): failsafe "
                                   f"{fc.failsafe_mode!r} until the next")
         self._fresh = fresh
-        u = np.where(fresh[:, None], self._cmd, HOVER_COMMAND)
+        u = np.where(fresh[:, None], self._cmd, HOVER_CONTROL)
         if (self._has_cmd & ~fresh & valid).any() or fc.failsafe_code.any():
             ex = exact_estimated_state(self.fleet.state, self.fleet.accel_body)
             issued_s = np.where(self._has_cmd, self._cmd_ns * 1e-9, np.nan)

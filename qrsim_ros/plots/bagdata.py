@@ -184,7 +184,7 @@ def bag_directory(path: str | Path) -> Path:
     return p
 
 
-class _Bag:
+class OpenBag:
     """The opened bag: connections by topic and a message iterator yielding deserialized messages.
 
     ``AnyReader`` rebuilds the types from the definitions stored in the bag; when one of them does not
@@ -259,7 +259,7 @@ class _Bag:
 
 # --- helpers ------------------------------------------------------------------------------------------
 
-def _stamp_ns(header: Any) -> int:
+def header_stamp_ns(header: Any) -> int:
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
@@ -411,7 +411,7 @@ def _is_found(marker: Any) -> bool:
     return float(c.g) > float(c.r)
 
 
-def _marker_state(state: dict[tuple[str, int], Any], msg: Any) -> None:
+def marker_state(state: dict[tuple[str, int], Any], msg: Any) -> None:
     """Apply one MarkerArray to the set of live markers (ADD/MODIFY, DELETE, DELETEALL per namespace
     or, with an empty namespace, all)."""
     for m in msg.markers:
@@ -462,7 +462,7 @@ def load_run(path: str | Path) -> RunData:
     from qrsim_ros.core.common.geodesy import lla_to_ned
 
     bag_path = bag_directory(path)
-    bag = _Bag(bag_path)
+    bag = OpenBag(bag_path)
     try:
         topics = {c.topic: c.msgtype for c in bag.connections}
         names = sorted({m.group(1) for t in topics if (m := _VEHICLE_TOPIC.match(t))}, key=_vehicle_sort_key)
@@ -495,26 +495,26 @@ def load_run(path: str | Path) -> RunData:
                 v, what = by_name[m.group(1)], m.group(2)
                 if what == "ground_truth/odom":
                     p, lin = msg.pose.pose.position, msg.twist.twist.linear
-                    stamp = _stamp_ns(msg.header)
+                    stamp = header_stamp_ns(msg.header)
                     s(v.name, "truth", 3).add(stamp, [p.x, p.y, p.z])
                     s(v.name, "speed", 1).add(stamp, [math.sqrt(lin.x ** 2 + lin.y ** 2 + lin.z ** 2)])
                 elif what == "gps/fix":
                     if int(msg.status.status) >= _STATUS_FIX:
-                        fixes[v.name].append((_stamp_ns(msg.header), [msg.latitude, msg.longitude,
+                        fixes[v.name].append((header_stamp_ns(msg.header), [msg.latitude, msg.longitude,
                                                                        msg.altitude]))
                 elif what == "gps/vel":
                     lin = msg.twist.linear
-                    s(v.name, "gps_speed", 1).add(_stamp_ns(msg.header),
+                    s(v.name, "gps_speed", 1).add(header_stamp_ns(msg.header),
                                                   [math.sqrt(lin.x ** 2 + lin.y ** 2 + lin.z ** 2)])
                 elif what == "altimeter":
-                    s(v.name, "altimeter", 1).add(_stamp_ns(msg.header), [msg.height])
+                    s(v.name, "altimeter", 1).add(header_stamp_ns(msg.header), [msg.height])
                 elif what == "plume/concentration":
-                    s(v.name, "plume", 1).add(_stamp_ns(msg.header), [msg.concentration])
+                    s(v.name, "plume", 1).add(header_stamp_ns(msg.header), [msg.concentration])
                 elif what == "battery":
-                    s(v.name, "battery", 2).add(_stamp_ns(msg.header), [msg.voltage, msg.percentage])
+                    s(v.name, "battery", 2).add(header_stamp_ns(msg.header), [msg.voltage, msg.percentage])
                 elif what == "camera/detections":
                     quad = _footprint(msg)
-                    t, _ = footprint_timelines.setdefault(v.name, _Timeline())(_stamp_ns(msg.header))
+                    t, _ = footprint_timelines.setdefault(v.name, _Timeline())(header_stamp_ns(msg.header))
                     if quad is not None:
                         v.footprints.append((t, quad))
             elif topic == "/area/terrain":
@@ -523,18 +523,18 @@ def load_run(path: str | Path) -> RunData:
                 run.terrain = Terrain(grid, float(info.origin.position.x), float(info.origin.position.y),
                                       float(info.resolution))
             elif topic == "/sim/faults":
-                faults.add(_stamp_ns(msg.header) * 1e-9, int(msg.episode), msg.faults)
+                faults.add(header_stamp_ns(msg.header) * 1e-9, int(msg.episode), msg.faults)
             elif topic == "/referee/markers":
-                _marker_state(markers, msg)
+                marker_state(markers, msg)
             elif topic == "/plume/markers":
-                _marker_state(plume_markers, msg)
+                marker_state(plume_markers, msg)
             elif topic == "/referee/status":
-                t, _ = status_timeline(_stamp_ns(msg.header))
+                t, _ = status_timeline(header_stamp_ns(msg.header))
                 status_rows.append((t, int(msg.step), float(msg.reward), float(msg.cumulative_reward),
                                     int(msg.persons_found), int(msg.persons_total)))
                 scenario, done_reason = str(msg.scenario), str(msg.done_reason)
             elif topic in plume_clouds:
-                fld = _plume_field_from_cloud(msg, topic, _stamp_ns(msg.header) * 1e-9)
+                fld = _plume_field_from_cloud(msg, topic, header_stamp_ns(msg.header) * 1e-9)
                 if fld is not None:
                     run.plume_field = fld
     finally:

@@ -28,7 +28,14 @@ import numpy as np
 
 from qrsim_ros.core.common.frames import enu_to_ned
 from qrsim_ros.core.world.targets import PHASES, RESTING, TETHERED
-from qrsim_ros.plots.bagdata import BagError, _Bag, _marker_state, _stamp_ns, bag_directory, read_custom_data
+from qrsim_ros.plots.bagdata import (
+    BagError,
+    OpenBag,
+    bag_directory,
+    header_stamp_ns,
+    marker_state,
+    read_custom_data,
+)
 from qrsim_ros.plots.mission import MissionRun
 
 #: The topics read (vehicle 0's are uav1's).
@@ -85,19 +92,19 @@ def load_mission_bag(path: str | Path) -> MissionRun | None:
     """The bag's retrieve mission (module docstring); None when it has no ``/referee/mission``.
     ``BagError`` when the bag cannot be read, or has a briefing but no task steps."""
     bag_dir = bag_directory(path)
-    bag = _Bag(bag_dir)
+    bag = OpenBag(bag_dir)
     try:
         if not any(c.topic == BRIEFING for c in bag.connections):
             return None
         series = {t: _FirstEpisode() for t in (BRIEFING, STATUS, FLEET, MODE, BATTERY, HOLDING, MARKERS)}
         live: dict[tuple[str, int], Any] = {}
         for topic, msg in bag.messages(set(series)):
-            stamp = _stamp_ns(msg.header) if topic != MARKERS else (
-                _stamp_ns(msg.markers[0].header) if msg.markers else None)
+            stamp = header_stamp_ns(msg.header) if topic != MARKERS else (
+                header_stamp_ns(msg.markers[0].header) if msg.markers else None)
             if topic == MARKERS:
                 if stamp is None:
                     continue
-                _marker_state(live, msg)
+                marker_state(live, msg)
                 series[topic].add(stamp, _targets(live))
             elif topic == FLEET:
                 state = np.asarray(msg.state, float).reshape(-1, 13)

@@ -228,7 +228,7 @@ def reassign(released: list[int], active_band_centres: dict[int, float]) -> dict
 # --- messages ----------------------------------------------------------------------------------------
 
 @dataclass
-class Progress:
+class ProgressMessage:
     """One progress message (see ``encode_progress``). sender: the vehicle index; time_s: when sent;
     position_ne_m / velocity_ne_mps / height_m (above ground); state: one of ``STATES``; lanes_done /
     gone / claimed: lane indices, vehicle indices, lane indices; found_ne_m: persons confirmed (K, 2);
@@ -267,7 +267,7 @@ def _unmask(text: str, limit: int) -> frozenset[int]:
     return frozenset(i for i in range(v.bit_length()) if v >> i & 1)
 
 
-def encode_progress(p: Progress) -> bytes:
+def encode_progress(p: ProgressMessage) -> bytes:
     """The compact JSON payload: ``{"m":1,"i":sender,"t":time_s,"p":[n,e],"v":[vn,ve],"h":height,"s":state,
     "d":hex mask of lanes done,"g":hex mask of vehicles gone,"c":hex mask of lanes claimed,
     "f":[[n,e],...],"a":[ages],"k":[] or [n,e,holding 0/1]}`` (positions rounded to 0.1 m, speeds to
@@ -284,7 +284,7 @@ def encode_progress(p: Progress) -> bytes:
     return json.dumps(msg, separators=(",", ":")).encode()
 
 
-def decode_progress(payload: bytes, num_vehicles: int, num_lanes: int) -> Progress:
+def decode_progress(payload: bytes, num_vehicles: int, num_lanes: int) -> ProgressMessage:
     """``encode_progress``'s inverse; ValueError for anything malformed (not JSON, wrong version, a field
     missing, of the wrong type, out of range or not finite)."""
     try:
@@ -316,7 +316,7 @@ def decode_progress(payload: bytes, num_vehicles: int, num_lanes: int) -> Progre
         values = (t, h, *pos, *vel, *(c for f in found for c in f), *(target or ()))
         if not all(math.isfinite(c) for c in values):
             raise ValueError("a value is not finite")
-        return Progress(sender, t, pos, vel, h, state, _unmask(msg["d"], num_lanes),  # type: ignore[arg-type]
+        return ProgressMessage(sender, t, pos, vel, h, state, _unmask(msg["d"], num_lanes),  # type: ignore[arg-type]
                         _unmask(msg["g"], num_vehicles), _unmask(msg["c"], num_lanes), found, ages,
                         target, bool(claim and claim[2]))
     except (KeyError, TypeError) as exc:
@@ -360,7 +360,7 @@ class Agent:
         self.gone_announced: set[int] = set()  # vehicles known gone by announcement (gossiped)
         self.timed_out: set[int] = set()       # vehicles silent for lost_timeout_s (local)
         self.heard_s: dict[int, float] = {}
-        self.heard: dict[int, Progress] = {}   # the last message of each vehicle
+        self.heard: dict[int, ProgressMessage] = {}   # the last message of each vehicle
         self.found: list[tuple[float, float]] = []  # persons known confirmed (own and heard)
         self.confirmed: list[tuple[float, float]] = []  # by this vehicle
         self.search = search
@@ -435,9 +435,9 @@ class TeamSearch:
         self.recalled.add(int(vehicle))
 
     # --- radio -------------------------------------------------------------------------------------
-    def _hear(self, view: AutopilotView, a: Agent, decoded: dict[bytes, Progress | str]) -> None:
+    def _hear(self, view: AutopilotView, a: Agent, decoded: dict[bytes, ProgressMessage | str]) -> None:
         """Take in what vehicle ``a`` received; ``decoded``: this step's payloads already decoded (the
-        Progress, or why it was refused)."""
+        ProgressMessage, or why it was refused)."""
         for pkt in view.receive(a.vehicle):
             payload = bytes(pkt.payload)
             m = decoded.get(payload)
@@ -480,7 +480,7 @@ class TeamSearch:
             else:
                 a.timed_out.discard(v)
 
-    def _respect_claim(self, a: Agent, m: Progress) -> None:
+    def _respect_claim(self, a: Agent, m: ProgressMessage) -> None:
         """Another vehicle goes down to (or hovers over) a candidate: ``a`` never takes a point near it, and
         gives up its own candidate within ``separation_m`` of it unless ``a`` has the right of way (module
         docstring, "claims")."""
@@ -528,7 +528,7 @@ class TeamSearch:
                      for v in range(self.num_vehicles))
         s = a.search
         target = s.target[0] if s.mode[0] in (APPROACH, HOLD) else None
-        msg = Progress(a.vehicle, view.time_s, pos, vel, h, a.state, frozenset(a.done),
+        msg = ProgressMessage(a.vehicle, view.time_s, pos, vel, h, a.state, frozenset(a.done),
                        frozenset(a.gone_announced), frozenset(a.claimed), found, ages,
                        None if target is None else (float(target[0]), float(target[1])), s.mode[0] == HOLD)
         view.send(a.vehicle, BROADCAST, encode_progress(msg))
@@ -736,7 +736,7 @@ class TeamSearch:
         actions = np.full((len(self.rows), 3), np.nan)
         # the radio first: what each vehicle heard since the last step (a broadcast reaches up to N - 1
         # vehicles with the same payload: each payload is decoded once per step)
-        decoded: dict[bytes, Progress | str] = {}
+        decoded: dict[bytes, ProgressMessage | str] = {}
         for a in self.agents:
             self._hear(view, a, decoded)
         for a in self.agents:
@@ -903,12 +903,12 @@ MAX_EXTRAPOLATION_S = 3.0
 STALE_POSITION_S = 6.0
 
 
-def _recent(a: Agent, now_s: float) -> list[tuple[int, Progress]]:
+def _recent(a: Agent, now_s: float) -> list[tuple[int, ProgressMessage]]:
     """The vehicles ``a`` heard within ``STALE_POSITION_S`` and their last messages."""
     return [(v, m) for v, m in a.heard.items() if now_s - m.time_s <= STALE_POSITION_S]
 
 
-def _extrapolated_ne(m: Progress, now_s: float) -> Array:
+def _extrapolated_ne(m: ProgressMessage, now_s: float) -> Array:
     """Where the sender of progress message ``m`` is at ``now_s`` (NE, m): its broadcast position moved
     along its broadcast velocity for the message's age (at most ``MAX_EXTRAPOLATION_S``)."""
     age = min(MAX_EXTRAPOLATION_S, max(0.0, now_s - m.time_s))

@@ -55,7 +55,7 @@ class BatchFormatError(ValueError):
 
 
 @dataclass(frozen=True)
-class Episode:
+class ResultRow:
     """One row of results.csv: ``mission_time_s`` in s; ``faults`` maps an event name to 0/1."""
 
     episode: int
@@ -92,7 +92,7 @@ class Batch:
     """The three files of one batch directory, checked against each other."""
 
     directory: Path
-    episodes: tuple[Episode, ...]
+    episodes: tuple[ResultRow, ...]
     transitions: tuple[TransitionCount, ...]
     mode_times: tuple[ModeTime, ...]
 
@@ -173,9 +173,9 @@ def _name(path: Path, line: int, column: str, text: str, reserved: frozenset[str
 
 # --- the three files ---------------------------------------------------------------------------------------
 
-def read_results(path: Path) -> tuple[Episode, ...]:
-    """results.csv: one Episode per row; at least one row; episode numbers unique."""
-    episodes: list[Episode] = []
+def read_results(path: Path) -> tuple[ResultRow, ...]:
+    """results.csv: one ResultRow per row; at least one row; episode numbers unique."""
+    episodes: list[ResultRow] = []
     seen: set[int] = set()
     for line, row in _rows(path, RESULTS_COLUMNS):
         number = _int(path, line, "episode", row["episode"], 0)
@@ -193,7 +193,7 @@ def read_results(path: Path) -> tuple[Episode, ...]:
         if outcome.startswith(FAULT_PREFIX):
             raise BatchFormatError(f"{path}:{line}: outcome must not start with {FAULT_PREFIX} (the fault "
                                    f"labels' prefix), got {outcome!r:.80}")
-        episodes.append(Episode(number, _int(path, line, "seed", row["seed"], 0), outcome,
+        episodes.append(ResultRow(number, _int(path, line, "seed", row["seed"], 0), outcome,
                                 _float(path, line, "mission_time_s", row["mission_time_s"]), faults))
     if not episodes:
         raise BatchFormatError(f"{path}: no episodes (only a header)")

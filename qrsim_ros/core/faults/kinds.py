@@ -107,7 +107,7 @@ _REQUIRED = object()
 
 
 @dataclass(frozen=True)
-class Param:
+class KindParam:
     """One parameter of a kind: its check (name, value, context) -> normalised value, and its default
     (``_REQUIRED``: none, the parameter must be given)."""
 
@@ -127,7 +127,7 @@ class Kind:
 
     name: str
     summary: str
-    params: Mapping[str, Param] = field(default_factory=dict)
+    params: Mapping[str, KindParam] = field(default_factory=dict)
     at_least_one: tuple[str, ...] = ()
     at_most_one: tuple[str, ...] = ()
     fallback: tuple[str, Any] | None = None
@@ -167,27 +167,28 @@ _ZERO3 = (0.0, 0.0, 0.0)
 
 #: Every fault kind by name.
 KINDS: Mapping[str, Kind] = _kinds(
-    Kind("rotor_loss", "rotor i gives no thrust", {"rotor": Param(_rotor)}),
+    Kind("rotor_loss", "rotor i gives no thrust", {"rotor": KindParam(_rotor)}),
     Kind("rotor_degradation", "rotor i thrust x factor",
-         {"rotor": Param(_rotor), "factor": Param(_unit)}),
+         {"rotor": KindParam(_rotor), "factor": KindParam(_unit)}),
     Kind("motor_stuck", "motor i holds its command",
-         {"rotor": Param(_rotor), "command": Param(_optional(_unit), None)}),
+         {"rotor": KindParam(_rotor), "command": KindParam(_optional(_unit), None)}),
     Kind("gps_outage", "the GPS receiver has no fix"),
     Kind("gps_degradation", "GPS noise sigma x k, a bias step, fewer satellites",
-         {"sigma_factor": Param(_sigma_factor, 1.0), "bias_ned_m": Param(_vector3, _ZERO3),
-          "satellites_lost": Param(_count(0), 0)},
+         {"sigma_factor": KindParam(_sigma_factor, 1.0), "bias_ned_m": KindParam(_vector3, _ZERO3),
+          "satellites_lost": KindParam(_count(0), 0)},
          at_least_one=("sigma_factor", "bias_ned_m", "satellites_lost")),
     Kind("imu_bias_step", "a step in the accelerometer and/or gyroscope bias (FRD body)",
-         {"accelerometer_bias_mps2": Param(_vector3, _ZERO3), "gyro_bias_radps": Param(_vector3, _ZERO3)},
+         {"accelerometer_bias_mps2": KindParam(_vector3, _ZERO3),
+          "gyro_bias_radps": KindParam(_vector3, _ZERO3)},
          at_least_one=("accelerometer_bias_mps2", "gyro_bias_radps")),
     Kind("gyro_stuck", "the gyroscope repeats its last reading"),
     Kind("altimeter_stuck", "the altimeter repeats its last reading"),
-    Kind("altimeter_offset", "an offset added to the altimeter reading", {"offset_m": Param(_number)}),
+    Kind("altimeter_offset", "an offset added to the altimeter reading", {"offset_m": KindParam(_number)}),
     Kind("camera_off", "the camera publishes nothing"),
     Kind("lidar_off", "the lidar publishes nothing"),
     Kind("battery_cell_failure", "the pack voltage steps down (failed cells or a given step)",
-         {"cells_failed": Param(_optional(_count(1)), None),
-          "voltage_step_v": Param(_optional(_positive), None)},
+         {"cells_failed": KindParam(_optional(_count(1)), None),
+          "voltage_step_v": KindParam(_optional(_positive), None)},
          at_most_one=("cells_failed", "voltage_step_v"), fallback=("cells_failed", 1)),
     Kind("grasper_release", "a carried object is dropped"),
     Kind("comm_loss", "no commands in, no telemetry out"),

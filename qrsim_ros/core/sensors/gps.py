@@ -47,7 +47,7 @@ from qrsim_ros.core.common.geodesy import (
     lla_to_ned,
     ned_to_lla,
 )
-from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, all_finite, njit
 from qrsim_ros.core.common.noise import GaussMarkov, PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -311,16 +311,6 @@ class GpsReceiverParams:
                 raise ConfigError(f"gps_receiver.elevation_mask_deg={self.elevation_mask_deg!r} must be in "
                                   "[0, 90) (or None: no visibility check, as QRSim)")
         _positive_int("gps_receiver.gauss_newton_iterations", self.gauss_newton_iterations, 1)
-
-
-@njit(f"boolean({F8_2D_IN})", writable_twins=True)
-def _all_finite(x):
-    """Whether every value of ``x`` is finite (``np.isfinite(x).all()`` without the reduction's cost)."""
-    for i in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            if not np.isfinite(x[i, j]):
-                return False
-    return True
 
 
 def _velocity_ned(x: Array) -> Array:
@@ -787,7 +777,7 @@ class GpsReceiver:
         states and no outage, plus their bias; the others lose their fix."""
         outage = self._faulted and self._f_has_outage
         bias_rows = self._f_bias_rows if self._faulted else None
-        if not outage and _all_finite(x):  # every update of a mocap fleet (a bias: still every row)
+        if not outage and all_finite(x):  # every update of a mocap fleet (a bias: still every row)
             self._set_outputs_noiseless(slice(None), x[:, :3], _velocity_ned(x))
             if bias_rows is not None and bias_rows.size:
                 self.position_ned[bias_rows] += self._f_bias[bias_rows]  # its lla follows (``lla``)

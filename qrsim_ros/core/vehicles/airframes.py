@@ -47,9 +47,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
-from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, all_finite, njit
 from qrsim_ros.core.common.rng import clock_generators
-from qrsim_ros.core.vehicles.controllers import _is_f8
+from qrsim_ros.core.vehicles.controllers import is_f8
 from qrsim_ros.core.vehicles.emergency_land import (
     LANDED_REASON,
     EmergencyLandParams,
@@ -68,18 +68,18 @@ from qrsim_ros.core.vehicles.pelican import (
     PelicanFleet,
     PelicanInputError,
     PelicanParams,
-    _first_bad_control,
     body_to_ned_rows,
     check_live_controls,
     collisions_into,
     expand_state,
+    first_bad_control,
 )
-from qrsim_ros.core.vehicles.rotor import RotorFleet, _all_finite, _rotor_fleet_step
+from qrsim_ros.core.vehicles.rotor import RotorFleet, rotor_fleet_step
 from qrsim_ros.core.vehicles.rotor_control import (
     RotorControl,
     RotorControlInputError,
     RotorControlParams,
-    _control_rows_to_speeds,
+    control_rows_to_speeds,
 )
 from qrsim_ros.core.vehicles.rotor_params import RotorParams, pelican_rotor_params
 
@@ -104,17 +104,17 @@ def _rotor_tick_kernel(u, wind_body, health, si_to_fw, c, ctl_dt_s, hover_omega,
     ``RotorControl.from_controls``, the frozen vehicles' wind zeroed, ``RotorFleet.step``); ``omega_cmd``,
     ``wind_live``, ``wind_ned``: scratch. Returns the number of vehicles that became invalid, or -1 on a
     bad input before anything changed (the general path then raises its error)."""
-    if _first_bad_control(u, valid, CONTROL_LIMITS) >= 0:
+    if first_bad_control(u, valid, CONTROL_LIMITS) >= 0:
         return -1
     omega_cmd[:, :] = hover_omega  # the rows of frozen vehicles (``RotorControl._out``)
-    _control_rows_to_speeds(u, x, omega, valid, si_to_fw, c, ctl_dt_s, omega_cmd)
+    control_rows_to_speeds(u, x, omega, valid, si_to_fw, c, ctl_dt_s, omega_cmd)
     for i in range(wind_body.shape[0]):  # frozen vehicles ignore the wind; a NaN row there is no error
         for j in range(3):
             wind_live[i, j] = wind_body[i, j] if valid[i] else 0.0
     body_to_ned_rows(x, wind_live, wind_ned)
-    if not _all_finite(wind_ned):
+    if not all_finite(wind_ned):
         return -1
-    bad, invalid = _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm,
+    bad, invalid = rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm,
                                      cap, dt_s, substeps, limits, collision_distance_m)
     return -1 if bad >= 0 else invalid
 
@@ -523,8 +523,8 @@ class Airframes:
             return
         n = self.num_vehicles
         if (self._rotor_tick and rates_thrust is None and motors is None and not emergency
-                and self._stuck_speeds is None and _is_f8(controls, (n, CONTROL_SIZE))
-                and _is_f8(wind_body, (n, 3))):  # the per-tick case of a rotor-only fleet: one kernel
+                and self._stuck_speeds is None and is_f8(controls, (n, CONTROL_SIZE))
+                and is_f8(wind_body, (n, 3))):  # the per-tick case of a rotor-only fleet: one kernel
             rotor, ctl = self.rotor, self.rotor_control
             healthy, *state = rotor.kernel_state()  # type: ignore[union-attr]
             health = healthy if self._rotor_health is None else self._rotor_health

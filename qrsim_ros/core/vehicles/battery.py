@@ -288,7 +288,7 @@ def _linear_step(v_state, drop, empty, volts, amps, power, charging, dt_s, v_max
 
 @njit(f"int64({F8_1D_IN}, {_BOOL_IN}, float64, boolean, float64[:], boolean[:], float64[:], float64[:], "
       f"{F8_1D_IN}, boolean[:], float64[:], float64[:], float64[:], {F8_1D_IN}, {F8_1D_IN}, {F8_1D_IN})")
-def _bank_step(power_in, charging_in, dt_s, lipo, power, charging, soc, v_state, drop, empty, volts, amps,
+def bank_step(power_in, charging_in, dt_s, lipo, power, charging, soc, v_state, drop, empty, volts, amps,
                pct, tab_soc, tab_v, c):
     """``BatteryBank.step`` after its argument checks, in one call: take the inputs (all or nothing) and
     advance every pack by ``dt_s`` with the bank's model (``lipo`` or linear; ``c``: its constants, as
@@ -343,7 +343,7 @@ class BatteryBank:
             self._consts = (p.linear_max_v, p.linear_charge_v_per_s, p.linear_discharge_v_per_s,
                             p.linear_empty_v)
         self._lipo = p.model == "lipo"
-        #: ``_bank_step``'s arguments after the inputs and dt (its arrays are updated in place, never
+        #: ``bank_step``'s arguments after the inputs and dt (its arrays are updated in place, never
         #: replaced) for a caller that runs it inside its own kernel (``energy.FleetEnergy``)
         self.kernel_args = (self._lipo, self._power, self._charging, self._soc, self._v_state, self._drop,
                              self._empty, self._volts, self._amps, self._pct, self._tab_soc, self._tab_v,
@@ -394,7 +394,7 @@ class BatteryBank:
         """``step`` on inputs already checked for shape and type (float (N,), bool (N,) or None) and a
         finite ``dt_s`` > 0, for a per-tick caller; the power values are still checked."""
         c = self._no_charging if charging is None else charging
-        bad = _bank_step(power_w, c, dt_s, *self.kernel_args)
+        bad = bank_step(power_w, c, dt_s, *self.kernel_args)
         if bad >= 0:
             raise ValueError(f"power_w[{bad}]={power_w[bad]!r} must be finite and >= 0 [W]")
 

@@ -335,16 +335,16 @@ def _tilt_commands(out: Array, max_tilt_rad: float) -> tuple[Array, Array]:
 # is the same arithmetic in the same order as the numpy building blocks (``dcm_ned_to_body``,
 # ``ned_to_body``'s einsum, ``_BodyVelocityPID.step``, ``_yaw_rate_command``, ``_finalise``), so the
 # results are bit-identical. numpy's einsum sums a row of 3 products as (d0 v0 + d2 v2) + d1 v1
-# (its SIMD pairs), which ``_rotate_ned_to_body`` copies.
+# (its SIMD pairs), which ``rotate_ned_to_body`` copies.
 
 
-def _is_f8(a: object, shape: tuple[int, ...]) -> bool:
+def is_f8(a: object, shape: tuple[int, ...]) -> bool:
     """Whether ``a`` is a float64 array of exactly ``shape`` (what the kernels take without a copy)."""
     return isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
 
 
 @njit("UniTuple(float64, 3)(float64, float64, float64, float64, float64, float64)")
-def _rotate_ned_to_body(phi, theta, psi, vn, ve, vd):
+def rotate_ned_to_body(phi, theta, psi, vn, ve, vd):
     """``ned_to_body(dcm_ned_to_body(phi, theta, psi), [vn, ve, vd])`` for one vector, bit-identical."""
     sph, cph = np.sin(phi), np.cos(phi)
     sth, cth = np.sin(theta), np.cos(theta)
@@ -355,19 +355,19 @@ def _rotate_ned_to_body(phi, theta, psi, vn, ve, vd):
 
 
 @njit(f"void({F8_2D_IN}, float64[:, :], float64[:, :], float64[:, :])")
-def _estimated_view_kernel(ex, pos, eul, vel):
+def estimated_view_kernel(ex, pos, eul, vel):
     """``estimated_state_view`` into (N, 3) buffers: pos [m], euler [rad], body velocity [m/s]."""
     for i in range(ex.shape[0]):
         phi, theta, psi = ex[i, 3], ex[i, 4], ex[i, 5]
         pos[i, 0], pos[i, 1], pos[i, 2] = ex[i, 0], ex[i, 1], -ex[i, 16]
         eul[i, 0], eul[i, 1], eul[i, 2] = phi, theta, psi
-        v = _rotate_ned_to_body(phi, theta, psi, ex[i, 17], ex[i, 18], -ex[i, 19])  # NED velocity, down
+        v = rotate_ned_to_body(phi, theta, psi, ex[i, 17], ex[i, 18], -ex[i, 19])  # NED velocity, down
         vel[i, 0], vel[i, 1], vel[i, 2] = v
 
 
 @njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64[:, :], float64[:, :], "
       f"float64[:, :], {F8_1D_IN}, {F8_2D_IN}, {F8_1D_IN}, float64, float64[:, :])")
-def _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, sp, ei, e_prev, g, limits, hover, dt_s, u):
+def velocity_pid_kernel(pos, eul, vel, v_des, psi_des, sp, ei, e_prev, g, limits, hover, dt_s, u):
     """One ``VelocityPID.compute`` over N vehicles (class doc): controls into ``u`` (N, 5), PID state
     ``sp``/``ei``/``e_prev`` (N, 3) updated where the inputs are finite. ``g``: kvp, kvi, kvd, kwp, kwi,
     kwd, th_hover, max_tilt_rad, max_speed_mps, k_per_s, max_rate_rads, battery [V]. Returns 1 (nothing
@@ -390,7 +390,7 @@ def _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, sp, ei, e_prev, g, limit
             if not (np.isfinite(pos[i, j]) and np.isfinite(eul[i, j]) and np.isfinite(vel[i, j])):
                 ok = False
         change = sp[i, 0] != v_des[i, 0] or sp[i, 1] != v_des[i, 1] or sp[i, 2] != v_des[i, 2]
-        vt0, vt1, vt2 = _rotate_ned_to_body(eul[i, 0], eul[i, 1], eul[i, 2], v_des[i, 0], v_des[i, 1],
+        vt0, vt1, vt2 = rotate_ned_to_body(eul[i, 0], eul[i, 1], eul[i, 2], v_des[i, 0], v_des[i, 1],
                                             v_des[i, 2])
         vt0 = min(max(vt0, -vmax), vmax)
         vt1 = min(max(vt1, -vmax), vmax)
@@ -478,9 +478,9 @@ class VelocityPID(_Controller):
         go straight to the kernel (the fleet's per-tick call); anything else through ``compute``'s
         broadcasting."""
         n = self.num_vehicles
-        if (len(set_points) == 2 and _is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and _is_f8(set_points[0], (n, 3))
-                and _is_f8(set_points[1], (n,))):
-            _estimated_view_kernel(ex, self._pos, self._eul, self._vel)  # type: ignore[arg-type]
+        if (len(set_points) == 2 and is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and is_f8(set_points[0], (n, 3))
+                and is_f8(set_points[1], (n,))):
+            estimated_view_kernel(ex, self._pos, self._eul, self._vel)  # type: ignore[arg-type]
             return self._run_kernel(self._pos, self._eul, self._vel, *set_points)  # type: ignore[arg-type]
         return super().compute_from_estimated_state(ex, *set_points)
 
@@ -488,7 +488,7 @@ class VelocityPID(_Controller):
         """The fused kernel on shaped inputs; controls (N, 5), PID state updated (class doc)."""
         loop = self._loop
         u = np.empty((self.num_vehicles, 5))
-        if _velocity_pid_kernel(pos, eul, vel, v_des, psi_des, loop.sp, loop.ei, loop.e_prev,
+        if velocity_pid_kernel(pos, eul, vel, v_des, psi_des, loop.sp, loop.ei, loop.e_prev,
                                 self._kernel_gains, CONTROL_LIMITS, HOVER_CONTROL, self.dt_s, u):
             raise self.set_point_error(psi_des)
         return u

@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
 from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
-from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams, _bank_step
+from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams, bank_step
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
 from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power
 
@@ -193,13 +193,13 @@ def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_
                         volts, amps, pct, tab_soc, tab_v, consts, v_in, v_lo, v_hi, low_below):
     """``FleetEnergy.step`` of a fleet with rotor-level vehicles in one call (each Python-level step costs
     a microsecond or more, every tick): power (``_power_kernel``) into ``power``, charging
-    (``_charging_kernel``, if ``on_bases``) into ``charging``, the bank's step (``_bank_step``, the bank's
+    (``_charging_kernel``, if ``on_bases``) into ``charging``, the bank's step (``bank_step``, the bank's
     arrays after ``charging``), the latch (``_latch_kernel``). Returns the latch's flags, or 4 + the index
     of a bad power (the bank unchanged)."""
     _power_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, power)
     if on_bases:
         _charging_kernel(x, valid, bases, radii, CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, charging)
-    bad = _bank_step(power, charging, dt_s, lipo, bank_power, bank_charging, soc, v_state, drop, empty, volts,
+    bad = bank_step(power, charging, dt_s, lipo, bank_power, bank_charging, soc, v_state, drop, empty, volts,
                      amps, pct, tab_soc, tab_v, consts)
     if bad >= 0:
         return 4 + bad

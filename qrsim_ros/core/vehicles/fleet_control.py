@@ -62,10 +62,10 @@ from qrsim_ros.core.vehicles.controllers import (
     VelocityHeightPID,
     VelocityPID,
     WaypointPID,
-    _estimated_view_kernel,
-    _is_f8,
-    _rotate_ned_to_body,
-    _velocity_pid_kernel,
+    estimated_view_kernel,
+    is_f8,
+    rotate_ned_to_body,
+    velocity_pid_kernel,
 )
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
 from qrsim_ros.core.vehicles.estimated_state import ESTIMATED_STATE_SIZE, HEIGHT, POSITION_NED, hold_pose
@@ -121,7 +121,7 @@ def _count_clamps_kernel(t_all, ex, invalid, rows, width, max_speed_mps, clamped
         v2 = t_all[r, 2] if width > 2 else 0.0
         if not np.sqrt(v0 * v0 + v1 * v1 + v2 * v2) > max_speed_mps:  # else never clamped (NaN: no target)
             continue
-        b = _rotate_ned_to_body(ex[r, 3], ex[r, 4], ex[r, 5], v0, v1, v2)
+        b = rotate_ned_to_body(ex[r, 3], ex[r, 4], ex[r, 5], v0, v1, v2)
         clamped = abs(b[0]) > max_speed_mps or abs(b[1]) > max_speed_mps or abs(b[2]) > max_speed_mps
         if clamped and (clamped_sp[r, 0] != v0 or clamped_sp[r, 1] != v1 or clamped_sp[r, 2] != v2):
             counts[r] += 1
@@ -179,8 +179,8 @@ def _velocity_fleet_kernel(t_all, ex, valid, headings, issued_s, now_s, expire, 
     for i in range(n):
         invalid[i] = not valid[i]
     t = _flown_targets(t_all[:, 0:3], invalid)  # invalid or no target: zero targets, as QRSim
-    _estimated_view_kernel(ex, pos, eul, vel)
-    if _velocity_pid_kernel(pos, eul, vel, t, headings, sp, ei, e_prev, gains, CONTROL_LIMITS, HOVER_CONTROL,
+    estimated_view_kernel(ex, pos, eul, vel)
+    if velocity_pid_kernel(pos, eul, vel, t, headings, sp, ei, e_prev, gains, CONTROL_LIMITS, HOVER_CONTROL,
                             dt_s, u):
         return 1
     _count_clamps_kernel(t_all, ex, invalid, rows, 3, MAX_SPEED_MPS, clamped_sp, counts)
@@ -337,9 +337,9 @@ class FleetControl:
             n = self.num_vehicles
             if (type(targets) is np.ndarray and targets.dtype == np.float64 and targets.ndim == 2
                     and targets.shape[0] == n and targets.shape[1] >= 3
-                    and _is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and _is_f8(headings_rad, (n,))
+                    and is_f8(ex, (n, ESTIMATED_STATE_SIZE)) and is_f8(headings_rad, (n,))
                     and type(valid) is np.ndarray and valid.dtype == np.bool_ and valid.shape == (n,)
-                    and (issued_s is None or _is_f8(issued_s, (n,)))):
+                    and (issued_s is None or is_f8(issued_s, (n,)))):
                 return self._velocity_controls(targets, ex, valid, headings_rad, now_s, issued_s)
         t_all = np.asarray(targets, float)
         ex = np.asarray(ex, float)

@@ -127,7 +127,7 @@ def check_controls(u: ArrayLike) -> Array:
     u = np.atleast_2d(np.asarray(u, float))
     if u.ndim != 2 or u.shape[1] != CONTROL_SIZE:
         raise PelicanInputError(f"controls must have shape (N, 5) {CONTROL_NAMES}, got {u.shape}")
-    bad = _first_bad_control(u, np.ones(u.shape[0], np.bool_), CONTROL_LIMITS)
+    bad = first_bad_control(u, np.ones(u.shape[0], np.bool_), CONTROL_LIMITS)
     if bad >= 0:
         raise _control_error(u, bad)
     return u
@@ -136,7 +136,7 @@ def check_controls(u: ArrayLike) -> Array:
 def check_live_controls(u: Array, live: Array) -> None:
     """Raise PelicanInputError (naming vehicle and control) if a control of a ``live`` vehicle of the
     float64 (N, 5) SI controls ``u`` is non-finite or outside CONTROL_LIMITS (as ``PelicanFleet.step``)."""
-    bad = _first_bad_control(u, np.ascontiguousarray(live, dtype=np.bool_), CONTROL_LIMITS)
+    bad = first_bad_control(u, np.ascontiguousarray(live, dtype=np.bool_), CONTROL_LIMITS)
     if bad >= 0:
         raise _control_error(u, bad)
 
@@ -345,7 +345,7 @@ def _heun_rows(x, u_fw, wind, noise, mass_kg, dt_s, x_next, a):
 
 
 @njit(f"int64({_MAT_IN}, boolean[::1], {_MAT_IN})")
-def _first_bad_control(u, live, limits):
+def first_bad_control(u, live, limits):
     """Flat index i * 5 + j of the first control (row-major) of a live vehicle that is non-finite or
     outside ``limits`` (5, 2) [lo, hi], or -1."""
     for i in range(u.shape[0]):
@@ -408,7 +408,7 @@ def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_lim
     normals, row ``normals_used[i]`` is vehicle i's next; B == 0 means no dynamic noise.
     ``thrust_scale``, ``thrust_offset_n`` (N,): each vehicle's rotor-fault thrust map (``_derivative_into``).
     """
-    bad = _first_bad_control(u_si, valid, control_limits)
+    bad = first_bad_control(u_si, valid, control_limits)
     if bad >= 0:
         return bad, 0, 0
     n = x.shape[0]

@@ -52,7 +52,7 @@ from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
-from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, all_finite, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
     REASON_COLLISION,
@@ -225,7 +225,7 @@ def _first_bad_input(omega_cmd, health, live):
 
 @njit("UniTuple(int64, 2)(float64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], "
       f"boolean[::1], {F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {_IN}, {_IN}, float64, int64, {F8_2D_IN}, float64)")
-def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm, cap, dt_s,
+def rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wind_ned, prm, cap, dt_s,
                       substeps, state_limits, collision_distance_m):
     """``RotorFleet.step`` for all vehicles, in place on x (N, 13), omega (N, 4), accel, valid, reason.
     Speed commands are clipped to [omega_min, cap_i]: ``cap`` (N,) [rad/s] is each vehicle's attainable
@@ -291,17 +291,6 @@ def _rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, w
             reason[i] = code
             invalid += 1
     return -1, invalid
-
-
-@njit(f"boolean({F8_2D_IN})")
-def _all_finite(a):
-    """``np.all(np.isfinite(a))`` in one pass (numpy's two calls cost microseconds on a few rows)."""
-    ok = True
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            if not math.isfinite(a[i, j]):
-                ok = False
-    return ok
 
 
 # --- numpy-facing API ------------------------------------------------------------------------------
@@ -451,10 +440,10 @@ class RotorFleet:
             body_to_ned_rows(self._x, self._rows(wind_body, 3, "wind_body"), wind)
         else:
             wind = self._still_air if wind_ned is None else self._rows(wind_ned, 3, "wind_ned")
-        if not _all_finite(wind):
+        if not all_finite(wind):
             raise RotorInputError("wind must be finite")
         hl = self._healthy if health is None else self._rows(health, 4, "health")
-        bad, invalid = _rotor_fleet_step(
+        bad, invalid = rotor_fleet_step(
             self._x, self._omega, self._a, self._valid, self._reason_code, self._near, cmd, hl, wind,
             self._prm, self._cap, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
         if bad >= 0:
@@ -467,14 +456,14 @@ class RotorFleet:
             self.record_invalid()
 
     def kernel_state(self) -> tuple[Any, ...]:
-        """``_rotor_fleet_step``'s arguments but the inputs (``omega_cmd``, ``health``, ``wind_ned``), with
+        """``rotor_fleet_step``'s arguments but the inputs (``omega_cmd``, ``health``, ``wind_ned``), with
         the default health (all 1) first: for a caller that runs the step inside its own kernel
         (``airframes.Airframes.step``) and then calls ``record_invalid`` if a vehicle became invalid."""
         return (self._healthy, self._x, self._omega, self._a, self._valid, self._reason_code, self._near,
                 self._prm, self._cap, self.dt_s, self.substeps, self._limits, self._collision_distance_m)
 
     def record_invalid(self) -> None:
-        """The reasons of the vehicles the last step made invalid (``_rotor_fleet_step``'s codes)."""
+        """The reasons of the vehicles the last step made invalid (``rotor_fleet_step``'s codes)."""
         for i in np.flatnonzero(self._reason_code):
             self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
 

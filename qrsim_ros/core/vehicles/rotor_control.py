@@ -217,7 +217,7 @@ def _rate_clamped(accel, rate, dt_s):
 
 @njit(f"void({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, boolean[::1], {F8_1D_IN}, {F8_1D_IN}, float64, "
       "float64[:, ::1])")
-def _control_rows_to_speeds(u_si, x, omega, live, si_to_fw, c, dt_s, omega_cmd):
+def control_rows_to_speeds(u_si, x, omega, live, si_to_fw, c, dt_s, omega_cmd):
     """The Pelican control rows (N, 5) SI of the ``live`` vehicles -> rotor speed commands (N, 4)."""
     f_rp, f_y = np.empty(4), np.empty(4)
     for i in range(u_si.shape[0]):
@@ -281,7 +281,7 @@ class RotorControl:
         self._si_to_fw = np.ascontiguousarray(SI_TO_FIRMWARE)
 
     def kernel_args(self) -> tuple[Array, Array, float, float]:
-        """``_control_rows_to_speeds``'s constants (``si_to_fw``, ``c``, ``dt_s``) and the hover speed the
+        """``control_rows_to_speeds``'s constants (``si_to_fw``, ``c``, ``dt_s``) and the hover speed the
         rows of vehicles not computed get (``from_controls``), for a caller that runs the kernel inside its
         own (``airframes.Airframes.step``)."""
         return self._si_to_fw, self._c, self.dt_s, self.rotor.hover_omega_rads
@@ -295,7 +295,7 @@ class RotorControl:
         """Pelican control rows (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` (SI) -> speeds."""
         u = np.asarray(u_si, np.float64).reshape(-1, CONTROL_SIZE)
         out = self._out(u.shape[0])
-        _control_rows_to_speeds(u, np.asarray(x, np.float64), np.asarray(omega, np.float64),
+        control_rows_to_speeds(u, np.asarray(x, np.float64), np.asarray(omega, np.float64),
                                 np.ascontiguousarray(live, np.bool_), self._si_to_fw, self._c, self.dt_s, out)
         return out
 

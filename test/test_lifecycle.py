@@ -504,6 +504,35 @@ def test_a_node_stuck_in_dds_teardown_gets_the_longer_deadline_and_keeps_its_sta
     assert STOP_DEADLINE_S < TEARDOWN_DEADLINE_S and TEARDOWN_DEADLINE_S + 1.0 < 5.0
 
 
+_BAD_PARAMETER_STUCK_IN_TEARDOWN = """
+import time
+import rclpy
+from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.ros.node import run_node
+
+def factory():
+    print(time.monotonic(), flush=True)  # the stop begins: the node's construction fails now
+    raise ConfigError("parameter 'output_dir'=x: not an empty directory")
+
+rclpy.try_shutdown = lambda: time.sleep(60)  # DDS teardown that never returns
+run_node(factory, [])
+"""
+
+
+@pytest.mark.graph
+def test_a_node_with_a_bad_parameter_stuck_in_teardown_keeps_its_status() -> None:
+    """A node whose construction fails (a bad parameter: status 1) and whose DDS teardown then hangs ends
+    with status 1 after the teardown deadline, not with the stop watchdog's 4 (a flake-hunt round under
+    load: the recorder's bad output_dir test got 4)."""
+    require_ros()
+    from qrsim_ros.ros.node import TEARDOWN_DEADLINE_S
+
+    res, elapsed = run_stuck(_BAD_PARAMETER_STUCK_IN_TEARDOWN)
+    assert res.returncode == 1 and TEARDOWN_DEADLINE_S <= elapsed < 5.0, (res.returncode, elapsed, res.stderr)
+    assert "error: parameter 'output_dir'=x: not an empty directory" in res.stderr
+    assert "still not stopped" in res.stderr and "work is complete" in res.stderr, res.stderr
+
+
 _STUCK_IN_TEARDOWN_HOLDING_THE_GIL = """
 import ctypes, time
 from qrsim_ros.ros.node import StopWatchdog

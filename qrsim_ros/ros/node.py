@@ -107,8 +107,10 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
             if callable(close_outputs):
                 watchdog.step = "closing the node's outputs"
                 _cleanup(close_outputs)
-            # the node's work is complete: what is left is DDS teardown, given TEARDOWN_DEADLINE_S
-            watchdog.teardown(_final_status(status, node))
+        # the node's work is complete (or it never started: a bad parameter's status is known): what is
+        # left is DDS teardown, given TEARDOWN_DEADLINE_S
+        watchdog.teardown(_final_status(status, node))
+        if node is not None:
             watchdog.step = "destroying the node"
             _cleanup(node.destroy_node)
         watchdog.step = "shutting rclpy down"

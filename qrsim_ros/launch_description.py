@@ -9,7 +9,7 @@ checked, 0..232).
 Imports ``launch``/``launch_ros``, so it is only importable where those exist.
 
 Supervision (arguments ``keep_alive`` and ``record_required``, ``launch_plan.SUPERVISION_ARGUMENTS``),
-the rules of ``qrsim launch`` through the same function (``launch_plan.classify_exit``):
+the rules of ``qrsim launch`` through the same function (``supervision.exits.classify_exit``):
 
 - Checked before any node starts, each a one-line error and nothing started: a third-party executable
   the plan needs (rviz2 for ``use_rviz:=true``) is not installed; the record directory is not writable,
@@ -46,6 +46,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from qrsim_ros import launch_plan
+from qrsim_ros.supervision import exits
 
 
 class LaunchFailedError(RuntimeError):
@@ -68,7 +69,7 @@ def generate(family: str) -> LaunchDescription:
 
     def on_exit(name: str, record_required: bool, event: Any, context: Any) -> list[Any] | None:
         requested = bool(getattr(context, "is_shutdown", False))  # the launch is stopping everything
-        verdict = launch_plan.classify_exit(name, int(event.returncode), requested=requested,
+        verdict = exits.classify_exit(name, int(event.returncode), requested=requested,
                                             record_required=record_required, normal_end=normal_end)
         if verdict.failure and (verdict.ends_run or requested):
             raise LaunchFailedError(verdict.reason)
@@ -91,7 +92,7 @@ def generate(family: str) -> LaunchDescription:
                                                      for name, _ in launch_plan.SUPERVISION_ARGUMENTS})
         specs = launch_plan.plan_from_launch_arguments(family, values)
         specs = launch_plan.end_with_episode(specs, keep_alive=supervision["keep_alive"])
-        normal_end[:] = launch_plan.normal_end_processes(specs)
+        normal_end[:] = exits.normal_end_processes(specs)
         # Everything is checked before the first node starts: a refusal leaves nothing running.
         absent = launch_plan.missing_third_party(specs, _installed)
         if absent:

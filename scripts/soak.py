@@ -41,7 +41,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from qrsim_ros.dds import free_domain
+from qrsim_ros.supervision import process_group
 
 # --- the schedule (pure) ----------------------------------------------------------------------------------
 
@@ -177,24 +179,6 @@ def markdown_table(rows: dict[str, dict[str, int]], wall_s: float, runs: int) ->
 
 
 # --- small helpers ------------------------------------------------------------------------------------------
-
-def pick_domain(taken: set[int]) -> int:
-    """A ROS_DOMAIN_ID nobody on this machine uses (Fast DDS's first participant of domain d binds UDP
-    7410 + 250 d; test/rosenv.free_domain's probe), not in ``taken``."""
-    start = (os.getpid() * 7) % 200
-    for j in range(200):
-        domain = 1 + (start + 11 * j) % 200
-        if domain in taken:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind(("", 7410 + 250 * domain))
-            except OSError:
-                continue
-        taken.add(domain)
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID in 1..200")
-
 
 def read_cmdline(pid: int) -> list[str]:
     try:
@@ -429,7 +413,8 @@ class Run:
                  launch_flags: set[str]) -> None:
         self.index = index
         self.args = args
-        self.domain = pick_domain(domains)
+        self.domain = free_domain(exclude=domains)
+        domains.add(self.domain)
         self.fs = workdir / f"fs{index}"
         self.fs_error = try_mount_tmpfs(self.fs, args.bag_fs_mb) if args.tmpfs else "--no-tmpfs"
         self.fs_mounted = self.fs_error is None
@@ -455,8 +440,8 @@ class Run:
         self.probe = Probe(self.domain)  # first: it sees every node's first /diagnostics
         self.cmd = cmd
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env, stdin=subprocess.DEVNULL)
+        self.proc = process_group.start(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

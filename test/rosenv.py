@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from qrsim_ros.supervision import process_group
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -221,8 +223,8 @@ class TestProcess:
         self._reader.start()
 
     def _start(self, env: dict[str, str], cwd: Path, stderr: Any) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=stderr,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+        return process_group.start(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=stderr,
+                                   text=True, errors="replace")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -293,14 +295,11 @@ class TestProcess:
             self.proc.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=stop_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        process_group.kill_group(self.proc)
         for pid, started in list(self._children.items()):
             if started is not None and _start_time(pid) == started:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(timeout=30)
         self._reader.join(timeout=30)
         if self._log is not None:
             self._log.close()

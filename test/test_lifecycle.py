@@ -35,7 +35,8 @@ from rosenv import (
 
 from qrsim_ros import launch_plan as lp
 from qrsim_ros.cli import leftovers
-from qrsim_ros.launch_plan import PlanError, classify_exit
+from qrsim_ros.launch_plan import PlanError
+from qrsim_ros.supervision.exits import ExitStatus, classify_exit, normal_end_processes
 
 # --- helpers -------------------------------------------------------------------------------------------
 
@@ -89,7 +90,7 @@ def test_an_exit_nobody_asked_for_is_a_failure_that_ends_the_run() -> None:
     assert classify_exit("rviz2", -signal.SIGSEGV, requested=False).failure
     # status 0 is their normal end only where the plan gives them one (the soak found vehicle_dynamics
     # and the referee SIGTERMed from outside reported "finished", exit 0, in a run without --duration)
-    from qrsim_ros.launch_plan import end_with_episode, normal_end_processes, plan
+    from qrsim_ros.launch_plan import end_with_episode, plan
 
     specs = plan("keep_spot", seed=3, autopilot=False)
     for name in ("vehicle_dynamics", "referee"):
@@ -105,10 +106,8 @@ def test_an_exit_nobody_asked_for_is_a_failure_that_ends_the_run() -> None:
 
 
 def test_a_recorder_that_cannot_write_ends_the_run_only_when_required() -> None:
-    status = lp.RECORDER_FAILED_STATUS
-    from qrsim_ros.bag.info import RECORDER_FAILED_STATUS
-
-    assert status == RECORDER_FAILED_STATUS  # the plan's copy and the bag package's agree
+    status = ExitStatus.RECORDER_FAILED
+    assert status == 3  # docs/LAUNCH.md's table of exit statuses
     go_on = classify_exit("recorder", status, requested=False)
     assert go_on.failure and not go_on.ends_run
     stop = classify_exit("recorder", status, requested=False, record_required=True)
@@ -146,9 +145,10 @@ def test_the_launch_description_wires_the_supervision() -> None:
     source = (REPO_ROOT / "qrsim_ros" / "launch_description.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for needed in ("RegisterEventHandler", "OnProcessExit", "launch_plan.classify_exit",
-                   "launch_plan.parse_supervision", "launch_plan.end_with_episode",
-                   "launch_plan.missing_third_party", "launch_plan.check_record_dir", "Shutdown"):
+    for needed in ("RegisterEventHandler", "OnProcessExit", "exits.classify_exit",
+                   "exits.normal_end_processes", "launch_plan.parse_supervision",
+                   "launch_plan.end_with_episode", "launch_plan.missing_third_party",
+                   "launch_plan.check_record_dir", "Shutdown"):
         assert needed in calls, needed
     assert "launch_plan.SUPERVISION_ARGUMENTS" in source
 
@@ -468,9 +468,9 @@ time.sleep(60)  # a clean-up step that never returns
 def test_a_node_stuck_while_stopping_is_ended_by_its_watchdog() -> None:
     require_ros()
     res, elapsed = run_stuck(_STUCK)
-    from qrsim_ros.ros.node import STOP_DEADLINE_S, STOP_DEADLINE_STATUS
+    from qrsim_ros.ros.node import STOP_DEADLINE_S
 
-    assert res.returncode == STOP_DEADLINE_STATUS and 0.5 <= elapsed < 5.0, (res.returncode, elapsed)
+    assert res.returncode == ExitStatus.STOP_DEADLINE and 0.5 <= elapsed < 5.0, (res.returncode, elapsed)
     first = res.stderr.splitlines()[0]
     assert first == "error: still not stopped 0.5 s after SIGINT (stuck destroying the node): exiting now"
     assert "time.sleep" in res.stderr or "<string>" in res.stderr  # the stack, to find the cause
@@ -611,7 +611,7 @@ def test_a_node_blocked_in_native_code_is_still_ended_by_its_watchdog(tmp_path: 
     require_ros()
     from rosenv import free_domain, ros_env
 
-    from qrsim_ros.ros.node import STOP_DEADLINE_S, STOP_DEADLINE_STATUS
+    from qrsim_ros.ros.node import STOP_DEADLINE_S
 
     env = ros_env(tmp_path, free_domain())
     proc = subprocess.Popen([sys.executable, "-c", _BLOCKED_IN_NATIVE_CODE], env=env, stdout=subprocess.PIPE,
@@ -627,6 +627,6 @@ def test_a_node_blocked_in_native_code_is_still_ended_by_its_watchdog(tmp_path: 
             proc.kill()
             proc.wait()
     err = proc.stderr.read() if proc.stderr is not None else ""
-    assert status == STOP_DEADLINE_STATUS and elapsed < STOP_DEADLINE_S + 2.0, (status, elapsed, err)
+    assert status == ExitStatus.STOP_DEADLINE and elapsed < STOP_DEADLINE_S + 2.0, (status, elapsed, err)
     assert "still not stopped 3 s after SIGTERM (stuck spinning)" in err, err
     assert "in block" in err  # the stuck callback's frame, to find the cause

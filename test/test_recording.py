@@ -41,7 +41,9 @@ from rosenv import (
 pytestmark = pytest.mark.timeout(300)
 
 NUM_VEHICLES = 2
-DURATION_S = 5.0
+#: long enough that the SIGKILLed recorder has a completed split with /clock while the graph still runs
+#: (5 s was not, on 2 cores beside a test suite and two CPU burners)
+DURATION_S = 10.0
 TICK_S = 0.02
 SEED = 3
 

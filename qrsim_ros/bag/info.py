@@ -13,10 +13,6 @@ import yaml
 
 from qrsim_ros.core.config.loader import load_yaml
 
-#: Exit status of the ``recorder`` node when its bag could not be written (a full disk): the launchers
-#: tell it from a crash (1) and go on without it unless the recording is required.
-RECORDER_FAILED_STATUS = 3
-
 
 def bag_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """``rosbag2_bagfile_information`` of the bag at ``path``, or None if there is none (yet)."""

@@ -88,25 +88,20 @@ from qrsim_ros.dds import (
 )
 from qrsim_ros.launch_plan import (
     PACKAGE,
-    RECORDER_FAILED_STATUS,
     NodeSpec,
     PlanError,
     ResolvedScenario,
     bag_dir,
     check_record_dir,
-    classify_exit,
-    describe_exit,
     node_environment,
-    normal_end_processes,
     plan,
     resolve_scenario,
 )
 from qrsim_ros.ros.names import vehicle_namespace
+from qrsim_ros.supervision import process_group
+from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit, normal_end_processes
 
 PROG = "qrsim launch"
-#: Seconds each node gets to exit after SIGINT, then after SIGTERM, before SIGKILL.
-SIGINT_TIMEOUT_S = 10.0
-SIGTERM_TIMEOUT_S = 5.0
 #: Wall seconds the clock owner gets to end a --duration run by itself before everything is signalled.
 DURATION_GRACE_S = 5.0
 #: Wall seconds between status lines when stdout is not a terminal.
@@ -118,12 +113,11 @@ RECORDER = "recorder"
 #: Wall seconds to wait for the other nodes before starting the clock owner anyway.
 STARTUP_TIMEOUT_S = 60.0
 #: Wall seconds the launcher listens at most for another simulator in its domain (only while DDS
-#: participants that were there before it are not all discovered: 0.03-0.2 s when idle, seconds under load).
-DOMAIN_CHECK_S = 10.0
+#: participants that were there before it are not all discovered: 0.03-0.2 s when idle, seconds under load;
+#: over 10 s for a running 1-vehicle graph on 2 cores beside a test suite and two CPU burners).
+DOMAIN_CHECK_S = 30.0
 #: Prefix of the launcher's own rclpy node (followed by its pid).
 LISTENER_PREFIX = "qrsim_launch_"
-#: Exit status of a run that went to its end while the recorder had stopped early (a full disk).
-EXIT_RECORDING_FAILED = 3
 
 
 # --- arguments ---------------------------------------------------------------------------------------
@@ -278,14 +272,14 @@ def other_simulator(node: Any, own_name: str) -> str | None:
 
 
 def check_domain_free(listener: StatusListener, domain_id: int, participants: int,
-                      wait_s: float = DOMAIN_CHECK_S) -> None:
+                      wait_s: float = DOMAIN_CHECK_S) -> str:
     """CliError (one line) if another simulator graph runs in ``domain_id``. ``participants``: the DDS
     participants that were there before the launcher's own (``dds.count_participants``). The graph is
     listened to until as many other nodes as that were discovered (every participant holds at least
     one node), at most ``wait_s``: a free domain costs nothing, a loaded machine gets the time its
-    discovery takes."""
+    discovery takes. Returns a warning ('' if none) when some were still unknown after ``wait_s``."""
     if participants <= 0:
-        return
+        return ""
     deadline = time.monotonic() + wait_s
     while True:
         found = other_simulator(listener.node, listener.node.get_name())
@@ -294,22 +288,15 @@ def check_domain_free(listener: StatusListener, domain_id: int, participants: in
             listener.spin_once(0.2)
             found = other_simulator(listener.node, listener.node.get_name())
             if found is None:
-                return
+                return ""
         if found is not None:
             raise CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
                            "choose another with --domain-id N (0..232) or --domain-id auto, or stop that one")
         if time.monotonic() >= deadline:
-            return
+            known = len(listener.node.get_node_names_and_namespaces()) - 1
+            return (f"ROS_DOMAIN_ID {domain_id}: {participants} DDS participant(s) were there, {known} "
+                    f"node(s) discovered in {wait_s:g} s, none of a simulator; starting")
         listener.spin_once(0.05)
-
-
-def _pdeathsig_wrapper() -> list[str]:
-    """``setpriv --pdeathsig TERM --``: the child gets SIGTERM if the launcher dies (even by SIGKILL),
-    so nothing is orphaned. setpriv (util-linux) sets it and execs the node in place (same pid)."""
-    if not sys.platform.startswith("linux"):
-        return []
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
 # --- console: forwarded logs + a status line -----------------------------------------------------------
@@ -594,7 +581,7 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     thread: threading.Thread | None = None
-    required: bool = True  # (not used for the verdict: launch_plan.classify_exit decides by name)
+    required: bool = True  # (not used for the verdict: supervision.exits.classify_exit decides by name)
     signalled: bool = False  # the launcher asked it to stop
     exit_seen: bool = False  # its exit was judged (classify_exit)
     stop_s: float | None = None  # wall seconds from the launcher's SIGINT to its exit
@@ -654,9 +641,8 @@ class Launcher:
             if name == "single_process":
                 env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", SINGLE_PROCESS_LOG_FORMAT)
                 own = tuple(f"[{s.name}] " for s in self.specs if s.package == PACKAGE)
-            proc = subprocess.Popen([*_pdeathsig_wrapper(), *argv], stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            proc = process_group.start(argv, die_with_parent=True, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, env=env)
             thread = threading.Thread(target=_forward, args=(proc, name, self.console, own), daemon=True,
                                       name=f"fwd-{name}")
             thread.start()
@@ -722,7 +708,7 @@ class Launcher:
             self.stop_reason = "interrupted (SIGINT)" if signum == signal.SIGINT else "terminated (SIGTERM)"
 
     def _check_children(self) -> None:
-        """Judge every child that ended before the launcher asked it to (``launch_plan.classify_exit``):
+        """Judge every child that ended before the launcher asked it to (``supervision.exits.classify_exit``):
         the clock owner's status 0 is the normal end; any other node's end, status 0 or a SIGTERM from
         outside included, is a failure that stops the run (the recorder's full disk only with
         --record-required)."""
@@ -805,7 +791,7 @@ class Launcher:
             c.exit_seen = True
             # Exiting by the signal we sent is a clean stop; any other status is not.
             verdict = classify_exit(c.name, rc, requested=True, record_required=self.record_required)
-            if verdict.failure and c.name == RECORDER and rc == RECORDER_FAILED_STATUS \
+            if verdict.failure and c.name == RECORDER and rc == ExitStatus.RECORDER_FAILED \
                     and not self.record_required:
                 self.record_failed = True  # the last file did not fit
             elif verdict.failure:
@@ -818,29 +804,25 @@ class Launcher:
         running = [c for c in children if c.proc.poll() is None]
         for c in running:
             c.signalled = True
-        t0 = time.monotonic()
-        for sig, timeout_s in ((signal.SIGINT, SIGINT_TIMEOUT_S), (signal.SIGTERM, SIGTERM_TIMEOUT_S),
-                               (signal.SIGKILL, 5.0)):
-            if not running:
-                break
-            if sig != signal.SIGINT:
-                self.console.line(f"[{PROG}] sending {sig.name} to " + ", ".join(c.name for c in running))
-                escalated.update((c.name, sig.name) for c in running)
-            for c in running:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(sig)
-            deadline = time.monotonic() + timeout_s
-            signals_seen = self._signals
-            while running and time.monotonic() < deadline and self._signals == signals_seen:
-                if listener is not None:
-                    listener.spin_once(0.05)
-                else:
-                    time.sleep(0.05)
-                now = time.monotonic()
-                for c in running:
-                    if c.proc.poll() is not None:
-                        c.stop_s = now - t0
-                running = [c for c in running if c.stop_s is None]
+        seen = [self._signals]  # another Ctrl-C while waiting: escalate at once
+        names = {c.proc.pid: c.name for c in running}
+
+        def escalate(sig: signal.Signals, procs: list[subprocess.Popen[bytes]]) -> None:
+            seen[0] = self._signals
+            who = [names[p.pid] for p in procs]
+            self.console.line(f"[{PROG}] sending {sig.name} to " + ", ".join(who))
+            escalated.update((name, sig.name) for name in who)
+
+        def idle(seconds: float) -> None:
+            if listener is not None:
+                listener.spin_once(seconds)
+            else:
+                time.sleep(seconds)
+
+        exited_s, _ = process_group.stop([c.proc for c in running], idle=idle, on_escalate=escalate,
+                                         interrupted=lambda: self._signals != seen[0])
+        for c in running:
+            c.stop_s = exited_s.get(c.proc.pid)
 
     def cleanup(self) -> None:
         self._tmpdir.cleanup()
@@ -848,8 +830,8 @@ class Launcher:
     def exit_status(self) -> int:
         """The command's exit status for what happened (the module docstring's table), --plot aside."""
         if self.died or self.killed or self.unclean:
-            return 1
-        return EXIT_RECORDING_FAILED if self.record_failed else 0
+            return ExitStatus.FAILED
+        return ExitStatus.RECORDER_FAILED if self.record_failed else ExitStatus.OK
 
     # summary
     def summary(self, wall_s: float) -> str:
@@ -885,7 +867,7 @@ class Launcher:
         if bag is not None:
             text.append(f"Bag: {bag} ({describe_bag(bag)}).")
         if self.died:
-            text.append("Died: " + ", ".join(f"{n} ({_describe_exit(rc)})" for n, rc in self.died) + ".")
+            text.append("Died: " + ", ".join(f"{n} ({describe_exit(rc)})" for n, rc in self.died) + ".")
         if self.killed:
             text.append("Needed SIGKILL: " + ", ".join(self.killed) + ".")
         if self.unclean:
@@ -897,10 +879,6 @@ class Launcher:
             text.append(f"All {len(self.children)} process{'es' * (len(self.children) != 1)} "
                         "stopped cleanly.")
         return " ".join(text)
-
-
-def _describe_exit(rc: int) -> str:
-    return describe_exit(rc)
 
 
 # --- the command -------------------------------------------------------------------------------------------
@@ -988,7 +966,9 @@ def run(args: argparse.Namespace) -> int:
         console.line(f"[{PROG}] no status line: {exc}")
     if listener is not None:
         try:
-            check_domain_free(listener, domain_id, participants)
+            unsure = check_domain_free(listener, domain_id, participants)
+            if unsure:
+                console.line(f"[{PROG}] warning: {unsure}")
         except CliError as exc:  # nothing started yet
             listener.close()
             launcher.cleanup()

@@ -81,10 +81,15 @@ from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import hold_pose
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
-from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.fault_follower import FaultFollower
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.names import (
+    FIRST_EPISODE,  # the episode number of the launch's placement
+    MAP_FRAME,
+    base_link_frame,
+    base_link_frd_frame,
+    vehicle_namespace,
+)
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,

@@ -27,7 +27,7 @@ parameter ``output_dir``), or alone: ``recorder --ros-args -p output_dir:=bags/r
   second signal stops it at once (the bag is still closed).
 - A failed write (a full disk) logs one line naming the bag and the free space left, keeps the bag's
   completed files (readable, listed in metadata.yaml) and ends the recorder with exit status
-  ``RECORDER_FAILED_STATUS`` (3): the launchers go on without it unless the recording is required
+  ``ExitStatus.RECORDER_FAILED`` (3): the launchers go on without it unless the recording is required
   (``qrsim launch --record-required``, launch argument ``record_required``).
 
 Parameters: ``output_dir`` (the bag directory; must not exist or be empty), ``split_period_s``,
@@ -50,13 +50,13 @@ from typing import Any
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.bag.info import RECORDER_FAILED_STATUS
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
 from qrsim_ros.ros.node import Counters, ParameterError, run_node
 from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters, limited
 from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
+from qrsim_ros.supervision.exits import ExitStatus
 
 #: Wall seconds between housekeeping passes (split check, discovery, drain).
 HOUSEKEEPING_S = 0.1
@@ -370,12 +370,12 @@ class RecorderNode(RunMemberNode):
 
     def _failed(self, exc: BagWriterError) -> None:
         """The bag cannot be written (a full disk): one line, stop recording, end the node with
-        RECORDER_FAILED_STATUS (the bag keeps its completed files)."""
+        ExitStatus.RECORDER_FAILED (the bag keeps its completed files)."""
         if self._closed:
             return
         self._closed = True  # later messages hit a closed writer and are dropped here
         self.get_logger().error(str(exc))
-        self.exit_status = RECORDER_FAILED_STATUS
+        self.exit_status = int(ExitStatus.RECORDER_FAILED)
 
     def close_bag(self) -> None:
         """Finish the bag (last split and metadata) and log what it holds. Idempotent."""
@@ -393,7 +393,7 @@ class RecorderNode(RunMemberNode):
             self.writer.close()
         except BagWriteError as exc:  # the last split did not fit
             self.get_logger().error(str(exc))
-            self.exit_status = RECORDER_FAILED_STATUS
+            self.exit_status = int(ExitStatus.RECORDER_FAILED)
             return
         topics = len(self.writer.topics)
         size_mb = self.writer.size_bytes() / 1e6

@@ -72,11 +72,16 @@ from qrsim_ros.core.tasks.rules import (
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_CONTROL
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.msg import AttitudeCommand, CommsPacket, TaskStatus, VehicleStatus
-from qrsim_ros.nodes.vehicle_dynamics import FIRST_EPISODE  # the episode number of the launch's placement
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_SOURCE, GroundTruthSync, Outgoing
-from qrsim_ros.ros.names import MAP_FRAME, base_link_frame, base_link_frd_frame, vehicle_namespace
+from qrsim_ros.ros.names import (
+    FIRST_EPISODE,  # the episode number of the launch's placement
+    MAP_FRAME,
+    base_link_frame,
+    base_link_frd_frame,
+    vehicle_namespace,
+)
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,

@@ -37,3 +37,5 @@ def camera_optical_frame(index: int) -> str:
 VEHICLE_STATUS_TOPIC = "/sim/vehicle_status"
 #: Where every ground-truth consumer reports the last tick it handled (qrsim_ros/TickProgress).
 TICK_PROGRESS_TOPIC = "/sim/tick_progress"
+#: The number ``/sim/episode`` gives the episode started at launch (+1 per reset).
+FIRST_EPISODE = 1

@@ -34,6 +34,7 @@ from qrsim_ros.ros.parameters import (
 from qrsim_ros.ros.qos import QOS_RELIABLE
 from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
 from qrsim_ros.ros.stamps import stamp_from_seconds
+from qrsim_ros.supervision.exits import ExitStatus
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
@@ -44,7 +45,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     may end itself by setting an ``exit_status`` attribute (an int): the spin stops and that is the
     status (the recorder's full disk, the referee's ``exit_when_done``). Once a stop was requested the
     process ends within ``STOP_DEADLINE_S``: if the clean-up hangs (DDS under load), a watchdog prints
-    one line naming the step it is stuck in and ends the process (status ``STOP_DEADLINE_STATUS``). Once
+    one line naming the step it is stuck in and ends the process (status ``ExitStatus.STOP_DEADLINE``). Once
     the node's own work is complete (the spin ended, ``close_outputs`` ran if the node has one: the
     recorder's bag), only DDS teardown is left: it gets ``TEARDOWN_DEADLINE_S`` from the stop request,
     after which the process ends with the node's own status and a warning.
@@ -145,8 +146,6 @@ def _final_status(status: int, node: Node | None) -> int:
 
 #: Wall seconds a node has to finish stopping once asked (SIGINT/SIGTERM) before the watchdog ends it.
 STOP_DEADLINE_S = 3.0
-#: Exit status of a node the stop watchdog had to end (its clean-up hung).
-STOP_DEADLINE_STATUS = 4
 #: Wall seconds from the stop request a node gets once its own work is complete and only the DDS
 #: teardown is left (destroying its entities, then the participant): each entity's removal is announced
 #: to every peer, which took over 3 s for the recorder's 459 subscriptions with 20 vehicles on a loaded
@@ -199,7 +198,7 @@ class StopWatchdog:
     """Ends the process ``STOP_DEADLINE_S`` after ``start`` unless ``cancel`` came first: the guarantee
     that a node stops within seconds of SIGINT even if a clean-up step blocks (in DDS, under load). It
     prints one line naming the step (``step``) and the Python stacks (to find the cause), then
-    ``os._exit``: the launcher sees STOP_DEADLINE_STATUS, a failure it names."""
+    ``os._exit``: the launcher sees ExitStatus.STOP_DEADLINE, a failure it names."""
 
     def __init__(self, deadline_s: float = STOP_DEADLINE_S, teardown_deadline_s: float = TEARDOWN_DEADLINE_S
                  ) -> None:
@@ -232,7 +231,7 @@ class StopWatchdog:
         timer.start()
         # C-level fallbacks for a main thread blocked in native code with the interpreter lock held (the
         # timer above cannot run then): the stacks, then _exit with the status this timer would have used
-        status = STOP_DEADLINE_STATUS if self._teardown_status is None else self._teardown_status
+        status = ExitStatus.STOP_DEADLINE if self._teardown_status is None else self._teardown_status
         if self._native_exit.arm(seconds + 1.0, status):
             faulthandler.dump_traceback_later(seconds + 0.9, file=sys.stderr, exit=False)
         else:  # no POSIX timers here: faulthandler's own exit, status 1
@@ -241,7 +240,7 @@ class StopWatchdog:
     def teardown(self, status: int) -> None:
         """The node's own work is done (``status``: what it exits with): from now on only DDS teardown is
         left, which gets ``teardown_deadline_s`` from the stop request; if that runs out the process ends
-        with ``status`` and a warning (not STOP_DEADLINE_STATUS: nothing of the node's was lost)."""
+        with ``status`` and a warning (not ExitStatus.STOP_DEADLINE: nothing of the node's was lost)."""
         self._teardown_status = status
         if self._timer is None or self._started_at is None:
             return
@@ -269,7 +268,7 @@ class StopWatchdog:
         print(f"error: still not stopped {self.deadline_s:g} s after {why} (stuck {self.step}): exiting now",
               file=sys.stderr, flush=True)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        os._exit(STOP_DEADLINE_STATUS)
+        os._exit(ExitStatus.STOP_DEADLINE)
 
 
 def _cleanup(step: Callable[..., Any], *args: Any) -> None:
@@ -336,6 +335,27 @@ class Counters:
         msg.header.stamp = (self._node.get_clock().now().to_msg() if sim_time_s is None
                             else stamp_from_seconds(sim_time_s))
         self._pub.publish(msg)
+
+
+#: A throttled warning: ``warn(key, text)`` logs ``text`` unless one of the same ``key`` was logged less
+#: than a period ago (``ThrottledWarnings``).
+Warn = Callable[[str, str], None]
+
+
+class ThrottledWarnings:
+    """A node's warnings, each kind (``key``) at most once per ``period_s`` of wall time: a stream of bad
+    inputs is one line every few seconds, with its running count in the text."""
+
+    def __init__(self, node: Node, period_s: float = 2.0) -> None:
+        self._logger = node.get_logger()
+        self._period_s = period_s
+        self._last: dict[str, float] = {}
+
+    def __call__(self, key: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -float("inf")) >= self._period_s:
+            self._last[key] = now
+            self._logger.warning(text)
 
 
 def _events_executor_class() -> Callable[[], Any] | None:

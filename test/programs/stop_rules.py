@@ -1,6 +1,6 @@
 """The project's stop rules for the test programs (as ``qrsim_ros.ros.node.run_node`` gives the nodes):
 a deadline for the whole program, after which the stop watchdog prints the step it is stuck in and every
-thread's stack and ends it (exit status ``STOP_DEADLINE_STATUS``, 4), and a hard exit once the result is
+thread's stack and ends it (exit status ``ExitStatus.STOP_DEADLINE``, 4), and a hard exit once the result is
 printed: DDS teardown is not what these programs test, and under load it was seen to hang past the
 test's own limits."""
 

@@ -10,7 +10,7 @@ import argparse
 import time
 
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.policies import AutopilotView, make_policy
+from qrsim_ros.policies import SimulatorView, make_policy
 from qrsim_ros.policies.team_search import unwrap
 
 
@@ -20,7 +20,7 @@ def run(n: int, seed: int, duration_s: float, policy: str) -> dict[str, object]:
     sim = Simulator.from_scenario("team_search", {"num_vehicles": n, "seed": seed,
                                                   "task": {"duration_steps": steps}})
     sim.reset()
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     pol = make_policy(policy, view)
     team = unwrap(pol)
     wall0 = time.perf_counter()

@@ -22,7 +22,7 @@ from qrsim_ros.core.mission.guard import (
     guard_weight,
 )
 from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES
-from qrsim_ros.policies import AutopilotView, PolicyError, guarded, make_factory
+from qrsim_ros.policies import AutopilotView, PolicyError, SimulatorView, guarded, make_factory
 from qrsim_ros.policies.base import instantiate
 from qrsim_ros.policies.episode import run_episode
 
@@ -258,7 +258,7 @@ def test_in_process_a_wall_crashes_the_unguarded_vehicle_and_not_the_guarded_one
 
 def test_guarded_policies_by_name_and_without_range_finders() -> None:
     sim = Simulator(_wall_scenario())
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = instantiate(make_factory("guarded-hover", "keep_spot"), view)
     assert policy.beams == ("front", "front_left", "front_right")  # the downward altimeter left out
     assert np.array_equal(policy(view), np.zeros((1, 3)))  # hover: no direction of travel
@@ -269,7 +269,7 @@ def test_guarded_policies_by_name_and_without_range_finders() -> None:
     np.testing.assert_allclose(np.linalg.norm(readings.directions_frd, axis=1), 1.0, rtol=1e-15)
     sim = Simulator(_wall_scenario({"range_finders": {"down": {}}}))
     with pytest.raises(PolicyError, match="besides down"):
-        instantiate(make_factory("guarded-hover"), AutopilotView(sim))
+        instantiate(make_factory("guarded-hover"), SimulatorView(sim))
     with pytest.raises(PolicyError, match="unknown policy"):
         make_factory("guarded-nonsense")
     # a view without range-finder readings

@@ -120,12 +120,12 @@ def test_an_expired_low_level_input_flies_the_failsafe() -> None:
 
 
 def test_hover_policy_and_gym_space_cover_the_low_level_modes() -> None:
-    from qrsim_ros.policies.base import AutopilotView, action_bounds
+    from qrsim_ros.policies.base import SimulatorView, action_bounds
     from qrsim_ros.policies.simple import Hover
 
     sim = rotor_sim("rates_thrust")
     rp = sim.scenario.vehicle.rotor_params()
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     a = np.asarray(Hover(view)(view))
     np.testing.assert_allclose(a, [[0.0, 0.0, 0.0, rp.mass_kg * rp.gravity_ms2]])
     lo, hi = action_bounds(sim.action_spec, sim.scenario.area_limits_ned, rp)

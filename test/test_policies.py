@@ -20,10 +20,10 @@ from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.policies import (
     BUILTIN_POLICIES,
-    AutopilotView,
     PolicyError,
     Pursuit,
     RandomSearch,
+    SimulatorView,
     action_bounds,
     make_factory,
     make_policy,
@@ -106,7 +106,7 @@ def test_view_hides_true_state_and_camera_ground_truth() -> None:
         "area": {"persons_ned": [[10.0, 10.0, 0.0]]},
         "vehicle": {"initial_states": [[10.0, 10.0, -20.0, 0.0, 0.0, 0.0]]},
     })
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     sim.step([[0.0, 0.0, 0.0]])
     truth = sim.camera_observations()[0]
     seen = view.camera_observations()[0]
@@ -124,17 +124,17 @@ def test_view_hides_true_state_and_camera_ground_truth() -> None:
 def test_policy_rng_depends_on_the_episode_seed_only() -> None:
     a = stub_view(ex_rows([[0, 0]]), ["velocity"], [0], seed=3).policy_rng("x").random(3)
     sim = Simulator.from_scenario("search_rescue_2a", {"seed": 3, "task": {"duration_steps": 2}})
-    b = AutopilotView(sim).policy_rng("x").random(3)
+    b = SimulatorView(sim).policy_rng("x").random(3)
     np.testing.assert_array_equal(a, b)
     sim.reset(seed=4)
-    assert not np.array_equal(AutopilotView(sim).policy_rng("x").random(3), b)
+    assert not np.array_equal(SimulatorView(sim).policy_rng("x").random(3), b)
 
 
 # --- hover and random -----------------------------------------------------------------------------
 
 def hover_drift_m(seed: int, closed_loop: bool) -> float:
     sim = Simulator.from_scenario("keep_spot", {"seed": seed, "task": {"duration_steps": 500}})
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     p0 = sim.true_state()[0, 0:3].copy()
     policy = Hover(view)
     policy.closed_loop = closed_loop
@@ -164,7 +164,7 @@ def test_random_actions_stay_in_the_space_and_are_seeded() -> None:
     def actions(seed: int) -> np.ndarray:
         sim = Simulator.from_scenario("cats_mouse_1a", {"task": {"duration_steps": 3}})
         sim.reset(seed=seed)
-        view = AutopilotView(sim)
+        view = SimulatorView(sim)
         policy = make_policy("random", view)
         out = []
         while not sim.done:
@@ -283,7 +283,7 @@ def test_evidence_map_sums_windows_around_a_point() -> None:
 def test_search_pattern_rejects_other_tasks() -> None:
     sim = Simulator.from_scenario("cats_mouse_1a", {"task": {"duration_steps": 2}})
     with pytest.raises(PolicyError):
-        SearchPattern(AutopilotView(sim))
+        SearchPattern(SimulatorView(sim))
 
 
 def test_search_pattern_descends_and_hovers_over_a_person_it_sees() -> None:
@@ -293,7 +293,7 @@ def test_search_pattern_descends_and_hovers_over_a_person_it_sees() -> None:
         "area": {"persons_ned": [[20.0, -10.0, 0.0]]},
         "vehicle": {"initial_states": [[20.0, -10.0, -30.0, 0.0, 0.0, 0.3]]},
     })
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = SearchPattern(view)
     while not sim.done:
         sim.step(policy(view))

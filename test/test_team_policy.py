@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from qrsim_ros.core.engine.simulator import Simulator
-from qrsim_ros.policies import AutopilotView, PolicyError, make_policy
+from qrsim_ros.policies import AutopilotView, PolicyError, SimulatorView, make_policy
 from qrsim_ros.policies.team_search import (
     ProgressMessage,
     TeamSearch,
@@ -24,6 +24,7 @@ from qrsim_ros.policies.team_search import (
     split_lanes,
     unwrap,
 )
+from qrsim_ros.policies.team_search.moves import crowded, keep_inside, separate
 
 LIMITS = (-150.0, 150.0, -150.0, 150.0, -60.0, 0.0)  # config/team_search.yaml
 
@@ -119,7 +120,7 @@ def _team(n: int, steps: int = 3000, seed: int = 1, spec: str = "team-search", *
     sim = Simulator.from_scenario("team_search", {"num_vehicles": n, "seed": seed,
                                                   "task": {"duration_steps": steps}, **over})
     sim.reset()
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = make_policy(spec, view)
     return sim, view, policy, unwrap(policy)
 
@@ -142,7 +143,7 @@ def test_a_malformed_message_on_the_radio_is_ignored_and_counted(caplog: pytest.
 def test_the_view_offers_the_radio_and_says_when_there_is_none() -> None:
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 3})
     sim.reset()
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     assert view.has_radio
     assert view.send(0, -1, b"hello") == 0 and view.send(0, 1, b"again", "datagram") == 1
     sim.step(np.zeros((2, 3)))
@@ -154,7 +155,7 @@ def test_the_view_offers_the_radio_and_says_when_there_is_none() -> None:
         view.send(5, -1, b"x")
     np.testing.assert_allclose(view.bases_ned_m, [[-130.0, -130.0, 0.0]])
     assert np.all((view.battery_percentage() > 0.8) & (view.battery_percentage() <= 0.85))
-    quiet = AutopilotView(Simulator.from_scenario("team_search", {"num_vehicles": 1, "comms": {"on": False}}))
+    quiet = SimulatorView(Simulator.from_scenario("team_search", {"num_vehicles": 1, "comms": {"on": False}}))
     with pytest.raises(PolicyError, match="no radio"):
         quiet.send(0, -1, b"x")
     with pytest.raises(PolicyError, match="no radio"):
@@ -283,7 +284,7 @@ def test_a_silenced_vehicle_is_presumed_lost_and_its_lanes_taken_over() -> None:
         "num_vehicles": 4, "seed": 1, "task": {"duration_steps": 3000},
         "faults": [{"kind": "comm_loss", "vehicles": [2], "trigger": {"at_time_s": 20.0}}]})
     sim.reset()
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = team_search_policy(TeamSearchParams(lost_timeout_s=10.0))(view)
     team = unwrap(policy)
     team.lane_speed_mps = 1e6  # the expected-work term ~ 0 s: the test waits for the timeout only
@@ -308,18 +309,21 @@ def test_no_set_point_leaves_the_area_near_its_rim() -> None:
     from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 1, "seed": 1})
-    policy = TeamSearch(AutopilotView(sim))
+    policy = TeamSearch(SimulatorView(sim))
     south = LIMITS[0]
     v = np.array([-3.0, 2.0, 0.0])  # south (towards the limit) and east
     cases = [(south + 10.0, -3.0), (south + 6.0, -0.5 * MAX_SPEED_MPS), (south + 4.0, 0.0),
              (south + 2.0, 0.5)]
+    def inside(pos_ne: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return keep_inside(policy.limits_ne, policy.p.rim_m, pos_ne, v)
+
     for north, want in cases:
-        out = policy._keep_inside(np.array([north, 0.0]), v)
+        out = inside(np.array([north, 0.0]), v)
         assert out[0] == pytest.approx(want) and out[1] == 2.0 and out[2] == 0.0, north
     away = np.array([3.0, 0.0, 0.0])
-    assert policy._keep_inside(np.array([south + 2.0, 0.0]), away) is away  # already heading in
+    assert inside(np.array([south + 2.0, 0.0]), away) is away  # already heading in
     east = LIMITS[3]
-    out = policy._keep_inside(np.array([0.0, east - 5.0]), np.array([0.0, 3.0, 0.0]))
+    out = inside(np.array([0.0, east - 5.0]), np.array([0.0, 3.0, 0.0]))
     assert out[1] == pytest.approx(0.25 * MAX_SPEED_MPS)
 
 
@@ -330,7 +334,7 @@ def test_a_vehicle_gives_up_a_candidate_another_claimed_unless_it_has_the_right_
     from qrsim_ros.policies.search_pattern import APPROACH, CLIMB, HOLD
 
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 3, "seed": 1})
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = TeamSearch(view)
     mine = np.array([20.0, 30.0])
 
@@ -372,7 +376,7 @@ def _lone_agent(height_m: float, velocity_ne: tuple[float, float] = (0.0, 0.0)
     """Vehicle 0 of a 2-vehicle team at (0, 0), ``height_m`` up, moving at ``velocity_ne``: its view,
     the policy, its agent and its estimated state."""
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = TeamSearch(view)
     ex = np.full(20, np.nan)
     ex[0:2], ex[16], ex[17:19], ex[19] = (0.0, 0.0), height_m, velocity_ne, 0.0
@@ -388,13 +392,13 @@ def test_no_vehicle_descends_or_climbs_onto_another_nearly_below_or_above_it() -
 
     descend, climb = np.array([0.0, 0.0, 2.0]), np.array([0.0, 0.0, -2.0])
     a.heard = at(35.0)  # 0.7 m aside, 3 m below: on the way down
-    assert policy._separate(view, a, ex, descend)[2] == 0.0
-    assert policy._separate(view, a, ex, climb)[2] == -2.0  # away from it
+    assert separate(policy.p, a.heard, view.time_s, ex, descend)[2] == 0.0
+    assert separate(policy.p, a.heard, view.time_s, ex, climb)[2] == -2.0  # away from it
     a.heard = at(41.0)  # above
-    assert policy._separate(view, a, ex, climb)[2] == 0.0
-    assert policy._separate(view, a, ex, descend)[2] == 2.0
+    assert separate(policy.p, a.heard, view.time_s, ex, climb)[2] == 0.0
+    assert separate(policy.p, a.heard, view.time_s, ex, descend)[2] == 2.0
     a.heard = at(35.0, (6.0, 0.0))  # 6 m aside: pushed, but free to descend
-    out = policy._separate(view, a, ex, descend)
+    out = separate(policy.p, a.heard, view.time_s, ex, descend)
     assert out[2] == 2.0 and out[0] < 0.0
 
 
@@ -402,7 +406,7 @@ def test_a_vehicle_home_lands_straight_down_on_its_spot_slowing_near_the_ground_
     from qrsim_ros.policies.team_search import HOME_DESCENT_RADIUS_M, LANDING_CLEARANCE_M
 
     sim = Simulator.from_scenario("team_search", {"num_vehicles": 2, "seed": 1})
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = TeamSearch(view)
     a = policy.agents[0]
     a.state, a.takeoff_ne = "H", np.array([-130.0, -130.0])
@@ -444,9 +448,11 @@ def test_positions_heard_long_ago_neither_push_nor_block() -> None:
                             frozenset(), frozenset(), ())}
 
     a.heard = heard(STALE_POSITION_S - 1.0)
-    assert policy._separate(view, a, ex, v)[0] >= 0.0 and policy._crowded(view, a, ex)  # blocked
+    near = crowded(a.heard, view.time_s, ex, policy.p.separation_m)
+    assert separate(policy.p, a.heard, view.time_s, ex, v)[0] >= 0.0 and near  # blocked
     a.heard = heard(STALE_POSITION_S + 1.0)
-    assert policy._separate(view, a, ex, v) is v and not policy._crowded(view, a, ex)
+    near = crowded(a.heard, view.time_s, ex, policy.p.separation_m)
+    assert separate(policy.p, a.heard, view.time_s, ex, v) is v and not near
 
 
 def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
@@ -460,15 +466,15 @@ def test_the_separation_looks_ahead_to_the_closest_approach() -> None:
                         frozenset(), ())
 
     a.heard = {1: heard((-3.0, 0.0))}  # south at 3 m/s: the closest approach 3 m, in 2 s
-    out = policy._separate(view, a, ex, v)
+    out = separate(policy.p, a.heard, view.time_s, ex, v)
     assert out[1] < -1.0 and out[0] > 0.0  # pushed west, still going north
     a.heard = {1: heard((3.0, 0.0))}  # ahead, same speed: 12.4 m all along
-    assert policy._separate(view, a, ex, v) is v
+    assert separate(policy.p, a.heard, view.time_s, ex, v) is v
     a.heard = {1: ProgressMessage(1, view.time_s, (12.0, 3.0), (-3.0, 0.0), 36.0, "S", frozenset(),
                                   frozenset(), frozenset(), ())}
-    assert policy._separate(view, a, ex, v) is v  # 6 m above: another layer
+    assert separate(policy.p, a.heard, view.time_s, ex, v) is v  # 6 m above: another layer
     climbing = np.array([3.0, 0.0, -2.0])  # climbing at 2 m/s: passes 34 m within 2 s, +-2.5 m: 36 m is met
-    assert policy._separate(view, a, ex, climbing)[1] < -1.0
+    assert separate(policy.p, a.heard, view.time_s, ex, climbing)[1] < -1.0
 
 
 @pytest.mark.parametrize(("n", "seed"), [(20, 3), (50, 1), (50, 2)])
@@ -481,7 +487,7 @@ def test_a_crowded_take_off_keeps_every_vehicle_inside_the_area_and_apart(n: int
     from qrsim_ros.policies.team_search import team_search_policy
 
     sim = Simulator.from_scenario("team_search", {"num_vehicles": n, "seed": seed})
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     policy = instantiate(team_search_policy(), view)
     for _ in range(100):
         sim.step(check_actions(policy(view), view))

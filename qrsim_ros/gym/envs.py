@@ -53,7 +53,7 @@ from gymnasium import spaces
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.tasks.rules import DONE_TIME_LIMIT
 from qrsim_ros.core.vehicles.estimated_state import ESTIMATED_STATE_SIZE
-from qrsim_ros.policies.base import AutopilotView, action_bounds
+from qrsim_ros.policies.base import SimulatorView, action_bounds
 
 #: Value of the estimated-state entries of invalid vehicles (NaN in the simulator) in observations.
 INVALID_SENTINEL = 0.0
@@ -87,7 +87,7 @@ class QRSimEnv(gym.Env[Obs, np.ndarray]):
         if self.task_types and kind not in self.task_types:
             raise ValueError(f"{type(self).__name__} needs a scenario of task type "
                              f"{' or '.join(self.task_types)}; {name!r} is {kind!r}")
-        self.view = AutopilotView(self.sim)
+        self.view = SimulatorView(self.sim)
         spec = self.sim.action_spec
         sc = self.sim.scenario
         low, high = action_bounds(spec, sc.area_limits_ned, sc.vehicle.rotor_params())

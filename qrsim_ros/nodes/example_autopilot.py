@@ -113,7 +113,8 @@ class CameraFrame:
 
 
 class TopicView:
-    """What ``policies.base.AutopilotView`` offers, filled from the public topics of a running graph."""
+    """The ``policies.base.AutopilotView`` of a running graph: what ``SimulatorView`` offers in process,
+    filled from the public topics."""
 
     def __init__(self, scenario: Any) -> None:
         self.scenario = scenario
@@ -145,8 +146,13 @@ class TopicView:
         self.inboxes = Inboxes(n)
         self.outbox: list[tuple[int, int, bytes, str | None]] = []
         self._sequence = [0] * n
-        #: the battery's charge left per vehicle (uavN/battery ``percentage``; NaN before the first)
+        #: the battery's charge left and voltage per vehicle (uavN/battery ``percentage``, ``voltage`` [V];
+        #: NaN before the first)
         self.charge = np.full(n, np.nan)
+        self.voltage_v = np.full(n, np.nan)
+        #: what each vehicle's onboard failsafe flies, as far as this view is told ('' until then)
+        self.failsafes = [""] * n
+        self._retrieve: Any = None  # the retrieve devices, where a node serves them
 
     # static facts, as AutopilotView
     @property
@@ -203,6 +209,24 @@ class TopicView:
     def battery_percentage(self) -> Array:
         """As ``AutopilotView.battery_percentage``, from the latest ``uavN/battery`` messages."""
         return self.charge.copy()
+
+    def battery_voltage_v(self) -> Array:
+        """As ``AutopilotView.battery_voltage_v``, from the latest ``uavN/battery`` messages."""
+        return self.voltage_v.copy()
+
+    @property
+    def failsafe(self) -> list[str]:
+        """As ``AutopilotView.failsafe``, as far as this view is told (the mission autopilot reads them)."""
+        return list(self.failsafes)
+
+    @property
+    def retrieve(self) -> Any:
+        """As ``AutopilotView.retrieve``: the retrieve devices over the topics (``mission_autopilot``'s
+        ``RetrieveLink``); ``PolicyError`` where no node serves them."""
+        if self._retrieve is None:
+            raise PolicyError(f"scenario {self.scenario_name!r}: no retrieve devices here (the retrieve task "
+                              "is flown by mission_autopilot)")
+        return self._retrieve
 
     @property
     def bases_ned_m(self) -> Array:
@@ -396,6 +420,7 @@ class ExampleAutopilotNode(ScenarioNode):
 
     def _on_charge(self, i: int, msg: BatteryState) -> None:
         self.view.charge[i] = msg.percentage
+        self.view.voltage_v[i] = msg.voltage
 
     def _on_rx(self, i: int, msg: CommsPacket) -> None:
         """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""

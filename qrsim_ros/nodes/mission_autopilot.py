@@ -72,21 +72,16 @@ PARAMETERS = ParamTable(
 
 
 class MissionTopicView(TopicView):
-    """``TopicView`` with what the mission reads: battery voltages, onboard failsafes and the retrieve
-    devices (``retrieve``, a ``RetrieveLink``)."""
+    """``TopicView`` with the retrieve devices (``retrieve``, a ``RetrieveLink``); the node fills the battery
+    voltages and the onboard failsafes."""
 
     def __init__(self, scenario: Any, retrieve: RetrieveLink) -> None:
         super().__init__(scenario)
-        self.retrieve = retrieve
-        self.voltage_v = np.full(self.num_vehicles, np.nan)
-        self.failsafes = [""] * self.num_vehicles
-
-    def battery_voltage_v(self) -> np.ndarray:
-        return self.voltage_v.copy()
+        self._retrieve = retrieve
 
     @property
-    def failsafe(self) -> list[str]:
-        return list(self.failsafes)
+    def retrieve(self) -> RetrieveLink:
+        return self._retrieve
 
     def ready(self) -> bool:
         return self.retrieve.ready()

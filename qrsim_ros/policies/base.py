@@ -1,8 +1,9 @@
 """What a policy is, what it may see, and how policies are named and loaded.
 
 Design: a policy is a callable ``policy(view) -> actions`` called once per task step, where ``view`` is
-an ``AutopilotView`` of the running ``Simulator`` and ``actions`` is an array with one row per
-agent-controlled vehicle (``view.action_spec``; the columns of each vehicle's control mode, see
+an ``AutopilotView`` (in process ``SimulatorView`` of the running ``Simulator``; in the graph the autopilot
+node's ``TopicView``) and ``actions`` is an array with one row per agent-controlled vehicle
+(``view.action_spec``; the columns of each vehicle's control mode, see
 ``qrsim_ros.core.config.scenario.CONTROL_MODES``). A policy is built per episode by a *factory*
 ``factory(view) -> policy``, called after ``Simulator.reset``; a factory keeps per-episode state
 (lanes, maps, PIDs) in the policy it returns.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import sys
@@ -60,8 +62,81 @@ class PolicyError(ValueError):
     """A policy name or ``MODULE:FUNC`` cannot be resolved, or the policy misbehaves; one clear line."""
 
 
-class AutopilotView:
-    """Read-only view of a ``Simulator`` restricted to what the vehicles' autopilots may observe.
+class AutopilotView(Protocol):
+    """What a policy may see and do: what the vehicles' autopilots could know (module docstring). Two
+    implementations: ``SimulatorView`` (in process, over a ``Simulator``) and the autopilot nodes'
+    ``TopicView`` (the same, filled from the public topics of a running graph). A capability the scenario
+    lacks answers with NaN / empty values or a ``PolicyError`` naming what is missing, never by absence.
+    """
+
+    # static facts (configuration, the map)
+    @property
+    def scenario_name(self) -> str: ...
+    @property
+    def task(self) -> TaskParams: ...
+    @property
+    def camera_params(self) -> CameraParams: ...
+    @property
+    def rotor_params(self) -> RotorParams: ...
+    @property
+    def area_limits_ned(self) -> tuple[float, ...]: ...
+    @property
+    def num_vehicles(self) -> int: ...
+    @property
+    def control_modes(self) -> tuple[str, ...]: ...
+    @property
+    def action_spec(self) -> dict[str, Any]: ...
+    @property
+    def action_rows(self) -> int: ...
+    @property
+    def seed_entropy(self) -> int: ...
+    def policy_rng(self, name: str) -> np.random.Generator: ...
+    @property
+    def bases_ned_m(self) -> Array: ...
+    @property
+    def has_radio(self) -> bool: ...
+    @property
+    def range_finder_beams(self) -> tuple[str, ...]: ...
+    # time
+    @property
+    def time_s(self) -> float: ...
+    @property
+    def step_count(self) -> int: ...
+    # observations
+    def estimated_state(self) -> Array: ...
+    def camera_observations(self) -> list[Any]: ...
+    def plume_readings(self) -> Array: ...
+    def range_finder_readings(self, beams: tuple[str, ...] | None = None) -> BeamReadings: ...
+    def battery_voltage_v(self) -> Array: ...
+    def battery_percentage(self) -> Array: ...
+    @property
+    def failsafe(self) -> list[str]: ...
+    @property
+    def plume_locations(self) -> Array: ...
+    @property
+    def retrieve(self) -> Any: ...
+    # the radio
+    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int: ...
+    def receive(self, vehicle: int) -> list[Packet]: ...
+
+
+def check_view(view: object, user: str) -> AutopilotView:
+    """``view``, if it has every member of ``AutopilotView`` (looked up without running them); else a
+    PolicyError naming what ``user`` (a policy) misses: for views made outside the package."""
+    members = [name for name in vars(AutopilotView) if not name.startswith("_")]
+    missing = [name for name in members if inspect.getattr_static(view, name, _MISSING) is _MISSING]
+    if missing:
+        raise PolicyError(f"{user} needs an AutopilotView; this view ({type(view).__name__}) does not "
+                          f"provide {', '.join(missing)}")
+    return view  # type: ignore[return-value]
+
+
+_MISSING = object()
+
+
+class SimulatorView:
+    """The ``AutopilotView`` of a ``Simulator``: read-only, restricted to what the vehicles' autopilots
+    may observe.
 
     Estimated states (N, 20) (spec 2.1; NaN rows for invalid vehicles), camera observations (ground
     truth blanked: ``person_index`` -1, ``person_distance_px``/``person_area_px2`` NaN), plume readings

@@ -10,7 +10,13 @@ import numpy as np
 
 from qrsim_ros.core.engine.simulator import ActionError, Simulator
 from qrsim_ros.policies import is_team, make_factory
-from qrsim_ros.policies.base import AutopilotView, PolicyError, PolicyFactory, check_actions, instantiate
+from qrsim_ros.policies.base import (
+    PolicyError,
+    PolicyFactory,
+    SimulatorView,
+    check_actions,
+    instantiate,
+)
 
 #: ``on_step(sim, reward)``: called after every task step.
 StepCallback = Callable[[Simulator, float], None]
@@ -62,7 +68,7 @@ def run_episode(
                          "episode (build it, or reset() it, first)")
     if factory is None:
         factory = make_factory(policy_spec, sim.scenario.task.type, team=is_team(sim.scenario))
-    view = AutopilotView(sim)
+    view = SimulatorView(sim)
     wall0 = time.perf_counter()
     try:
         policy = instantiate(factory, view)

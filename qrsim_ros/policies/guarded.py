@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 
 from qrsim_ros.core.mission.guard import GuardParams, ObstacleGuard
-from qrsim_ros.policies.base import Array, AutopilotView, Policy, PolicyError, check_actions, instantiate
+from qrsim_ros.policies.base import (
+    Array,
+    AutopilotView,
+    Policy,
+    PolicyError,
+    check_actions,
+    check_view,
+    instantiate,
+)
 
 #: Beams left out by default: the altimeter sees the ground straight below, not an obstacle on the way.
 DEFAULT_EXCLUDED_BEAMS = ("down",)
@@ -33,10 +41,7 @@ class Guarded:
 
     def __init__(self, view: AutopilotView, inner: Policy, params: GuardParams | None = None,
                  beams: tuple[str, ...] | None = None) -> None:
-        if not hasattr(view, "range_finder_readings"):
-            raise PolicyError(f"a guarded policy needs range-finder readings, which this view "
-                              f"({type(view).__name__}) does not provide")
-        fitted = view.range_finder_beams
+        fitted = check_view(view, "a guarded policy").range_finder_beams
         if beams is None:
             beams = tuple(b for b in fitted if b not in DEFAULT_EXCLUDED_BEAMS)
         if not beams:

@@ -117,7 +117,7 @@ def trace(name: str) -> dict[str, np.ndarray]:
     """Two episodes of the in-process Simulator with the auto policy (see the module docstring)."""
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.policies import make_factory
-    from qrsim_ros.policies.base import AutopilotView, check_actions, instantiate
+    from qrsim_ros.policies.base import SimulatorView, check_actions, instantiate
 
     task_type = _task_type(name)
     steps = TRACE_STEPS.get(task_type, DEFAULT_TRACE_STEPS)
@@ -127,7 +127,7 @@ def trace(name: str) -> dict[str, np.ndarray]:
         "episode", "step", "true_state", "estimated_state", "reward", "total_reward", "plume", "llkd")}
     for episode in range(2):
         sim.reset()
-        view = AutopilotView(sim)
+        view = SimulatorView(sim)
         policy = instantiate(make_factory("auto", task_type), view)
         while not sim.done:
             reward = sim.step(check_actions(policy(view), view, "golden"))

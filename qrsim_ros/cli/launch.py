@@ -819,8 +819,8 @@ class Launcher:
             else:
                 time.sleep(seconds)
 
-        exited_s, _ = process_group.stop([c.proc for c in running], idle=idle, on_escalate=escalate,
-                                         interrupted=lambda: self._signals != seen[0])
+        exited_s = process_group.stop([c.proc for c in running], idle=idle, on_escalate=escalate,
+                                    interrupted=lambda: self._signals != seen[0])
         for c in running:
             c.stop_s = exited_s.get(c.proc.pid)
 

@@ -79,10 +79,6 @@ class MissionTopicView(TopicView):
         super().__init__(scenario)
         self._retrieve = retrieve
 
-    @property
-    def retrieve(self) -> RetrieveLink:
-        return self._retrieve
-
     def ready(self) -> bool:
         return self.retrieve.ready()
 

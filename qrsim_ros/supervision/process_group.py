@@ -50,19 +50,17 @@ def stop(procs: Sequence[subprocess.Popen[Any]],
          idle: Callable[[float], None] = time.sleep,
          interrupted: Callable[[], bool] = lambda: False,
          on_escalate: Callable[[signal.Signals, list[subprocess.Popen[Any]]], None] | None = None,
-         ) -> tuple[dict[int, float], dict[int, signal.Signals]]:
+         ) -> dict[int, float]:
     """Stop ``procs``: send each step's signal to those still running and wait up to its budget for
     them to exit, until none runs or the steps are done.
 
     ``idle(POLL_S)`` is called while waiting (a launcher spins its listener there); ``interrupted()``
     true ends a step's wait early (the launcher got another Ctrl-C: escalate at once);
-    ``on_escalate(sig, running)`` is told of every step after the first. Returns (pid -> wall seconds
-    from the first signal to its exit, pid -> the last signal it was sent) for the processes that were
-    running.
+    ``on_escalate(sig, running)`` is told of every step after the first. Returns pid -> wall seconds
+    from the first signal to its exit, for the processes that were running and exited.
     """
     running = [p for p in procs if p.poll() is None]
     exited_s: dict[int, float] = {}
-    last_signal: dict[int, signal.Signals] = {}
     t0 = time.monotonic()
     for n, (sig, budget_s) in enumerate(steps):
         if not running:
@@ -72,7 +70,6 @@ def stop(procs: Sequence[subprocess.Popen[Any]],
         for p in running:
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(sig)
-            last_signal[p.pid] = sig
         deadline = time.monotonic() + budget_s
         while running and time.monotonic() < deadline and not interrupted():
             idle(POLL_S)
@@ -81,7 +78,7 @@ def stop(procs: Sequence[subprocess.Popen[Any]],
                 if p.poll() is not None:
                     exited_s[p.pid] = now - t0
             running = [p for p in running if p.pid not in exited_s]
-    return exited_s, last_signal
+    return exited_s
 
 
 def kill_group(proc: subprocess.Popen[Any], reap_s: float = 30.0) -> None:

@@ -5,8 +5,8 @@ Each case runs ``qrsim launch`` as a child process (real nodes over real DDS, a 
 samples the CPU time of every node process from /proc while it runs, and reads the launcher's
 one-paragraph summary for the real-time factor (simulated seconds per wall second while the clock ran).
 
-Issue targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
->= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x. Issue 13: the scene variant
+Targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
+>= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x; the scene variant
 with one vehicle, a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz among 200 obstacles, in real time on
 one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed.
 

@@ -1,14 +1,14 @@
 """The launch description every ``launch/<family>.launch.py`` returns (ROS 2 distributions only).
 
 The six launch arguments (variant, num_vehicles, seed, use_rviz, record, autopilot) are declared from
-``launch_plan.LAUNCH_ARGUMENTS``; at launch time ``launch_plan.plan_from_launch_arguments`` computes the
+``launch_setup.LAUNCH_ARGUMENTS``; at launch time ``launch_setup.plan_from_launch_arguments`` computes the
 node set, namespaces, remappings and parameters — the same plan the embedded launcher
 (``qrsim launch``) starts — and each planned node becomes a ``launch_ros.actions.Node``. The nodes get
-the DDS environment of ``launch_plan.launch_environment`` (Fast DDS on loopback only; ROS_DOMAIN_ID
+the DDS environment of ``launch_setup.launch_environment`` (Fast DDS on loopback only; ROS_DOMAIN_ID
 checked, 0..232).
 Imports ``launch``/``launch_ros``, so it is only importable where those exist.
 
-Supervision (arguments ``keep_alive`` and ``record_required``, ``launch_plan.SUPERVISION_ARGUMENTS``),
+Supervision (arguments ``keep_alive`` and ``record_required``, ``launch_setup.SUPERVISION_ARGUMENTS``),
 the rules of ``qrsim launch`` through the same function (``supervision.exits.classify_exit``):
 
 - Checked before any node starts, each a one-line error and nothing started: a third-party executable
@@ -45,7 +45,7 @@ from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from qrsim_ros import launch_plan
+from qrsim_ros import launch_plan, launch_setup
 from qrsim_ros.supervision import exits
 
 
@@ -84,24 +84,24 @@ def generate(family: str) -> LaunchDescription:
 
     def nodes(context: Any, *args: Any, **kwargs: Any) -> list[Any]:
         values = {name: LaunchConfiguration(name).perform(context)
-                  for name, _ in launch_plan.LAUNCH_ARGUMENTS}
+                  for name, _ in launch_setup.LAUNCH_ARGUMENTS}
         # checked first: a bad ROS_DOMAIN_ID is one error line and nothing starts
         environment = [SetEnvironmentVariable(name, value) for name, value
-                       in launch_plan.launch_environment({**os.environ, **context.environment}).items()]
-        supervision = launch_plan.parse_supervision({name: LaunchConfiguration(name).perform(context)
-                                                     for name, _ in launch_plan.SUPERVISION_ARGUMENTS})
-        specs = launch_plan.plan_from_launch_arguments(family, values)
-        specs = launch_plan.end_with_episode(specs, keep_alive=supervision["keep_alive"])
+                       in launch_setup.launch_environment({**os.environ, **context.environment}).items()]
+        supervision = launch_setup.parse_supervision({name: LaunchConfiguration(name).perform(context)
+                                                     for name, _ in launch_setup.SUPERVISION_ARGUMENTS})
+        specs = launch_setup.plan_from_launch_arguments(family, values)
+        specs = launch_setup.end_with_episode(specs, keep_alive=supervision["keep_alive"])
         normal_end[:] = exits.normal_end_processes(specs)
         # Everything is checked before the first node starts: a refusal leaves nothing running.
-        absent = launch_plan.missing_third_party(specs, _installed)
+        absent = launch_setup.missing_third_party(specs, _installed)
         if absent:
             raise LaunchFailedError(f"not installed: {', '.join(absent)}; nothing was started")
         bag = launch_plan.bag_dir(specs)
         if bag is not None:
-            launch_plan.check_record_dir(bag)
+            launch_setup.check_record_dir(bag)
         lib_dir = f"{get_package_prefix('qrsim_ros')}/lib/qrsim_ros"
-        specs, missing = launch_plan.split_installed(specs, lib_dir)
+        specs, missing = launch_setup.split_installed(specs, lib_dir)
         notes = [LogInfo(msg=f"{s.executable} is not installed: not started") for s in missing]
         actions: list[Any] = []
         for spec in specs:
@@ -111,10 +111,10 @@ def generate(family: str) -> LaunchDescription:
             actions += [RegisterEventHandler(handler), node]
         return environment + notes + actions
 
-    defaults = launch_plan.launch_defaults(family)
+    defaults = launch_setup.launch_defaults(family)
     arguments = [DeclareLaunchArgument(name, default_value=defaults[name], description=description)
-                 for name, description in launch_plan.LAUNCH_ARGUMENTS]
-    arguments += [DeclareLaunchArgument(name, default_value=launch_plan.SUPERVISION_DEFAULTS[name],
+                 for name, description in launch_setup.LAUNCH_ARGUMENTS]
+    arguments += [DeclareLaunchArgument(name, default_value=launch_setup.SUPERVISION_DEFAULTS[name],
                                         description=description)
-                  for name, description in launch_plan.SUPERVISION_ARGUMENTS]
+                  for name, description in launch_setup.SUPERVISION_ARGUMENTS]
     return LaunchDescription([*arguments, OpaqueFunction(function=nodes)])

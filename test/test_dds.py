@@ -2,7 +2,7 @@
 loopback only.
 
 - Pure: ``qrsim_ros.dds`` (ROS_DOMAIN_ID 0..232, free domains claimed across processes, the environment
-  of a graph), the shipped Fast DDS profile, ``launch_plan.launch_environment`` (the launch files' check)
+  of a graph), the shipped Fast DDS profile, ``launch_setup.launch_environment`` (the launch files' check)
   and ``qrsim launch``'s domain options (one line for a bad domain, from the option or the environment).
 - Real graphs (``qrsim launch keep_spot``, each in a free domain): a second launch in the same domain is
   refused with one line before any node starts while ``--domain-id auto`` runs beside it; every UDP/TCP
@@ -28,7 +28,8 @@ import pytest
 from rosenv import REPO_ROOT, TestProcess, free_domain, inet_sockets, qrsim_launch, require_ros, ros_env
 
 from qrsim_ros import dds
-from qrsim_ros.launch_plan import PlanError, launch_environment
+from qrsim_ros.launch_plan import PlanError
+from qrsim_ros.launch_setup import launch_environment
 
 PROFILE = REPO_ROOT / "config" / dds.LOCALHOST_PROFILE
 NS = {"f": "http://www.eprosima.com"}
@@ -151,7 +152,7 @@ def test_the_launch_files_check_the_domain_and_set_the_profile(tmp_path: Path) -
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT" and "ROS_DOMAIN_ID" not in env
     own = str(tmp_path / "mine.xml")
     users = {"FASTDDS_DEFAULT_PROFILES_FILE": own, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}
-    # the user's own profile and range; the nodes' Python runs with -O (launch_plan.node_environment)
+    # the user's own profile and range; the nodes' Python runs with -O (launch_setup.node_environment)
     assert launch_environment(users) == {"PYTHONOPTIMIZE": "1"}
     assert launch_environment({**users, "PYTHONOPTIMIZE": "0"}) == {}  # the user's choice is kept
 

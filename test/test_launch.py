@@ -20,6 +20,7 @@ import pytest
 from rosenv import REPO_ROOT, assert_children_gone, require_ros, run_launch
 
 from qrsim_ros import launch_plan as lp
+from qrsim_ros import launch_setup as ls
 from qrsim_ros.core.config import scenario as scenario_module
 from qrsim_ros.core.config.scenario import MAX_SEED
 from qrsim_ros.launch_plan import NodeSpec, PlanError, plan
@@ -231,7 +232,7 @@ def test_the_seed_convention_is_the_cores(tmp_path: Path, monkeypatch: pytest.Mo
     assert lp.resolve_scenario(str(five), seed=0).seed == 1234  # 0: the clock, whatever the file says
     assert lp.resolve_scenario("keep_spot").seed == 1234  # -1 and a file's 0: the clock
     assert {s.parameters["seed"] for s in plan("keep_spot", seed=0)} == {1234}
-    assert {s.parameters["seed"] for s in lp.plan_from_launch_arguments("keep_spot", {"seed": "0"})} == {1234}
+    assert {s.parameters["seed"] for s in ls.plan_from_launch_arguments("keep_spot", {"seed": "0"})} == {1234}
     big = tmp_path / "big.yaml"
     big.write_text(text.replace("\nseed: 0\n", f"\nseed: {MAX_SEED + 1}\n"))
     with pytest.raises(PlanError, match=r"seed=2147483648 \(from the scenario file\) exceeds"):
@@ -325,7 +326,7 @@ def test_nodespec_forms() -> None:
 def test_split_installed(tmp_path: Path) -> None:
     (tmp_path / "imu").write_text("")
     specs = plan("keep_spot", seed=1, use_rviz=True, autopilot=False)
-    present, missing = lp.split_installed(specs, tmp_path)
+    present, missing = ls.split_installed(specs, tmp_path)
     assert names(present) == ["imu", "rviz2"]  # rviz2 is another package's business
     assert names(missing) == ["vehicle_dynamics", "wind_field", "gps", "altimeter", "referee"]
 
@@ -333,9 +334,9 @@ def test_split_installed(tmp_path: Path) -> None:
 # --- launch files ---------------------------------------------------------------------------------
 
 def test_launch_arguments_are_the_issues_six() -> None:
-    assert {name for name, _ in lp.LAUNCH_ARGUMENTS} == ISSUE_ARGUMENTS
+    assert {name for name, _ in ls.LAUNCH_ARGUMENTS} == ISSUE_ARGUMENTS
     for family in lp.LAUNCH_FAMILIES:
-        assert set(lp.launch_defaults(family)) == ISSUE_ARGUMENTS
+        assert set(ls.launch_defaults(family)) == ISSUE_ARGUMENTS
 
 
 def _without_run_id(specs: list[NodeSpec]) -> list[NodeSpec]:
@@ -348,17 +349,17 @@ def _without_run_id(specs: list[NodeSpec]) -> list[NodeSpec]:
 def test_plan_from_launch_arguments_is_plan() -> None:
     strings = {"variant": "2B", "num_vehicles": "2", "seed": "4", "use_rviz": "False", "record": "false",
                "autopilot": "0"}
-    assert _without_run_id(lp.plan_from_launch_arguments("search_rescue", strings)) == _without_run_id(plan(
+    assert _without_run_id(ls.plan_from_launch_arguments("search_rescue", strings)) == _without_run_id(plan(
         "search_rescue", "2b", num_vehicles=2, seed=4, autopilot=False))
     # the defaults: the family's default variant, autopilot on
-    assert _without_run_id(lp.plan_from_launch_arguments("cats_mouse", {"seed": "8"})) == _without_run_id(
+    assert _without_run_id(ls.plan_from_launch_arguments("cats_mouse", {"seed": "8"})) == _without_run_id(
         plan("cats_mouse", "1a", seed=8))
     with pytest.raises(PlanError, match="use_rviz='maybe' must be true or false"):
-        lp.plan_from_launch_arguments("plume", {"use_rviz": "maybe", "seed": "1"})
+        ls.plan_from_launch_arguments("plume", {"use_rviz": "maybe", "seed": "1"})
     with pytest.raises(PlanError, match="seed='x' must be an integer"):
-        lp.plan_from_launch_arguments("plume", {"seed": "x"})
+        ls.plan_from_launch_arguments("plume", {"seed": "x"})
     with pytest.raises(PlanError, match="unknown launch argument"):
-        lp.plan_from_launch_arguments("plume", {"speed": "1"})
+        ls.plan_from_launch_arguments("plume", {"speed": "1"})
 
 
 @pytest.mark.parametrize("family", lp.LAUNCH_FAMILIES)
@@ -374,10 +375,10 @@ def test_launch_file_is_thin_and_calls_the_plan(family: str, tmp_path: Path) -> 
     # the shared description: node set from the plan, the six arguments from the same table
     shared = ast.parse((REPO_ROOT / "qrsim_ros" / "launch_description.py").read_text(encoding="utf-8"))
     shared_calls = {ast.unparse(n.func) for n in ast.walk(shared) if isinstance(n, ast.Call)}
-    assert "launch_plan.plan_from_launch_arguments" in shared_calls
-    assert "DeclareLaunchArgument" in shared_calls and "launch_plan.launch_defaults" in shared_calls
+    assert "launch_setup.plan_from_launch_arguments" in shared_calls
+    assert "DeclareLaunchArgument" in shared_calls and "launch_setup.launch_defaults" in shared_calls
     assert "Node" in shared_calls and "spec.launch_kwargs" in shared_calls
-    assert "launch_plan.LAUNCH_ARGUMENTS" in ast.unparse(shared)
+    assert "launch_setup.LAUNCH_ARGUMENTS" in ast.unparse(shared)
     funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert "generate_launch_description" in funcs
 
@@ -423,7 +424,7 @@ def test_cli_plans_what_the_launch_files_plan() -> None:
     args = _parse(["search_rescue", "--variant", "2a", "--num-vehicles", "2", "--seed", "5",
                    "--no-autopilot"])
     specs, _ = cli.plan_for_args(args)
-    assert _without_run_id(specs) == _without_run_id(lp.plan_from_launch_arguments(
+    assert _without_run_id(specs) == _without_run_id(ls.plan_from_launch_arguments(
         "search_rescue", {"variant": "2a", "num_vehicles": "2", "seed": "5", "autopilot": "false"}))
     args = _parse(["keep_spot", "--seed", "3", "--lockstep", "--real-time-factor", "0", "--duration", "4",
                    "--param", "imu:seed=7", "--param", "vehicle_dynamics:lockstep_on_timeout=continue"])
@@ -463,7 +464,7 @@ def test_child_environment() -> None:
     assert "_ROS_WHEELS_BOOTSTRAP_COMPLETE" not in other and "LD_LIBRARY_PATH" not in other
     # the DDS settings are the launcher's own (apply_dds_environment put them in os.environ)
     assert other["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
-    # the nodes run with -O as under ros2 launch (launch_plan.node_environment), unless the user said
+    # the nodes run with -O as under ros2 launch (launch_setup.node_environment), unless the user said
     assert same["PYTHONOPTIMIZE"] == "1" and child_environment({"PYTHONOPTIMIZE": ""})["PYTHONOPTIMIZE"] == ""
 
 

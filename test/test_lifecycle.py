@@ -34,6 +34,7 @@ from rosenv import (
 )
 
 from qrsim_ros import launch_plan as lp
+from qrsim_ros import launch_setup as ls
 from qrsim_ros.cli import leftovers
 from qrsim_ros.launch_plan import PlanError
 from qrsim_ros.supervision.exits import ExitStatus, classify_exit, normal_end_processes
@@ -90,7 +91,8 @@ def test_an_exit_nobody_asked_for_is_a_failure_that_ends_the_run() -> None:
     assert classify_exit("rviz2", -signal.SIGSEGV, requested=False).failure
     # status 0 is their normal end only where the plan gives them one (the soak found vehicle_dynamics
     # and the referee SIGTERMed from outside reported "finished", exit 0, in a run without --duration)
-    from qrsim_ros.launch_plan import end_with_episode, plan
+    from qrsim_ros.launch_plan import plan
+    from qrsim_ros.launch_setup import end_with_episode
 
     specs = plan("keep_spot", seed=3, autopilot=False)
     for name in ("vehicle_dynamics", "referee"):
@@ -119,22 +121,22 @@ def test_a_recorder_that_cannot_write_ends_the_run_only_when_required() -> None:
 
 
 def test_supervision_arguments_and_the_end_of_the_episode() -> None:
-    assert lp.parse_supervision({}) == {"keep_alive": False, "record_required": False}
-    assert lp.parse_supervision({"keep_alive": "True", "record_required": "1"}) == {
+    assert ls.parse_supervision({}) == {"keep_alive": False, "record_required": False}
+    assert ls.parse_supervision({"keep_alive": "True", "record_required": "1"}) == {
         "keep_alive": True, "record_required": True}
     with pytest.raises(PlanError, match="keep_alive='maybe' must be true or false"):
-        lp.parse_supervision({"keep_alive": "maybe"})
+        ls.parse_supervision({"keep_alive": "maybe"})
     specs = lp.plan("keep_spot", seed=3)
-    ended = {s.name: s for s in lp.end_with_episode(specs)}
+    ended = {s.name: s for s in ls.end_with_episode(specs)}
     assert ended["referee"].parameters["exit_when_done"] is True
     assert all("exit_when_done" not in s.parameters for s in specs)  # the plan itself is unchanged
-    kept = {s.name: s for s in lp.end_with_episode(specs, keep_alive=True)}
+    kept = {s.name: s for s in ls.end_with_episode(specs, keep_alive=True)}
     assert "exit_when_done" not in kept["referee"].parameters
     # a missing rviz2 is named with what needs it; qrsim_ros nodes are not third-party
     rviz = lp.plan("keep_spot", seed=3, use_rviz=True)
-    missing = lp.missing_third_party(rviz, lambda spec: False)
+    missing = ls.missing_third_party(rviz, lambda spec: False)
     assert len(missing) == 1 and missing[0].startswith("rviz2 (package rviz2; use_rviz:=true needs")
-    assert lp.missing_third_party(rviz, lambda spec: True) == []
+    assert ls.missing_third_party(rviz, lambda spec: True) == []
 
 
 def test_the_launch_description_wires_the_supervision() -> None:
@@ -146,30 +148,30 @@ def test_the_launch_description_wires_the_supervision() -> None:
     tree = ast.parse(source)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for needed in ("RegisterEventHandler", "OnProcessExit", "exits.classify_exit",
-                   "exits.normal_end_processes", "launch_plan.parse_supervision",
-                   "launch_plan.end_with_episode", "launch_plan.missing_third_party",
-                   "launch_plan.check_record_dir", "Shutdown"):
+                   "exits.normal_end_processes", "launch_setup.parse_supervision",
+                   "launch_setup.end_with_episode", "launch_setup.missing_third_party",
+                   "launch_setup.check_record_dir", "Shutdown"):
         assert needed in calls, needed
-    assert "launch_plan.SUPERVISION_ARGUMENTS" in source
+    assert "launch_setup.SUPERVISION_ARGUMENTS" in source
 
 
 # --- the record directory, checked before anything starts (pure) --------------------------------------
 
 
 def test_record_dir_check(tmp_path: Path) -> None:
-    lp.check_record_dir(tmp_path / "new" / "bag")  # a new directory under a writable one: fine
+    ls.check_record_dir(tmp_path / "new" / "bag")  # a new directory under a writable one: fine
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(PlanError, match="exists and is not an empty directory"):
-        lp.check_record_dir(tmp_path / "full")
+        ls.check_record_dir(tmp_path / "full")
     (tmp_path / "file").write_text("x")
     with pytest.raises(PlanError, match="is not a directory"):
-        lp.check_record_dir(tmp_path / "file" / "bag")
+        ls.check_record_dir(tmp_path / "file" / "bag")
     with pytest.raises(PlanError, match=r"only [\d.]+ MB free on the file system of .* needed"):
-        lp.check_record_dir(tmp_path / "bag", min_free_bytes=10**18)
+        ls.check_record_dir(tmp_path / "bag", min_free_bytes=10**18)
     with tmpfs(tmp_path / "ro", size="1m", read_only=True) as ro, \
             pytest.raises(PlanError, match=f"directory {ro} is not writable"):
-        lp.check_record_dir(ro / "bag")
+        ls.check_record_dir(ro / "bag")
 
 
 # --- the bag writer on a full disk (pure, a real 3 MB tmpfs) -------------------------------------------

@@ -92,11 +92,10 @@ from qrsim_ros.launch_plan import (
     PlanError,
     ResolvedScenario,
     bag_dir,
-    check_record_dir,
-    node_environment,
     plan,
     resolve_scenario,
 )
+from qrsim_ros.launch_setup import check_record_dir, node_environment
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.supervision import process_group
 from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit, normal_end_processes
@@ -220,7 +219,7 @@ def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     for the same venv (no second exec), but a marker from another interpreter's environment must be
     dropped, or the child would run without its own library path (notes/ROS2_ON_PIP.md). The DDS
     settings (domain, loopback profile) are the launcher's own: ``apply_dds_environment`` put them in
-    os.environ. The Python settings are ``launch_plan.node_environment``'s (as under ``ros2 launch``).
+    os.environ. The Python settings are ``launch_setup.node_environment``'s (as under ``ros2 launch``).
     """
     env = dict(os.environ if base is None else base)
     ours = os.path.join(sys.prefix, "lib")

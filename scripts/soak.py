@@ -53,6 +53,7 @@ from typing import Any
 
 from qrsim_ros.dds import free_domain
 from qrsim_ros.supervision import process_group
+from qrsim_ros.supervision.probe import ProbeNode
 
 # --- the schedule (pure) ----------------------------------------------------------------------------------
 
@@ -267,17 +268,12 @@ class Probe:
     and publishes the injected messages."""
 
     def __init__(self, domain: int) -> None:
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from qrsim_ros.msg import TaskStatus, VehicleStatus
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-        self._rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain)
-        self.node = rclpy.create_node(f"qrsim_soak_{os.getpid()}", context=self.context,
-                                      start_parameter_services=False)
+        self._probe = ProbeNode(f"qrsim_soak_{os.getpid()}", domain)
+        self.node = self._probe.node
         self.lock = threading.Lock()
         #: (status name, key) -> latest value (strings, as published)
         self.diag: dict[tuple[str, str], str] = {}
@@ -296,15 +292,7 @@ class Probe:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, reliable)
         self.node.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, reliable)
         self.node.create_subscription(TaskStatus, "/referee/status", self._on_task, latched)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True, name="soak-probe")
-        self._thread.start()
-
-    def _spin(self) -> None:
-        with contextlib.suppress(Exception):  # the context going down ends the loop
-            while self.context.ok():
-                self.executor.spin_once(timeout_sec=0.1)
+        self._probe.spin_in_thread("soak-probe")
 
     def _on_diag(self, msg: Any) -> None:
         with self.lock:
@@ -377,12 +365,7 @@ class Probe:
             self.node.destroy_publisher(pub)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.executor.shutdown(timeout_sec=1.0)
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
-        self._thread.join(timeout=3.0)
+        self._probe.close()
 
 
 def rising(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],

@@ -99,6 +99,7 @@ from qrsim_ros.launch_setup import check_record_dir, node_environment
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.supervision import process_group
 from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit, normal_end_processes
+from qrsim_ros.supervision.probe import ProbeNode
 
 PROG = "qrsim launch"
 #: Wall seconds the clock owner gets to end a --duration run by itself before everything is signalled.
@@ -485,20 +486,15 @@ class StatusListener:
     """
 
     def __init__(self, progress: RunProgress, run_id: str = "", num_vehicles: int = 0) -> None:
-        import rclpy
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-        from rclpy.signals import SignalHandlerOptions
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import BatteryState
 
         from qrsim_ros.msg import ActiveFaults, TaskStatus
 
-        self._rclpy = rclpy
-        self.context = rclpy.Context()
-        # The launcher handles SIGINT/SIGTERM itself (orderly shutdown of the children).
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(f"{LISTENER_PREFIX}{os.getpid()}", context=self.context,
-                                      start_parameter_services=False)
+        # its own context, no rclpy signal handlers: the launcher stops its children in its own order
+        self._probe = ProbeNode(f"{LISTENER_PREFIX}{os.getpid()}")
+        self.node = self._probe.node
         # Best effort, depth 1: the status line needs the latest time, not every tick.
         clock_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
                                history=HistoryPolicy.KEEP_LAST)
@@ -520,11 +516,8 @@ class StatusListener:
         self._progress = progress
         self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
-        from rclpy.executors import SingleThreadedExecutor
-
         # a wait-set executor: a poll takes only the latest sample of each subscription
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
+        self.executor = self._probe.executor
 
     def spin_once(self, timeout_s: float) -> None:
         """Handle what has arrived (at most a few callbacks), then sleep out the rest of timeout_s."""
@@ -566,11 +559,7 @@ class StatusListener:
         return filtered
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.executor.shutdown(timeout_sec=1.0)
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
+        self._probe.close()
 
 
 # --- processes ------------------------------------------------------------------------------------------

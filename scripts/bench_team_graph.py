@@ -205,26 +205,15 @@ def stop(proc: subprocess.Popen, seen: dict[int, Proc], timeout_s: float) -> Non
 
 
 def _stop(proc: subprocess.Popen, seen: dict[int, Proc], timeout_s: float) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    from qrsim_ros.supervision import process_group
+
+    process_group.stop([proc], ((signal.SIGINT, timeout_s), (signal.SIGKILL, 30.0)))
+    proc.wait()
     for pid, p in seen.items():
         st = read_stat(pid)
         if st is not None and st[2] == p.start_ticks:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def term_with_parent() -> None:
-    """In the launcher's child before exec: SIGTERM (an orderly stop) when this script dies, even by
-    SIGKILL (prctl PR_SET_PDEATHSIG; the launcher gives its nodes the same)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
 
 
 def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_limit_s: float,
@@ -239,9 +228,11 @@ def run(n: int, mode: str, duration_s: float, domain: int, record: bool, wall_li
             cmd += ["--record", os.path.join(tmp, "bag")]
         env["ROS_LOG_DIR"] = os.path.join(tmp, "ros_log")
         # A session of its own: a terminal's Ctrl-C reaches this script only, which stops the launcher
-        # in order (SIGINT) instead of every node at once.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True, preexec_fn=term_with_parent)
+        # in order (SIGINT) instead of every node at once; SIGTERM to it if this script dies.
+        from qrsim_ros.supervision import process_group
+
+        proc = process_group.start(cmd, die_with_parent=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env)
         lines: list[str] = []
         started, ended, wake = threading.Event(), threading.Event(), threading.Event()
 

@@ -61,13 +61,8 @@ def python() -> str:
 def interrupt(proc: subprocess.Popen[Any], timeout_s: float) -> None:
     """End ``proc`` as Ctrl-C does if it still runs: SIGINT, wait up to ``timeout_s``, then kill it
     (a last resort only)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    process_group.stop([proc], ((signal.SIGINT, timeout_s), (signal.SIGKILL, 30.0)))
+    proc.wait()
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, *, poll_s: float = 0.01,

@@ -14,7 +14,19 @@ import numpy as np
 
 from qrsim_ros.cli import CliError, report, subcommand_parser
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, PelicanFleet, PelicanParams, default_state_limits
+from qrsim_ros.core.vehicles.pelican import (
+    HOVER_THROTTLE,
+    STATE_DOWN,
+    STATE_EULER,
+    STATE_HEADING,
+    STATE_NORTH_EAST,
+    STATE_POSITION_NED,
+    STATE_THRUST,
+    STATE_VELOCITY_FRD,
+    PelicanFleet,
+    PelicanParams,
+    default_state_limits,
+)
 
 PROG = "qrsim demo"
 #: (duration [s], what, [pitch rad, roll rad, throttle, yaw_rate rad/s, battery V])
@@ -71,17 +83,20 @@ def run(args: argparse.Namespace) -> int:
     per_s = round(1.0 / BASE_DT_S)
     for k in range(0, len(t), per_s):
         s = x[k]
-        print(f"{t[k]:6.1f} {phases[k]:<14} {s[0]:8.2f} {s[1]:8.2f} {-s[2]:7.2f} "
-              f"{np.degrees(s[3]):7.2f} {np.degrees(s[4]):7.2f} {np.degrees(s[5]):7.2f} "
-              f"{np.linalg.norm(s[6:9]):6.2f} {s[12]:7.2f}")
-    path_m = float(np.sum(np.linalg.norm(np.diff(x[:, 0:3], axis=0), axis=1)))
-    speeds = np.linalg.norm(x[:, 6:9], axis=1)
+        north, east, down = s[STATE_POSITION_NED]
+        roll, pitch, yaw = np.degrees(s[STATE_EULER])
+        print(f"{t[k]:6.1f} {phases[k]:<14} {north:8.2f} {east:8.2f} {-down:7.2f} "
+              f"{roll:7.2f} {pitch:7.2f} {yaw:7.2f} "
+              f"{np.linalg.norm(s[STATE_VELOCITY_FRD]):6.2f} {s[STATE_THRUST]:7.2f}")
+    path_m = float(np.sum(np.linalg.norm(np.diff(x[:, STATE_POSITION_NED], axis=0), axis=1)))
+    speeds = np.linalg.norm(x[:, STATE_VELOCITY_FRD], axis=1)
     sim_s = float(t[-1])
+    north_m, east_m = x[-1, STATE_NORTH_EAST]
     print(
         f"summary: {sim_s:.1f} s simulated in {wall_s:.3f} s wall "
         f"({sim_s / wall_s:.0f}x real time, {args.vehicles} vehicle(s)); "
         f"path {path_m:.1f} m, max speed {speeds.max():.2f} m/s, "
-        f"final position N {x[-1, 0]:.2f} E {x[-1, 1]:.2f} height {-x[-1, 2]:.2f} m, "
-        f"heading {np.degrees(x[-1, 5]):.1f}°, all valid: {bool(fleet.valid.all())}"
+        f"final position N {north_m:.2f} E {east_m:.2f} height {-x[-1, STATE_DOWN]:.2f} m, "
+        f"heading {np.degrees(x[-1, STATE_HEADING]):.1f}°, all valid: {bool(fleet.valid.all())}"
     )
     return 0

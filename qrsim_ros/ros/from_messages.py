@@ -19,6 +19,12 @@ from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
 from qrsim_ros.core.faults import ActiveFault
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_EULER,
+    STATE_POSITION_NED,
+    STATE_RATES_FRD,
+    STATE_VELOCITY_FRD,
+)
 from qrsim_ros.ros.to_messages import DETECTION_DTYPE
 
 
@@ -54,10 +60,10 @@ def states_from_raw_odometry(raw: Array) -> Array:
     ENU, FLU linear velocity, FLU rates] (see ``state_from_odometry``); vectorised over vehicles."""
     raw = np.atleast_2d(np.asarray(raw, float))
     x = np.zeros((raw.shape[0], 13))
-    x[:, 0:3] = enu_to_ned(raw[:, 0:3])
-    x[:, 3:6] = quaternion_enu_flu_to_euler_ned_frd(raw[:, 3:7])
-    x[:, 6:9] = flu_to_frd(raw[:, 7:10])
-    x[:, 9:12] = flu_to_frd(raw[:, 10:13])
+    x[:, STATE_POSITION_NED] = enu_to_ned(raw[:, 0:3])
+    x[:, STATE_EULER] = quaternion_enu_flu_to_euler_ned_frd(raw[:, 3:7])
+    x[:, STATE_VELOCITY_FRD] = flu_to_frd(raw[:, 7:10])
+    x[:, STATE_RATES_FRD] = flu_to_frd(raw[:, 10:13])
     return x
 
 

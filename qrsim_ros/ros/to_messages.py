@@ -44,6 +44,12 @@ from qrsim_ros.core.common.frames import (
 )
 from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.core.sensors.camera import CameraObservation
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_EULER,
+    STATE_POSITION_NED,
+    STATE_RATES_FRD,
+    STATE_VELOCITY_FRD,
+)
 from qrsim_ros.ros.names import (
     MAP_FRAME,
     MAP_NED_FRAME,
@@ -67,9 +73,9 @@ def quaternions_enu_flu(x: ArrayLike) -> Array:
     non-finite attitudes (a vehicle frozen in a diverged state)."""
     x = np.atleast_2d(np.asarray(x, float))
     q = np.full((x.shape[0], 4), np.nan)
-    ok = np.all(np.isfinite(x[:, 3:6]), axis=1)
+    ok = np.all(np.isfinite(x[:, STATE_EULER]), axis=1)
     if ok.any():
-        q[ok] = euler_ned_frd_to_quaternion_enu_flu(x[ok, 3], x[ok, 4], x[ok, 5])
+        q[ok] = euler_ned_frd_to_quaternion_enu_flu(*x[ok, STATE_EULER].T)
     return q
 
 
@@ -87,9 +93,9 @@ def fill_odometry(msg: Odometry, x: ArrayLike, q_xyzw: ArrayLike, stamp: Time) -
     Pose: ENU position, FLU-in-ENU attitude. Twist (child frame base_link): FLU body velocity and rates.
     """
     x = np.asarray(x, float)
-    p = ned_to_enu(x[0:3])
-    v = frd_to_flu(x[6:9])
-    w = frd_to_flu(x[9:12])
+    p = ned_to_enu(x[STATE_POSITION_NED])
+    v = frd_to_flu(x[STATE_VELOCITY_FRD])
+    w = frd_to_flu(x[STATE_RATES_FRD])
     msg.header.stamp = stamp
     pose = msg.pose.pose
     pose.position.x, pose.position.y, pose.position.z = float(p[0]), float(p[1]), float(p[2])
@@ -109,9 +115,9 @@ def fill_ground_truth(odom: Sequence[Odometry], accel: Sequence[AccelStamped],
     once for the whole fleet. ``transforms``: the map -> base_link transforms, or None."""
     x = np.atleast_2d(np.asarray(x, float))
     q = quaternions_enu_flu(x).tolist()
-    p = ned_to_enu(x[:, 0:3]).tolist()
-    v = frd_to_flu(x[:, 6:9]).tolist()
-    w = frd_to_flu(x[:, 9:12]).tolist()
+    p = ned_to_enu(x[:, STATE_POSITION_NED]).tolist()
+    v = frd_to_flu(x[:, STATE_VELOCITY_FRD]).tolist()
+    w = frd_to_flu(x[:, STATE_RATES_FRD]).tolist()
     f = frd_to_flu(np.asarray(a_frd, float)).tolist()
     for i, m in enumerate(odom):
         m.header.stamp = stamp

@@ -19,6 +19,13 @@ from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.scenario import base_grid_ne
 from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_DOWN,
+    STATE_HEADING,
+    STATE_NORTH_EAST,
+    STATE_POSITION_NED,
+    STATE_VELOCITY_FRD,
+)
 
 if TYPE_CHECKING:
     from qrsim_ros.core.config.scenario import Scenario
@@ -58,16 +65,16 @@ def scattered_start_states(scenario: Scenario, z_ned_m: float, rng: np.random.Ge
     x = np.zeros((n, 6))
     for axis in (0, 1):
         x[:, axis] = centre[axis] + (rng.random(n) - 0.5) * extent[axis]
-    x[:, 2] = z_ned_m
+    x[:, STATE_DOWN] = z_ned_m
     separation_m = START_SEPARATION_COLLISION_DISTANCES * scenario.vehicle.collision_distance_m
     for i in range(1, n):
         tries = 0
-        while np.any(np.hypot(*(x[:i, 0:2] - x[i, 0:2]).T) < separation_m):
+        while np.any(np.hypot(*(x[:i, STATE_NORTH_EAST] - x[i, STATE_NORTH_EAST]).T) < separation_m):
             if tries == _PLACEMENT_TRIES:
                 raise ValueError(f"could not place vehicle {i + 1} of {n} at least {separation_m:g} m "
                                  f"from the others in {_PLACEMENT_TRIES} tries: area_limits_ned too small "
                                  "for num_vehicles")
-            x[i, 0:2] = centre + (rng.random(2) - 0.5) * extent
+            x[i, STATE_NORTH_EAST] = centre + (rng.random(2) - 0.5) * extent
             tries += 1
     return x
 
@@ -103,7 +110,7 @@ class Task:
     def initial_states(self, rng: np.random.Generator) -> Array:
         """Initial states (N, 6|12|13) of every vehicle at reset (QRSim ``task.reset``)."""
         x = np.zeros((self.num_vehicles, 6))
-        x[:, 2] = self.params.start_z_ned_m
+        x[:, STATE_DOWN] = self.params.start_z_ned_m
         return x
 
     def initial_headings(self) -> Array:
@@ -164,7 +171,7 @@ class GenericTask(Task):
     def initial_states(self, rng: np.random.Generator) -> Array:
         x = super().initial_states(rng)
         if self.params.type == "keep_spot_x10":
-            x[:, 0] = -100.0 + 20.0 * np.arange(1, self.num_vehicles + 1)
+            x[:, STATE_NORTH_EAST.start] = -100.0 + 20.0 * np.arange(1, self.num_vehicles + 1)
         return x
 
     def reset(self) -> None:
@@ -179,7 +186,8 @@ class GenericTask(Task):
             self._accumulated -= float(np.sum(u * u)) * dt
         if self.params.type == "keep_velocity":
             x = self.sim.true_state()[valid]
-            e = body_to_ned(dcm_from_state(x), x[:, 6:9]) - np.asarray(self.params.target_velocity_ned)
+            v_ned = body_to_ned(dcm_from_state(x), x[:, STATE_VELOCITY_FRD])
+            e = v_ned - np.asarray(self.params.target_velocity_ned)
             self._accumulated -= float(np.sum(e * e)) * dt
 
     def step_reward(self, last_step: bool) -> float:
@@ -219,7 +227,7 @@ class CatsMouseTask(Task):
         p = self.params
         x = np.zeros((self.num_vehicles, 6))
         z = p.flight_z_ned_m
-        x[self.mouse, 2] = z
+        x[self.mouse, STATE_DOWN] = z
         lo, hi = p.cat_mouse_distance_range_m
         placed: list[Array] = []
         for i in range(self.num_vehicles - 1):
@@ -233,7 +241,7 @@ class CatsMouseTask(Task):
                 raise ValueError(f"could not place cat {i + 1} at least {p.min_inter_cat_distance_m} m from "
                                  "the others in 100 tries (task.min_inter_cat_distance_m too large)")
             placed.append(pos)
-            x[i, 0:3] = pos
+            x[i, STATE_POSITION_NED] = pos
         return x
 
     def environment_actions(self, ex: Array) -> dict[int, Array]:
@@ -254,7 +262,7 @@ class CatsMouseTask(Task):
         if not self.sim.valid.all():
             return -PENALTY
         x = self.sim.true_state()
-        d = x[: self.mouse, 0:2] - x[self.mouse, 0:2]
+        d = x[: self.mouse, STATE_NORTH_EAST] - x[self.mouse, STATE_NORTH_EAST]
         return -float(np.sum(d * d))
 
 
@@ -279,13 +287,13 @@ class SearchRescueTask(Task):
         if self.params.placement == "base":  # a team at its base (no draws: nothing is random)
             x = np.zeros((self.num_vehicles, 6))
             base = sc.bases[0].position_ned_m
-            x[:, 0:2] = base_grid_ne(base, self.num_vehicles, self.params.base_spacing_m)
-            x[:, 2] = self.params.start_z_ned_m
+            x[:, STATE_NORTH_EAST] = base_grid_ne(base, self.num_vehicles, self.params.base_spacing_m)
+            x[:, STATE_DOWN] = self.params.start_z_ned_m
             self._headings = np.zeros(self.num_vehicles)
             return x
         self._headings = math.pi * rng.random(self.num_vehicles)
         x = scattered_start_states(sc, self.params.start_z_ned_m, rng)
-        x[:, 5] = self._headings
+        x[:, STATE_HEADING] = self._headings
         return x
 
     def initial_headings(self) -> Array:

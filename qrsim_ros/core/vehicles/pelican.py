@@ -48,6 +48,16 @@ HOVER_CONTROL.flags.writeable = False
 STATE_SIZE = 13
 CONTROL_SIZE = 5
 STATE_NAMES = ("px", "py", "pz", "phi", "theta", "psi", "u", "v", "w", "p", "q", "r", "thrust")
+#: The true state's columns by name (STATE_NAMES): NED position [m] (north-east, down), ZYX Euler angles
+#: [rad] (heading last), FRD body velocity [m/s], FRD body rates [rad/s], thrust [N].
+STATE_POSITION_NED = slice(0, 3)
+STATE_NORTH_EAST = slice(0, 2)
+STATE_DOWN = 2
+STATE_EULER = slice(3, 6)
+STATE_HEADING = 5
+STATE_VELOCITY_FRD = slice(6, 9)
+STATE_RATES_FRD = slice(9, 12)
+STATE_THRUST = 12
 CONTROL_NAMES = ("pitch", "roll", "throttle", "yaw_rate", "battery")
 
 #: Allowed control ranges (the code's values, spec 2.1), rows in CONTROL_NAMES order: [lo, hi].

@@ -24,6 +24,14 @@ import numpy as np
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.sensors.scene_camera import SceneCamera, SceneCameraParams
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_DOWN,
+    STATE_EAST,
+    STATE_HEADING,
+    STATE_NORTH,
+    STATE_PITCH,
+    STATE_ROLL,
+)
 from qrsim_ros.core.world.area import BoxWithPersonsArea, PersonsAreaParams
 from qrsim_ros.core.world.scene import GenerateParams, Scene, SceneParams
 
@@ -46,8 +54,8 @@ def flight(frames: int, dt_s: float) -> np.ndarray:
     t = np.arange(frames) * dt_s
     a = 2.0 * math.pi * t / 30.0
     x = np.zeros((frames, 13))
-    x[:, 0], x[:, 1], x[:, 2] = 60.0 * np.cos(a), 60.0 * np.sin(a), -20.0
-    x[:, 3], x[:, 4], x[:, 5] = 0.05 * np.sin(3 * a), -0.08, a + math.pi / 2
+    x[:, STATE_NORTH], x[:, STATE_EAST], x[:, STATE_DOWN] = 60.0 * np.cos(a), 60.0 * np.sin(a), -20.0
+    x[:, STATE_ROLL], x[:, STATE_PITCH], x[:, STATE_HEADING] = 0.05 * np.sin(3 * a), -0.08, a + math.pi / 2
     return x
 
 

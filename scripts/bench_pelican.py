@@ -25,6 +25,9 @@ from qrsim_ros.core.common.jit import JIT_ENABLED  # noqa: E402
 from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     BASE_DT_S,
     HOVER_THROTTLE,
+    STATE_DOWN,
+    STATE_NORTH,
+    STATE_VELOCITY_FRD,
     PelicanFleet,
     PelicanParams,
     default_state_limits,
@@ -43,8 +46,8 @@ def fleet_of(n: int, noise: bool) -> PelicanFleet:
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(1).spawn(n)]
     fleet = PelicanFleet(n, params, rngs)
     start = np.zeros((n, 6))
-    start[:, 0] = 10.0 * np.arange(n)
-    start[:, 2] = -100.0
+    start[:, STATE_NORTH] = 10.0 * np.arange(n)
+    start[:, STATE_DOWN] = -100.0
     fleet.set_state(start)
     return fleet
 
@@ -74,7 +77,7 @@ def best_of_five(func: Callable[[], object], calls: int) -> float:
 
 def hover_states(n: int) -> np.ndarray:
     x = expand_state(np.column_stack([10.0 * np.arange(n), np.zeros(n), np.full(n, -25.0), np.zeros((n, 3))]))
-    x[:, 6] = 3.0  # some airspeed for the turbulence
+    x[:, STATE_VELOCITY_FRD] = [3.0, 0.0, 0.0]  # some airspeed (forward) for the turbulence
     return x
 
 

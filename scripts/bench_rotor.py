@@ -31,6 +31,8 @@ from qrsim_ros.core.vehicles.airframes import Airframes  # noqa: E402
 from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     BASE_DT_S,
     HOVER_THROTTLE,
+    STATE_DOWN,
+    STATE_NORTH,
     PelicanFleet,
     PelicanParams,
     default_state_limits,
@@ -45,8 +47,8 @@ LIMITS = default_state_limits([-1e5, 1e5, -1e5, 1e5, -1e4, 0])
 
 def start_states(n: int) -> np.ndarray:
     start = np.zeros((n, 6))
-    start[:, 0] = 10.0 * np.arange(n)
-    start[:, 2] = -100.0
+    start[:, STATE_NORTH] = 10.0 * np.arange(n)
+    start[:, STATE_DOWN] = -100.0
     return start
 
 

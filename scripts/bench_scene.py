@@ -25,6 +25,7 @@ import numpy as np
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.sensors.lidar import Lidar, LidarParams
+from qrsim_ros.core.vehicles.pelican import STATE_POSE
 from qrsim_ros.core.world.scene import GenerateParams, Scene, SceneParams
 
 LIMITS = (-150.0, 150.0, -150.0, 150.0, -60.0, 0.0)
@@ -58,7 +59,7 @@ def bench_lidar(scene: Scene, model: str, seconds: float) -> None:
     def state(k: int) -> np.ndarray:
         t = k * BASE_DT_S
         x = np.zeros((1, 13))
-        x[0, :6] = (2.0 * t, 1.0 * t, -8.0, 0.02 * math.sin(t), 0.03, 0.2 * t)
+        x[0, STATE_POSE] = (2.0 * t, 1.0 * t, -8.0, 0.02 * math.sin(t), 0.03, 0.2 * t)
         return x
 
     lidar.reset(state(0))

@@ -31,6 +31,11 @@ from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state  # n
 from qrsim_ros.core.vehicles.airframes import Airframes  # noqa: E402
 from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
     FIRMWARE_TO_SI,
+    STATE_DOWN,
+    STATE_EULER,
+    STATE_RATES_FRD,
+    STATE_THRUST,
+    STATE_VELOCITY_FRD,
     PelicanFleet,
     PelicanParams,
     default_state_limits,
@@ -79,7 +84,7 @@ def _set_state(fleet: PelicanFleet | Airframes, x0: Array) -> None:
     state has no thrust element), as the identified model starts with it."""
     fleet.set_state(x0)
     if isinstance(fleet, Airframes) and fleet.rotor is not None:
-        thrust = fleet.state[0, 12] if np.size(x0) < 13 else float(np.ravel(x0)[12])
+        thrust = fleet.state[0, STATE_THRUST] if np.size(x0) < 13 else float(np.ravel(x0)[STATE_THRUST])
         fleet.rotor.set_state(x0, omega=np.full(4, np.sqrt(thrust / (4.0 * fleet.rotor.params.k_f))))
 
 
@@ -95,13 +100,13 @@ def thrust_replay(data_dir: Path, rotor: RotorSetup | None = None) -> tuple[floa
     log = _load(data_dir, THRUST_LOG)
     fleet = _fleet([-1000, 1000, -1000, 1000, -100, 0], rotor)
     x0 = np.zeros(13)
-    x0[2] = -80.0
-    x0[12] = 15.402  # first logged thrust
+    x0[STATE_DOWN] = -80.0
+    x0[STATE_THRUST] = 15.402  # first logged thrust
     _set_state(fleet, x0)
     thrust_n = np.empty(len(log))
     for i, row in enumerate(log):
         fleet.step([[0.0, 0.0, row[1] * FIRMWARE_TO_SI[2], 0.0, row[3]]])
-        thrust_n[i] = fleet.state[0, 12]
+        thrust_n[i] = fleet.state[0, STATE_THRUST]
     assert fleet.valid[0], fleet.invalid_reason[0]
     return float(_mse(thrust_n, log[:, 2])), thrust_n, log[:, 2]
 
@@ -121,7 +126,8 @@ def rotation_replay(data_dir: Path, rotor: RotorSetup | None = None) -> tuple[Ar
     for i, row in enumerate(log):
         u = [row[7] * FIRMWARE_TO_SI[0], row[8] * FIRMWARE_TO_SI[1], 0.615, row[10] * FIRMWARE_TO_SI[3], 11.0]
         fleet.step([u])
-        sim[i] = fleet.state[0, 3:12][[0, 1, 2, 6, 7, 8]]
+        sim[i, 0:3] = fleet.state[0, STATE_EULER]
+        sim[i, 3:6] = fleet.state[0, STATE_RATES_FRD]
     assert fleet.valid[0], fleet.invalid_reason[0]
     logged = log[:, [2, 1, 3, 5, 4, 6]]  # cols [3 2 4 6 5 7] (1-based)
     return _mse(sim, logged), sim, logged
@@ -139,9 +145,9 @@ def translation_replay(data_dir: Path, rotor: RotorSetup | None = None) -> tuple
     shift, n = TRANSLATION_SHIFT_STEPS, TRANSLATION_NUM_STEPS
     fleet = _fleet([-300, 300, -300, 300, -200, 0], rotor)
     x0 = np.zeros(12)
-    x0[2] = -25.0
-    x0[3:6] = log[0, 3:6]
-    x0[9:12] = log[0, 9:12]
+    x0[STATE_DOWN] = -25.0
+    x0[STATE_EULER] = log[0, 3:6]
+    x0[STATE_RATES_FRD] = log[0, 9:12]
     _set_state(fleet, x0)
     raw = log[:n, 18:22].copy()
     raw[:, 2] += TRANSLATION_THROTTLE_OFFSET_RAW
@@ -151,7 +157,7 @@ def translation_replay(data_dir: Path, rotor: RotorSetup | None = None) -> tuple
         fleet.step(u_si[i : i + 1])
         x = fleet.state
         dcm = dcm_from_state(x)
-        sim[i, 0:3] = body_to_ned(dcm, x[:, 6:9])[0]
+        sim[i, 0:3] = body_to_ned(dcm, x[:, STATE_VELOCITY_FRD])[0]
         sim[i, 3:6] = body_to_ned(dcm, fleet.accel_body)[0] + [0.0, 0.0, G_MS2]
     assert fleet.valid[0], fleet.invalid_reason[0]
     rows = log[shift : shift + n]

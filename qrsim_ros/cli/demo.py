@@ -19,6 +19,7 @@ from qrsim_ros.core.vehicles.pelican import (
     STATE_DOWN,
     STATE_EULER,
     STATE_HEADING,
+    STATE_NORTH,
     STATE_NORTH_EAST,
     STATE_POSITION_NED,
     STATE_THRUST,
@@ -56,8 +57,8 @@ def fly(num_vehicles: int = 1) -> tuple[np.ndarray, np.ndarray, list[str], Pelic
         num_vehicles, PelicanParams(state_limits=default_state_limits([-500, 500, -500, 500, -200, 0]))
     )
     start = np.zeros((num_vehicles, 6))
-    start[:, 0] = 5.0 * np.arange(num_vehicles)  # 5 m apart: no collisions
-    start[:, 2] = -10.0
+    start[:, STATE_NORTH] = 5.0 * np.arange(num_vehicles)  # 5 m apart: no collisions
+    start[:, STATE_DOWN] = -10.0
     fleet.set_state(start)
     times, states, phases = [0.0], [fleet.state[0]], ["start"]
     for duration_s, what, controls in FLIGHT_PLAN:

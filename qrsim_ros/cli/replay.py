@@ -53,6 +53,7 @@ from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
     CONTROL_NAMES,
     STATE_NAMES,
+    STATE_POSITION_NED,
     PelicanFleet,
     PelicanInputError,
     PelicanParams,
@@ -254,7 +255,7 @@ def write_output_csv(path: str, result: ReplayResult) -> None:
 def summary_line(result: ReplayResult, out_path: str) -> str:
     """One-line stdout summary: steps, final NED position, validity."""
     steps = result.states.shape[0] - 1
-    px, py, pz = result.states[-1, 0:3]
+    px, py, pz = result.states[-1, STATE_POSITION_NED]
     if result.invalid_step is None:
         status = "valid throughout"
     else:

@@ -67,6 +67,7 @@ from qrsim_ros.core.config.scenario import (
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.core.mission.guidance import MissionGuidance
 from qrsim_ros.core.tasks.retrieve import RetrieveTask
+from qrsim_ros.core.vehicles.pelican import STATE_DOWN, STATE_EAST, STATE_NORTH
 from qrsim_ros.core.world.targets import PHASES
 from qrsim_ros.policies import PolicyError, PolicyFactory, is_team, make_factory, policy_names
 from qrsim_ros.policies.base import AutopilotView, instantiate
@@ -368,7 +369,8 @@ def run(args: argparse.Namespace) -> int:
             x, valid = s.true_state(), s.valid
             row = [str(s.step_count), fmt_float(s.time), fmt_float(reward), fmt_float(cumulative[0])]
             for i in range(n):
-                row += [fmt_float(x[i, 0]), fmt_float(x[i, 1]), fmt_float(x[i, 2]), "1" if valid[i] else "0"]
+                row += [fmt_float(x[i, column]) for column in (STATE_NORTH, STATE_EAST, STATE_DOWN)]
+                row.append("1" if valid[i] else "0")
             if mission is not None:
                 row += mission.row(s)
             rows.append(row)

@@ -43,6 +43,7 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.comms import BROADCAST
 from qrsim_ros.core.engine.builders import build_comms, build_scene
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.msg import CommsPacket
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.comms_messages import MODE_OF_MESSAGE, packet_message
@@ -142,17 +143,18 @@ class CommsNode(GroundTruthNode):
             self._pending = [p for p in self._pending if p[0] == 0]
         else:  # the radio is still at t_(k-1): packets of t_(k-1) that came after its step go now, exactly
             self._send_due(k - 1)
-        delivered = self.radio.step(k, k * BASE_DT_S, x[:, 0:3], valid & present, self.faults.links_lost)
+        position_ned = x[:, STATE_POSITION_NED]
+        delivered = self.radio.step(k, k * BASE_DT_S, position_ned, valid & present, self.faults.links_lost)
         self._send_due(k)  # the packets of t_k, sent after the step as Simulator.send after step()
         out: Outgoing = [(self._rx[p.receiver], packet_message(p, k)) for p in delivered]
         if self._stats_period_ticks > 0 and k % self._stats_period_ticks == 0:
             out.append((self._stats_pub, self.link_statistics(k)))
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
             links = self.radio.links
-            key = viz.content_key(x[:, 0:3][np.unique(links.pairs)] if links.pairs.size else (),
+            key = viz.content_key(position_ned[np.unique(links.pairs)] if links.pairs.size else (),
                                   links.pairs, resolution=0.5)
             if self._viz.changed(k * BASE_DT_S, key):
-                out.append((self._viz_pub, viz.link_markers(x[:, 0:3], links.pairs, MAP_FRAME,
+                out.append((self._viz_pub, viz.link_markers(position_ned, links.pairs, MAP_FRAME,
                                                             stamp_from_tick(k))))
         return out
 

@@ -63,6 +63,7 @@ from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import TaskContext
 from qrsim_ros.core.vehicles.energy import bases_array
+from qrsim_ros.core.vehicles.estimated_state import EAST, HEADING, HEIGHT, NORTH, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import hover_low_level
@@ -96,6 +97,9 @@ from qrsim_ros.ros.stamps import seconds_of_stamp, tick_of_stamp
 
 #: Set points are re-sent every this many ticks of /clock (0.2 s: 5 Hz, well inside a 0.5 s timeout).
 SETPOINT_PERIOD_TICKS = 10
+#: The estimated-state columns the policies plan from (north, east, heading, height): the policy is built
+#: once they are finite for every valid vehicle.
+PLANNING_COLUMNS = [NORTH, EAST, HEADING, HEIGHT]
 
 
 @dataclass(frozen=True)
@@ -485,7 +489,7 @@ class ExampleAutopilotNode(ScenarioNode):
             if self.policy is None:
                 rows = np.asarray(view.action_spec["vehicles"], int)
                 ex = view.estimated_state()[rows]
-                if not np.all(np.isfinite(ex[view.valid[rows]][:, [0, 1, 5, 16]])) or not view.ready():
+                if not np.all(np.isfinite(ex[view.valid[rows]][:, PLANNING_COLUMNS])) or not view.ready():
                     return  # the policies plan from the estimated states: wait for every sensor
                 self.policy = instantiate(self.factory, view)
                 view.policy_built()
@@ -509,7 +513,7 @@ class ExampleAutopilotNode(ScenarioNode):
             if mode == "waypoint":
                 msg = PoseStamped()
                 if stop:  # hold where it is
-                    a = np.array([ex[i, 0], ex[i, 1], -ex[i, 16], ex[i, 5]])
+                    a = hold_pose(ex[i])[0]
                     if not np.all(np.isfinite(a)):
                         continue
                 p = ned_to_enu(a[0:3])

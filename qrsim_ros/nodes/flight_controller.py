@@ -78,7 +78,7 @@ from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_placement
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
-from qrsim_ros.core.vehicles.estimated_state import hold_pose
+from qrsim_ros.core.vehicles.estimated_state import HEADING, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl
 from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
@@ -389,7 +389,7 @@ class FlightControllerNode(ScenarioNode):
         if frame == base_link_frame(i):
             # FLU body velocity -> world with the estimated heading (the tilt is left out: it comes from
             # the velocity loop itself and would turn a horizontal command into a climb or sink)
-            psi = self.assembler.estimated_state()[i, 5]
+            psi = self.assembler.estimated_state()[i, HEADING]
             if not np.isfinite(psi):
                 return self._reject("no_attitude", f"{ns}/cmd/velocity in {frame} rejected: no attitude "
                                     "estimate yet (imu/data)", i)

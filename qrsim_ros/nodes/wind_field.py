@@ -43,6 +43,7 @@ from visualization_msgs.msg import MarkerArray
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state, ned_to_enu
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_mean_wind, build_turbulence
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME
@@ -98,7 +99,7 @@ class WindFieldNode(GroundTruthNode):
         self._last_wind = (v_enu, stamp)
         out = self._wind_messages()
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
-            p_enu = ned_to_enu(np.where(present[:, None], x[:, 0:3], np.nan))
+            p_enu = ned_to_enu(np.where(present[:, None], x[:, STATE_POSITION_NED], np.nan))
             if self._viz.changed(k * BASE_DT_S, viz.content_key(p_enu, v_enu, resolution=0.05)):
                 out.append((self._viz_pub, viz.arrow_markers(p_enu, v_enu, MAP_FRAME, stamp)))
         return out

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from qrsim_ros.core.common.frames import enu_to_ned
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_SIZE
 from qrsim_ros.core.world.targets import PHASES, RESTING, TETHERED
 from qrsim_ros.plots.bagdata import (
     BagError,
@@ -107,8 +108,8 @@ def load_mission_bag(path: str | Path) -> MissionRun | None:
                 marker_state(live, msg)
                 series[topic].add(stamp, _targets(live))
             elif topic == FLEET:
-                state = np.asarray(msg.state, float).reshape(-1, 13)
-                series[topic].add(stamp, (state[0, 0:3].copy(), bool(msg.valid[0])))
+                state = np.asarray(msg.state, float).reshape(-1, STATE_SIZE)
+                series[topic].add(stamp, (state[0, STATE_POSITION_NED].copy(), bool(msg.valid[0])))
             elif topic == MODE:
                 zcmd = float(getattr(msg, "height_command_z_ned_m", math.nan))
                 series[topic].add(stamp, (str(msg.mode), zcmd if math.isfinite(zcmd) else math.nan))

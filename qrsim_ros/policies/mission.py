@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.mission.guidance import GuidanceInputs, MissionGuidance
-from qrsim_ros.core.vehicles.estimated_state import EULER, POSITION_NED, velocity_ned
+from qrsim_ros.core.vehicles.estimated_state import HEADING, POSITION_NED, velocity_ned
 from qrsim_ros.policies.base import AutopilotView, PolicyError
 
 Array = NDArray[np.float64]
@@ -73,11 +73,11 @@ class Mission:
         actions = np.full((len(self.rows), 3), np.nan)
         for r, i in enumerate(self.rows):
             g = self.guidance[r]
-            if not all(math.isfinite(e) for e in ex[i, 0:3].tolist()):
+            if not all(math.isfinite(e) for e in ex[i, POSITION_NED].tolist()):
                 continue  # a lost vehicle: no set point
             inputs = GuidanceInputs(
                 time_s=view.time_s, position_ned_m=ex[i, POSITION_NED], velocity_ned_mps=v_ned[i],
-                heading_rad=float(ex[i, EULER][2]), battery_v=float(volts[i]),
+                heading_rad=float(ex[i, HEADING]), battery_v=float(volts[i]),
                 centroids_px=task.camera_centroids_px(i), holding=task.holding(i),
                 rotor_failed=failsafe[i] == "emergency_land")
             cmd = g.update(inputs, self.dt_s)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+from qrsim_ros.core.vehicles.estimated_state import GROUND_VELOCITY_NE, NORTH_EAST
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 STANDOFF_GAIN_PER_S = 0.5  #: velocity per metre of stand-off error [1/s]
@@ -51,8 +52,8 @@ class Pursuit:
 
     def __call__(self, view: AutopilotView) -> Array:
         ex = view.estimated_state()
-        mouse_pos, mouse_vel = ex[self.mouse, 0:2], ex[self.mouse, 17:19]
-        u = mouse_pos[None, :] - ex[self.rows, 0:2]
+        mouse_pos, mouse_vel = ex[self.mouse, NORTH_EAST], ex[self.mouse, GROUND_VELOCITY_NE]
+        u = mouse_pos[None, :] - ex[self.rows, NORTH_EAST]
         dist = np.linalg.norm(u, axis=1, keepdims=True)
         u = u + 0.5 * dist * mouse_vel[None, :]  # lead the mouse more the farther it is
         norm = np.linalg.norm(u, axis=1, keepdims=True)
@@ -61,12 +62,12 @@ class Pursuit:
         a[ok, 0:2] = self.speed_mps * u[ok] / norm[ok]
         close = ok & (dist[:, 0] < self.standoff_m)
         if close.any():  # hold the stand-off: follow the mouse, close the distance error slowly
-            towards = (mouse_pos[None, :] - ex[self.rows, 0:2])[close] / np.maximum(dist[close], 1e-9)
+            towards = (mouse_pos[None, :] - ex[self.rows, NORTH_EAST])[close] / np.maximum(dist[close], 1e-9)
             v = mouse_vel[None, :] + STANDOFF_GAIN_PER_S * (dist[close] - self.standoff_m) * towards
             speed = np.linalg.norm(v, axis=1, keepdims=True)
             a[close, 0:2] = v * np.minimum(1.0, self.speed_mps / np.maximum(speed, 1e-9))
         if self.separation_m > 0 and len(self.rows) > 1:
-            cats = ex[self.rows, 0:2]
+            cats = ex[self.rows, NORTH_EAST]
             diff = cats[:, None, :] - cats[None, :, :]  # (i, j): from cat j to cat i
             d = np.linalg.norm(diff, axis=2)
             near = np.isfinite(d) & (d < self.separation_m) & ~np.eye(len(self.rows), dtype=bool)

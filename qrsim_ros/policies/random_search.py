@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+from qrsim_ros.core.vehicles.estimated_state import HEIGHT, NORTH_EAST
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 CHANGE_PERIOD_S = 10.0  #: the example changes direction every 10 steps of 1 s
@@ -49,10 +50,10 @@ class RandomSearch:
             lim = self.limits
             centre, half = (lim[0:4:2] + lim[1:4:2]) / 2, 0.4 * (lim[1:4:2] - lim[0:4:2])
             ne = centre + half * (2.0 * self.rng.random((len(self.rows), 2)) - 1.0)
-            self.waypoints = np.column_stack([ne, -np.nan_to_num(ex[:, 16]), np.zeros(len(self.rows))])
+            self.waypoints = np.column_stack([ne, -np.nan_to_num(ex[:, HEIGHT]), np.zeros(len(self.rows))])
         self.calls += 1
         if self.keep_inside:
-            self._reflect(ex[:, 0:2])
+            self._reflect(ex[:, NORTH_EAST])
         a = np.zeros((len(self.rows), self.width))
         for r, mode in enumerate(self.modes):
             if mode == "waypoint":

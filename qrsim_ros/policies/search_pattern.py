@@ -43,9 +43,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.core.common.validation import ConfigError, in_range, non_negative, positive
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    between,
+    check_fields,
+    checked,
+    finite,
+    in_range,
+    non_negative,
+    optional,
+    positive,
+)
 from qrsim_ros.core.sensors.camera_geometry import CameraGeometry
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
+from qrsim_ros.core.vehicles.estimated_state import (
+    EAST,
+    GROUND_VELOCITY_NE,
+    HEADING,
+    HEIGHT,
+    NORTH_EAST,
+    VERTICAL_SPEED,
+)
+from qrsim_ros.core.vehicles.pelican import STATE_DOWN, STATE_HEADING
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
 
 #: Persons lie in this central fraction of the area (``area.PERSONS_CENTRAL_FRACTION``); the lanes
@@ -73,39 +92,27 @@ class SearchPatternParams:
     position_gain_per_s: P gain from position error [m] to commanded velocity [m/s].
     """
 
-    search_height_m: float | None = 30.0
-    lane_overlap: float = 0.25
-    margin_fraction: float = DEFAULT_MARGIN_FRACTION
-    speed_mps: float | None = None
+    search_height_m: float | None = checked(30.0, optional(between(2.0, 500.0)))
+    lane_overlap: float = checked(0.25, between(0.0, 0.9))
+    margin_fraction: float = checked(DEFAULT_MARGIN_FRACTION, between(0.0, 0.45))
+    speed_mps: float | None = checked(None, optional(positive))
     candidate_llkd: float = 9.0
-    reject_llkd: float = 2.0
-    confirm_height_m: float = 3.0
-    hold_s: float = 4.0
-    exclusion_radius_m: float = 4.0
-    inspect_height_m: float = 12.0
-    inspect_radius_m: float = 2.0
-    inspect_frames: int = 2
-    waypoint_radius_m: float = 3.0
-    position_gain_per_s: float = 0.6
+    reject_llkd: float = 2.0  # below candidate_llkd
+    confirm_height_m: float = checked(3.0, between(1.0, 4.9))
+    inspect_height_m: float = checked(12.0, finite)  # in [confirm_height_m, 500]
+    inspect_radius_m: float = checked(2.0, positive)
+    inspect_frames: int = checked(2, non_negative)
+    hold_s: float = checked(4.0, non_negative)
+    exclusion_radius_m: float = checked(4.0, non_negative)
+    waypoint_radius_m: float = checked(3.0, positive)
+    position_gain_per_s: float = checked(0.6, positive)
 
     def __post_init__(self) -> None:
-        if self.search_height_m is not None:
-            in_range("search_pattern.search_height_m", self.search_height_m, 2.0, 500.0)
-        in_range("search_pattern.lane_overlap", self.lane_overlap, 0.0, 0.9)
-        in_range("search_pattern.margin_fraction", self.margin_fraction, 0.0, 0.45)
-        if self.speed_mps is not None:
-            positive("search_pattern.speed_mps", self.speed_mps)
+        check_fields(self, "search_pattern")
         if self.reject_llkd >= self.candidate_llkd:
             raise ConfigError(f"search_pattern.reject_llkd={self.reject_llkd!r} must be below "
                               f"candidate_llkd={self.candidate_llkd!r}")
-        in_range("search_pattern.confirm_height_m", self.confirm_height_m, 1.0, 4.9)
         in_range("search_pattern.inspect_height_m", self.inspect_height_m, self.confirm_height_m, 500.0)
-        positive("search_pattern.inspect_radius_m", self.inspect_radius_m)
-        non_negative("search_pattern.inspect_frames", self.inspect_frames)
-        non_negative("search_pattern.hold_s", self.hold_s)
-        non_negative("search_pattern.exclusion_radius_m", self.exclusion_radius_m)
-        positive("search_pattern.waypoint_radius_m", self.waypoint_radius_m)
-        positive("search_pattern.position_gain_per_s", self.position_gain_per_s)
 
 
 # --- geometry -------------------------------------------------------------------------------------------
@@ -117,7 +124,7 @@ def footprint_width_m(camera_params, height_m: float, heading_rad: float, track_
     w, h = geo.image_size_px
     corners_px = np.array([[0.0, 0.0], [w, 0.0], [0.0, h], [w, h]])
     x = np.zeros(13)
-    x[2], x[5] = -height_m, heading_rad
+    x[STATE_DOWN], x[STATE_HEADING] = -height_m, heading_rad
     ground = geo.ground_intersection(corners_px, x)[:, 0:2]
     if not np.all(np.isfinite(ground)):
         raise PolicyError("search-pattern: the camera does not see the ground from a level vehicle")
@@ -288,16 +295,16 @@ class SearchPattern:
         e0, e1 = lim[2] + f * (lim[3] - lim[2]), lim[3] - f * (lim[3] - lim[2])
         k = len(self.rows)
         edges = np.linspace(e0, e1, k + 1)
-        by_east = np.argsort(np.nan_to_num(ex[:, 1]), kind="stable")
+        by_east = np.argsort(np.nan_to_num(ex[:, EAST]), kind="stable")
         self.routes = [[] for _ in range(k)]
         self.lane_spacing_m = [0.0] * k
         for s, r in enumerate(by_east):
-            heading = float(np.nan_to_num(ex[r, 5]))
+            heading = float(np.nan_to_num(ex[r, HEADING]))
             track = heading + math.pi / 4  # body diagonal: both body components at the 3 m/s clamp
             width = footprint_width_m(self.camera, self.search_height_m, heading, track)
             spacing = width * (1.0 - self.p.lane_overlap)
             lanes = lanes_in_rectangle((n0, n1, edges[s], edges[s + 1]), track, spacing)
-            self.routes[r] = lane_route(lanes, np.nan_to_num(ex[r, 0:2]))
+            self.routes[r] = lane_route(lanes, np.nan_to_num(ex[r, NORTH_EAST]))
             self.lane_spacing_m[r] = spacing
 
     # --- evidence ------------------------------------------------------------------------------------
@@ -342,21 +349,22 @@ class SearchPattern:
 
     def __call__(self, view: AutopilotView) -> Array:
         ex = view.estimated_state()[self.rows]
-        self._positions = ex[:, 0:2]
+        self._positions = ex[:, NORTH_EAST]
         if not self.routes:
             self._plan(ex)
         self._update_map(view)
         actions = np.zeros((len(self.rows), 3))
         for r in range(len(self.rows)):
-            if not np.all(np.isfinite(ex[r, [0, 1, 16]])):
+            if not (np.all(np.isfinite(ex[r, NORTH_EAST])) and np.isfinite(ex[r, HEIGHT])):
                 continue  # invalid vehicle: its row is ignored
             actions[r] = self._vehicle_action(r, ex[r])
         return actions
 
     def _vehicle_action(self, r: int, ex: Array) -> Array:
         p = self.p
-        pos, height = ex[0:2], float(ex[16])
-        speed = float(math.sqrt(ex[17] ** 2 + ex[18] ** 2 + ex[19] ** 2))
+        pos, height = ex[NORTH_EAST], float(ex[HEIGHT])
+        v_north, v_east = ex[GROUND_VELOCITY_NE]
+        speed = float(math.sqrt(v_north ** 2 + v_east ** 2 + ex[VERTICAL_SPEED] ** 2))
         if self.mode[r] in (SEARCH, CLIMB):
             cand = self._best_candidate()
             if cand is not None and self._nearest_free(cand[0]) == r:

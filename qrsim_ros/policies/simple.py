@@ -6,6 +6,7 @@ import numpy as np
 
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.controllers import WaypointPID
+from qrsim_ros.core.vehicles.estimated_state import hold_pose
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import hover_low_level
@@ -38,7 +39,7 @@ class Hover:
         ex = view.estimated_state()[self.rows]
         if self.hold is None or not np.all(np.isfinite(self.hold)):
             # z as the waypoint loops read it from eX: minus the altimeter height (spec 6)
-            self.hold = np.column_stack([ex[:, 0:2], -ex[:, 16], ex[:, 5]])
+            self.hold = hold_pose(ex)
         a = np.zeros((len(self.rows), self.width))
         attitude = [r for r, m in enumerate(self.modes) if m == "attitude"]
         if attitude:

@@ -45,6 +45,7 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
+from qrsim_ros.core.vehicles.pelican import STATE_KINEMATIC
 from qrsim_ros.ros.fault_follower import FaultFollower
 from qrsim_ros.ros.from_messages import (
     RAW_ODOM_WIDTH,
@@ -356,7 +357,7 @@ class GroundTruthSync:
         if not admitted and not self._admit(k, status[1] if status is not None else None):
             return
         self.counters.sim_time_s = k * BASE_DT_S  # the node's time is its input's
-        finite = np.all(np.isfinite(x[:, :12]), axis=1)
+        finite = np.all(np.isfinite(x[:, STATE_KINEMATIC]), axis=1)
         if self.with_accel:
             finite &= np.all(np.isfinite(accel_in), axis=1)
         present = done & finite

@@ -30,6 +30,7 @@ from visualization_msgs.msg import MarkerArray
 from qrsim_ros.core.common.frames import Array, ned_to_enu
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.scenario import Scenario
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.names import MAP_FRAME
 from qrsim_ros.ros.parameters import ParameterError
@@ -98,7 +99,7 @@ class RefereeDisplay:
         if task.type in ("keep_spot", "keep_spot_x10", "goto_waypoint"):
             # the targets of the terminal reward (GenericTask): the start points, or the waypoint
             targets = (np.asarray(task.waypoint_ned, float).reshape(1, 3) if task.type == "goto_waypoint"
-                       else np.asarray(x, float)[:, 0:3])
+                       else np.asarray(x, float)[:, STATE_POSITION_NED])
             self._markers_pub.publish(viz.target_markers(targets, MAP_FRAME, stamp_from_tick(tick)))
 
     def on_tick(self, k: int, x: Array, valid: Array) -> None:
@@ -114,12 +115,12 @@ class RefereeDisplay:
             self._publish_labels(k, x, valid)
 
     def _publish_paths(self, k: int, x: Array, valid: Array) -> None:
-        key = viz.content_key(np.where(valid[:, None], x[:, 0:3], np.nan))
+        key = viz.content_key(np.where(valid[:, None], x[:, STATE_POSITION_NED], np.nan))
         if not self._path_viz.changed(k * BASE_DT_S, key):
             return
         stamp = stamp_from_tick(k)
         vehicles = np.flatnonzero(valid).tolist()
-        self._paths.append(stamp, ned_to_enu(x[:, 0:3]), quaternions_enu_flu(x), vehicles)
+        self._paths.append(stamp, ned_to_enu(x[:, STATE_POSITION_NED]), quaternions_enu_flu(x), vehicles)
         for i in vehicles:
             self._path_pubs[i].publish(self._paths.paths[i])
 
@@ -134,7 +135,7 @@ class RefereeDisplay:
     def _publish_labels(self, k: int, x: Array, valid: Array) -> None:
         """Cats and mouse: labels above the vehicles (those still valid) and a sphere on the mouse."""
         assert self._labels_viz is not None and self.mouse is not None
-        pos = np.where(valid[:, None], x[:, 0:3], np.nan)
+        pos = np.where(valid[:, None], x[:, STATE_POSITION_NED], np.nan)
         if not self._labels_viz.changed(k * BASE_DT_S, viz.content_key(pos, resolution=0.05)):
             return
         labels = [f"cat {i + 1}" for i in range(self.num_vehicles)]

@@ -179,7 +179,7 @@ def transform(parent: str, child: str, translation: ArrayLike, q_xyzw: ArrayLike
 
 def fill_transform(t: TransformStamped, x: ArrayLike, q_xyzw: ArrayLike, stamp: Time) -> TransformStamped:
     """Fill a ``map`` -> ``uavN/base_link`` transform from a true state x (13,) and its quaternion."""
-    p = ned_to_enu(np.asarray(x, float)[0:3])
+    p = ned_to_enu(np.asarray(x, float)[STATE_POSITION_NED])
     t.header.stamp = stamp
     tr = t.transform.translation
     tr.x, tr.y, tr.z = float(p[0]), float(p[1]), float(p[2])

@@ -1,12 +1,19 @@
 """Parameter checks shared by every model: one clear error naming the parameter and what is allowed.
 
-Models call these once, at construction; nothing is silently clamped.
+Models call these once, at construction; nothing is silently clamped. A frozen parameter dataclass
+declares each field's check with the field (``checked``) and runs them all from ``__post_init__``
+(``check_fields``), followed by its checks that involve several fields.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import reprlib
+from collections.abc import Callable
+from dataclasses import field, fields
+from functools import partial
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -143,3 +150,64 @@ def area_limits(name: str, value: ArrayLike) -> NDArray[np.float64]:
     if not (a[0] < a[1] and a[2] < a[3] and a[4] < a[5]):
         raise ConfigError(f"{name}={a.tolist()} must be [xmin xmax ymin ymax zmin zmax] with min < max")
     return a
+
+
+# --- per-field checks declared with the field ---------------------------------------------------------
+
+#: A field's check: ``rule(name, value)`` returns the value normalised, else raises ConfigError naming
+#: ``name``. Every checker above taking (name, value) is one: finite, flag, positive, non_negative,
+#: single_positive, single_non_negative, ticks_per_update.
+Rule = Callable[[str, Any], Any]
+
+
+def checked(default: Any, *rules: Rule, store: bool = False) -> Any:
+    """A dataclass field with ``default`` whose value ``check_fields`` passes through ``rules`` in turn (each
+    gets the previous one's result); with ``store`` the last result replaces the value (its normalised
+    form, e.g. a float or a bool), else the value stays as given."""
+    return field(default=default, metadata={"check": rules, "store": store})
+
+
+def between(lo: float, hi: float) -> Rule:
+    """Rule: a finite float in [lo, hi] (``in_range``)."""
+    return partial(in_range, lo=lo, hi=hi)
+
+
+def optional(*rules: Rule) -> Rule:
+    """Rule: None (unset) passes unchanged, any other value goes through ``rules``."""
+    def rule(name: str, value: Any) -> Any:
+        return value if value is None else _apply(rules, name, value)
+    return rule
+
+
+def integer_at_least(minimum: int) -> Rule:
+    """Rule: an integer (not a bool) >= ``minimum``, as an int."""
+    def rule(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ConfigError(f"{name}={value!r} must be an integer >= {minimum}")
+        return int(value)
+    return rule
+
+
+def check_fields(obj: Any, section: str, owner: type | None = None) -> None:
+    """Run the rules of ``obj``'s ``checked`` fields in declaration order, naming each field
+    ``section.field`` (just ``field`` when ``section`` is ""); store the results of the ``store`` ones.
+    Called from the dataclass's ``__post_init__``.
+
+    owner: check only the fields this dataclass declares itself, not the inherited ones (a base class's
+    ``__post_init__`` checks those, under its own section); default: every field of ``obj``'s class.
+    """
+    own = None if owner is None else inspect.get_annotations(owner)
+    for f in fields(type(obj) if owner is None else owner):
+        rules = f.metadata.get("check")
+        if rules is None or (own is not None and f.name not in own):
+            continue
+        name = f"{section}.{f.name}" if section else f.name
+        value = _apply(rules, name, getattr(obj, f.name))
+        if f.metadata["store"]:
+            set_frozen_field(obj, f.name, value)
+
+
+def _apply(rules: tuple[Rule, ...], name: str, value: Any) -> Any:
+    for rule in rules:
+        value = rule(name, value)
+    return value

@@ -43,7 +43,7 @@ from qrsim_ros.core.sensors.plume_sensor import PlumeSensor
 from qrsim_ros.core.sensors.registry import SENSORS, SensorModel
 from qrsim_ros.core.vehicles.airframes import Airframes
 from qrsim_ros.core.vehicles.fleet import DYNAMICS_STREAM, state_limits
-from qrsim_ros.core.vehicles.pelican import PelicanParams
+from qrsim_ros.core.vehicles.pelican import STATE_NORTH_EAST, PelicanParams
 from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.core.world.plume import GaussianDispersionPlume, GaussianPlume, GaussianPuffPlume
 from qrsim_ros.core.world.scene import Scene
@@ -250,7 +250,7 @@ def build_scene(scenario: Scenario, streams: RandomStreams) -> Scene | None:
     if scenario.task.placement == "base" and scenario.vehicle.initial_states is None:
         keep = np.array([scenario.bases[0].position_ned_m[:2]], float)
     elif scenario.vehicle.initial_states is not None:
-        keep = np.array([row[:2] for row in scenario.vehicle.initial_states], float)
+        keep = np.array([row[STATE_NORTH_EAST] for row in scenario.vehicle.initial_states], float)
     else:
         keep = np.array([[0.0, 0.0], [0.5 * (lim[0] + lim[1]), 0.5 * (lim[2] + lim[3])]])
     source = Path(scenario.source)

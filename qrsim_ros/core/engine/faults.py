@@ -89,7 +89,7 @@ from qrsim_ros.core.vehicles.emergency_land import (
     pair_factors,
     unbalanced_yaw_rate_radps,
 )
-from qrsim_ros.core.vehicles.pelican import PelicanFleet, steady_thrust_si
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_THRUST, PelicanFleet, steady_thrust_si
 from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 
 #: Invalid reason of a vehicle whose start-up self test failed.
@@ -310,7 +310,7 @@ class FaultEffects:
             return cached
         n = self.num_vehicles
         fleet, battery = self.models.fleet, self.models.battery
-        pos = fleet.state[:, 0:3] if fleet is not None and "position_ned_m" in needed else None
+        pos = fleet.state[:, STATE_POSITION_NED] if fleet is not None and "position_ned_m" in needed else None
         volts = fraction = None
         if "battery_v" in needed:
             volts = np.full(n, np.nan) if battery is None else battery.voltage_v
@@ -360,7 +360,8 @@ class FaultEffects:
                 if command is not None:
                     held = steady_thrust_si(command) / len(ROTOR_SPIN)
                 else:
-                    held = float(fleet.state[f.vehicle, 12]) / len(ROTOR_SPIN) if fleet is not None else 0.0
+                    thrust_n = float(fleet.state[f.vehicle, STATE_THRUST]) if fleet is not None else 0.0
+                    held = thrust_n / len(ROTOR_SPIN)
                 self._stuck_thrust_n[(f.id, f.vehicle)] = max(held, 0.0)
                 note = f"rotor {f.params['rotor']} held at {held:.3f} N"
                 speed = self._stuck_speed(f.vehicle, f.params["rotor"], command)

@@ -73,7 +73,7 @@ from qrsim_ros.core.vehicles.fleet_control import (
     any_true,
     hold_given,
 )
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, PelicanInputError
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, STATE_POSITION_NED, PelicanInputError
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
 
@@ -326,7 +326,8 @@ class Simulator:
             step_registered_sensor(name, model, k, x, faults.sensor_valid(name, valid), self.fleet.accel_body)
         self._assemble_estimated_state(valid)
         if self.comms is not None:  # on the moved true positions; a comm_loss fault silences a vehicle
-            self._inboxes.put(self.comms.step(k, k * self.dt_s, x[:, :3], valid, faults.links_lost))
+            position_ned = x[:, STATE_POSITION_NED]
+            self._inboxes.put(self.comms.step(k, k * self.dt_s, position_ned, valid, faults.links_lost))
         self.episode.on_tick(controls)
 
     def _plant_inputs(self, events: FaultEvents) -> PlantInputs:

@@ -72,7 +72,7 @@ from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
 from qrsim_ros.core.common.validation import ConfigError, finite
-from qrsim_ros.core.vehicles.estimated_state import HEIGHT, NORTH_EAST
+from qrsim_ros.core.vehicles.estimated_state import HEIGHT, NORTH_EAST, POSE
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class ObstacleGuard:
     def _terms(self, ex: Array, range_m: Array, course_ne: Array, active: Array) -> tuple[Array, Array]:
         """Eq. 4.1's summands (N, B) for the horizontal unit courses (N, 2), and the beams in NED (N, B, 3)
         (rotated by the estimated attitude); rows not ``active`` weigh 0."""
-        dcm = dcm_from_state(np.nan_to_num(ex[:, :6]))
+        dcm = dcm_from_state(np.nan_to_num(ex[:, POSE]))
         u = body_to_ned(dcm[:, None], self.beam_directions_frd[None])
         cos_psi = np.clip(u[..., 0] * course_ne[:, None, 0] + u[..., 1] * course_ne[:, None, 1], -1.0, 1.0)
         terms = beam_terms(np.arccos(cos_psi), range_m, self.params.d_min_m, self.params.d_max_m)
@@ -281,7 +281,7 @@ class ObstacleGuard:
         ex, r = self._check(ex, range_m)
         v = np.atleast_2d(np.asarray(velocity_ned_mps, float))
         out = v.copy()
-        valid = np.all(np.isfinite(ex[:, :6]), axis=1) & np.all(np.isfinite(v[:, :2]), axis=1)
+        valid = np.all(np.isfinite(ex[:, POSE]), axis=1) & np.all(np.isfinite(v[:, :2]), axis=1)
         speed = np.hypot(v[:, 0], v[:, 1])
         active = valid & (speed >= self.params.min_speed_mps)
         travel = v[:, :2] / np.where(speed > 0, speed, 1.0)[:, None]
@@ -308,7 +308,7 @@ class ObstacleGuard:
         wp = np.atleast_2d(np.asarray(waypoint_ned, float))
         out = wp.copy()
         pos = ex[:, NORTH_EAST]
-        valid = np.all(np.isfinite(ex[:, :6]), axis=1) & np.all(np.isfinite(wp[:, :3]), axis=1)
+        valid = np.all(np.isfinite(ex[:, POSE]), axis=1) & np.all(np.isfinite(wp[:, :3]), axis=1)
         travel, dist = _unit2(np.where(valid[:, None], wp[:, :2] - pos, 0.0))
         active = valid & (dist >= self.params.goal_radius_m)
         course, factor, climb, touched = self._react(ex, r, travel, active)

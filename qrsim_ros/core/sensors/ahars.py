@@ -68,7 +68,7 @@ from qrsim_ros.core.sensors.sampled import (
     fleet_array,
     reset_rows,
 )
-from qrsim_ros.core.vehicles.pelican import G_MS2
+from qrsim_ros.core.vehicles.pelican import G_MS2, STATE_DOWN
 
 #: QRSim spins the Gauss-Markov processes up for randi(1..1000) iterations at every reset (spec 3.1).
 SPIN_UP_MAX_STEPS = 1000
@@ -550,7 +550,7 @@ class Altimeter(SampledSensor):
         return var_h, 2.0 * var_h * (1.0 - self._a) / self.dt_s**2
 
     def _true_height(self, x: Array) -> Array:
-        return self.params.ground_z_ned_m - x[:, 2]
+        return self.params.ground_z_ned_m - x[:, STATE_DOWN]
 
     def step(self, k: int, x: ArrayLike) -> bool:
         """Measure height and vertical speed of true states ``x`` (N, >=9) if tick k is due."""

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, dcm_ned_to_body
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, F8_3D_IN, njit
-from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, dcm_ned_to_body_entries
 
 #: Corner offsets of a square ground patch of unit side, QRSim's order (``Person.m``): columns are
 #: (+x,-y), (+x,+y), (-x,-y), (-x,+y), so corners 0-3 and 1-2 are the diagonals.
@@ -465,7 +465,7 @@ class CameraGeometry:
         x = self._state(x)
         m = np.empty((3, 3))
         _world_to_camera_into(self.rotation, x, m)
-        return m, x[:3].copy()
+        return m, x[STATE_POSITION_NED].copy()
 
     def project(self, points_ned: ArrayLike, x: ArrayLike) -> tuple[Array, NDArray[np.bool_]]:
         """Project NED points (M, 3) into the image of the vehicle in state ``x`` (spec ``cam_prj``).

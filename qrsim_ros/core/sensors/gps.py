@@ -61,7 +61,7 @@ from qrsim_ros.core.sensors.gps_orbits import (
     elevation_deg,
     local_up_ecef,
 )
-from qrsim_ros.core.vehicles.pelican import body_to_ned_rows
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_VELOCITY_FRD, body_to_ned_rows
 
 __all__ = [
     "GpsReceiver",
@@ -318,7 +318,7 @@ def _velocity_ned(x: Array) -> Array:
     if x.shape[1] < 9:
         return np.zeros((x.shape[0], 3))
     out = np.empty((x.shape[0], 3))
-    body_to_ned_rows(x, x[:, 6:9], out)
+    body_to_ned_rows(x, x[:, STATE_VELOCITY_FRD], out)
     return out
 
 
@@ -638,7 +638,7 @@ class GpsReceiver:
             raise ValueError(f"reset: expected states of shape ({idx.size}, >=6), got {x.shape}")
         if not np.all(np.isfinite(x)):
             raise ValueError("reset: true states must be finite")
-        pos, vel = x[:, :3], _velocity_ned(x)
+        pos, vel = x[:, STATE_POSITION_NED], _velocity_ned(x)
         if not self.params.on:
             self._set_outputs_noiseless(idx, pos, vel)
             return
@@ -714,12 +714,13 @@ class GpsReceiver:
             if all_ok:
                 true_pos = self._delay_line[:, 0].copy()
                 self._delay_line[:, :-1] = self._delay_line[:, 1:]
-                self._delay_line[:, -1] = x[:, :3]
+                self._delay_line[:, -1] = x[:, STATE_POSITION_NED]
             else:
                 true_pos = self._delay_line[idx, 0].copy()
-                self._delay_line[idx] = np.concatenate([self._delay_line[idx, 1:], x[idx, None, :3]], axis=1)
+                newest = x[idx, None, STATE_POSITION_NED]
+                self._delay_line[idx] = np.concatenate([self._delay_line[idx, 1:], newest], axis=1)
         else:
-            true_pos = x[idx, :3]
+            true_pos = x[idx, STATE_POSITION_NED]
         lla_true = ned_to_lla(true_pos, self.origin)
         ecef_true = lla_to_ecef(lla_true)
         self._update_selection(idx, self._visible(ecef_true, lla_true, space))
@@ -778,7 +779,7 @@ class GpsReceiver:
         outage = self._faulted and self._f_has_outage
         bias_rows = self._f_bias_rows if self._faulted else None
         if not outage and all_finite(x):  # every update of a mocap fleet (a bias: still every row)
-            self._set_outputs_noiseless(slice(None), x[:, :3], _velocity_ned(x))
+            self._set_outputs_noiseless(slice(None), x[:, STATE_POSITION_NED], _velocity_ned(x))
             if bias_rows is not None and bias_rows.size:
                 self.position_ned[bias_rows] += self._f_bias[bias_rows]  # its lla follows (``lla``)
             return
@@ -787,7 +788,7 @@ class GpsReceiver:
             ok &= ~self._f_outage
         idx = np.flatnonzero(ok)
         if idx.size:
-            self._set_outputs_noiseless(idx, x[idx, :3], _velocity_ned(x[idx]))
+            self._set_outputs_noiseless(idx, x[idx, STATE_POSITION_NED], _velocity_ned(x[idx]))
             if bias_rows is not None and bias_rows.size:
                 r = bias_rows[ok[bias_rows]]
                 self.position_ned[r] += self._f_bias[r]

@@ -94,6 +94,7 @@ from qrsim_ros.core.common.validation import (
     shape,
     single_non_negative,
 )
+from qrsim_ros.core.vehicles.pelican import STATE_POSE, STATE_POSITION_NED
 from qrsim_ros.core.world.scene import LABELS, Scene
 
 #: Name of the range noise streams (one per vehicle) and of the dropout streams.
@@ -505,7 +506,7 @@ class Lidar:
         m = len(idx)
         span = t_ns - self._t_ns
         f = np.clip((abs_ns - self._t_ns) / span, 0.0, 1.0) if span > 0 else np.ones(m)
-        ok = np.all(np.isfinite(x0[:, :6]), axis=1) & np.all(np.isfinite(x1[:, :6]), axis=1)
+        ok = np.all(np.isfinite(x0[:, STATE_POSE]), axis=1) & np.all(np.isfinite(x1[:, STATE_POSE]), axis=1)
         if valid is not None:
             ok &= valid
         live = np.flatnonzero(ok)
@@ -516,10 +517,10 @@ class Lidar:
         inten = np.zeros((n, m), np.float32)
         if len(live):
             # the pose of every vehicle at every ray's time (L, m, 6)
-            pose = interpolate_pose(x0[live, None, :6], x1[live, None, :6], f[None, :])
+            pose = interpolate_pose(x0[live, None, STATE_POSE], x1[live, None, STATE_POSE], f[None, :])
             dcm = dcm_from_state(pose)  # NED -> body, (L, m, 3, 3)
             d_ned = np.einsum("lmji,mj->lmi", dcm, rays.direction_body[idx])
-            o_ned = pose[..., :3] + np.einsum("lmji,j->lmi", dcm, self._mount)
+            o_ned = pose[..., STATE_POSITION_NED] + np.einsum("lmji,j->lmi", dcm, self._mount)
             hits = self.scene.cast(o_ned.reshape(-1, 3), d_ned.reshape(-1, 3), p.max_range_m)
             rng[live] = hits.range_m.reshape(len(live), m)
             hit = hits.hit

@@ -27,6 +27,7 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import finite, set_frozen_field, single_non_negative
 from qrsim_ros.core.sensors.sampled import SampledSensor, SampledSensorParams, fleet_array, reset_rows
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 
 #: A concentration field: NED points (M, 3) [m] and time [s] -> concentrations (M,).
 ConcentrationField = Callable[[Array, float], ArrayLike]
@@ -85,7 +86,7 @@ class PlumeSensor(SampledSensor):
             return False
         x = fleet_array("x", x, self.num_vehicles, 3)
         t = k * BASE_DT_S if t_s is None else finite("t_s", t_s)
-        truth = _evaluate(concentration, x[:, :3], t)
+        truth = _evaluate(concentration, x[:, STATE_POSITION_NED], t)
         if self.on:
             truth = truth + self.params.sigma * self._normals.next()[:, 0]
         self._reading = truth
@@ -102,7 +103,7 @@ class PlumeSensor(SampledSensor):
         if concentration is None:
             self._reading[idx] = np.nan
             return
-        values = _evaluate(concentration, rows[:, :3], finite("t_s", t_s))
+        values = _evaluate(concentration, rows[:, STATE_POSITION_NED], finite("t_s", t_s))
         if self.on:
             eta = np.array([self._reset_rngs[i].standard_normal() for i in idx])
             values = values + self.params.sigma * eta

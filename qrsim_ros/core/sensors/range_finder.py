@@ -28,16 +28,34 @@ from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import (
     ConfigError,
+    check_fields,
+    checked,
     finite,
     flag,
-    set_frozen_field,
     single_non_negative,
     ticks_per_update,
 )
+from qrsim_ros.core.vehicles.pelican import STATE_DOWN, STATE_PITCH, STATE_ROLL
 
 #: Name of the noise streams (one per vehicle) and of the dropout streams.
 NOISE_STREAM = "range_finder"
 DROPOUT_STREAM = "range_finder.dropout"
+
+
+def _beam_angle(name: str, value: float) -> float:
+    """A cone angle in (0, pi) [rad], as a float."""
+    fov = finite(name, value)
+    if not 0.0 < fov < np.pi:
+        raise ConfigError(f"{name}={fov!r} must be in (0, pi)")
+    return fov
+
+
+def _dropout_probability(name: str, value: float) -> float:
+    """A probability in [0, 1), as a float."""
+    p = finite(name, value)
+    if not 0.0 <= p < 1.0:
+        raise ConfigError(f"{name}={p!r} must be in [0, 1)")
+    return p
 
 
 @dataclass(frozen=True)
@@ -51,38 +69,29 @@ class RangeFinderParams:
     ground_z_ned_m: the ground plane's NED z [m] (set from the scenario's area).
     """
 
-    on: bool = False
-    dt_s: float = 0.02
-    min_range_m: float = 0.05
-    max_range_m: float = 40.0
-    field_of_view_rad: float = 0.05
-    sigma_m: float = 0.02
-    dropout_probability: float = 0.0
+    on: bool = checked(False, flag, store=True)
+    dt_s: float = checked(0.02, ticks_per_update)
+    min_range_m: float = checked(0.05, finite)
+    max_range_m: float = checked(40.0, finite)
+    field_of_view_rad: float = checked(0.05, _beam_angle)
+    sigma_m: float = checked(0.02, single_non_negative)
+    dropout_probability: float = checked(0.0, _dropout_probability)
     ground_z_ned_m: float = 0.0
 
     def __post_init__(self) -> None:
-        set_frozen_field(self, "on", flag("range_finder.on", self.on))
-        ticks_per_update("range_finder.dt_s", self.dt_s)
-        lo = finite("range_finder.min_range_m", self.min_range_m)
-        hi = finite("range_finder.max_range_m", self.max_range_m)
+        check_fields(self, "range_finder")
+        lo, hi = float(self.min_range_m), float(self.max_range_m)  # finite numbers (checked)
         if not 0.0 <= lo < hi:
             raise ConfigError(f"range_finder: min_range_m={lo!r} and max_range_m={hi!r} must satisfy "
                               "0 <= min_range_m < max_range_m")
-        fov = finite("range_finder.field_of_view_rad", self.field_of_view_rad)
-        if not 0.0 < fov < np.pi:
-            raise ConfigError(f"range_finder.field_of_view_rad={fov!r} must be in (0, pi)")
-        single_non_negative("range_finder.sigma_m", self.sigma_m)
-        p = finite("range_finder.dropout_probability", self.dropout_probability)
-        if not 0.0 <= p < 1.0:
-            raise ConfigError(f"range_finder.dropout_probability={p!r} must be in [0, 1)")
 
 
 def true_range_m(x: ArrayLike, ground_z_ned_m: float = 0.0) -> Array:
     """Slant range (N,) [m] along the body's down axis to the ground plane from states x (N, >=6);
     +inf where the beam does not point below the horizon, -inf below the ground plane."""
     x = np.atleast_2d(np.asarray(x, float))
-    down = np.cos(x[:, 3]) * np.cos(x[:, 4])
-    height = ground_z_ned_m - x[:, 2]
+    down = np.cos(x[:, STATE_ROLL]) * np.cos(x[:, STATE_PITCH])
+    height = ground_z_ned_m - x[:, STATE_DOWN]
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(down > 1e-9, height / np.where(down > 1e-9, down, 1.0), np.inf)
     return np.where(height >= 0.0, r, -np.inf)  # under the ground plane: no valid return

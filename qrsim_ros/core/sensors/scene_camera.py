@@ -63,6 +63,7 @@ from qrsim_ros.core.common.validation import (
 )
 from qrsim_ros.core.sensors import render
 from qrsim_ros.core.sensors.lens import Lens, make_lens
+from qrsim_ros.core.vehicles.pelican import STATE_POSE, STATE_POSITION_NED
 from qrsim_ros.core.world.calibration_target import pack_targets
 from qrsim_ros.core.world.scene import Scene
 
@@ -287,17 +288,17 @@ class SceneCamera:
         """Origins (3,) and unit directions (P, 3) in NED of one vehicle's pixel rays (``pixels``) from
         its state x (13,)."""
         x = np.asarray(x, float)
-        r_ned_body = dcm_from_state(x[None, :6])[0].T
+        r_ned_body = dcm_from_state(x[None, STATE_POSE])[0].T
         out = np.empty_like(self._rays_body)
         _rotate_rows(self._rays_body, r_ned_body, out)  # not a BLAS product: no thread pool to contend
-        return x[:3] + r_ned_body @ self._mount, out
+        return x[STATE_POSITION_NED] + r_ned_body @ self._mount, out
 
     def _render(self, x: ArrayLike, valid: ArrayLike | None = None) -> None:
         xs = np.atleast_2d(np.asarray(x, float))
         if xs.shape[0] != self.num_vehicles or xs.shape[1] < 6:
             raise ValueError(f"x must have shape ({self.num_vehicles}, 13), got {xs.shape}")
         ok = np.ones(self.num_vehicles, bool) if valid is None else np.asarray(valid, bool).reshape(-1)
-        live = [i for i in range(self.num_vehicles) if ok[i] and np.all(np.isfinite(xs[i, :6]))]
+        live = [i for i in range(self.num_vehicles) if ok[i] and np.all(np.isfinite(xs[i, STATE_POSE]))]
         if not live:
             return
         # one vehicle after another: the rays' origin is one point (a broadcast view, not a copy of it

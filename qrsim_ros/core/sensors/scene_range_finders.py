@@ -25,6 +25,7 @@ from qrsim_ros.core.common.noise import PerVehicleNormals
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError, ticks_per_update
 from qrsim_ros.core.sensors.range_finder import RangeFinderParams, reading_m
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.core.world.scene import Scene
 
 _D = float(np.sqrt(0.5))
@@ -139,7 +140,7 @@ class SceneRangeFinders:
         dcm = dcm_from_state(x)
         axes = np.array([BEAM_AXES[b] for b in due])  # (B, 3) body
         dirs = np.stack([body_to_ned(dcm, np.broadcast_to(a, (n, 3))) for a in axes])  # (B, N, 3)
-        origins = np.broadcast_to(x[:, :3], (len(due), n, 3))
+        origins = np.broadcast_to(x[:, STATE_POSITION_NED], (len(due), n, 3))
         far = max(self.beams[b].max_range_m for b in due) * 1.01
         hits = self.scene.cast(origins.reshape(-1, 3), dirs.reshape(-1, 3), far)
         true_m = hits.range_m.reshape(len(due), n)

@@ -50,6 +50,13 @@ from qrsim_ros.core.mission.modes import (
 from qrsim_ros.core.sensors.target_camera import TargetCamera
 from qrsim_ros.core.tasks.rules import DONE_TIME_LIMIT, Task, TaskWorld
 from qrsim_ros.core.vehicles.energy import ChargingBase
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_DOWN,
+    STATE_HEADING,
+    STATE_NORTH_EAST,
+    STATE_POSITION_NED,
+    STATE_ROLL_PITCH,
+)
 from qrsim_ros.core.world.targets import RESTING, TETHERED, Targets, grasper_point
 
 if TYPE_CHECKING:
@@ -134,9 +141,9 @@ class RetrieveTask(Task):
         # the episode's self-test draws: a child of the placement stream (one draw from it per episode)
         self._self_test_rng = np.random.default_rng(int(rng.integers(2**63)))
         x = np.zeros((self.num_vehicles, 6))
-        x[:, 0:2] = self.landing_site_ne
-        x[:, 2] = -p.guidance.quad_radius_m  # resting on the floor (section 4.8.1: z_0 = -R_A)
-        x[:, 5] = heading
+        x[:, STATE_NORTH_EAST] = self.landing_site_ne
+        x[:, STATE_DOWN] = -p.guidance.quad_radius_m  # resting on the floor (section 4.8.1: z_0 = -R_A)
+        x[:, STATE_HEADING] = heading
         return x
 
     def initial_headings(self) -> Array:
@@ -150,7 +157,7 @@ class RetrieveTask(Task):
     # --- the episode --------------------------------------------------------------------------------
     def reset(self) -> None:
         self._clear_episode()
-        self._last_position = self.sim.true_state()[:, 0:3].tolist()
+        self._last_position = self.sim.true_state()[:, STATE_POSITION_NED].tolist()
         for i in range(self.num_vehicles):
             self.logs[i].entries.append(("idle", 0.0, ""))
 
@@ -212,7 +219,7 @@ class RetrieveTask(Task):
                 self._release(i)
             self.grasper_closed[i] = want
         self.targets.step(x, self.sim.dt_s)
-        position = x[:, 0:3].tolist()
+        position = x[:, STATE_POSITION_NED].tolist()
         if self._last_position is not None:
             # the distance flown, as np.linalg.norm sums it ((dx^2 + dy^2) + dz^2), in Python floats: a few
             # numpy calls per tick cost more than this on a few vehicles
@@ -253,7 +260,7 @@ class RetrieveTask(Task):
         if t.count == 0:
             return np.zeros((0, 2))
         x = self.sim.true_state()[vehicle:vehicle + 1].copy()
-        x[:, 3:5] = 0.0  # the gimbal
+        x[:, STATE_ROLL_PITCH] = 0.0  # the gimbal
         return self._camera.seen_px(x, t.position_ned_m[t.phase != TETHERED])
 
     # --- the referee ------------------------------------------------------------------------------------
@@ -292,7 +299,8 @@ class RetrieveTask(Task):
         placed = self.in_drop_zone()
         if over == MISSION_COMPLETE:
             x = self.sim.true_state()[0]
-            at_base = float(np.hypot(*(x[0:2] - self.landing_site_ne))) <= self.retrieve.base_radius_m
+            off_base_ne = x[STATE_NORTH_EAST] - self.landing_site_ne
+            at_base = float(np.hypot(*off_base_ne)) <= self.retrieve.base_radius_m
             if placed.all() and at_base:
                 return "success"
             return "target_lost"

@@ -19,9 +19,12 @@ from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.scenario import base_grid_ne
 from qrsim_ros.core.tasks.kl import plume_kl_reward, plume_mse_reward
+from qrsim_ros.core.vehicles.estimated_state import NORTH_EAST
 from qrsim_ros.core.vehicles.pelican import (
     STATE_DOWN,
+    STATE_EAST,
     STATE_HEADING,
+    STATE_NORTH,
     STATE_NORTH_EAST,
     STATE_POSITION_NED,
     STATE_VELOCITY_FRD,
@@ -63,8 +66,8 @@ def scattered_start_states(scenario: Scenario, z_ned_m: float, rng: np.random.Ge
     centre = 0.5 * (lim[[0, 2]] + lim[[1, 3]])
     extent = 0.9 * (lim[[1, 3]] - lim[[0, 2]])
     x = np.zeros((n, 6))
-    for axis in (0, 1):
-        x[:, axis] = centre[axis] + (rng.random(n) - 0.5) * extent[axis]
+    for axis, column in enumerate((STATE_NORTH, STATE_EAST)):
+        x[:, column] = centre[axis] + (rng.random(n) - 0.5) * extent[axis]
     x[:, STATE_DOWN] = z_ned_m
     separation_m = START_SEPARATION_COLLISION_DISTANCES * scenario.vehicle.collision_distance_m
     for i in range(1, n):
@@ -171,12 +174,12 @@ class GenericTask(Task):
     def initial_states(self, rng: np.random.Generator) -> Array:
         x = super().initial_states(rng)
         if self.params.type == "keep_spot_x10":
-            x[:, STATE_NORTH_EAST.start] = -100.0 + 20.0 * np.arange(1, self.num_vehicles + 1)
+            x[:, STATE_NORTH] = -100.0 + 20.0 * np.arange(1, self.num_vehicles + 1)
         return x
 
     def reset(self) -> None:
         self._accumulated = 0.0
-        self._start_positions = self.sim.true_state()[:, 0:3].copy()
+        self._start_positions = self.sim.true_state()[:, STATE_POSITION_NED].copy()
 
     def on_tick(self, controls: Array) -> None:
         dt = self.sim.dt_s
@@ -196,7 +199,7 @@ class GenericTask(Task):
             return -PENALTY
         r, self._accumulated = self._accumulated, 0.0
         if last_step and self.params.type != "keep_velocity":
-            p = self.sim.true_state()[:, 0:3]
+            p = self.sim.true_state()[:, STATE_POSITION_NED]
             target = (np.asarray(self.params.waypoint_ned)[None, :] if self.params.type == "goto_waypoint"
                       else self._start_positions)
             r -= float(np.sum((p - target) ** 2))
@@ -246,8 +249,8 @@ class CatsMouseTask(Task):
 
     def environment_actions(self, ex: Array) -> dict[int, Array]:
         """The mouse flees: v = sum_i (m - c_i)/|m - c_i|^2 over cats with a finite estimate."""
-        m = ex[self.mouse, 0:2]
-        cats = ex[: self.mouse, 0:2]
+        m = ex[self.mouse, NORTH_EAST]
+        cats = ex[: self.mouse, NORTH_EAST]
         cats = cats[np.all(np.isfinite(cats), axis=1)]
         v = np.zeros(2)
         if np.all(np.isfinite(m)) and len(cats):
@@ -395,5 +398,5 @@ def initial_placement(task: Task, rng: np.random.Generator) -> tuple[Array | lis
     listed = task.sim.scenario.vehicle.initial_states
     if listed is None:
         return x0, task.initial_headings()
-    return [list(row) for row in listed], np.array([float(row[5]) for row in listed])
+    return [list(row) for row in listed], np.array([float(row[STATE_HEADING]) for row in listed])
 

@@ -64,7 +64,10 @@ from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
     CONTROL_NAMES,
     CONTROL_SIZE,
+    STATE_DOWN,
+    STATE_KINEMATIC,
     STATE_NAMES,
+    STATE_VELOCITY_FRD,
     PelicanFleet,
     PelicanInputError,
     PelicanParams,
@@ -319,7 +322,8 @@ class Airframes:
         if full.shape[0] != idx.size:
             raise PelicanInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
         lo, hi = self._limits[:, 0], self._limits[:, 1]
-        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < lo) | (full[:, :12] > hi)
+        kinematic = full[:, STATE_KINEMATIC]
+        bad = ~np.isfinite(kinematic) | (kinematic < lo) | (kinematic > hi)
         if bad.any():  # named here with the fleet's vehicle index (the sub-fleets know only their own)
             i, j = np.argwhere(bad)[0]
             raise PelicanInputError(f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} "
@@ -434,7 +438,7 @@ class Airframes:
         x = rotor.state_view()
         live = rotor.valid
         local = np.flatnonzero(self._unpowered[self._rot] & live
-                               & (x[:, 2] >= self._landed_z_ned_m))
+                               & (x[:, STATE_DOWN] >= self._landed_z_ned_m))
         if local.size:
             rotor.disarm(local, EMPTY_PACK_REASON)
 
@@ -478,10 +482,11 @@ class Airframes:
         x = self.state
         rows = np.flatnonzero((self._emergency >= 0) & valid & ~self._unpowered)  # no power: nothing to fly
         p = self.emergency_params
-        down = touched_down(x[rows, 2], self._landed_z_ned_m, p)
+        down = touched_down(x[rows, STATE_DOWN], self._landed_z_ned_m, p)
         if down.any():
             landed = rows[down]
-            self._touchdown_mps[landed] = body_to_ned(dcm_from_state(x[landed]), x[landed, 6:9])[:, 2]
+            v_ned = body_to_ned(dcm_from_state(x[landed]), x[landed, STATE_VELOCITY_FRD])
+            self._touchdown_mps[landed] = v_ned[:, 2]
             self.disarm(landed, LANDED_REASON)
             rows = rows[~down]
         u = u.copy()

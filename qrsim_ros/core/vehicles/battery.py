@@ -67,8 +67,12 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, njit
 from qrsim_ros.core.common.validation import (
     ConfigError,
+    between,
+    check_fields,
+    checked,
     finite,
     in_range,
+    integer_at_least,
     set_frozen_field,
     single_non_negative,
     single_positive,
@@ -91,6 +95,21 @@ CHARGE_TERMINATION_C = 1.0 / 20.0
 _PREFIX = "battery."
 
 
+def _model(name: str, value: str) -> str:
+    """One of MODELS."""
+    if value not in MODELS:
+        raise ConfigError(f"{name}={value!r} must be one of {MODELS}")
+    return value
+
+
+def _discharge_rate(name: str, value: float) -> float:
+    """A finite rate < 0 [V/s], as a float."""
+    vd = finite(name, value)
+    if vd >= 0:
+        raise ConfigError(f"{name}={vd!r} must be < 0 (a discharge rate)")
+    return vd
+
+
 @dataclass(frozen=True)
 class BatteryParams:
     """One battery configuration shared by every vehicle of a bank (see the module doc for the models).
@@ -105,39 +124,25 @@ class BatteryParams:
     A bad value raises ConfigError naming ``battery.<field>``.
     """
 
-    model: str = "lipo"
-    cells: int = 3
-    capacity_ah: float = 6.0
+    model: str = checked("lipo", _model)
+    cells: int = checked(3, integer_at_least(1), store=True)
+    capacity_ah: float = checked(6.0, single_positive, store=True)
     ocv_table: Any = DEFAULT_OCV_TABLE
-    internal_resistance_ohm: float = 0.030
-    cutoff_v_per_cell: float = 3.0
-    initial_soc: float = 0.85
-    charge_current_a: float = 6.0  # 1C, the usual LiPo charge rate
-    charge_v_per_cell: float = 4.0
-    linear_max_v: float = 11.0
-    linear_charge_v_per_s: float = 0.025
-    linear_discharge_v_per_s: float = -0.005
-    linear_empty_v: float = 9.0
-    linear_initial_v: float = 11.0
+    internal_resistance_ohm: float = checked(0.030, single_non_negative, store=True)
+    cutoff_v_per_cell: float = checked(3.0, single_positive, store=True)
+    initial_soc: float = checked(0.85, between(0.0, 1.0), store=True)
+    charge_current_a: float = checked(6.0, single_positive, store=True)  # 1C, the usual LiPo charge rate
+    charge_v_per_cell: float = checked(4.0, single_positive, store=True)
+    linear_max_v: float = checked(11.0, single_positive, store=True)
+    linear_charge_v_per_s: float = checked(0.025, single_positive, store=True)
+    linear_discharge_v_per_s: float = checked(-0.005, _discharge_rate, store=True)
+    linear_empty_v: float = checked(9.0, single_positive, store=True)
+    linear_initial_v: float = 11.0  # in [linear_empty_v, linear_max_v]
     #: (K, 2) float array of ``ocv_table`` (derived, read-only).
     ocv: Array = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ConfigError(f"{_PREFIX}model={self.model!r} must be one of {MODELS}")
-        if isinstance(self.cells, bool) or not isinstance(self.cells, (int, np.integer)) or self.cells < 1:
-            raise ConfigError(f"{_PREFIX}cells={self.cells!r} must be an integer >= 1")
-        set_frozen_field(self, "cells", int(self.cells))
-        for name in ("capacity_ah", "charge_current_a", "cutoff_v_per_cell", "charge_v_per_cell",
-                     "linear_max_v", "linear_charge_v_per_s", "linear_empty_v"):
-            set_frozen_field(self, name, single_positive(_PREFIX + name, getattr(self, name)))
-        r = single_non_negative(_PREFIX + "internal_resistance_ohm", self.internal_resistance_ohm)
-        set_frozen_field(self, "internal_resistance_ohm", r)
-        set_frozen_field(self, "initial_soc", in_range(_PREFIX + "initial_soc", self.initial_soc, 0.0, 1.0))
-        vd = finite(_PREFIX + "linear_discharge_v_per_s", self.linear_discharge_v_per_s)
-        if vd >= 0:
-            raise ConfigError(f"{_PREFIX}linear_discharge_v_per_s={vd!r} must be < 0 (a discharge rate)")
-        set_frozen_field(self, "linear_discharge_v_per_s", vd)
+        check_fields(self, "battery", BatteryParams)  # BatterySettings checks its own fields
         if self.linear_empty_v >= self.linear_max_v:
             raise ConfigError(f"{_PREFIX}linear_empty_v={self.linear_empty_v!r} must be below "
                               f"linear_max_v={self.linear_max_v!r}")

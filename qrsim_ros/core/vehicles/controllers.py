@@ -47,7 +47,15 @@ from qrsim_ros.core.vehicles.estimated_state import (
     NORTH_EAST,
     velocity_ned,
 )
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, FULL_BATTERY_V, HOVER_CONTROL, STATE_SIZE
+from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_LIMITS,
+    FULL_BATTERY_V,
+    HOVER_CONTROL,
+    STATE_EULER,
+    STATE_POSITION_NED,
+    STATE_SIZE,
+    STATE_VELOCITY_FRD,
+)
 
 # --- original constants (spec 6) -----------------------------------------------------------------
 TH_HOVER = 0.59  # QRSim's throttle offset of every vertical loop (a PID term; the model hovers at 0.59004)
@@ -126,7 +134,8 @@ def state_view(x: ArrayLike) -> ControllerView:
     x = np.atleast_2d(np.asarray(x, float))
     if x.shape[1] != STATE_SIZE:
         raise ValueError(f"true states must have shape (N, {STATE_SIZE}), got {x.shape}")
-    return ControllerView(x[:, 0:3].copy(), x[:, 3:6].copy(), x[:, 6:9].copy())
+    return ControllerView(x[:, STATE_POSITION_NED].copy(), x[:, STATE_EULER].copy(),
+                          x[:, STATE_VELOCITY_FRD].copy())
 
 
 def estimated_state_view(ex: ArrayLike) -> ControllerView:

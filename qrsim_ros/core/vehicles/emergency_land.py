@@ -38,8 +38,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, body_to_ned, dcm_from_state
-from qrsim_ros.core.common.validation import ConfigError, finite, single_positive
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, CTH0, CTH1, CTH2, G_MS2, SI_TO_FIRMWARE
+from qrsim_ros.core.common.validation import ConfigError, check_fields, checked, finite, single_positive
+from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_LIMITS,
+    CTH0,
+    CTH1,
+    CTH2,
+    G_MS2,
+    SI_TO_FIRMWARE,
+    STATE_DOWN,
+    STATE_PITCH,
+    STATE_ROLL,
+    STATE_VELOCITY_FRD,
+)
 
 #: ``vehicle.rotor_loss_failsafe`` values: the emergency landing controller, or none (the vehicle flies
 #: on with the rotor lost, as before).
@@ -66,16 +77,14 @@ class EmergencyLandParams:
     min_tilt_cos: floor of cos(phi) cos(theta) in eq. 22 (in (0, 1]).
     """
 
-    position_gain_per_s: float = 0.975
-    velocity_gain_per_s: float = 3.9
-    max_descent_mps: float = 1.0
-    touchdown_tolerance_m: float = 0.05
-    min_tilt_cos: float = 0.5
+    position_gain_per_s: float = checked(0.975, finite, single_positive)
+    velocity_gain_per_s: float = checked(3.9, finite, single_positive)
+    max_descent_mps: float = checked(1.0, finite, single_positive)
+    touchdown_tolerance_m: float = checked(0.05, finite, single_positive)
+    min_tilt_cos: float = checked(0.5, finite, single_positive)
 
     def __post_init__(self) -> None:
-        for key in ("position_gain_per_s", "velocity_gain_per_s", "max_descent_mps", "touchdown_tolerance_m",
-                    "min_tilt_cos"):
-            single_positive(f"emergency_land.{key}", finite(f"emergency_land.{key}", getattr(self, key)))
+        check_fields(self, "emergency_land")
         if self.min_tilt_cos > 1.0:
             raise ConfigError(f"emergency_land.min_tilt_cos={self.min_tilt_cos!r} must be in (0, 1]")
 
@@ -90,11 +99,12 @@ def collective_thrust_n(x: Array, z_target_ned_m: ArrayLike, mass_kg: ArrayLike,
                         params: EmergencyLandParams) -> Array:
     """Eq. 20-22: the collective thrust [N] (M,) >= 0 of vehicles with true states ``x`` (M, 13) descending
     to ``z_target_ned_m`` (M,) [m, NED z], mass ``mass_kg`` [kg] (scalar or (M,))."""
-    v_down = body_to_ned(dcm_from_state(x), x[:, 6:9])[:, 2]
+    v_down = body_to_ned(dcm_from_state(x), x[:, STATE_VELOCITY_FRD])[:, 2]
     v_max = params.max_descent_mps
-    vz_d = np.clip(params.position_gain_per_s * (np.asarray(z_target_ned_m, float) - x[:, 2]), -v_max, v_max)
+    z_error_m = np.asarray(z_target_ned_m, float) - x[:, STATE_DOWN]
+    vz_d = np.clip(params.position_gain_per_s * z_error_m, -v_max, v_max)
     az_d = params.velocity_gain_per_s * (vz_d - v_down)
-    tilt = np.maximum(np.cos(x[:, 3]) * np.cos(x[:, 4]), params.min_tilt_cos)
+    tilt = np.maximum(np.cos(x[:, STATE_ROLL]) * np.cos(x[:, STATE_PITCH]), params.min_tilt_cos)
     return np.maximum(np.asarray(mass_kg, float) * (G_MS2 - az_d) / tilt, 0.0)
 
 

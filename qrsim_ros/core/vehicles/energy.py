@@ -45,9 +45,16 @@ from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
-from qrsim_ros.core.common.validation import ConfigError, in_range, set_frozen_field, single_positive
+from qrsim_ros.core.common.validation import (
+    ConfigError,
+    between,
+    check_fields,
+    checked,
+    set_frozen_field,
+    single_positive,
+)
 from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams, bank_step
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, STATE_THRUST
 from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power
 
 #: What a vehicle does when its battery runs low (``BatterySettings.low_battery_failsafe``):
@@ -64,6 +71,13 @@ BATTERY_COLUMN = 4
 _V_MIN, _V_MAX = float(CONTROL_LIMITS[BATTERY_COLUMN, 0]), float(CONTROL_LIMITS[BATTERY_COLUMN, 1])
 
 
+def _failsafe(name: str, value: str) -> str:
+    """One of LOW_BATTERY_FAILSAFES."""
+    if value not in LOW_BATTERY_FAILSAFES:
+        raise ConfigError(f"{name}={value!r} must be one of {', '.join(LOW_BATTERY_FAILSAFES)}")
+    return value
+
+
 @dataclass(frozen=True)
 class BatterySettings(BatteryParams):
     """``vehicle.battery`` of a scenario: the pack (every ``BatteryParams`` field), whether it is on, the
@@ -71,10 +85,11 @@ class BatterySettings(BatteryParams):
 
     on: the battery model runs (default: the Pelican's default pack); false: QRSim's open loop.
     pelican_power: momentum-theory figures of the identified Pelican (``power.PelicanPowerParams``).
+    low_battery_failsafe: one of LOW_BATTERY_FAILSAFES.
     rotor_motor_efficiency (0, 1]: motor efficiency of rotor-level airframes (``power.rotor_power``).
-    low_battery_failsafe: one of LOW_BATTERY_FAILSAFES. Thresholds on the charge left (``percentage``,
-    0..1), siegemund_2011 section 4.5: ``return_below`` (0.6: below it the return is planned),
-    ``reserve`` (0.1: the charge that must be left on arrival), ``land_below`` (0.05: land where it is).
+    Thresholds on the charge left (``percentage``, 0..1), siegemund_2011 section 4.5: ``return_below``
+    (0.6: below it the return is planned), ``reserve`` (0.1: the charge that must be left on arrival),
+    ``land_below`` (0.05: land where it is).
     The return starts once ``percentage - return_margin * drain * t_return <= reserve``, with t_return
     = horizontal distance to the nearest base / ``return_speed_mps`` + height / the land rate and drain
     the charge used per second at the present draw (``FleetEnergy.drain_per_s``).
@@ -82,28 +97,20 @@ class BatterySettings(BatteryParams):
 
     on: bool = True
     pelican_power: PelicanPowerParams = field(default_factory=PelicanPowerParams)
-    rotor_motor_efficiency: float = 0.8
-    low_battery_failsafe: str = "return"
-    return_below: float = 0.6
-    reserve: float = 0.1
-    land_below: float = 0.05
-    return_margin: float = 1.5
-    return_speed_mps: float = 2.0
+    low_battery_failsafe: str = checked("return", _failsafe)
+    rotor_motor_efficiency: float = checked(0.8, between(0.0, 1.0), single_positive, store=True)
+    return_below: float = checked(0.6, between(0.0, 1.0), store=True)
+    reserve: float = checked(0.1, between(0.0, 1.0), store=True)
+    land_below: float = checked(0.05, between(0.0, 1.0), store=True)
+    return_margin: float = checked(1.5, single_positive, store=True)
+    return_speed_mps: float = checked(2.0, single_positive, store=True)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.low_battery_failsafe not in LOW_BATTERY_FAILSAFES:
-            raise ConfigError(f"low_battery_failsafe={self.low_battery_failsafe!r} must be one of "
-                              f"{', '.join(LOW_BATTERY_FAILSAFES)}")
-        eta = in_range("rotor_motor_efficiency", self.rotor_motor_efficiency, 0.0, 1.0)
-        set_frozen_field(self, "rotor_motor_efficiency", single_positive("rotor_motor_efficiency", eta))
-        for name in ("return_below", "reserve", "land_below"):
-            set_frozen_field(self, name, in_range(name, getattr(self, name), 0.0, 1.0))
+        super().__post_init__()  # the pack's fields, as battery.<field>
+        check_fields(self, "", BatterySettings)
         if not self.land_below <= self.reserve <= self.return_below:
             raise ConfigError(f"thresholds must satisfy land_below <= reserve <= return_below, got "
                               f"{self.land_below}, {self.reserve}, {self.return_below}")
-        set_frozen_field(self, "return_margin", single_positive("return_margin", self.return_margin))
-        set_frozen_field(self, "return_speed_mps", single_positive("return_speed_mps", self.return_speed_mps))
 
     @property
     def pack(self) -> BatteryParams:
@@ -320,7 +327,8 @@ class FleetEnergy:
         valid = fleet.valid if valid is None else valid
         x = fleet.state if state is None else state
         if getattr(fleet, "rotor", None) is None:  # no rotor-level vehicle: nothing more per tick
-            return momentum_theory_power(x[:, 12], self._power_params, valid)  # invalid: only the avionics
+            # invalid: only the avionics
+            return momentum_theory_power(x[:, STATE_THRUST], self._power_params, valid)
         x = np.asarray(x, float)
         valid = np.asarray(valid, np.bool_)
         if x.shape != (self.num_vehicles, 13) or valid.shape != (self.num_vehicles,):

@@ -28,6 +28,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import body_to_ned, dcm_from_state
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
+from qrsim_ros.core.vehicles.pelican import (
+    STATE_DOWN,
+    STATE_EULER,
+    STATE_POSITION_NED,
+    STATE_RATES_FRD,
+    STATE_VELOCITY_FRD,
+)
 
 Array = NDArray[np.float64]
 
@@ -35,8 +42,14 @@ Array = NDArray[np.float64]
 ESTIMATED_STATE_SIZE = 20
 POSITION_NED = slice(0, 3)
 NORTH_EAST = slice(0, 2)
+NORTH = 0
+EAST = 1
 EULER = slice(3, 6)
+ROLL = 3
+PITCH = 4
 HEADING = 5
+#: Position and Euler angles: the pose a DCM (``dcm_from_state``) is built from.
+POSE = slice(0, 6)
 ANGULAR_VELOCITY_FRD = slice(9, 12)
 SPECIFIC_FORCE_FRD = slice(13, 16)
 HEIGHT = 16
@@ -108,7 +121,7 @@ def hold_pose(ex: ArrayLike) -> Array:
     """The pose (N, 4) a waypoint controller holds to stay where it is: estimated north, east, down
     (minus the altimeter height) [m] and heading [rad]."""
     e = np.atleast_2d(np.asarray(ex, float))
-    return np.column_stack([e[:, 0], e[:, 1], -e[:, HEIGHT], e[:, HEADING]])
+    return np.column_stack([e[:, NORTH], e[:, EAST], -e[:, HEIGHT], e[:, HEADING]])
 
 
 def exact_estimated_state(x: ArrayLike, specific_force_frd: ArrayLike) -> Array:
@@ -116,9 +129,10 @@ def exact_estimated_state(x: ArrayLike, specific_force_frd: ArrayLike) -> Array:
     perfect sensors would report (height = -down, the ground reference at NED z = 0). Used where only
     the ground truth is at hand (vehicle_dynamics' failsafe of attitude-mode vehicles)."""
     x = np.atleast_2d(np.asarray(x, float))
-    v_ned = body_to_ned(dcm_from_state(x), x[:, 6:9])
+    v_ned = body_to_ned(dcm_from_state(x), x[:, STATE_VELOCITY_FRD])
     ex = empty_estimated_state(x.shape[0])
-    fill_estimated_state(ex, position_ned=x[:, 0:3], euler=x[:, 3:6], angular_velocity_frd=x[:, 9:12],
-                         specific_force_frd=specific_force_frd, height_m=-x[:, 2],
+    fill_estimated_state(ex, position_ned=x[:, STATE_POSITION_NED], euler=x[:, STATE_EULER],
+                         angular_velocity_frd=x[:, STATE_RATES_FRD],
+                         specific_force_frd=specific_force_frd, height_m=-x[:, STATE_DOWN],
                          ground_velocity_ne=v_ned[:, 0:2], vertical_speed_mps=-v_ned[:, 2])
     return ex

@@ -68,7 +68,15 @@ from qrsim_ros.core.vehicles.controllers import (
     velocity_pid_kernel,
 )
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, bases_array
-from qrsim_ros.core.vehicles.estimated_state import ESTIMATED_STATE_SIZE, HEIGHT, POSITION_NED, hold_pose
+from qrsim_ros.core.vehicles.estimated_state import (
+    EAST,
+    ESTIMATED_STATE_SIZE,
+    HEIGHT,
+    NORTH,
+    NORTH_EAST,
+    POSITION_NED,
+    hold_pose,
+)
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, FULL_BATTERY_V, HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import LOW_LEVEL_INPUTS
 
@@ -465,8 +473,8 @@ class FleetControl:
         ex = np.asarray(ex, float)
         valid = np.asarray(valid, bool)
         missing = np.isnan(self._home_ne[:, 0]) & valid
-        known = missing & np.isfinite(ex[:, 0]) & np.isfinite(ex[:, 1])
-        self._home_ne[known] = ex[known, 0:2]
+        known = missing & np.isfinite(ex[:, NORTH]) & np.isfinite(ex[:, EAST])
+        self._home_ne[known] = ex[known, NORTH_EAST]
         self._home_pending = bool((missing & ~known).any())
 
     def update_battery(self, percentage: ArrayLike, drain_per_s: ArrayLike, ex: ArrayLike,
@@ -560,7 +568,7 @@ class FleetControl:
         arrival = np.where(self._return_home, RETURN_HOME_ARRIVAL_M,
                            self._base_radii[np.maximum(self._target_base, 0)])
         with np.errstate(invalid="ignore"):
-            there = fly & (np.hypot(ex[:, 0] - home[:, 0], ex[:, 1] - home[:, 1]) <= arrival)
+            there = fly & (np.hypot(ex[:, NORTH] - home[:, 0], ex[:, EAST] - home[:, 1]) <= arrival)
         if there.any():  # over the base: land on it (this tick already)
             idx = np.flatnonzero(there)
             self.failsafe_code[idx] = _BATTERY_LAND

@@ -52,12 +52,23 @@ STATE_NAMES = ("px", "py", "pz", "phi", "theta", "psi", "u", "v", "w", "p", "q",
 #: [rad] (heading last), FRD body velocity [m/s], FRD body rates [rad/s], thrust [N].
 STATE_POSITION_NED = slice(0, 3)
 STATE_NORTH_EAST = slice(0, 2)
+STATE_NORTH = 0
+STATE_EAST = 1
 STATE_DOWN = 2
 STATE_EULER = slice(3, 6)
+STATE_ROLL = 3
+STATE_PITCH = 4
+STATE_ROLL_PITCH = slice(3, 5)  # the tilt: roll and pitch, without the heading
 STATE_HEADING = 5
 STATE_VELOCITY_FRD = slice(6, 9)
 STATE_RATES_FRD = slice(9, 12)
 STATE_THRUST = 12
+#: Position and Euler angles: the pose a DCM (``dcm_from_state``) and an interpolated pose are built from.
+STATE_POSE = slice(0, 6)
+#: Position, Euler angles and FRD body velocity: every column but the rates and the thrust.
+STATE_POSE_AND_VELOCITY = slice(0, 9)
+#: Every column but the thrust (pose, body velocity and rates): the columns the state limits bound.
+STATE_KINEMATIC = slice(0, 12)
 CONTROL_NAMES = ("pitch", "roll", "throttle", "yaw_rate", "battery")
 
 #: Allowed control ranges (the code's values, spec 2.1), rows in CONTROL_NAMES order: [lo, hi].
@@ -171,7 +182,7 @@ def expand_state(x: ArrayLike, mass_kg: float = MASS_KG) -> Array:
     full = np.zeros((n, STATE_SIZE))
     full[:, :k] = x
     if k < 13:
-        full[:, 12] = mass_kg * G_MS2
+        full[:, STATE_THRUST] = mass_kg * G_MS2
     return full
 
 
@@ -595,8 +606,8 @@ class PelicanFleet:
         full = expand_state(x, self.params.mass_kg)
         if full.shape[0] != idx.size:
             raise PelicanInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
-        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < self._limits[:, 0]) | (
-            full[:, :12] > self._limits[:, 1]
+        bad = ~np.isfinite(full[:, STATE_KINEMATIC]) | (full[:, STATE_KINEMATIC] < self._limits[:, 0]) | (
+            full[:, STATE_KINEMATIC] > self._limits[:, 1]
         )
         if bad.any():
             i, j = np.argwhere(bad)[0]
@@ -604,7 +615,7 @@ class PelicanFleet:
             raise PelicanInputError(
                 f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} outside [{lo}, {hi}]"
             )
-        if not np.all(np.isfinite(full[:, 12])):
+        if not np.all(np.isfinite(full[:, STATE_THRUST])):
             raise PelicanInputError("initial thrust must be finite")
         self._x[idx] = full
         self._a[idx] = 0.0

@@ -34,15 +34,20 @@ from numpy.typing import ArrayLike
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, njit
-from qrsim_ros.core.common.validation import in_range, set_frozen_field, single_non_negative, single_positive
+from qrsim_ros.core.common.validation import (
+    between,
+    check_fields,
+    checked,
+    set_frozen_field,
+    single_non_negative,
+    single_positive,
+)
 
 #: Sea-level ISA air density [kg/m^3].
 AIR_DENSITY_KGM3 = 1.225
 #: The Pelican's rotor radius [m]: 10-inch propellers.
 PELICAN_ROTOR_RADIUS_M = 0.127
 NUM_ROTORS = 4
-
-_PREFIX = "power."
 
 
 @dataclass(frozen=True)
@@ -53,22 +58,17 @@ class PelicanPowerParams:
     (motor x speed controller); avionics_w [W] (drawn whatever the thrust). ConfigError names the field.
     """
 
-    rotor_radius_m: float = PELICAN_ROTOR_RADIUS_M
-    air_density_kgm3: float = AIR_DENSITY_KGM3
-    figure_of_merit: float = 0.55
-    drive_efficiency: float = 0.8
-    avionics_w: float = 10.0
+    rotor_radius_m: float = checked(PELICAN_ROTOR_RADIUS_M, single_positive, store=True)
+    air_density_kgm3: float = checked(AIR_DENSITY_KGM3, single_positive, store=True)
+    figure_of_merit: float = checked(0.55, single_positive, between(0.0, 1.0), store=True)
+    drive_efficiency: float = checked(0.8, single_positive, between(0.0, 1.0), store=True)
+    avionics_w: float = checked(10.0, single_non_negative, store=True)
     #: P_induced(F) = coefficient * F^1.5 for a total thrust F over the four rotors [W / N^1.5]:
     #: 4 / (4^1.5 FM eta sqrt(2 rho A)) (derived from the fields, once).
     coefficient: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("rotor_radius_m", "air_density_kgm3"):
-            set_frozen_field(self, name, single_positive(_PREFIX + name, getattr(self, name)))
-        for name in ("figure_of_merit", "drive_efficiency"):
-            v = single_positive(_PREFIX + name, getattr(self, name))
-            set_frozen_field(self, name, in_range(_PREFIX + name, v, 0.0, 1.0))
-        set_frozen_field(self, "avionics_w", single_non_negative(_PREFIX + "avionics_w", self.avionics_w))
+        check_fields(self, "power")
         set_frozen_field(self, "coefficient", NUM_ROTORS / (
             NUM_ROTORS ** 1.5 * self.figure_of_merit * self.drive_efficiency
             * math.sqrt(2.0 * self.air_density_kgm3 * self.disc_area_m2)))

@@ -58,8 +58,10 @@ from qrsim_ros.core.vehicles.pelican import (
     REASON_COLLISION,
     REASON_NON_FINITE,
     REASON_OUTSIDE,
+    STATE_KINEMATIC,
     STATE_NAMES,
     STATE_SIZE,
+    STATE_THRUST,
     PelicanInputError,
     body_to_ned_rows,
     collisions_into,
@@ -394,7 +396,8 @@ class RotorFleet:
         if full.shape[0] != idx.size:
             raise RotorInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
         lo, hi = self._limits[:, 0], self._limits[:, 1]
-        bad = ~np.isfinite(full[:, :12]) | (full[:, :12] < lo) | (full[:, :12] > hi)
+        kinematic = full[:, STATE_KINEMATIC]
+        bad = ~np.isfinite(kinematic) | (kinematic < lo) | (kinematic > hi)
         if bad.any():
             i, j = np.argwhere(bad)[0]
             lo, hi = self._limits[j]
@@ -405,7 +408,7 @@ class RotorFleet:
         if not np.all(np.isfinite(om)) or np.any(om < 0) or np.any(om > self.params.omega_max_rads):
             raise RotorInputError(f"rotor speeds must be in [0, {self.params.omega_max_rads}] rad/s, got "
                                   f"{om.tolist()}")
-        full[:, 12] = self.params.k_f * np.sum(om ** 2, axis=1)
+        full[:, STATE_THRUST] = self.params.k_f * np.sum(om ** 2, axis=1)
         self._x[idx] = full
         self._omega[idx] = om
         self._a[idx] = 0.0

@@ -31,6 +31,7 @@ from qrsim_ros.core.common.validation import (
     positive,
     ticks_per_update,
 )
+from qrsim_ros.core.vehicles.pelican import STATE_POSE_AND_VELOCITY, STATE_POSITION_NED, STATE_VELOCITY_FRD
 from qrsim_ros.core.world.terrain import TERRAIN_TYPES, PourTerrain, check_class_percentages, make_terrain
 
 #: Fraction of the x/y extent (centred) in which persons are placed (QRSim: lph +/- 0.4 range).
@@ -294,11 +295,11 @@ class BoxWithPersonsArea(BoxArea):
         ok = np.ones(self.num_vehicles, bool) if valid is None else np.asarray(valid, bool).reshape(-1).copy()
         if ok.shape != (self.num_vehicles,):
             raise ValueError(f"valid must have shape ({self.num_vehicles},), got {np.shape(valid)}")
-        ok &= np.all(np.isfinite(x[:, :9]), axis=1)
+        ok &= np.all(np.isfinite(x[:, STATE_POSE_AND_VELOCITY]), axis=1)
         if not self.num_persons or not ok.any():
             return True
-        dist = np.linalg.norm(x[:, None, 0:3] - self._centers[None, :, :], axis=2)  # (N, P)
-        speed = np.linalg.norm(x[:, 6:9], axis=1)
+        dist = np.linalg.norm(x[:, None, STATE_POSITION_NED] - self._centers[None, :, :], axis=2)  # (N, P)
+        speed = np.linalg.norm(x[:, STATE_VELOCITY_FRD], axis=1)
         now = (dist <= self.params.found_distance_m) & (speed <= self.params.found_speed_mps)[:, None]
         now &= ok[:, None] & ~self._found[None, :]
         self._just_found |= now

@@ -36,6 +36,7 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.raycast import RayCaster, RayHits
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError, finite, positive, shape
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.core.world.calibration_target import CalibrationTargetParams, pack_targets
 from qrsim_ros.core.world.terrain import PourTerrain
 
@@ -525,7 +526,7 @@ class Scene:
     def collides(self, positions_ned: ArrayLike) -> NDArray[np.bool_]:
         """Which points (N, >=3) [NED m] are inside an obstacle inflated by ``vehicle_radius_m``, or
         under the height-map ground (the flat ground plane is the area's bound, checked there)."""
-        p = np.atleast_2d(np.asarray(positions_ned, float))[:, :3]
+        p = np.atleast_2d(np.asarray(positions_ned, float))[:, STATE_POSITION_NED]
         out = np.zeros(len(p), bool)
         if not self.ground.flat:
             out |= p[:, 2] > self.ground.z_ned_m(p[:, 0], p[:, 1])

@@ -56,10 +56,15 @@ from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import (
     ConfigError,
+    between,
+    check_fields,
+    checked,
     finite,
     flag,
     in_range,
+    integer_at_least,
     non_negative,
+    optional,
     ticks_per_update,
 )
 from qrsim_ros.core.vehicles.pelican import dcm_ned_to_body_entries
@@ -67,6 +72,22 @@ from qrsim_ros.core.world.wind import FT_M
 
 #: Spin-up iterations at reset (QRSim iterates ``for i = 0:1000``).
 SPIN_UP_STEPS = 1001
+
+
+def _per_vehicle_speeds(name: str, value: float | tuple[float, ...]) -> Array:
+    """One speed >= 0 or a list of them [m/s], as a 1-D array."""
+    w6 = np.atleast_1d(non_negative(name, value))
+    if w6.ndim != 1 or w6.size < 1:
+        raise ConfigError(f"{name}={value!r} must be a number or a list of numbers")
+    return w6
+
+
+def _per_vehicle_angles(name: str, value: float | tuple[float, ...]) -> Array:
+    """One finite angle or a list of them [rad], as a 1-D array."""
+    d = np.atleast_1d(np.asarray(value, float))
+    if d.ndim != 1 or d.size < 1 or not np.all(np.isfinite(d)):
+        raise ConfigError(f"{name}={value!r} must be finite, or None")
+    return d
 
 
 @dataclass(frozen=True)
@@ -85,36 +106,20 @@ class TurbulenceParams:
     spin_up_steps: iterations of the recursion at reset (QRSim 1001).
     """
 
-    w6_mps: float | tuple[float, ...] = 2.0
-    direction_rad: float | tuple[float, ...] | None = None
-    z_origin_m: float = 0.0
-    dt_s: float = BASE_DT_S
-    velocity_offset_mps: float = 0.5
-    min_height_ft: float = 1.0
-    max_height_ft: float = 1000.0
-    max_step_fraction: float = 0.5
-    spin_up_steps: int = SPIN_UP_STEPS
-    on: bool = True
+    w6_mps: float | tuple[float, ...] = checked(2.0, _per_vehicle_speeds)
+    direction_rad: float | tuple[float, ...] | None = checked(None, optional(_per_vehicle_angles))
+    z_origin_m: float = checked(0.0, finite)
+    dt_s: float = checked(BASE_DT_S, ticks_per_update)
+    velocity_offset_mps: float = checked(0.5, finite, non_negative)
+    min_height_ft: float = checked(1.0, between(1e-3, 1000.0))
+    max_height_ft: float = checked(1000.0, finite)  # and >= min_height_ft
+    max_step_fraction: float = checked(0.5, between(1e-6, 1.0))
+    spin_up_steps: int = checked(SPIN_UP_STEPS, integer_at_least(0))
+    on: bool = checked(True, flag)
 
     def __post_init__(self) -> None:
-        w6 = np.atleast_1d(non_negative("turbulence.w6_mps", self.w6_mps))
-        if w6.ndim != 1 or w6.size < 1:
-            raise ConfigError(f"turbulence.w6_mps={self.w6_mps!r} must be a number or a list of numbers")
-        if self.direction_rad is not None:
-            d = np.atleast_1d(np.asarray(self.direction_rad, float))
-            if d.ndim != 1 or d.size < 1 or not np.all(np.isfinite(d)):
-                raise ConfigError(f"turbulence.direction_rad={self.direction_rad!r} must be finite, or None")
-        finite("turbulence.z_origin_m", self.z_origin_m)
-        ticks_per_update("turbulence.dt_s", self.dt_s)
-        non_negative("turbulence.velocity_offset_mps", finite("turbulence.velocity_offset_mps",
-                                                              self.velocity_offset_mps))
-        lo = in_range("turbulence.min_height_ft", self.min_height_ft, 1e-3, 1000.0)
-        in_range("turbulence.max_height_ft", self.max_height_ft, lo, 1000.0)
-        in_range("turbulence.max_step_fraction", self.max_step_fraction, 1e-6, 1.0)
-        if isinstance(self.spin_up_steps, bool) or not isinstance(self.spin_up_steps, (int, np.integer)) \
-                or self.spin_up_steps < 0:
-            raise ConfigError(f"turbulence.spin_up_steps={self.spin_up_steps!r} must be an integer >= 0")
-        flag("turbulence.on", self.on)
+        check_fields(self, "turbulence")
+        in_range("turbulence.max_height_ft", self.max_height_ft, float(self.min_height_ft), 1000.0)
 
 
 # --- kernels (spec 4.2): the recursion's one formula, explicit loops over vehicles ----------------

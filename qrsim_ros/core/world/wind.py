@@ -31,7 +31,8 @@ from numpy.typing import ArrayLike
 from qrsim_ros.core.common.accessors import forwarded
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.rng import RandomStreams
-from qrsim_ros.core.common.validation import finite, flag, non_negative
+from qrsim_ros.core.common.validation import check_fields, checked, finite, flag, non_negative, optional
+from qrsim_ros.core.vehicles.pelican import STATE_DOWN
 
 #: Metres per foot (QRSim's ``mToFt``/``ftToM``).
 FT_M = 0.3048
@@ -54,6 +55,12 @@ def shear_factor(heights_m: ArrayLike) -> Array:
     return np.log(np.fmax(h_ft, Z0_FT) / Z0_FT) / math.log(H20_FT / Z0_FT)
 
 
+def _reference_speed(name: str, value: float) -> Array:
+    """A finite speed >= 0 [m/s]: both checks of the value as given."""
+    finite(name, value)
+    return non_negative(name, value)
+
+
 @dataclass(frozen=True)
 class MeanWindParams:
     """Configuration of the mean wind (spec 4.1; QRSim task field ``environment.wind``).
@@ -65,18 +72,13 @@ class MeanWindParams:
     z_origin_m: NED z of the ground plane [m] (QRSim ``area.limits(6)``).
     """
 
-    w6_mps: float = 0.0
-    direction_rad: float | None = None
-    z_origin_m: float = 0.0
-    on: bool = True
+    w6_mps: float = checked(0.0, _reference_speed)
+    direction_rad: float | None = checked(None, optional(finite))
+    z_origin_m: float = checked(0.0, finite)
+    on: bool = checked(True, flag)
 
     def __post_init__(self) -> None:
-        finite("wind.w6_mps", self.w6_mps)
-        non_negative("wind.w6_mps", self.w6_mps)
-        if self.direction_rad is not None:
-            finite("wind.direction_rad", self.direction_rad)
-        finite("wind.z_origin_m", self.z_origin_m)
-        flag("wind.on", self.on)
+        check_fields(self, "wind")
 
 
 class MeanWind:
@@ -146,7 +148,7 @@ class MeanWind:
     def heights_m(self, x: ArrayLike) -> Array:
         """Heights above ground [m] of states (N, >=3): ``z_origin_m - pz``."""
         x = np.atleast_2d(np.asarray(x, float))
-        return self.params.z_origin_m - x[:, 2]
+        return self.params.z_origin_m - x[:, STATE_DOWN]
 
     def velocity_body(self, x: ArrayLike) -> Array:
         """Air velocity in each vehicle's body frame FRD [m/s], shape (N, 3), for states (N, 13).

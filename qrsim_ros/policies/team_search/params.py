@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qrsim_ros.core.common.validation import in_range, non_negative, positive
+from qrsim_ros.core.common.validation import between, check_fields, checked, non_negative, positive
 from qrsim_ros.policies.search_pattern import SearchPatternParams
 
 #: A vehicle going to a candidate descends only within this horizontal distance of it [m]: across at its
@@ -69,45 +69,27 @@ class TeamSearchParams:
     """
 
     search: SearchPatternParams = field(default_factory=SearchPatternParams)
-    broadcast_period_s: float = 2.0
-    lost_timeout_s: float = 60.0
-    rendezvous_wait_s: float = 10.0
-    max_found_in_message: int = 20
-    return_below: float = 0.6
-    reserve: float = 0.1
-    land_below: float = 0.05
-    return_margin: float = 1.5
-    return_speed_mps: float = 2.0
-    descent_rate_mps: float = 1.0
+    broadcast_period_s: float = checked(2.0, positive)
+    near_broadcast_period_s: float = checked(0.4, positive)
+    lost_timeout_s: float = checked(60.0, positive)
+    rendezvous_wait_s: float = checked(10.0, non_negative)
+    max_found_in_message: int = checked(20, non_negative)
+    return_below: float = checked(0.6, between(0.0, 1.0))
+    reserve: float = checked(0.1, between(0.0, 1.0))
+    land_below: float = checked(0.05, between(0.0, 1.0))
+    return_margin: float = checked(1.5, positive)
+    return_speed_mps: float = checked(2.0, positive)
+    descent_rate_mps: float = checked(1.0, positive)
     formation: bool = False
-    formation_spacing_m: float = 10.0
-    formation_leader_speed_mps: float = 2.5
-    layers: int = 3
-    layer_step_m: float = 4.0
-    separation_m: float = 8.0
-    separation_gain_per_s: float = 0.8
-    near_broadcast_period_s: float = 0.4
+    formation_spacing_m: float = checked(10.0, positive)
+    formation_leader_speed_mps: float = checked(2.5, positive)
+    layers: int = checked(3, between(1, 20))
+    layer_step_m: float = checked(4.0, non_negative)
+    separation_m: float = checked(8.0, non_negative)
+    separation_gain_per_s: float = checked(0.8, non_negative)
     clearance_below_m: float = 6.0
-    work_slack: float = 0.5
-    rim_m: float = 8.0
+    work_slack: float = checked(0.5, non_negative)
+    rim_m: float = checked(8.0, non_negative)
 
     def __post_init__(self) -> None:
-        positive("team_search.broadcast_period_s", self.broadcast_period_s)
-        positive("team_search.near_broadcast_period_s", self.near_broadcast_period_s)
-        positive("team_search.lost_timeout_s", self.lost_timeout_s)
-        non_negative("team_search.rendezvous_wait_s", self.rendezvous_wait_s)
-        non_negative("team_search.max_found_in_message", self.max_found_in_message)
-        in_range("team_search.return_below", self.return_below, 0.0, 1.0)
-        in_range("team_search.reserve", self.reserve, 0.0, 1.0)
-        in_range("team_search.land_below", self.land_below, 0.0, 1.0)
-        positive("team_search.return_margin", self.return_margin)
-        positive("team_search.return_speed_mps", self.return_speed_mps)
-        positive("team_search.descent_rate_mps", self.descent_rate_mps)
-        positive("team_search.formation_spacing_m", self.formation_spacing_m)
-        positive("team_search.formation_leader_speed_mps", self.formation_leader_speed_mps)
-        in_range("team_search.layers", self.layers, 1, 20)
-        non_negative("team_search.layer_step_m", self.layer_step_m)
-        non_negative("team_search.separation_m", self.separation_m)
-        non_negative("team_search.separation_gain_per_s", self.separation_gain_per_s)
-        non_negative("team_search.work_slack", self.work_slack)
-        non_negative("team_search.rim_m", self.rim_m)
+        check_fields(self, "team_search")

@@ -103,24 +103,41 @@ def count_participants(domain_id: int, max_participants: int = 64) -> int:
 _RESERVED: dict[int, socket.socket] = {}
 
 
+#: Domains in which this process runs a simulator graph (``claim_graph``), each held the same way.
+_GRAPHS: dict[int, socket.socket] = {}
+
+
 def _reserve(domain_id: int) -> bool:
-    """Claim ``domain_id`` for this process among qrsim_ros processes on this machine: an abstract Unix
-    socket name (Linux; gone with the process, nothing to clean). Between probing a domain and its
-    graph's first participant binding the port, another suite choosing at the same moment would
-    otherwise pick the same domain."""
-    if domain_id in _RESERVED:
+    """Claim ``domain_id`` for this process among qrsim_ros processes on this machine (``_hold``).
+    Between probing a domain and its graph's first participant binding the port, another suite choosing
+    at the same moment would otherwise pick the same domain."""
+    return _hold(_RESERVED, f"qrsim_ros.dds_domain.{domain_id}", domain_id)
+
+
+def claim_graph(domain_id: int) -> bool:
+    """Claim ``domain_id`` for a simulator graph this process launches: False if another process on this
+    machine holds that claim (its graph runs in the domain). Unlike listening to DDS discovery, which
+    under load can take longer than any wait, this answers at once for graphs on this machine. Held until
+    the process ends; a process's later runs (one after another) find it theirs."""
+    return domain_id in _GRAPHS or _hold(_GRAPHS, f"qrsim_ros.graph.{domain_id}", domain_id)
+
+
+def _hold(held: dict[int, socket.socket], name: str, domain_id: int) -> bool:
+    """Bind the abstract Unix socket ``name`` and keep it in ``held`` (Linux; gone with the process,
+    nothing to clean): False if this or another process holds it."""
+    if domain_id in held:
         return False
     if not sys.platform.startswith("linux"):
         return True
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        s.bind(f"\0qrsim_ros.dds_domain.{domain_id}")
+        s.bind(f"\0{name}")
     except OSError as exc:
         s.close()
         if exc.errno == errno.EADDRINUSE:
             return False
         raise
-    _RESERVED[domain_id] = s
+    held[domain_id] = s
     return True
 
 

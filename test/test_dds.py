@@ -98,6 +98,18 @@ def test_free_domains_are_claimed_across_processes() -> None:
     assert out.stdout.split() == ["[]", "False"], out.stdout
 
 
+def test_a_graph_claim_is_seen_by_other_processes_at_once() -> None:
+    """A launcher's claim on its graph's domain answers another launcher on this machine without DDS
+    discovery (which under load took longer than its wait), and a process's later runs find it theirs."""
+    domain, other = free_domain(), free_domain()  # reserved: no other suite's graph runs in them
+    assert dds.claim_graph(domain) and dds.claim_graph(domain)  # held, and this process's own
+    code = f"from qrsim_ros import dds; print(dds.claim_graph({domain}), dds.claim_graph({other}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"], out.stdout
+
+
 def test_the_environment_of_a_graph(tmp_path: Path) -> None:
     env = dds.dds_environment({"PATH": "/bin"}, 12)
     assert env["ROS_DOMAIN_ID"] == "12"

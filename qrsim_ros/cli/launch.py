@@ -80,6 +80,7 @@ from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.dds import (
     DOMAIN_RANGE_HELP,
     DomainError,
+    claim_graph,
     count_participants,
     dds_environment,
     domain_id_from_environment,
@@ -271,6 +272,12 @@ def other_simulator(node: Any, own_name: str) -> str | None:
     return None
 
 
+def domain_taken(domain_id: int, found: str) -> CliError:
+    """The one-line refusal to start a graph where another simulator (``found``) runs."""
+    return CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
+                    "choose another with --domain-id N (0..232) or --domain-id auto, or stop that one")
+
+
 def check_domain_free(listener: StatusListener, domain_id: int, participants: int,
                       wait_s: float = DOMAIN_CHECK_S) -> str:
     """CliError (one line) if another simulator graph runs in ``domain_id``. ``participants``: the DDS
@@ -290,8 +297,7 @@ def check_domain_free(listener: StatusListener, domain_id: int, participants: in
             if found is None:
                 return ""
         if found is not None:
-            raise CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
-                           "choose another with --domain-id N (0..232) or --domain-id auto, or stop that one")
+            raise domain_taken(domain_id, found)
         if time.monotonic() >= deadline:
             known = len(listener.node.get_node_names_and_namespaces()) - 1
             return (f"ROS_DOMAIN_ID {domain_id}: {participants} DDS participant(s) were there, {known} "
@@ -937,6 +943,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         specs, resolved, notes = prepare(args)
         domain_id, auto = resolve_domain(args)
+        if not claim_graph(domain_id):  # a graph of this machine: known at once, whatever the load
+            raise domain_taken(domain_id, "another qrsim launch on this machine")
     except CliError as exc:
         return report(PROG, exc)
     network = bool(getattr(args, "network", False))

@@ -71,11 +71,13 @@ CLOCK_TOPIC = "/clock"
 #: matched it has matched the others, and tick 0 reaches the bag on every topic. (Sorted by name,
 #: /sim/vehicle_status came before /uavN/...: a CI run lost uav1's first 28 odometry ticks.) That orders
 #: the publishers' side only: a reader drops the samples of a writer it has not discovered itself yet, so
-#: the gate subscription also waits until every other subscription has matched a publisher (a CI run
-#: lost the first 9 ticks of /clock and odometry), for at most ``GATE_MATCH_WAIT_S`` (a publisher whose
-#: QoS the subscription cannot match never will; ``_check_publishers`` warns of it).
+#: the gate subscription also waits until every other subscription has matched each publisher the graph
+#: lists for its topic with a QoS it can match (a CI run lost the first 9 ticks of /clock and odometry;
+#: a publisher it cannot match, which ``_check_publishers`` warns of, is not waited for), for at most
+#: ``GATE_MATCH_WAIT_S`` of wall time: under heavy load matching took over 5 s (a run lost the first 8
+#: ticks of /tf), and the cap stays below the clock owner's default ``start_timeout_s`` (30 s).
 _GATE_TOPIC = "/sim/vehicle_status"
-GATE_MATCH_WAIT_S = 5.0
+GATE_MATCH_WAIT_S = 20.0
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -205,15 +207,22 @@ class RecorderNode(RunMemberNode):
         return changed
 
     def _others_matched(self) -> bool:
-        """Whether every subscription whose topic has publishers has matched one itself (see
-        ``_GATE_TOPIC``), or ``GATE_MATCH_WAIT_S`` of wall time have passed since the first ask."""
+        """Whether every subscription has matched as many publishers as the graph lists for its topic with
+        a QoS it can match (see ``_GATE_TOPIC``), or ``GATE_MATCH_WAIT_S`` of wall time have passed since
+        the first ask."""
         now = time.monotonic()
         if self._gate_wait_since is None:
             self._gate_wait_since = now
         if now - self._gate_wait_since >= GATE_MATCH_WAIT_S:
             return True
-        return all(sub.get_publisher_count() > 0 for name, sub in self._subs.items()
-                   if self._publisher_counts.get(name, 0) > 0)
+        return all(sub.get_publisher_count() >= self._matchable_publishers(name)
+                   for name, sub in self._subs.items())
+
+    def _matchable_publishers(self, name: str) -> int:
+        """Publishers of ``name`` in the graph whose QoS the recorder's subscription matches."""
+        reliable, transient_local = self._policy[name]
+        return sum(compatible(bag_qos(info.qos_profile), reliable, transient_local)
+                   for info in self.get_publishers_info_by_topic(name))
 
     def _subscribe(self, name: str, msgtype: str, infos: list[Any]) -> None:
         cls = _message_class(msgtype)

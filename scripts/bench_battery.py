@@ -10,25 +10,13 @@ Usage: ./qrsim exec -- python scripts/bench_battery.py [--steps 20000]
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
+from benchlib import best_of_five
 
 from qrsim_ros.core.common.jit import JIT_ENABLED
 from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams
 from qrsim_ros.core.vehicles.power import momentum_theory_power, rotor_power
-
-
-def best_of_five(func: Callable[[], object], calls: int) -> float:
-    """Best mean time of one call [s] over five rounds of ``calls`` calls."""
-    best = np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            func()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best
 
 
 def main() -> None:

@@ -13,66 +13,35 @@ Usage: ./qrsim exec -- python scripts/bench_pelican.py [--steps 500] [--noise] [
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Callable
 
 T_IMPORT0 = time.perf_counter()
 
 import numpy as np  # noqa: E402
-
-from qrsim_ros.core.common.jit import JIT_ENABLED  # noqa: E402
-from qrsim_ros.core.vehicles.pelican import (  # noqa: E402
-    BASE_DT_S,
-    HOVER_THROTTLE,
-    STATE_DOWN,
-    STATE_NORTH,
-    STATE_VELOCITY_FRD,
-    PelicanFleet,
-    PelicanParams,
-    default_state_limits,
-    expand_state,
+from benchlib import (  # noqa: E402
+    bench_parser,
+    best_of_five,
+    best_step_time,
+    parse_args,
+    pelican_controls,
+    pelican_fleet,
 )
+
+from qrsim_ros.core.vehicles.pelican import BASE_DT_S, STATE_VELOCITY_FRD, PelicanFleet, expand_state  # noqa: E402
 from qrsim_ros.core.world.turbulence import DrydenTurbulence  # noqa: E402
 
 T_IMPORT1 = time.perf_counter()
 
 
-def fleet_of(n: int, noise: bool) -> PelicanFleet:
-    params = PelicanParams(
-        state_limits=default_state_limits([-1e5, 1e5, -1e5, 1e5, -1e4, 0]),
-        dyn_noise=np.full(6, 0.2 if noise else 0.0),
-    )
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(1).spawn(n)]
-    fleet = PelicanFleet(n, params, rngs)
-    start = np.zeros((n, 6))
-    start[:, STATE_NORTH] = 10.0 * np.arange(n)
-    start[:, STATE_DOWN] = -100.0
-    fleet.set_state(start)
-    return fleet
-
-
 def time_steps(fleets: list[PelicanFleet], steps: int) -> float:
-    controls = [np.tile([0.01, -0.01, HOVER_THROTTLE, 0.1, 12.0], (f.num_vehicles, 1)) for f in fleets]
-    best = np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(max(1, steps // 5)):
-            for f, u in zip(fleets, controls, strict=True):
-                f.step(u)
-        best = min(best, (time.perf_counter() - t0) / max(1, steps // 5))
-    return best
+    """Best mean time [s] of one step of every fleet in ``fleets``."""
+    controls = [pelican_controls(f.num_vehicles) for f in fleets]
 
+    def step_all() -> None:
+        for f, u in zip(fleets, controls, strict=True):
+            f.step(u)
 
-def best_of_five(func: Callable[[], object], calls: int) -> float:
-    """Best mean time of one call [s] over five rounds of ``calls`` calls."""
-    best = np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            func()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best
+    return best_step_time(step_all, steps)
 
 
 def hover_states(n: int) -> np.ndarray:
@@ -114,21 +83,16 @@ def components() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--steps", type=int, default=500)
+    parser = bench_parser(__doc__)
     parser.add_argument("--noise", action="store_true", help="with dynamic noise (one stream per vehicle)")
     parser.add_argument("--components", action="store_true", help="also time turbulence, AHARS and GPS")
-    args = parser.parse_args()
-    mode = "numba-compiled kernels" if JIT_ENABLED else "plain-Python kernels (no JIT)"
-    print(f"{mode}; importing numpy, numba and the kernels took {T_IMPORT1 - T_IMPORT0:.2f} s")
+    args = parse_args(parser, T_IMPORT1 - T_IMPORT0)
     print(f"{'N':>5} {'fleet of N [us/step]':>21} {'N fleets of 1 [us/step]':>24} {'speed-up':>9} "
           f"{'RTF fleet':>10} {'us/vehicle':>11}")
     for n in (1, 10, 100, 1000):
-        vec = time_steps([fleet_of(n, args.noise)], args.steps)
+        vec = time_steps([pelican_fleet(n, args.noise)], args.steps)
         single_steps = max(5, args.steps // max(1, n // 10))
-        single = time_steps([fleet_of(1, args.noise) for _ in range(n)], single_steps)
+        single = time_steps([pelican_fleet(1, args.noise) for _ in range(n)], single_steps)
         print(f"{n:5d} {vec * 1e6:21.1f} {single * 1e6:24.1f} {single / vec:9.1f} "
               f"{BASE_DT_S / vec:10.0f} {vec * 1e6 / n:11.2f}")
     if args.components:

@@ -118,28 +118,27 @@ def read_stat(pid: int) -> tuple[int, float, int] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLK_TCK, int(fields[19])
 
 
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM (the process's peak resident set so far) [MB]; 0 if it is gone."""
+def proc_mb(pid: int, file: str, key: str) -> float:
+    """The value in kB of line ``key`` (e.g. "VmHWM:") of /proc/PID/``file``, in MB; 0 if the process is gone,
+    the file is unreadable or has no such line."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{file}") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (the process's peak resident set so far) [MB]; 0 if it is gone."""
+    return proc_mb(pid, "status", "VmHWM:")
 
 
 def pss_mb(pid: int) -> float:
     """Proportional set size now (/proc/PID/smaps_rollup) [MB]; 0 if it is gone or unreadable."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return proc_mb(pid, "smaps_rollup", "Pss:")
 
 
 def node_name(pid: int, root: int) -> str | None:

@@ -159,22 +159,83 @@ def inet_sockets(pid: int) -> list[tuple[str, str, int]]:
     return out
 
 
-def scenario_with_sensors(tmp_path: Path, base: str, name: str, sensors: dict[str, Any],
-                          **top: Any) -> Path:
-    """A scenario file ``tmp_path/<name>.yaml``: config/<base>.yaml (read as YAML 1.2, as the project
-    does) with the ``vehicle.sensors`` sections ``sensors`` added and the top-level keys ``top`` (e.g.
-    ``num_vehicles``, ``scene``) replaced."""
+def scenario_file(tmp_path: Path, base: str, name: str, edit: Callable[[dict[str, Any]], None] | None = None,
+                  *, vehicle: dict[str, Any] | None = None, **top: Any) -> Path:
+    """A scenario file ``tmp_path/<name>.yaml``: config/<base>.yaml (read as YAML 1.2, as the project does:
+    ``on`` is a key, not YAML 1.1's True) changed by ``edit(data)``, with the keys ``vehicle`` of its
+    ``vehicle`` section and the top-level keys ``top`` (e.g. ``num_vehicles``, ``faults``) replaced."""
     import yaml
 
     from qrsim_ros.core.config.loader import load_yaml
 
     data = load_yaml((REPO_ROOT / "config" / f"{base}.yaml").read_text(encoding="utf-8"))
-    data.setdefault("vehicle", {}).setdefault("sensors", {}).update(sensors)
+    if edit is not None:
+        edit(data)
+    data.setdefault("vehicle", {}).update(vehicle or {})
     data.update(top)
     data["name"] = name
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+def scenario_with_sensors(tmp_path: Path, base: str, name: str, sensors: dict[str, Any],
+                          **top: Any) -> Path:
+    """A scenario file ``tmp_path/<name>.yaml``: config/<base>.yaml with the ``vehicle.sensors`` sections
+    ``sensors`` added and the top-level keys ``top`` (e.g. ``num_vehicles``, ``scene``) replaced."""
+    def add(data: dict[str, Any]) -> None:
+        data.setdefault("vehicle", {}).setdefault("sensors", {}).update(sensors)
+
+    return scenario_file(tmp_path, base, name, add, **top)
+
+
+#: The lidar tests' scene: one cylinder 12 m north and 6 m east of the origin, 20 m high.
+LIDAR_OBSTACLES = [{"type": "cylinder", "center_ne_m": [12.0, 6.0], "radius_m": 0.5, "height_m": 20.0}]
+
+
+def lidar_scenario(tmp_path: Path, base: str, section: dict[str, Any], **extra: Any) -> Path:
+    """Scenario ``base`` with a lidar (its ``vehicle.sensors.lidar`` section ``section``) in the scene of
+    ``LIDAR_OBSTACLES``, the top-level keys ``extra`` replaced (``<base>_lidar.yaml`` in ``tmp_path``)."""
+    return scenario_with_sensors(tmp_path, base, f"{base}_lidar", {"lidar": section},
+                                 scene={"obstacles": LIDAR_OBSTACLES}, **extra)
+
+
+def require_nodes(*executables: str) -> None:
+    """Skip unless every node executable named is installed (``qrsim launch`` finds it)."""
+    from qrsim_ros.cli.launch import find_executable
+    from qrsim_ros.launch_plan import NodeSpec
+
+    missing = [e for e in executables if find_executable(NodeSpec(e, e)) is None]
+    if missing:
+        pytest.skip(f"node executables not written yet: {', '.join(missing)}")
+
+
+def reliable_qos(depth: int = 1000) -> Any:
+    """A reliable, keep-last QoS profile of ``depth`` for a test's rclpy subscription or publisher."""
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+def grid_tick(stamp: Any) -> int:
+    """The tick of a message stamp, which must be on the 0.02 s tick grid (the test fails otherwise)."""
+    ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+    assert ns % 20_000_000 == 0, f"stamp {ns} ns is not on the 0.02 s tick grid"
+    return ns // 20_000_000
+
+
+def close_graph(graph: Any, probe: Any | None, sig: int = signal.SIGINT) -> dict[str, int]:
+    """Close a test's probe (an rclpy node with ``close()``, if it was created), then stop the graph's nodes
+    with ``sig`` (``graph.stop(sig)``); returns their exit codes by name."""
+    if probe is not None:
+        probe.close()
+    return graph.stop(sig)
+
+
+def assert_exit_0(graph: Any, codes: dict[str, int]) -> None:
+    """Every node exited with 0 (else: the codes and the end of the failed nodes' logs, ``graph.log``)."""
+    assert all(code == 0 for code in codes.values()), (codes, {
+        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
 
 
 #: ``qrsim launch``'s line for each process it started (its name and pid).

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_cli_run_batch import failing_policy_file, qrsim  # the CLI tests' helpers
 
 from qrsim_ros.batch import engine_dask, jobs
 from qrsim_ros.batch.engine_local import run_in_process
-from qrsim_ros.cli.main import main
 from qrsim_ros.core.config.scenario import load_scenario
 
 distributed = pytest.importorskip("distributed",
@@ -33,12 +33,6 @@ distributed = pytest.importorskip("distributed",
 #: keep_spot episodes long enough that a worker is busy when it is killed (about 0.1-0.5 s each here)
 LONG_STEPS = 1500
 START_TIMEOUT_S = 60.0
-
-
-def qrsim(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    rc = main(list(args))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -334,15 +328,8 @@ def test_a_scheduler_without_workers_exits_2(capsys: pytest.CaptureFixture[str],
 def test_a_policy_failing_on_a_worker_exits_1_with_one_line(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     # the policy is resolved on the worker; its error comes back through Dask as the same PolicyError
-    (tmp_path / "bad.py").write_text(
-        "def make(view):\n"
-        "    def policy(v):\n"
-        "        if v.step_count == 2:\n"
-        "            raise KeyError('boom')\n"
-        "        return [[0.0, 0.0, 0.0]]\n"
-        "    return policy\n")
     rc, out, err = qrsim(capsys, "batch", "search_rescue_2a", "--runs", "2", "--workers", "2", "--steps", "5",
-                         "--policy", f"{tmp_path / 'bad.py'}:make", "--no-progress")
+                         "--policy", f"{failing_policy_file(tmp_path)}:make", "--no-progress")
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("qrsim batch: ")
     assert "failed at step 3: KeyError: 'boom'" in err

@@ -38,6 +38,22 @@ def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return rows[0], rows[1:]
 
 
+def failing_policy_file(tmp_path: Path) -> Path:
+    """``tmp_path/bad.py``: policy factories whose policies fail; ``make``'s raises KeyError('boom') at step 3
+    (step_count 2), ``wrong_shape``'s answers with rows of the wrong shape (2, 3) for one vehicle."""
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "def make(view):\n"
+        "    def policy(v):\n"
+        "        if v.step_count == 2:\n"
+        "            raise KeyError('boom')\n"
+        "        return [[0.0, 0.0, 0.0]]\n"
+        "    return policy\n"
+        "def wrong_shape(view):\n"
+        "    return lambda v: [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]\n")
+    return path
+
+
 # --- qrsim run ------------------------------------------------------------------------------------
 
 def test_run_hover_keep_spot_prints_the_outcome(capsys: pytest.CaptureFixture[str]) -> None:
@@ -253,21 +269,13 @@ def test_scenarios_exist_for_the_tests() -> None:
 
 
 def test_run_failing_policy_exits_1_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "bad.py").write_text(
-        "def make(view):\n"
-        "    def policy(v):\n"
-        "        if v.step_count == 2:\n"
-        "            raise KeyError('boom')\n"
-        "        return [[0.0, 0.0, 0.0]]\n"
-        "    return policy\n"
-        "def wrong_shape(view):\n"
-        "    return lambda v: [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]\n")
-    rc, _, err = qrsim(capsys, "run", "search_rescue_2a", "--steps", "5", "--policy",
-                       f"{tmp_path / 'bad.py'}:make", "--no-progress")
+    bad = failing_policy_file(tmp_path)
+    rc, _, err = qrsim(capsys, "run", "search_rescue_2a", "--steps", "5", "--policy", f"{bad}:make",
+                       "--no-progress")
     assert rc == 1
     assert err.count("\n") == 1 and "failed at step 3: KeyError: 'boom'" in err
-    rc, _, err = qrsim(capsys, "run", "search_rescue_2a", "--steps", "5", "--policy",
-                       f"{tmp_path / 'bad.py'}:wrong_shape", "--no-progress")
+    rc, _, err = qrsim(capsys, "run", "search_rescue_2a", "--steps", "5", "--policy", f"{bad}:wrong_shape",
+                       "--no-progress")
     assert rc == 1
     assert err.count("\n") == 1 and "step 1:" in err and "shape (2, 3)" in err
 

@@ -26,12 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import free_domain, require_ros, ros_env, send_attitude_until
-from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
-
-from qrsim_ros.core.config.loader import load_yaml
-from qrsim_ros.core.config.scenario import scenario_path
+from rosenv import require_ros, scenario_file, send_attitude_until
+from test_node_dynamics import lockstep_run, reliable, wait_for
 
 pytestmark = pytest.mark.graph
 
@@ -73,22 +69,13 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(ACTIONS)
-    domain_id = free_domain()
-    env = ros_env(tmp_path, domain_id)
-    common = {"scenario": SCENARIO, "seed": SEED, "num_vehicles": n}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
-                "command_timeout_s": 0.0, "duration_s": DURATION_S, "tf_every_n_ticks": 0,
-                "battery_every_n_ticks": EVERY}
-    procs = [NodeProcess("wind_field", common, env, tmp_path),
-             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
-    probe = Probe(tmp_path, domain_id, monkeypatch)
     batteries: dict[tuple[int, int], Any] = {}
     odom0: set[int] = set()
     moved = threading.Event()
-    stop = threading.Event()
     total = round(DURATION_S / 0.02)
-    try:
-        node = probe.node
+    with lockstep_run(tmp_path, monkeypatch, SCENARIO, n, DURATION_S, SEED,
+                      battery_every_n_ticks=EVERY) as run:
+        node = run.node
 
         def on_battery(i: int, msg: Any) -> None:
             batteries[(tick_of_stamp(msg.header.stamp), i)] = msg
@@ -110,18 +97,11 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
         # the clock is held at tick 0 until every vehicle has a command; send them once our battery
         # subscriptions are matched (the publishers are discovered), then until the clock moves
         wait_for(lambda: all(node.count_publishers(f"/uav{i + 1}/battery") >= 1 for i in range(n))
-                 and len(odom0) == n, 60, "the battery publishers and tick 0", procs)
+                 and len(odom0) == n, 60, "the battery publishers and tick 0", run.procs)
         send_attitude_until(moved.is_set, pubs, ACTIONS, moved)
-        dyn = procs[1]
-        wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s", procs[:1])
-        assert dyn.proc.returncode == 0, dyn.stderr()
+        run.wait_for_the_end(60)
         expected = [(k, i) for k in range(EVERY, total + 1, EVERY) for i in range(n)]
         wait_for(lambda: all(key in batteries for key in expected), 10, "every battery message")
-    finally:
-        stop.set()
-        probe.close()
-        codes = stop_all(procs)
-    assert codes == [0, 0], [p.stderr() for p in procs]
     assert all(k % EVERY == 0 for k, _ in batteries)  # published every 5 ticks only
 
     ref = simulate(total)
@@ -159,18 +139,66 @@ HOVER_ROW = np.array([[0.0, 0.0, 0.59004353928, 0.0, 12.0]])
 EMPTY_DURATION_S = 7.6  # the pack empties at 5.04 s, the vehicle touches the ground at 7.20 s
 
 
+#: One vehicle's /sim/vehicle_status of a tick: state (13), valid, invalid reason, failsafe, failsafe onsets.
+Status = tuple[np.ndarray, bool, str, str, int]
+
+
+def hover_in_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, duration_s: float,
+                       end_timeout_s: float, with_odom: bool = False
+                       ) -> tuple[dict[int, Status], dict[int, Any], dict[int, np.ndarray]]:
+    """vehicle_dynamics (lockstep, with wind_field) flies the one vehicle of ``scenario`` on HOVER_ROW (held
+    from tick 0) for ``duration_s``: every tick's status, every uav1/battery message and (``with_odom``)
+    every tick's ground-truth position (ENU), by tick; waits up to ``end_timeout_s`` for the run's end."""
+    from nav_msgs.msg import Odometry
+    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
+    from sensor_msgs.msg import BatteryState
+
+    from qrsim_ros.ros.stamps import tick_of_stamp
+
+    statuses: dict[int, Status] = {}
+    batteries: dict[int, Any] = {}
+    odom: dict[int, np.ndarray] = {}
+    moved = threading.Event()
+    total = round(duration_s / 0.02)
+    with lockstep_run(tmp_path, monkeypatch, scenario, 1, duration_s, SEED,
+                      battery_every_n_ticks=EVERY) as run:
+        node = run.node
+
+        def on_status(msg: Any) -> None:
+            statuses[int(msg.tick)] = (np.array(msg.state).reshape(-1, 13)[0].copy(), bool(msg.valid[0]),
+                                       str(msg.invalid_reason[0]), str(msg.failsafe[0]),
+                                       int(msg.failsafe_onsets[0]))
+            if msg.tick > 0:
+                moved.set()
+
+        def on_battery(msg: Any) -> None:
+            batteries[tick_of_stamp(msg.header.stamp)] = msg
+
+        def on_odom(msg: Any) -> None:
+            p = msg.pose.pose.position
+            odom[tick_of_stamp(msg.header.stamp)] = np.array([p.x, p.y, p.z])
+
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
+        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())
+        topics = ["/uav1/battery"]
+        if with_odom:
+            node.create_subscription(Odometry, "/uav1/ground_truth/odom", on_odom, reliable())
+            topics.append("/uav1/ground_truth/odom")
+        pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
+        wait_for(lambda: all(node.count_publishers(t) >= 1 for t in topics) and 0 in statuses, 60,
+                 f"the publishers of {topics} and tick 0", run.procs)
+        send_attitude_until(moved.is_set, [pub], HOVER_ROW, moved)
+        run.wait_for_the_end(end_timeout_s)
+        wait_for(lambda: all(k in statuses and (k in odom or not with_odom) for k in range(total + 1))
+                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 20, "every tick's messages")
+    return statuses, batteries, odom
+
+
 def empty_rotor_scenario(tmp_path: Path) -> Path:
     """keep_spot_x10 (wind, turbulence, noisy sensors) on the rotor airframe with a pack at soc 0.03 and
     no low-battery failsafe: it runs empty in flight."""
-    with scenario_path(SCENARIO).open(encoding="utf-8") as f:
-        data = load_yaml(f)  # the project's reader: "on" is a key, not YAML 1.1's True
-    data["name"] = "keep_spot_x10_empty_rotor"
-    vehicle = data.setdefault("vehicle", {})
-    vehicle["airframe"] = "rotor"
-    vehicle["battery"] = {"initial_soc": 0.03, "low_battery_failsafe": "off"}
-    path = tmp_path / "keep_spot_x10_empty_rotor.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_file(tmp_path, SCENARIO, "keep_spot_x10_empty_rotor", vehicle={
+        "airframe": "rotor", "battery": {"initial_soc": 0.03, "low_battery_failsafe": "off"}})
 
 
 def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
@@ -180,54 +208,14 @@ def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
     uavN/battery message equal the in-process Simulator's (same scenario file, seed and commands), the
     motors stop and the vehicle is invalid (``EMPTY_PACK_REASON``) from the same tick on."""
     require_ros()
-    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
     from sensor_msgs.msg import BatteryState
 
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.core.vehicles.airframes import EMPTY_PACK_REASON
-    from qrsim_ros.ros.stamps import tick_of_stamp
 
     scenario = str(empty_rotor_scenario(tmp_path))
-    domain_id = free_domain()
-    env = ros_env(tmp_path, domain_id)
-    common = {"scenario": scenario, "seed": SEED, "num_vehicles": 1}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
-                "command_timeout_s": 0.0, "duration_s": EMPTY_DURATION_S, "tf_every_n_ticks": 0,
-                "battery_every_n_ticks": EVERY}
-    procs = [NodeProcess("wind_field", common, env, tmp_path),
-             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
-    probe = Probe(tmp_path, domain_id, monkeypatch)
-    statuses: dict[int, Any] = {}
-    batteries: dict[int, Any] = {}
-    moved = threading.Event()
+    statuses, batteries, _ = hover_in_the_graph(tmp_path, monkeypatch, scenario, EMPTY_DURATION_S, 90)
     total = round(EMPTY_DURATION_S / 0.02)
-    try:
-        node = probe.node
-
-        def on_status(msg: Any) -> None:
-            statuses[int(msg.tick)] = (np.array(msg.state).reshape(-1, 13)[0].copy(), bool(msg.valid[0]),
-                                       str(msg.invalid_reason[0]))
-            if msg.tick > 0:
-                moved.set()
-
-        def on_battery(msg: Any) -> None:
-            batteries[tick_of_stamp(msg.header.stamp)] = msg
-
-        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
-        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())
-        pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
-        wait_for(lambda: node.count_publishers("/uav1/battery") >= 1 and 0 in statuses, 60,
-                 "the battery publisher and tick 0", procs)
-        send_attitude_until(moved.is_set, [pub], HOVER_ROW, moved)
-        dyn = procs[1]
-        wait_for(lambda: dyn.proc.poll() is not None, 90, "vehicle_dynamics to finish duration_s", procs[:1])
-        assert dyn.proc.returncode == 0, dyn.stderr()
-        wait_for(lambda: all(k in statuses for k in range(total + 1))
-                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 20, "every tick's status")
-    finally:
-        probe.close()
-        codes = stop_all(procs)
-    assert codes == [0, 0], [p.stderr() for p in procs]
 
     sim = Simulator.from_scenario(scenario, {"seed": SEED, "num_vehicles": 1})
     assert sim.fleet.rotor is not None and sim.battery.on
@@ -244,7 +232,7 @@ def test_a_rotor_vehicle_whose_pack_empties_falls_in_the_graph_as_in_process(
     assert emptied is not None and 200 < emptied < fell <= total, (emptied, fell, total)
     assert ref[fell][1] is False and ref[fell][2] == EMPTY_PACK_REASON
     for k in range(fell + 1):
-        x, valid, reason = statuses[k]
+        x, valid, reason = statuses[k][:3]
         rx, rvalid, rreason, volts = ref[k]
         np.testing.assert_allclose(x, rx, rtol=0, atol=1e-9, err_msg=f"tick {k}")
         assert (valid, reason) == (rvalid, rreason), k
@@ -274,19 +262,16 @@ def low_battery_scenario(tmp_path: Path) -> Path:
     """keep_spot with the noise off (no dynamic noise, turbulence or wind, exact AHARS, a noiseless GPS
     updated every tick), so the in-process Simulator's estimated state is the exact state the graph's
     vehicle_dynamics flies its failsafe on: the two must then agree tick for tick through the failsafe."""
-    with scenario_path("keep_spot").open(encoding="utf-8") as f:
-        data = load_yaml(f)
-    data["name"] = "keep_spot_low_battery"
-    data["seed"] = SEED
-    data["task"].update(start_z_ned_m=-HOVER_HEIGHT_M, flight_z_ned_m=-HOVER_HEIGHT_M, duration_steps=100000)
-    data["wind"] = {"on": False}
-    data["vehicle"].update(dyn_noise=[0.0] * 6, turbulence={"on": False}, ahars={"on": False},
-                           gps_receiver={"on": False, "dt_s": 0.02}, failsafe_land_rate_m_s=LAND_RATE_MPS,
-                           battery={"initial_soc": LOW_SOC})
-    data["bases"] = [{"position_ned_m": [BASE_NORTH_M, 0.0, 0.0], "radius_m": BASE_RADIUS_M}]
-    path = tmp_path / "keep_spot_low_battery.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    def hover_low(data: dict[str, Any]) -> None:
+        data["task"].update(start_z_ned_m=-HOVER_HEIGHT_M, flight_z_ned_m=-HOVER_HEIGHT_M,
+                            duration_steps=100000)
+
+    return scenario_file(
+        tmp_path, "keep_spot", "keep_spot_low_battery", hover_low, seed=SEED, wind={"on": False},
+        vehicle={"dyn_noise": [0.0] * 6, "turbulence": {"on": False}, "ahars": {"on": False},
+                 "gps_receiver": {"on": False, "dt_s": 0.02}, "failsafe_land_rate_m_s": LAND_RATE_MPS,
+                 "battery": {"initial_soc": LOW_SOC}},
+        bases=[{"position_ned_m": [BASE_NORTH_M, 0.0, 0.0], "radius_m": BASE_RADIUS_M}])
 
 
 def test_low_battery_returns_to_base_lands_disarms_and_charges_in_the_graph(
@@ -297,62 +282,14 @@ def test_low_battery_returns_to_base_lands_disarms_and_charges_in_the_graph(
     then says CHARGING and its percentage rises at the charge current. Every tick equals the in-process
     Simulator's (same file, seed and commands; its estimated state is exact here)."""
     require_ros()
-    from nav_msgs.msg import Odometry
-    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
     from sensor_msgs.msg import BatteryState
 
     from qrsim_ros.core.engine.simulator import Simulator
-    from qrsim_ros.ros.stamps import tick_of_stamp
 
     scenario = str(low_battery_scenario(tmp_path))
-    domain_id = free_domain()
-    env = ros_env(tmp_path, domain_id)
-    common = {"scenario": scenario, "seed": SEED, "num_vehicles": 1}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
-                "command_timeout_s": 0.0, "duration_s": LOW_DURATION_S, "tf_every_n_ticks": 0,
-                "battery_every_n_ticks": EVERY}
-    procs = [NodeProcess("wind_field", common, env, tmp_path),
-             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
-    probe = Probe(tmp_path, domain_id, monkeypatch)
-    statuses: dict[int, tuple[np.ndarray, bool, str, str, int]] = {}
-    batteries: dict[int, Any] = {}
-    odom: dict[int, np.ndarray] = {}
-    moved = threading.Event()
+    statuses, batteries, odom = hover_in_the_graph(tmp_path, monkeypatch, scenario, LOW_DURATION_S, 120,
+                                                   with_odom=True)
     total = round(LOW_DURATION_S / 0.02)
-    try:
-        node = probe.node
-
-        def on_status(msg: Any) -> None:
-            statuses[int(msg.tick)] = (np.array(msg.state).reshape(-1, 13)[0].copy(), bool(msg.valid[0]),
-                                       str(msg.invalid_reason[0]), str(msg.failsafe[0]),
-                                       int(msg.failsafe_onsets[0]))
-            if msg.tick > 0:
-                moved.set()
-
-        def on_battery(msg: Any) -> None:
-            batteries[tick_of_stamp(msg.header.stamp)] = msg
-
-        def on_odom(msg: Any) -> None:
-            p = msg.pose.pose.position
-            odom[tick_of_stamp(msg.header.stamp)] = np.array([p.x, p.y, p.z])
-
-        node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
-        node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())
-        node.create_subscription(Odometry, "/uav1/ground_truth/odom", on_odom, reliable())
-        pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
-        wait_for(lambda: node.count_publishers("/uav1/battery") >= 1
-                 and node.count_publishers("/uav1/ground_truth/odom") >= 1 and 0 in statuses, 60,
-                 "the battery and odometry publishers and tick 0", procs)
-        send_attitude_until(moved.is_set, [pub], HOVER_ROW, moved)
-        dyn = procs[1]
-        wait_for(lambda: dyn.proc.poll() is not None, 120, "vehicle_dynamics to finish duration_s", procs[:1])
-        assert dyn.proc.returncode == 0, dyn.stderr()
-        wait_for(lambda: all(k in statuses and k in odom for k in range(total + 1))
-                 and all(k in batteries for k in range(EVERY, total + 1, EVERY)), 20, "every tick's messages")
-    finally:
-        probe.close()
-        codes = stop_all(procs)
-    assert codes == [0, 0], [p.stderr() for p in procs]
 
     # --- the graph alone, against the documented rules ---
     modes = [statuses[k][3] for k in range(total + 1)]

@@ -196,8 +196,8 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
     """A lockstep graph flown by one set point stamped 0 (then silence) enters 'hold' at the tick the
     Simulator does, on the same trajectory; set points stamped -100 s and +1e6 s are rejected and a
     1e9 m/s one is clamped, each counted in /sim/vehicle_status."""
-    from rosenv import free_domain, require_ros
-    from test_node_control import LIB, STARTUP_S, Graph, Probe, _assert_exit_0, _close, _qos
+    from rosenv import assert_exit_0, close_graph, free_domain, reliable_qos, require_ros
+    from test_node_control import LIB, STARTUP_S, Graph, Probe
 
     require_ros()
     from geometry_msgs.msg import TwistStamped
@@ -213,9 +213,9 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
                     start_subscribers=6, lockstep_timeout_s=2.0)
         for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller"):
             graph.start(name, scenario)
-        probe = Probe(int(graph.env["ROS_DOMAIN_ID"]), tmp_path, monkeypatch)
+        probe = Probe(graph.domain_id, tmp_path, monkeypatch)
         node = probe.node
-        pub = node.create_publisher(TwistStamped, "uav1/cmd/velocity", _qos(10))
+        pub = node.create_publisher(TwistStamped, "uav1/cmd/velocity", reliable_qos(10))
 
         def setpoint(north_mps: float, sec: int = 0, nanosec: int = 0) -> TwistStamped:
             m = TwistStamped()
@@ -232,7 +232,7 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
         assert probe.spin_until(lambda: False, 1.0) is False
         status: dict[int, Any] = {}
         node.create_subscription(VehicleStatus, "/sim/vehicle_status",
-                                 lambda m: status.setdefault(int(m.tick), m), _qos())
+                                 lambda m: status.setdefault(int(m.tick), m), reliable_qos())
         assert probe.spin_until(lambda: 200 in status, STARTUP_S), "the graph did not run 200 ticks"
         onset = min(k for k, m in status.items() if m.failsafe[0])
         assert status[onset].failsafe[0] == "hold" and status[onset].failsafe_onsets[0] == 1
@@ -270,5 +270,5 @@ def test_graph_fails_safe_at_the_simulators_tick_and_checks_stamps(tmp_path: Pat
         assert probe.spin_until(lambda: not status[max(status)].failsafe[0], 10), [
             (k, m.failsafe[0], m.setpoints_clamped[0]) for k, m in sorted(status.items())[-5:]]
     finally:
-        codes = _close(graph, probe)
-    _assert_exit_0(graph, codes)  # the codes, and the logs of the nodes that did not exit 0
+        codes = close_graph(graph, probe)
+    assert_exit_0(graph, codes)  # the codes, and the logs of the nodes that did not exit 0

@@ -27,12 +27,10 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from rosenv import free_domain, require_ros, ros_env, send_attitude_until
+from rosenv import free_domain, require_ros, ros_env, scenario_file, send_attitude_until
 from test_lockstep_agreement import ACTIONS, SEED, TOLERANCE
-from test_node_dynamics import NodeProcess, Probe, latched, reliable, stop_all, wait_for
+from test_node_dynamics import NodeProcess, Probe, latched, lockstep_run, reliable, stop_all, wait_for
 
-from qrsim_ros.core.config.loader import load_yaml
-from qrsim_ros.core.config.scenario import scenario_path
 from qrsim_ros.ros.qos import QOS_LATCHED_STREAM
 
 pytestmark = pytest.mark.graph
@@ -54,15 +52,8 @@ def faulty_scenario(tmp_path: Path, faults: list[dict[str, Any]] = FAULTS, name:
                     rotor_loss_failsafe: str = "none") -> Path:
     """keep_spot_x10 with ``faults`` and commands held forever (vehicle.command_timeout_s 0, as the node's
     command_timeout_s 0 in the lockstep set-up, so both front ends hold the last command alike)."""
-    with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
-        data = load_yaml(f)
-    data["name"] = f"keep_spot_x10_{name}"
-    data.setdefault("vehicle", {})["command_timeout_s"] = 0.0
-    data["vehicle"]["rotor_loss_failsafe"] = rotor_loss_failsafe
-    data["faults"] = faults
-    path = tmp_path / f"keep_spot_x10_{name}.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_file(tmp_path, "keep_spot_x10", f"keep_spot_x10_{name}", faults=faults,
+                         vehicle={"command_timeout_s": 0.0, "rotor_loss_failsafe": rotor_loss_failsafe})
 
 
 def simulate(scenario: str, n_ticks: int) -> dict[int, np.ndarray]:
@@ -95,22 +86,14 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
 
     n = len(ACTIONS)
     scenario = str(faulty_scenario(tmp_path, rotor_loss_failsafe=rotor_loss_failsafe))
-    domain_id = free_domain()
-    env = ros_env(tmp_path, domain_id)
-    common = {"scenario": scenario, "seed": SEED, "num_vehicles": n}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
-                "command_timeout_s": 0.0, "duration_s": DURATION_S, "tf_every_n_ticks": 0}
-    procs = [NodeProcess("wind_field", common, env, tmp_path),
-             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
-    probe = Probe(tmp_path, domain_id, monkeypatch)
     states: dict[int, np.ndarray] = {}
     status_faults: dict[int, list[tuple[str, int, str]]] = {}  # the faults each tick's status carries
     failsafes: dict[int, list[str]] = {}
     moved = threading.Event()
     faults: list[tuple[int, Any]] = []  # (tick of the stamp, message) in arrival order
     total = round(DURATION_S / 0.02)
-    try:
-        node = probe.node
+    with lockstep_run(tmp_path, monkeypatch, scenario, n, DURATION_S, SEED) as run:
+        node = run.node
 
         def on_status(msg: Any) -> None:
             arrays = fleet_arrays(msg, n)
@@ -131,16 +114,10 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
                 for i in range(n)]
         # the clock is held at tick 0 until every vehicle has a command: send them once tick 0 and the
         # latched fault set of tick 0 are here, again and again (stamp 0, held forever) until it moves
-        wait_for(lambda: 0 in states and faults, 60, "tick 0 and /sim/faults", procs)
+        wait_for(lambda: 0 in states and faults, 60, "tick 0 and /sim/faults", run.procs)
         send_attitude_until(lambda: 1 in states, pubs, ACTIONS, moved)
-        dyn = procs[1]
-        wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s", procs[:1])
-        assert dyn.proc.returncode == 0, dyn.stderr()
+        run.wait_for_the_end(60)
         wait_for(lambda: all(k in states for k in range(total + 1)), 10, "every tick's status")
-    finally:
-        probe.close()
-        codes = stop_all(procs)
-    assert codes == [0, 0], [p.stderr() for p in procs]
 
     # /sim/faults: the set at tick 0 (none), then each change at its tick, nothing else
     changes = [(k, fault_set(m)) for k, m in faults]
@@ -343,16 +320,11 @@ def test_self_test_and_cell_failures_act_in_vehicle_dynamics(tmp_path: Path,
 
     from qrsim_ros.ros.stamps import tick_of_stamp
 
-    with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
-        data = load_yaml(f)
-    data["name"] = "keep_spot_x10_one_offs"
-    data["faults"] = [
+    path = scenario_file(tmp_path, "keep_spot_x10", "keep_spot_x10_one_offs", faults=[
         {"id": "selftest", "kind": "self_test_failure", "vehicles": [1], "trigger": {"at_step": 0}},
         {"id": "cell", "kind": "battery_cell_failure", "vehicles": [0], "voltage_step_v": 1.0,
          "trigger": {"at_time_s": 1.0}},
-    ]
-    path = tmp_path / "keep_spot_x10_one_offs.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    ])
     domain_id = free_domain()
     env = ros_env(tmp_path, domain_id)
     params = {"scenario": str(path), "seed": SEED, "num_vehicles": 2, "lockstep": False,

@@ -19,18 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import free_domain, require_ros
-from test_node_control import (
-    LIB,
-    STARTUP_S,
-    WAYPOINT_SCENARIO,
-    Graph,
-    Probe,
-    _assert_exit_0,
-    _close,
-    _qos,
-    _tick,
-)
+from rosenv import assert_exit_0, close_graph, grid_tick, reliable_qos, require_ros
+from test_node_control import LIB, STARTUP_S, WAYPOINT_SCENARIO, Probe, waypoint_graph
 
 pytestmark = pytest.mark.graph
 
@@ -76,13 +66,11 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
 
     from qrsim_ros.ros.run_identity import QOS_ANNOUNCE, RUN_MEMBERS_TOPIC
 
-    scenario = ros / "waypoint.yaml"
     # set points held (no expiry): at real_time_factor 0 the simulation outruns this test's set points,
     # whose expiry is test_failsafe's subject, not this one's
-    scenario.write_text(WAYPOINT_SCENARIO.replace("  control: waypoint\n",
-                                                  "  control: waypoint\n  command_timeout_s: 0.0\n"))
-    domain = free_domain()
-    graph = Graph(ros, domain)
+    scenario, graph = waypoint_graph(ros, WAYPOINT_SCENARIO.replace(
+        "  control: waypoint\n", "  control: waypoint\n  command_timeout_s: 0.0\n"))
+    domain = graph.domain_id
     user = other = None
     try:
         graph.start("vehicle_dynamics", scenario, lockstep=True, real_time_factor=0.0, use_sim_time=False,
@@ -94,18 +82,18 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         odom: list[Any] = []
         status: list[Any] = []
         diags: list[Any] = []
-        user.node.create_subscription(Odometry, "uav1/ground_truth/odom", odom.append, _qos())
-        user.node.create_subscription(TaskStatus, "/referee/status", status.append, _qos())
-        user.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, _qos())
-        user_pose = user.node.create_publisher(PoseStamped, "uav1/cmd/pose", _qos(10))
-        forger = user.node.create_publisher(VehicleStatus, "/sim/vehicle_status", _qos(10))
+        user.node.create_subscription(Odometry, "uav1/ground_truth/odom", odom.append, reliable_qos())
+        user.node.create_subscription(TaskStatus, "/referee/status", status.append, reliable_qos())
+        user.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, reliable_qos())
+        user_pose = user.node.create_publisher(PoseStamped, "uav1/cmd/pose", reliable_qos(10))
+        forger = user.node.create_publisher(VehicleStatus, "/sim/vehicle_status", reliable_qos(10))
         # a node of another run (its own DDS participant), announced as run-b's example_autopilot
         other = Probe(domain, ros, monkeypatch)
         announce = other.node.create_publisher(RunMember, RUN_MEMBERS_TOPIC, QOS_ANNOUNCE)
         announce.publish(RunMember(run_id="run-b", node="/example_autopilot"))
-        other_pose = other.node.create_publisher(PoseStamped, "uav1/cmd/pose", _qos(10))
-        other_clock = other.node.create_publisher(Clock, "/clock", _qos(10))
-        other_status = other.node.create_publisher(VehicleStatus, "/sim/vehicle_status", _qos(10))
+        other_pose = other.node.create_publisher(PoseStamped, "uav1/cmd/pose", reliable_qos(10))
+        other_clock = other.node.create_publisher(Clock, "/clock", reliable_qos(10))
+        other_status = other.node.create_publisher(VehicleStatus, "/sim/vehicle_status", reliable_qos(10))
 
         assert user.spin_until(lambda: len(status) > 3, STARTUP_S), "the graph did not start"
         assert all(s.run_id == RUN_A for s in status)
@@ -128,7 +116,7 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         assert user.spin_until(lambda: heading_west(2.0), 120), "the user's waypoint is not flown"
 
         # run-b's waypoint (east), /clock and status: ignored by every node, counted
-        t_other = _tick(odom[-1].header.stamp)
+        t_other = grid_tick(odom[-1].header.stamp)
         other_pose.publish(_pose(30.0, 30.0, 10.0, stamp=odom[-1].header.stamp))  # fresh, but another run's
         other_clock.publish(Clock(clock=Time(sec=1_000_000)))
         foreign = VehicleStatus(run_id="run-b", episode=1, tick=t_other + 1, names=["uav1"], valid=[True],
@@ -169,7 +157,7 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
         assert user.spin_until(counted, 60), counts()
         # the run goes on: 20 more simulated seconds flown towards the user's waypoint
         t_end = t_other + 1000
-        assert user.spin_until(lambda: keep_flying() or _tick(odom[-1].header.stamp) >= t_end, 120)
+        assert user.spin_until(lambda: keep_flying() or grid_tick(odom[-1].header.stamp) >= t_end, 120)
         assert heading_west(8.0), f"the vehicle turned away from the user's waypoint: {position()}"
         after = status[n_status:]
         assert after and all(not s.done and s.step < 1000 for s in after), [
@@ -182,23 +170,21 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
     finally:
         if other is not None:
             other.close()
-        codes = _close(graph, user)
-    _assert_exit_0(graph, codes)
+        codes = close_graph(graph, user)
+    assert_exit_0(graph, codes)
 
 
 def test_a_strangers_subscription_does_not_open_the_start_gate(ros: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     from qrsim_ros.msg import VehicleStatus
 
-    scenario = ros / "waypoint.yaml"
-    scenario.write_text(WAYPOINT_SCENARIO)
-    domain = free_domain()
-    graph = Graph(ros, domain)
+    scenario, graph = waypoint_graph(ros)
     stranger = None
     try:
-        stranger = Probe(domain, ros, monkeypatch)
+        stranger = Probe(graph.domain_id, ros, monkeypatch)
         seen: list[Any] = []
-        sub = stranger.node.create_subscription(VehicleStatus, "/sim/vehicle_status", seen.append, _qos())
+        sub = stranger.node.create_subscription(VehicleStatus, "/sim/vehicle_status", seen.append,
+                                                reliable_qos())
         graph.start("vehicle_dynamics", scenario, use_sim_time=False, start_subscribers=1, run_id=RUN_A)
         assert stranger.spin_until(lambda: sub.get_publisher_count() >= 1, STARTUP_S), "no vehicle_dynamics"
         # matched: the old gate opened now; this one waits for a member of run-a
@@ -208,5 +194,5 @@ def test_a_strangers_subscription_does_not_open_the_start_gate(ros: Path, monkey
         assert stranger.spin_until(lambda: bool(seen), STARTUP_S), "the run's consumer did not open the gate"
         assert seen[0].tick == 0 and seen[0].run_id == RUN_A
     finally:
-        codes = _close(graph, stranger)
-    _assert_exit_0(graph, codes)
+        codes = close_graph(graph, stranger)
+    assert_exit_0(graph, codes)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosenv import launch_recorded, scenario_with_sensors, sensor_updates
+from rosenv import LIDAR_OBSTACLES, launch_recorded, lidar_scenario, sensor_updates
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.config.loader import ScenarioError
@@ -363,11 +363,8 @@ def test_the_mount_turns_the_rays_into_the_body() -> None:
 
 # --- the scenario and the Simulator ----------------------------------------------------------------------
 
-_OBSTACLES = [{"type": "cylinder", "center_ne_m": [12.0, 6.0], "radius_m": 0.5, "height_m": 20.0}]
-
-
 def _with_lidar(section: dict | None = None, scene: dict | None = None) -> dict:
-    return {"scene": scene if scene is not None else {"obstacles": _OBSTACLES},
+    return {"scene": scene if scene is not None else {"obstacles": LIDAR_OBSTACLES},
             "vehicle": {"sensors": {"lidar": section or {}}}}
 
 
@@ -394,13 +391,8 @@ def test_the_simulator_builds_and_steps_the_registered_lidar() -> None:
 def test_launch_plan_adds_the_lidar_node(tmp_path: Path) -> None:
     from qrsim_ros.launch_plan import GROUND_TRUTH_CONSUMERS, plan
 
-    path = _scenario_file(tmp_path, "keep_spot", {})
+    path = lidar_scenario(tmp_path, "keep_spot", {})
     assert "lidar" in [s.name for s in plan(str(path), autopilot=False)] and "lidar" in GROUND_TRUTH_CONSUMERS
-
-
-def _scenario_file(tmp_path: Path, base: str, section: dict, **extra: object) -> Path:
-    return scenario_with_sensors(tmp_path, base, f"{base}_lidar", {"lidar": section},
-                                 scene={"obstacles": _OBSTACLES}, **extra)
 
 
 # --- the ROS messages -------------------------------------------------------------------------------------
@@ -516,7 +508,7 @@ def test_lidar_node_publishes_the_simulators_clouds(tmp_path: Path) -> None:
     from qrsim_ros.bag.types import typestore
 
     section = {"sigma_m": 0.03, "dropout_probability": 0.05, "mount_position_m": [0.05, 0.0, -0.12]}
-    scenario = _scenario_file(tmp_path, "keep_spot_x10", section, num_vehicles=2)
+    scenario = lidar_scenario(tmp_path, "keep_spot_x10", section, num_vehicles=2)
     seed = 17
     bag = launch_recorded(scenario, tmp_path, seed, 2)
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import free_domain, require_ros, ros_env
-from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
+from rosenv import free_domain, require_ros
+from test_node_dynamics import lockstep_run, reliable, wait_for
 
 pytestmark = pytest.mark.graph
 
@@ -52,83 +52,73 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(actions)
-    env = ros_env(tmp_path, domain_id)
-    common = {"scenario": scenario, "seed": SEED, "num_vehicles": n}
-    dynamics = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
-                "command_timeout_s": 0.0, "duration_s": duration_s, "tf_every_n_ticks": 0}
-    procs = [NodeProcess("wind_field", common, env, tmp_path),
-             NodeProcess("vehicle_dynamics", dynamics, env, tmp_path)]
-    probe = Probe(tmp_path, domain_id, monkeypatch)
     states: dict[tuple[int, int, int], np.ndarray] = {}
     last = {i: (1, -1) for i in range(n)}  # per vehicle: (episode, tick) of its last odometry
     arrivals: list[float] = []
     stop = threading.Event()
     conflicts: list[tuple[int, int, int]] = []  # a tick received twice with different states
     total_steps = round(duration_s / 0.02)
-    try:
-        node = probe.node
+    with lockstep_run(tmp_path, monkeypatch, scenario, n, duration_s, SEED, domain_id) as graph:
+        try:
+            node = graph.node
 
-        def on_odom(i: int, msg: Any) -> None:
-            k = tick_of_stamp(msg.header.stamp)
-            episode, previous = last[i]
-            if k < previous:  # the ticks restarted: the next episode (one publisher, in order)
-                episode += 1
-            last[i] = (episode, k)
-            x = state_from_odometry(msg)[:12]
-            if not np.array_equal(states.setdefault((episode, k, i), x), x):
-                conflicts.append((episode, k, i))
-            if i == 0 and k != previous:
-                arrivals.append(time.monotonic())
+            def on_odom(i: int, msg: Any) -> None:
+                k = tick_of_stamp(msg.header.stamp)
+                episode, previous = last[i]
+                if k < previous:  # the ticks restarted: the next episode (one publisher, in order)
+                    episode += 1
+                last[i] = (episode, k)
+                x = state_from_odometry(msg)[:12]
+                if not np.array_equal(states.setdefault((episode, k, i), x), x):
+                    conflicts.append((episode, k, i))
+                if i == 0 and k != previous:
+                    arrivals.append(time.monotonic())
 
-        for i in range(n):
-            node.create_subscription(Odometry, f"/uav{i + 1}/ground_truth/odom",
-                                     lambda m, i=i: on_odom(i, m), reliable())
-        pubs = [node.create_publisher(AttitudeCommand, f"/uav{i + 1}/cmd/attitude", reliable(10))
-                for i in range(n)]
-        reset = node.create_client(Trigger, "/vehicle_dynamics/reset")
+            for i in range(n):
+                node.create_subscription(Odometry, f"/uav{i + 1}/ground_truth/odom",
+                                         lambda m, i=i: on_odom(i, m), reliable())
+            pubs = [node.create_publisher(AttitudeCommand, f"/uav{i + 1}/cmd/attitude", reliable(10))
+                    for i in range(n)]
+            reset = node.create_client(Trigger, "/vehicle_dynamics/reset")
 
-        def command_until_started() -> None:
-            # first the ground truth of tick 0 of every vehicle (vehicle_dynamics holds the clock at tick
-            # 0 without commands and re-sends it every lockstep_timeout_s, so a late subscription of this
-            # probe still gets it); then the same command again and again (stamp 0, held forever:
-            # command_timeout_s 0) until the clock moves: repeats change nothing, so when each arrives
-            # does not matter
-            while not stop.is_set() and not all((1, 0, i) in states for i in range(n)):
-                stop.wait(0.01)
-            while not stop.is_set() and (1, 1, 0) not in states:
-                for i, pub in enumerate(pubs):
-                    m = AttitudeCommand()
-                    m.header.frame_id = f"uav{i + 1}/base_link_frd"
-                    a = [float(v) for v in actions[i]]
-                    m.pitch, m.roll, m.throttle, m.yaw_rate, m.battery_voltage = a
-                    pub.publish(m)
-                stop.wait(0.05)
+            def command_until_started() -> None:
+                # first the ground truth of tick 0 of every vehicle (vehicle_dynamics holds the clock at tick
+                # 0 without commands and re-sends it every lockstep_timeout_s, so a late subscription of this
+                # probe still gets it); then the same command again and again (stamp 0, held forever:
+                # command_timeout_s 0) until the clock moves: repeats change nothing, so when each arrives
+                # does not matter
+                while not stop.is_set() and not all((1, 0, i) in states for i in range(n)):
+                    stop.wait(0.01)
+                while not stop.is_set() and (1, 1, 0) not in states:
+                    for i, pub in enumerate(pubs):
+                        m = AttitudeCommand()
+                        m.header.frame_id = f"uav{i + 1}/base_link_frd"
+                        a = [float(v) for v in actions[i]]
+                        m.pitch, m.roll, m.throttle, m.yaw_rate, m.battery_voltage = a
+                        pub.publish(m)
+                    stop.wait(0.05)
 
-        if reset_after_tick is not None:
-            assert reset.wait_for_service(timeout_sec=30)
-        pilot = threading.Thread(target=command_until_started, daemon=True)
-        pilot.start()
-        dyn = procs[1]
-        if reset_after_tick is not None:
-            wait_for(lambda: (1, reset_after_tick, 0) in states, 60, f"tick {reset_after_tick}", procs)
-            answer = reset.call_async(Trigger.Request())
-            wait_for(answer.done, 10, "the reset", procs)
-            assert answer.result().success and answer.result().message == "episode 2"
-        wait_for(lambda: dyn.proc.poll() is not None, 60, "vehicle_dynamics to finish duration_s", procs[:1])
-        assert dyn.proc.returncode == 0, dyn.stderr()
-        episodes = 1 if reset_after_tick is None else 2
+            if reset_after_tick is not None:
+                assert reset.wait_for_service(timeout_sec=30)
+            pilot = threading.Thread(target=command_until_started, daemon=True)
+            pilot.start()
+            if reset_after_tick is not None:
+                wait_for(lambda: (1, reset_after_tick, 0) in states, 60, f"tick {reset_after_tick}",
+                         graph.procs)
+                answer = reset.call_async(Trigger.Request())
+                wait_for(answer.done, 10, "the reset", graph.procs)
+                assert answer.result().success and answer.result().message == "episode 2"
+            graph.wait_for_the_end(60)
+            episodes = 1 if reset_after_tick is None else 2
 
-        def complete() -> bool:  # every tick of every episode: the episodes' steps add up to the total
-            last_ticks = [max((k for (e, k, _) in list(states) if e == ep), default=-1)
-                          for ep in range(1, episodes + 1)]
-            return sum(last_ticks) == total_steps and len(states) == n * (total_steps + episodes)
+            def complete() -> bool:  # every tick of every episode: the episodes' steps add up to the total
+                last_ticks = [max((k for (e, k, _) in list(states) if e == ep), default=-1)
+                              for ep in range(1, episodes + 1)]
+                return sum(last_ticks) == total_steps and len(states) == n * (total_steps + episodes)
 
-        wait_for(complete, 10, "every tick's odometry")
-    finally:
-        stop.set()
-        probe.close()
-        codes = stop_all(procs)
-    assert codes == [0, 0], [p.stderr() for p in procs]
+            wait_for(complete, 10, "every tick's odometry")
+        finally:
+            stop.set()
     # a repeated tick (re-sent while waiting) is the same message: nothing else publishes in this domain
     assert conflicts == []
     run = {(e, k): np.array([states[(e, k, i)] for i in range(n)]) for (e, k, i) in states if i == 0}

@@ -26,12 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import free_domain, require_ros, ros_env
+from rosenv import free_domain, require_ros, ros_env, scenario_file
 from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
-
-from qrsim_ros.core.config.loader import load_yaml
-from qrsim_ros.core.config.scenario import scenario_path
 
 pytestmark = pytest.mark.graph
 
@@ -43,17 +39,8 @@ PHASE_A_TICKS = 100  # 2 s
 
 def lowlevel_scenario(tmp_path: Path) -> Path:
     """keep_spot_x10 with three vehicles [rotor, rotor, pelican], no turbulence."""
-    with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
-        data = load_yaml(f)
-    data["name"] = "keep_spot_lowlevel"
-    data["num_vehicles"] = 3
-    vehicle = data.setdefault("vehicle", {})
-    vehicle["airframe"] = ["rotor", "rotor", "pelican"]
-    vehicle["turbulence"] = {"on": False}
-    vehicle["failsafe"] = "hold"
-    path = tmp_path / "keep_spot_lowlevel.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_file(tmp_path, "keep_spot_x10", "keep_spot_lowlevel", num_vehicles=3, vehicle={
+        "airframe": ["rotor", "rotor", "pelican"], "turbulence": {"on": False}, "failsafe": "hold"})
 
 
 def test_rates_thrust_and_motors_fly_the_rotor_airframe(tmp_path: Path,

@@ -9,13 +9,14 @@ Also: the ground-truth conversions round-trip against the core's frames (no proc
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,53 @@ def stop_all(processes: Sequence[NodeProcess]) -> list[int]:
     for p in processes:
         codes.append(p.stop())
     return codes
+
+
+class LockstepRun:
+    """wind_field and vehicle_dynamics (``procs``) in lockstep as fast as possible, and the test's ``probe``
+    in their ROS domain (see ``lockstep_run``)."""
+
+    def __init__(self, procs: list[NodeProcess], probe: Probe) -> None:
+        self.procs = procs
+        self.probe = probe
+        self.node = probe.node
+
+    def wait_for_the_end(self, timeout_s: float) -> None:
+        """Wait for vehicle_dynamics to end by itself at its ``duration_s`` (wind_field must live on);
+        it exits with 0."""
+        dyn = self.procs[1]
+        wait_for(lambda: dyn.proc.poll() is not None, timeout_s, "vehicle_dynamics to finish duration_s",
+                 self.procs[:1])
+        assert dyn.proc.returncode == 0, dyn.stderr()
+
+
+@contextlib.contextmanager
+def lockstep_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, num_vehicles: int,
+                 duration_s: float, seed: int, domain_id: int | None = None,
+                 **dynamics: Any) -> Iterator[LockstepRun]:
+    """wind_field + vehicle_dynamics on ``scenario`` (``seed``, ``num_vehicles``) in lockstep at
+    real_time_factor 0 for ``duration_s`` of simulated time, the clock held at tick 0 until every vehicle
+    has a command, commands held forever (command_timeout_s 0), no TF, the vehicle_dynamics parameters
+    ``dynamics`` added; in a free ROS domain unless ``domain_id``. On the way out the probe is closed and
+    the nodes stopped; after a body that did not fail, both exited with 0."""
+    domain_id = free_domain() if domain_id is None else domain_id
+    env = ros_env(tmp_path, domain_id)
+    common = {"scenario": scenario, "seed": seed, "num_vehicles": num_vehicles}
+    params = {**common, "lockstep": True, "real_time_factor": 0.0, "wait_for_commands": True,
+              "command_timeout_s": 0.0, "duration_s": duration_s, "tf_every_n_ticks": 0, **dynamics}
+    procs = [NodeProcess("wind_field", common, env, tmp_path),
+             NodeProcess("vehicle_dynamics", params, env, tmp_path)]
+    try:
+        probe = Probe(tmp_path, domain_id, monkeypatch)
+    except BaseException:
+        stop_all(procs)
+        raise
+    try:
+        yield LockstepRun(procs, probe)
+    finally:
+        probe.close()
+        codes = stop_all(procs)
+    assert codes == [0, 0], [p.stderr() for p in procs]
 
 
 def quaternion_rotate(q_xyzw: Sequence[float], v: Sequence[float]) -> np.ndarray:

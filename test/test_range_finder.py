@@ -86,13 +86,14 @@ def test_same_seed_same_readings_and_rates() -> None:
     assert not np.array_equal(a.range_m, c.range_m)
 
 
-def test_bad_parameters_are_one_clear_error() -> None:
-    with pytest.raises(ValueError, match="min_range_m"):
-        RangeFinderParams(min_range_m=5.0, max_range_m=1.0)
-    with pytest.raises(ValueError, match="dropout_probability"):
-        RangeFinderParams(dropout_probability=1.5)
-    with pytest.raises(ValueError, match="dt_s"):
-        RangeFinderParams(dt_s=0.03)
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"min_range_m": 5.0, "max_range_m": 1.0}, "min_range_m"),
+    ({"dropout_probability": 1.5}, "dropout_probability"),
+    ({"dt_s": 0.03}, "dt_s"),
+])
+def test_bad_parameters_are_one_clear_error(kwargs: dict[str, float], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        RangeFinderParams(**kwargs)
 
 
 # --- the registration, in the scenario, the Simulator and the launch plan --------------------------

@@ -41,11 +41,10 @@ def _modes(out: str) -> list[tuple[str, int, float, str]]:
 
 def _run(tmp_path: Path, scenario: str, seed: int,
          extra: tuple[str, ...] = ()) -> tuple[str, list[tuple[str, int, float, str]]]:
-    from rosenv import assert_children_gone, require_ros, run_launch
-    from test_launch import _require_nodes
+    from rosenv import assert_children_gone, require_nodes, require_ros, run_launch
 
     require_ros()
-    _require_nodes("vehicle_dynamics", "referee", "flight_controller", "mission_autopilot")
+    require_nodes("vehicle_dynamics", "referee", "flight_controller", "mission_autopilot")
     # as fast as it goes: the mission reports its progress and the lockstep window waits for its answer to
     # every task step, so the pace cannot make its set points late (docs/RETRIEVE.md)
     argv = [scenario, "--seed", str(seed), "--lockstep", "--real-time-factor", "0", *extra]

@@ -7,6 +7,7 @@ lag, spring equilibrium, free fall with and without linear drag), never taken fr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -114,16 +115,25 @@ def test_mixer_clips_to_the_motor_range() -> None:
 
 # --- rotational response --------------------------------------------------------------------------
 
-def test_roll_torque_step_with_speeds_already_there_gives_tau_over_ixx() -> None:
+#: The roll torque of the step responses [N m].
+ROLL_TAU = 0.02
+
+
+def roll_torque_step(ticks: int, *, speeds_already_there: bool) -> Iterator[tuple[float, np.ndarray]]:
+    """A Pelican rotor vehicle 50 m up, level, commanded the speeds of its weight's thrust plus a roll
+    torque ``ROLL_TAU``, from those speeds (``speeds_already_there``) or from the hover speed: (t, state)
+    after each of ``ticks`` ticks."""
     p = pelican_rotor_params()
-    tau = 0.02
-    speeds = wrench_to_speeds(p, [p.mass_kg * G, tau, 0.0, 0.0])
-    fleet = fleet_at(p, [0.0, 0.0, -50.0, 0.0, 0.0, 0.0], speeds)
-    alpha = tau / p.inertia_kgm2[0]
-    for k in range(1, 11):
+    speeds = wrench_to_speeds(p, [p.mass_kg * G, ROLL_TAU, 0.0, 0.0])
+    fleet = fleet_at(p, [0.0, 0.0, -50.0, 0.0, 0.0, 0.0], speeds if speeds_already_there else hover_omega(p))
+    for k in range(1, ticks + 1):
         fleet.step(speeds[None, :])
-        t = k * DT
-        x = fleet.state[0]
+        yield k * DT, fleet.state[0]
+
+
+def test_roll_torque_step_with_speeds_already_there_gives_tau_over_ixx() -> None:
+    alpha = ROLL_TAU / pelican_rotor_params().inertia_kgm2[0]
+    for t, x in roll_torque_step(10, speeds_already_there=True):
         assert x[9] == pytest.approx(alpha * t, rel=1e-9)
         assert x[3] == pytest.approx(0.5 * alpha * t * t, rel=1e-9)
         assert abs(x[10]) < 1e-12 and abs(x[11]) < 1e-12
@@ -131,17 +141,11 @@ def test_roll_torque_step_with_speeds_already_there_gives_tau_over_ixx() -> None
 
 def test_roll_torque_step_through_the_motor_lag_matches_the_linearised_model() -> None:
     p = pelican_rotor_params()
-    tau, lag = 0.02, p.motor_tau_s
-    w = hover_omega(p)
-    speeds = wrench_to_speeds(p, [p.mass_kg * G, tau, 0.0, 0.0])
-    fleet = fleet_at(p, [0.0, 0.0, -50.0, 0.0, 0.0, 0.0], w)
-    alpha = tau / p.inertia_kgm2[0]
-    for k in range(1, 16):
-        fleet.step(speeds[None, :])
-        t = k * DT
+    lag, alpha = p.motor_tau_s, ROLL_TAU / p.inertia_kgm2[0]
+    for t, x in roll_torque_step(15, speeds_already_there=False):
         # torque tau (1 - exp(-t/T)) -> p(t) = tau/I (t - T (1 - exp(-t/T)))
         expected = alpha * (t - lag * (1.0 - math.exp(-t / lag)))
-        assert fleet.state[0, 9] == pytest.approx(expected, rel=0.01)
+        assert x[9] == pytest.approx(expected, rel=0.01)
 
 
 def test_motor_step_reaches_63_percent_at_one_time_constant() -> None:

@@ -15,25 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from rosenv import free_domain, require_ros
+from rosenv import free_domain, require_ros, scenario_file
 from test_lockstep_agreement import ACTIONS, TOLERANCE, episode_steps, max_errors, run_nodes, simulate
-
-from qrsim_ros.core.config.loader import load_yaml
-from qrsim_ros.core.config.scenario import scenario_path
 
 pytestmark = pytest.mark.graph
 
 
 def mixed_scenario(tmp_path: Path) -> Path:
     """keep_spot_x10 with vehicle 0 on the rotor airframe and vehicle 1 on the Pelican."""
-    with scenario_path("keep_spot_x10").open(encoding="utf-8") as f:
-        data = load_yaml(f)  # the project's reader: "on" is a key, not YAML 1.1's True
-    data["name"] = "keep_spot_x10_rotor"
-    data.setdefault("vehicle", {})["airframe"] = ["rotor", "pelican"]
-    path = tmp_path / "keep_spot_x10_rotor.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return scenario_file(tmp_path, "keep_spot_x10", "keep_spot_x10_rotor",
+                         vehicle={"airframe": ["rotor", "pelican"]})
 
 
 def test_vehicle_dynamics_flies_the_rotor_airframe_as_the_simulator(tmp_path: Path,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import free_domain, launch_recorded, require_ros, ros_env
+from rosenv import free_domain, launch_recorded, lidar_scenario, require_ros, ros_env
 from test_node_sensors import (
     DT,
     GroundTruthPublisher,
@@ -184,13 +184,12 @@ def test_lidar_off_silences_the_lidar_node(tmp_path: Path) -> None:
     1.3 s publishes no sweep of that vehicle started in the window; vehicle 1's lidar goes on."""
     require_ros()
     from rosbags.highlevel import AnyReader
-    from test_lidar import _scenario_file
 
     from qrsim_ros.bag.types import typestore
 
     faults = [{"id": "lidar", "kind": "lidar_off", "vehicles": [0], "trigger": {"at_time_s": 0.5},
                "duration_s": 0.8}]
-    scenario = _scenario_file(tmp_path, "keep_spot_x10", {"sigma_m": 0.0}, num_vehicles=2, faults=faults)
+    scenario = lidar_scenario(tmp_path, "keep_spot_x10", {"sigma_m": 0.0}, num_vehicles=2, faults=faults)
     bag = launch_recorded(scenario, tmp_path, 5, 2)
     sweeps: dict[int, list[float]] = {0: [], 1: []}
     with AnyReader([bag], default_typestore=typestore()) as reader:

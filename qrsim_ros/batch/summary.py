@@ -34,10 +34,18 @@ _NOT_SUMMARISED = {"episode", "seed", "outcome", "persons_total"}
 
 @dataclass(frozen=True)
 class OutcomeShare:
+    """How many of a batch's episodes ended in (or had) ``name``: their ``count``, their share ``p`` and its
+    Wilson 95 % interval."""
+
     name: str
     count: int
     p: float
     wilson95: tuple[float, float]
+
+    @classmethod
+    def of(cls, name: str, count: int, episodes: int) -> OutcomeShare:
+        """The share of ``count`` episodes among ``episodes``."""
+        return cls(name, count, count / episodes, wilson_interval(count, episodes))
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,7 @@ def summarise(records: Sequence[Record], outcomes: Sequence[str] = OUTCOMES) -> 
     n = len(records)
     counts = Counter(str(r["outcome"]) for r in records)
     names = list(outcomes) + sorted(set(counts) - set(outcomes))
-    shares = tuple(OutcomeShare(name, counts.get(name, 0), counts.get(name, 0) / n,
-                                wilson_interval(counts.get(name, 0), n)) for name in names)
+    shares = tuple(OutcomeShare.of(name, counts.get(name, 0), n) for name in names)
     distributions = {}
     for column in columns_of(records):
         if column in _NOT_SUMMARISED:
@@ -85,7 +92,7 @@ def summarise(records: Sequence[Record], outcomes: Sequence[str] = OUTCOMES) -> 
         values = [r.get(column) for r in records]
         if column.startswith(EVENT_PREFIX) and all(v in (0, 1) and _is_number(v) for v in values):
             k = int(sum(values))  # type: ignore[arg-type]
-            events.append(OutcomeShare(column, k, k / n, wilson_interval(k, n)))
+            events.append(OutcomeShare.of(column, k, n))
     return Summary(n, shares, distributions, tuple(events))
 
 

@@ -52,8 +52,6 @@ from qrsim_ros.cli import (
     check_output_path,
     finish_parser,
     report,
-    standalone_main,
-    subcommand_parser,
     write_bytes_atomic,
     write_csv_atomic,
 )
@@ -61,17 +59,19 @@ from qrsim_ros.cli.run import (
     ProgressBar,
     add_common_arguments,
     input_files,
+    list_scenarios,
     load_checked,
+    require_scenario,
     scenario_overrides,
     seed_argument,
 )
+from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.intervals import wilson_interval
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.scenario import (
     MAX_SEED,
     SEED_FROM_CLOCK,
     SEED_FROM_FILE,
-    available_scenarios,
     resolve_seed,
 )
 from qrsim_ros.policies import PolicyError
@@ -156,11 +156,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return finish_parser(p, run, PROG)
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``batch`` subcommand on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "batch",
-                          "many seeded episodes on Dask or local processes, with outcome statistics", __doc__)
-    return _add_arguments(p)
+#: ``qrsim batch``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "many seeded episodes on Dask or local processes, with outcome statistics",
+                     __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def _local_workers(requested: int | None, runs: int) -> int:
@@ -218,12 +217,10 @@ def _write_outputs(args: argparse.Namespace, records: list[Record], info: BatchI
 def run(args: argparse.Namespace) -> int:
     """Validate, run the episodes, print the statistics, write --out and --report. 0 ok, 2 bad input,
     1 failure, 130 interrupted."""
-    if args.list:
-        print("\n".join(available_scenarios()))
+    if list_scenarios(args):
         return 0
     try:
-        if args.scenario is None:
-            raise CliError("the SCENARIO argument is required (qrsim batch --list shows them)")
+        require_scenario(args, PROG)
         if args.runs is None or args.runs < 1:
             raise CliError(f"--runs R is required and must be >= 1, got {args.runs}")
         _check_engine_arguments(args)
@@ -276,11 +273,6 @@ def run(args: argparse.Namespace) -> int:
     for line in table_lines(summarise(records, outcomes_for(scenario.task.type))) + written:
         print(line)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.batch SCENARIO --runs R ...``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

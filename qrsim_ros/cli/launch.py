@@ -72,8 +72,9 @@ from typing import Any, TextIO
 import yaml
 
 from qrsim_ros.bag.info import describe_bag
-from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
+from qrsim_ros.cli import CliError, finish_parser, report
 from qrsim_ros.cli.leftovers import LockedTempDir, remove_stale_shm, remove_stale_tempdirs
+from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import shorten
 from qrsim_ros.core.config.loader import load_yaml
@@ -165,11 +166,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return finish_parser(p, run, PROG)
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``launch`` subcommand on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "launch",
-                          "start a scenario's ROS 2 node graph (embedded launcher)", __doc__)
-    return _add_arguments(p)
+#: ``qrsim launch``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "start a scenario's ROS 2 node graph (embedded launcher)", __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def parse_node_parameters(items: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -1012,11 +1011,6 @@ def plot_run(specs: Sequence[NodeSpec]) -> int:
         print(f"{PROG}: --plot: the run recorded no bag, nothing to plot", file=sys.stderr)
         return 1
     return render_bag(bag, prefix=f"[{PROG}] plot")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.launch SCENARIO ...``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -50,15 +50,15 @@ import argparse
 import sys
 import time
 
-from qrsim_ros.cli import CliError, finish_parser, report, standalone_main, subcommand_parser
+from qrsim_ros.cli import CliError, finish_parser, report
+from qrsim_ros.cli.subcommand import Subcommand
 
 PROG = "qrsim plot"
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("bag", metavar="BAG|RUN.csv",
-                   help="rosbag2 bag directory (or a file inside one), or a retrieve run's CSV "
-                   "(qrsim run --out)")
+    p.add_argument("bag", metavar="BAG|RUN.csv", help="rosbag2 bag directory (or a file inside one), "
+                   "or a retrieve run's CSV (qrsim run --out)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory (default: BAG/plots, or RUN_plots next to RUN.csv)")
     p.add_argument("--only", default=None, metavar="NAMES",
@@ -68,12 +68,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return finish_parser(p, run, PROG)
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``plot`` subcommand on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "plot",
-                          "render PNG figures of a recorded run from its bag or a retrieve run's CSV",
-                          __doc__)
-    return _add_arguments(p)
+#: ``qrsim plot``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "render PNG figures of a recorded run from its bag or a retrieve run's CSV",
+                     __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def render_bag(bag: str, out: str | None = None, only: list[str] | None = None, prefix: str = PROG) -> int:
@@ -135,11 +133,6 @@ def run(args: argparse.Namespace) -> int:
     if is_csv:
         return render_mission_csv(args.bag, args.out, only)
     return render_bag(args.bag, args.out, only)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.plot BAG ...``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

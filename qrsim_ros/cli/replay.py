@@ -38,15 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qrsim_ros.cli import (
-    CliError,
-    check_output_path,
-    one_line_errors,
-    report,
-    standalone_main,
-    subcommand_parser,
-    write_csv_atomic,
-)
+from qrsim_ros.cli import CliError, check_output_path, one_line_errors, report, write_csv_atomic
+from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
@@ -72,6 +65,18 @@ DEFAULT_WIND = "0,0,0"
 
 # --- parsing ------------------------------------------------------------------------------------
 
+def finite_number(cell: str, where: str, label: str = "value ") -> float:
+    """``cell`` as a finite float; else a CliError ``WHERE: LABEL'cell' is not a number`` or ``WHERE: value
+    V is not finite`` (``where`` names the option and element, or the file, row and column)."""
+    try:
+        v = float(cell)
+    except ValueError:
+        raise CliError(f"{where}: {label}{cell!r} is not a number") from None
+    if not math.isfinite(v):
+        raise CliError(f"{where}: value {v!r} is not finite")
+    return v
+
+
 def parse_number_list(text: str, option: str, sizes: Sequence[int]) -> Array:
     """Parse a comma-separated list of finite floats with one of ``sizes`` elements (``option`` names it)."""
     cells = [c.strip() for c in str(text).split(",")]
@@ -80,16 +85,8 @@ def parse_number_list(text: str, option: str, sizes: Sequence[int]) -> Array:
         raise CliError(
             f"{option}: expected {allowed} comma-separated numbers, got {len(cells)}: {text!r}"
         )
-    values = []
-    for i, cell in enumerate(cells, start=1):
-        try:
-            v = float(cell)
-        except ValueError:
-            raise CliError(f"{option}: element {i}: {cell!r} is not a number") from None
-        if not math.isfinite(v):
-            raise CliError(f"{option}: element {i}: value {v!r} is not finite")
-        values.append(v)
-    return np.array(values)
+    return np.array([finite_number(cell, f"{option}: element {i}", "")
+                     for i, cell in enumerate(cells, start=1)])
 
 
 def parse_dt(text: str) -> float:
@@ -157,12 +154,7 @@ def parse_controls_csv(lines: Iterable[str], source: str) -> Array:
             cell = row[j].strip()
             if not cell:
                 raise CliError(f"{where}: empty value")
-            try:
-                v = float(cell)
-            except ValueError:
-                raise CliError(f"{where}: value {cell!r} is not a number") from None
-            if not math.isfinite(v):
-                raise CliError(f"{where}: value {v!r} is not finite")
+            v = finite_number(cell, where)
             lo, hi = (float(b) for b in CONTROL_LIMITS[c])
             if not lo <= v <= hi:
                 raise CliError(f"{where}: value {v!r} outside [{lo!r}, {hi!r}]")
@@ -297,12 +289,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return one_line_errors(p, PROG, dash_hint="attach values starting with '-' with '=', e.g. --wind=-2,0,0")
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``replay`` subcommand (``func=run``) on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "replay",
-                          "replay logged controls through the Pelican model and write the trajectory as CSV",
-                          __doc__)
-    return _add_arguments(p)
+#: ``qrsim replay``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "replay logged controls through the Pelican model and write the trajectory as CSV",
+                     __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def run(args: argparse.Namespace) -> int:
@@ -324,11 +314,6 @@ def run(args: argparse.Namespace) -> int:
         return report(PROG, exc)
     print(summary_line(result, args.out))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.replay --inputs IN.csv --out OUT.csv ...``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -45,15 +45,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from qrsim_ros.cli import (
-    CliError,
-    check_output_path,
-    finish_parser,
-    report,
-    standalone_main,
-    subcommand_parser,
-    write_csv_atomic,
-)
+from qrsim_ros.cli import CliError, check_output_path, finish_parser, report, write_csv_atomic
+from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import (
@@ -146,6 +139,20 @@ def load_checked(scenario: str, overrides: Mapping[str, Any], policy: str) -> tu
     except PolicyError as exc:
         raise CliError(str(exc)) from None
     return sc, factory
+
+
+def list_scenarios(args: argparse.Namespace) -> bool:
+    """``--list``: print the available scenarios, one a line; whether it was given (the subcommand is
+    then done)."""
+    if args.list:
+        print("\n".join(available_scenarios()))
+    return bool(args.list)
+
+
+def require_scenario(args: argparse.Namespace, prog: str) -> None:
+    """CliError unless the SCENARIO argument was given."""
+    if args.scenario is None:
+        raise CliError(f"the SCENARIO argument is required ({prog} --list shows them)")
 
 
 def seed_argument(value: int) -> int:
@@ -245,11 +252,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return finish_parser(p, run, PROG)
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``run`` subcommand on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "run",
-                          "fly one episode of a scenario with a policy (in process)", __doc__)
-    return _add_arguments(p)
+#: ``qrsim run``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "fly one episode of a scenario with a policy (in process)",
+                     __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def episode_header(num_vehicles: int) -> list[str]:
@@ -335,12 +341,10 @@ def summary_lines(scenario: str, policy: str, result: EpisodeResult) -> list[str
 
 def run(args: argparse.Namespace) -> int:
     """Validate, fly the episode, print the summary, write --out. 0 on success, 2 bad input, 1 failure."""
-    if args.list:
-        print("\n".join(available_scenarios()))
+    if list_scenarios(args):
         return 0
     try:
-        if args.scenario is None:
-            raise CliError("the SCENARIO argument is required (qrsim run --list shows them)")
+        require_scenario(args, PROG)
         requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
         scenario, factory = load_checked(args.scenario, overrides, args.policy)
@@ -392,11 +396,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         print(f"episode: {len(rows)} rows -> {args.out}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.run SCENARIO ...``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from qrsim_ros.cli import (
-    CliError,
-    finish_parser,
-    report,
-    standalone_main,
-    subcommand_parser,
-    write_bytes_atomic,
-)
+from qrsim_ros.cli import CliError, finish_parser, report, write_bytes_atomic
+from qrsim_ros.cli.subcommand import Subcommand
 
 PROG = "qrsim verify"
 DTMC_FILE = "abstract_dtmc.prism"
@@ -42,12 +36,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return finish_parser(p, run, PROG)
 
 
-def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``verify`` subcommand on a ``qrsim`` subparsers object."""
-    p = subcommand_parser(subparsers, "verify",
-                          "model-check a batch's abstract mission model beside its Monte Carlo results",
-                          __doc__)
-    return _add_arguments(p)
+#: ``qrsim verify``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
+COMMAND = Subcommand(PROG, "model-check a batch's abstract mission model beside its Monte Carlo results",
+                     __doc__, _add_arguments)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -88,11 +80,6 @@ def run(args: argparse.Namespace) -> int:
         return report(PROG, exc, 1)
     print(f"written: {directory / DTMC_FILE}, {directory / MDP_FILE}, {directory / PROPERTIES_FILE}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m qrsim_ros.cli.verify BATCH_DIR``."""
-    return standalone_main(_add_arguments, run, PROG, __doc__, argv)
 
 
 if __name__ == "__main__":

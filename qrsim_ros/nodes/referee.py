@@ -83,11 +83,7 @@ from qrsim_ros.ros.names import (
     vehicle_namespace,
 )
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
-from qrsim_ros.ros.parameters import (
-    SCENARIO_PARAMETERS,
-    Param,
-    ParamTable,
-)
+from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.referee_display import RefereeDisplay
 from qrsim_ros.ros.retrieve_referee import RetrieveReferee

@@ -48,15 +48,11 @@ from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME
 from qrsim_ros.ros.node import run_node
-from qrsim_ros.ros.parameters import Param, ParamTable
+from qrsim_ros.ros.parameters import ParamTable
 from qrsim_ros.ros.qos import QOS_LATCHED
 from qrsim_ros.ros.stamps import stamp_from_tick
 
-PARAMETERS = ParamTable(
-    "wind_field", *GROUND_TRUTH_NODE_PARAMETERS,
-    Param("viz_period_s", viz.VIZ_PERIOD_S, "least simulated time between two /viz/wind (0: off) [s]",
-          lo=0.0, hi=3600.0),
-)
+PARAMETERS = ParamTable("wind_field", *GROUND_TRUTH_NODE_PARAMETERS, viz.viz_period_param("/viz/wind"))
 
 
 class WindFieldNode(GroundTruthNode):

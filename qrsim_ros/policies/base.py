@@ -50,7 +50,7 @@ from qrsim_ros.core.vehicles.rotor_params import RotorParams
 
 if TYPE_CHECKING:
     from qrsim_ros.core.comms import Packet
-    from qrsim_ros.core.config.scenario import TaskParams
+    from qrsim_ros.core.config.scenario import Scenario, TaskParams
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.core.sensors.camera import CameraObservation, CameraParams
     from qrsim_ros.core.sensors.scene_range_finders import BeamReadings
@@ -134,7 +134,49 @@ def check_view(view: object, user: str) -> AutopilotView:
 _MISSING = object()
 
 
-class SimulatorView:
+class ScenarioFacts:
+    """The static facts of an ``AutopilotView`` that its ``scenario`` holds (the configuration and the map),
+    and ``policy_rng`` from its ``seed_entropy``: shared by ``SimulatorView`` and the autopilot nodes'
+    ``TopicView``, which give those two."""
+
+    scenario: Scenario
+    seed_entropy: int
+
+    @property
+    def scenario_name(self) -> str:
+        return self.scenario.name
+
+    @property
+    def task(self) -> TaskParams:
+        """The task's public parameters (type, dt_s, duration_steps, flight heights, targets)."""
+        return self.scenario.task
+
+    @property
+    def camera_params(self) -> CameraParams:
+        """The vehicles' camera model (f, c, mounting, frame period)."""
+        return self.scenario.vehicle.camera
+
+    @property
+    def rotor_params(self) -> RotorParams:
+        """The rotor airframe's parameters (``vehicle.rotor``)."""
+        return self.scenario.vehicle.rotor_params()
+
+    @property
+    def area_limits_ned(self) -> tuple[float, ...]:
+        """Flight area [xmin xmax ymin ymax zmin zmax] (NED, m); the ground is at zmax."""
+        return tuple(self.scenario.area_limits_ned)
+
+    @property
+    def bases_ned_m(self) -> Array:
+        """The charging bases' positions (K, 3) (NED, m; the map's ``bases``; (0, 3) without bases)."""
+        return bases_array(self.scenario.bases)
+
+    def policy_rng(self, name: str) -> np.random.Generator:
+        """A Generator for the policy component ``name``, derived from the episode seed."""
+        return RandomStreams(self.seed_entropy).get(f"policy.{name}")
+
+
+class SimulatorView(ScenarioFacts):
     """The ``AutopilotView`` of a ``Simulator``: read-only, restricted to what the vehicles' autopilots
     may observe.
 
@@ -148,30 +190,11 @@ class SimulatorView:
         self._sim = sim
         self._camera_cache: dict[int, tuple[CameraObservation, CameraObservation]] = {}
 
-    # --- static facts (configuration, the map) --------------------------------------------------
+    # --- static facts (configuration, the map; the others are ScenarioFacts') ------------------------
     @property
-    def scenario_name(self) -> str:
-        return self._sim.scenario.name
-
-    @property
-    def task(self) -> TaskParams:
-        """The task's public parameters (type, dt_s, duration_steps, flight heights, targets)."""
-        return self._sim.scenario.task
-
-    @property
-    def camera_params(self) -> CameraParams:
-        """The vehicles' camera model (f, c, mounting, frame period)."""
-        return self._sim.scenario.vehicle.camera
-
-    @property
-    def rotor_params(self) -> RotorParams:
-        """The rotor airframe's parameters (``vehicle.rotor``)."""
-        return self._sim.scenario.vehicle.rotor_params()
-
-    @property
-    def area_limits_ned(self) -> tuple[float, ...]:
-        """Flight area [xmin xmax ymin ymax zmin zmax] (NED, m); the ground is at zmax."""
-        return tuple(self._sim.scenario.area_limits_ned)
+    def scenario(self) -> Scenario:
+        """The scenario the episode flies (``Simulator.scenario``): where ``ScenarioFacts`` reads from."""
+        return self._sim.scenario
 
     @property
     def num_vehicles(self) -> int:
@@ -196,10 +219,6 @@ class SimulatorView:
     def seed_entropy(self) -> int:
         """The episode's seed as used (the clock's entropy when the scenario seed is 0)."""
         return int(self._sim.seed_entropy)
-
-    def policy_rng(self, name: str) -> np.random.Generator:
-        """A Generator for the policy component ``name``, derived from the episode seed."""
-        return RandomStreams(self.seed_entropy).get(f"policy.{name}")
 
     # --- time -----------------------------------------------------------------------------------
     @property
@@ -266,11 +285,6 @@ class SimulatorView:
     def battery_percentage(self) -> Array:
         """Each vehicle's charge left (N,) in 0..1 (``BatteryState.percentage``; NaN with the battery off)."""
         return np.array(self._sim.battery.percentage, float)
-
-    @property
-    def bases_ned_m(self) -> Array:
-        """The charging bases' positions (K, 3) (NED, m; the map's ``bases``; (0, 3) without bases)."""
-        return bases_array(self._sim.scenario.bases)
 
     # --- the radio (docs/COMMS.md) -----------------------------------------------------------------
     @property

@@ -115,6 +115,40 @@ class SearchPatternParams:
         in_range("search_pattern.inspect_height_m", self.inspect_height_m, self.confirm_height_m, 500.0)
 
 
+def check_search_view(view: AutopilotView, policy: str) -> None:
+    """PolicyError unless ``view`` flies a search-and-rescue task in the velocity control mode, as the
+    lane searches (``policy``: the name in the message) need."""
+    modes = view.action_spec["modes"]
+    if any(m != "velocity" for m in modes):
+        raise PolicyError(f"{policy} needs the velocity control mode, got {modes}")
+    if view.task.type != "search_rescue":
+        raise PolicyError(f"{policy} is a search-and-rescue policy; task is {view.task.type!r}")
+
+
+def search_height_m(params: SearchPatternParams, view: AutopilotView) -> float:
+    """The lanes' height above ground [m]: ``params.search_height_m``, or the task's start height."""
+    if params.search_height_m is not None:
+        return params.search_height_m
+    return float(view.area_limits_ned[5]) - view.task.start_z_ned_m
+
+
+def lane_speed_mps(params: SearchPatternParams) -> float:
+    """The commanded ground speed on the lanes [m/s]: ``params.speed_mps``, or sqrt(2) x 3 m/s (both body
+    components at the velocity loop's clamp along a body diagonal)."""
+    return params.speed_mps if params.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
+
+
+def goto_velocity(pos_ne: Array, height_m: float, target_ne: Array, target_height_m: float, speed_mps: float,
+                  gain_per_s: float) -> Array:
+    """NED velocity towards a horizontal target and a height: P control (``gain_per_s``, from position
+    error [m] to velocity [m/s]) capped at ``speed_mps`` horizontally and at MAX_SPEED_MPS vertically."""
+    err = target_ne - pos_ne
+    dist = float(np.linalg.norm(err))
+    v_ne = err / dist * min(speed_mps, gain_per_s * dist) if dist > 1e-9 else np.zeros(2)
+    vd = float(np.clip(-gain_per_s * (target_height_m - height_m), -MAX_SPEED_MPS, MAX_SPEED_MPS))
+    return np.array([v_ne[0], v_ne[1], vd])
+
+
 # --- geometry -------------------------------------------------------------------------------------------
 
 def footprint_width_m(camera_params, height_m: float, heading_rad: float, track_rad: float) -> float:
@@ -261,17 +295,12 @@ class SearchPattern:
     """The lawn-mower search with descend-and-hover confirmation (see the module docstring)."""
 
     def __init__(self, view: AutopilotView, params: SearchPatternParams | None = None) -> None:
-        spec = view.action_spec
-        if any(m != "velocity" for m in spec["modes"]):
-            raise PolicyError(f"search-pattern needs the velocity control mode, got {spec['modes']}")
-        if view.task.type != "search_rescue":
-            raise PolicyError(f"search-pattern is a search-and-rescue policy; task is {view.task.type!r}")
+        check_search_view(view, "search-pattern")
         self.p = params or SearchPatternParams()
-        self.rows = np.asarray(spec["vehicles"], int)
+        self.rows = np.asarray(view.action_spec["vehicles"], int)
         self.ground_z = float(view.area_limits_ned[5])
-        self.search_height_m = (self.p.search_height_m if self.p.search_height_m is not None
-                                else self.ground_z - view.task.start_z_ned_m)
-        self.speed_mps = self.p.speed_mps if self.p.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
+        self.search_height_m = search_height_m(self.p, view)
+        self.speed_mps = lane_speed_mps(self.p)
         self.dt_s = float(view.task.dt_s)
         self.map = EvidenceMap(view.area_limits_ned, 0.5 * view.camera_params.person_size_m)
         self.camera = view.camera_params
@@ -337,15 +366,12 @@ class SearchPattern:
         return None if best is None else (best, best_stat)
 
     # --- control -------------------------------------------------------------------------------------
-    def _goto(self, pos_ne: Array, height_m: float, target_ne: Array, target_height_m: float,
-              speed_mps: float) -> Array:
-        """NED velocity towards a horizontal target and a height: P control capped at ``speed_mps``."""
-        g = self.p.position_gain_per_s
-        err = target_ne - pos_ne
-        dist = float(np.linalg.norm(err))
-        v_ne = err / dist * min(speed_mps, g * dist) if dist > 1e-9 else np.zeros(2)
-        vd = float(np.clip(-g * (target_height_m - height_m), -MAX_SPEED_MPS, MAX_SPEED_MPS))
-        return np.array([v_ne[0], v_ne[1], vd])
+    def goto(self, pos_ne: Array, height_m: float, target_ne: Array, target_height_m: float,
+             speed_mps: float) -> Array:
+        """NED velocity towards a horizontal target and a height (``goto_velocity`` with this search's
+        ``position_gain_per_s``)."""
+        return goto_velocity(pos_ne, height_m, target_ne, target_height_m, speed_mps,
+                             self.p.position_gain_per_s)
 
     def __call__(self, view: AutopilotView) -> Array:
         ex = view.estimated_state()[self.rows]
@@ -387,8 +413,8 @@ class SearchPattern:
                 # down to the inspection height on the way; lower only once frames taken over the target
                 # had their say (the statistic would have dropped below reject_llkd)
                 low = horizontal < p.inspect_radius_m and self.frames_over[r] >= p.inspect_frames
-                return self._goto(pos, height, target, p.confirm_height_m if low else p.inspect_height_m,
-                                  self.speed_mps)
+                return self.goto(pos, height, target, p.confirm_height_m if low else p.inspect_height_m,
+                                 self.speed_mps)
         if self.mode[r] == HOLD:
             if speed < 0.05:
                 self.hold_left_s[r] -= self.dt_s
@@ -398,7 +424,7 @@ class SearchPattern:
                 return self._hold(pos, height, self.target[r], p.confirm_height_m)
         if self.mode[r] == CLIMB:
             if abs(height - self.search_height_m) > 2.0:
-                return self._goto(pos, height, pos, self.search_height_m, self.speed_mps)
+                return self.goto(pos, height, pos, self.search_height_m, self.speed_mps)
             self.mode[r] = SEARCH
         return self._follow_route(r, pos, height)
 
@@ -409,7 +435,7 @@ class SearchPattern:
         dz = target_height_m - height_m
         if float(np.linalg.norm(err)) < 1.5 and abs(dz) < 0.7:
             return np.zeros(3)
-        return self._goto(pos_ne, height_m, pos_ne + err, target_height_m, 0.5)
+        return self.goto(pos_ne, height_m, pos_ne + err, target_height_m, 0.5)
 
     def _done_with_target(self, r: int) -> None:
         target = self.target[r]
@@ -430,7 +456,7 @@ class SearchPattern:
         while route and float(np.linalg.norm(route[0] - pos)) < self.p.waypoint_radius_m:
             route.pop(0)
         if not route:
-            return self._goto(pos, height, pos, self.search_height_m, self.speed_mps)
+            return self.goto(pos, height, pos, self.search_height_m, self.speed_mps)
         target = route[0]
         # fly at full speed until close: the lane ends are turning points, not stops
         err = target - pos

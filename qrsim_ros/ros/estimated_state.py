@@ -31,6 +31,7 @@ differences, so their output does not change).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partialmethod
 from typing import Any
 
 import numpy as np
@@ -77,27 +78,24 @@ class EstimatedStateAssembler:
         self.has_gps_fix = np.zeros(n, bool)
         self.has_gps_vel = np.zeros(n, bool)
         self.has_altitude = np.zeros(n, bool)
+        self._reported = {"imu": self.has_imu, "fix": self.has_gps_fix, "vel": self.has_gps_vel,
+                          "alt": self.has_altitude}
 
     # --- messages ---------------------------------------------------------------------------------
-    def set_imu(self, i: int, msg: Any) -> None:
-        """sensor_msgs/Imu: orientation (FLU in ENU), angular velocity and specific force (FLU)."""
-        self._unconverted["imu"][i] = msg
-        self.has_imu[i] = True
+    def _keep(self, kind: str, i: int, msg: Any) -> None:
+        """Keep the latest message of ``kind`` (``MESSAGE_TYPES``) of vehicle ``i``, or its serialized bytes,
+        until eX is read; the vehicle has reported that sensor from now on."""
+        self._unconverted[kind][i] = msg
+        self._reported[kind][i] = True
 
-    def set_gps_fix(self, i: int, msg: Any) -> None:
-        """sensor_msgs/NavSatFix: WGS-84 latitude, longitude, ellipsoidal altitude -> QRSim NED."""
-        self._unconverted["fix"][i] = msg
-        self.has_gps_fix[i] = True
-
-    def set_gps_velocity(self, i: int, msg: Any) -> None:
-        """geometry_msgs/TwistStamped: GPS ground velocity in ``map`` (ENU) -> north, east."""
-        self._unconverted["vel"][i] = msg
-        self.has_gps_vel[i] = True
-
-    def set_altitude(self, i: int, msg: Any) -> None:
-        """qrsim_ros/Altitude: height above ground [m, up] and vertical speed [m/s, up]."""
-        self._unconverted["alt"][i] = msg
-        self.has_altitude[i] = True
+    #: sensor_msgs/Imu: orientation (FLU in ENU), angular velocity and specific force (FLU).
+    set_imu = partialmethod(_keep, "imu")
+    #: sensor_msgs/NavSatFix: WGS-84 latitude, longitude, ellipsoidal altitude -> QRSim NED.
+    set_gps_fix = partialmethod(_keep, "fix")
+    #: geometry_msgs/TwistStamped: GPS ground velocity in ``map`` (ENU) -> north, east.
+    set_gps_velocity = partialmethod(_keep, "vel")
+    #: qrsim_ros/Altitude: height above ground [m, up] and vertical speed [m/s, up].
+    set_altitude = partialmethod(_keep, "alt")
 
     def _flush(self) -> None:
         """Convert the messages ``set_*`` kept (the latest of each sensor and vehicle); serialized ones

@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import ned_to_enu
+from qrsim_ros.ros.parameters import Param
 
 Array = NDArray[np.float64]
 
@@ -76,6 +77,12 @@ def vehicle_colour(index: int, alpha: float = 1.0) -> tuple[float, float, float,
 
 
 # --- when to publish ------------------------------------------------------------------------------
+
+def viz_period_param(topic: str) -> Param:
+    """The ``viz_period_s`` row of the parameters of a node that publishes the visualisation ``topic``."""
+    return Param("viz_period_s", VIZ_PERIOD_S, f"least simulated time between two {topic} (0: off) [s]",
+                 lo=0.0, hi=3600.0)
+
 
 class VizThrottle:
     """At most one message per ``period_s`` of simulated time (and per ``min_wall_s`` of wall time),

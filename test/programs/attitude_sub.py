@@ -3,26 +3,15 @@ stop rules of stop_rules.py: a deadline for the whole program, no DDS teardown).
 
 import json
 
-import rclpy
 from qrsim_ros.msg import AttitudeCommand
-from rclpy.duration import Duration
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from stop_rules import finish, start_deadline
+from stop_rules import finish, latched_qos, spin_until, start_node
 
 
 def main() -> int:
-    watchdog = start_deadline()
-    watchdog.step = "starting DDS"
-    rclpy.init()
-    node = rclpy.create_node("attitude_sub", namespace="/uav1")
-    qos = QoSProfile(
-        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-    )
+    _watchdog, node = start_node("attitude_sub", "/uav1")
     got: list[AttitudeCommand] = []
-    node.create_subscription(AttitudeCommand, "cmd/attitude", got.append, qos)
-    deadline = node.get_clock().now() + Duration(seconds=30)
-    while not got and node.get_clock().now() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.5)
+    node.create_subscription(AttitudeCommand, "cmd/attitude", got.append, latched_qos())
+    spin_until(node, lambda: bool(got), 30)
     if got:
         m = got[0]
         print(json.dumps({

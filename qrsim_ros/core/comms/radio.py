@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.comms.links import LinkState, loss_probability
@@ -242,32 +243,17 @@ class Radio:
         return out
 
     # --- statistics ------------------------------------------------------------------------------------
-    @property
-    def sends(self) -> NDArray[np.int64]:
-        """Sends per vehicle (N,) this episode (a broadcast once; the referee's "messages sent")."""
-        return self._next_sequence.copy()
-
-    @property
-    def sent(self) -> NDArray[np.int64]:
-        """Packets sent per directed link (N, N) (a broadcast on every link it went over)."""
-        return self._sent.copy()
-
-    @property
-    def delivered(self) -> NDArray[np.int64]:
-        """Packets delivered per directed link (N, N)."""
-        return self._delivered.copy()
-
-    @property
-    def dropped(self) -> NDArray[np.int64]:
-        """Packets dropped per directed link (N, N): datagrams down or lost, reliable queue overflows."""
-        return self._dropped.copy()
+    sends = copy_of("_next_sequence", "Sends per vehicle (N,) this episode (a broadcast once; the referee's "
+                                      "\"messages sent\").")
+    sent = copy_of("_sent", "Packets sent per directed link (N, N) (a broadcast on every link it went over).")
+    delivered = copy_of("_delivered", "Packets delivered per directed link (N, N).")
+    dropped = copy_of("_dropped", "Packets dropped per directed link (N, N): datagrams down or lost, "
+                                  "reliable queue overflows.")
 
     @property
     def queued(self) -> NDArray[np.int64]:
         """Packets sent and neither delivered nor dropped yet, per directed link (N, N)."""
         return self._sent - self._delivered - self._dropped
 
-    @property
-    def retransmissions(self) -> NDArray[np.int64]:
-        """Lost transmissions of reliable packets, retried at a later tick, per directed link (N, N)."""
-        return self._retransmissions.copy()
+    retransmissions = copy_of("_retransmissions", "Lost transmissions of reliable packets, retried at a "
+                                                  "later tick, per directed link (N, N).")

@@ -324,6 +324,24 @@ def _noiseless_faulted_kernel(x, accel_body, due, acc, gyro, euler, height, spee
 
 # --- the sensors ---------------------------------------------------------------------------------
 
+#: A sensor's fault state (``set_fault_state``): the value added to its reading and its stuck rows.
+_FaultState = tuple[Array | None, NDArray[np.bool_] | None]
+
+
+def _fault_state(added: ArrayLike | None, stuck: ArrayLike | None, shape: tuple[int, ...]
+                 ) -> _FaultState | None:
+    """The fault state of a sensor of N vehicles: ``added`` (a bias or offset in the sensor's unit and
+    frame) as float ``shape`` (N, ...) and ``stuck`` as bool (N,), each None when not given or all zero;
+    None (no fault) when both are."""
+    value = None if added is None else np.asarray(added, float).reshape(shape)
+    rows = None if stuck is None else np.asarray(stuck, bool).reshape(shape[0])
+    if value is not None and not value.any():
+        value = None
+    if rows is not None and not rows.any():
+        rows = None
+    return None if value is None and rows is None else (value, rows)
+
+
 class _WhiteNoiseVectorSensor(SampledSensor):
     """3-axis white noise plus optional bias random walk (accelerometer and gyroscope)."""
 
@@ -339,21 +357,14 @@ class _WhiteNoiseVectorSensor(SampledSensor):
         # A random walk is a Gauss-Markov process with a = 1: b += rw sqrt(dt) eta at each update.
         self._bias = GaussMarkov(self.num_vehicles, np.ones(3), self._bias_rw * np.sqrt(self.dt_s))
         self._meas = np.zeros((self.num_vehicles, 3))
-        self._fault: tuple[Array | None, NDArray[np.bool_] | None] | None = None  # set_fault_state
+        self._fault: _FaultState | None = None  # set_fault_state
         self.reseed(streams if streams is not None else RandomStreams(0))
 
     def set_fault_state(self, bias: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
         """Faults from the next update on (docs/FAULTS.md "Effects"): ``bias`` (N, 3) added to
         the reading (a bias step, FRD body, the sensor's unit); ``stuck`` (N,) bool: the reading repeats
         the last one (the noise is still drawn, so the streams stay aligned). None and None: no fault."""
-        n = self.num_vehicles
-        b = None if bias is None else np.asarray(bias, float).reshape(n, 3)
-        st = None if stuck is None else np.asarray(stuck, bool).reshape(n)
-        if b is not None and not b.any():
-            b = None
-        if st is not None and not st.any():
-            st = None
-        self._fault = None if b is None and st is None else (b, st)
+        self._fault = _fault_state(bias, stuck, (self.num_vehicles, 3))
 
     def _faulted(self, meas: Array) -> Array:
         """``meas`` with the fault state applied (see ``set_fault_state``)."""
@@ -383,6 +394,14 @@ class _WhiteNoiseVectorSensor(SampledSensor):
         if not self.on:
             return np.zeros(3)
         return self._sigma**2 + self._bias_init**2
+
+    def _measure(self, k: int, name: str, value: ArrayLike, width: int, columns: slice) -> bool:
+        """Measure ``columns`` of the fleet array ``value`` (N, >= width; ``name`` in errors), in the
+        sensor's unit and frame, if tick k is due; returns whether it did."""
+        if not self.due(k):
+            return False
+        self._update(fleet_array(name, value, self.num_vehicles, width)[:, columns])
+        return True
 
     def _update(self, truth: Array) -> None:
         if not self.on:
@@ -421,10 +440,7 @@ class Accelerometer(_WhiteNoiseVectorSensor):
     def step(self, k: int, accel_body: ArrayLike) -> bool:
         """Measure ``accel_body`` (N, 3) (``PelicanFleet.accel_body``) if tick k is due; returns whether
         it did."""
-        if not self.due(k):
-            return False
-        self._update(fleet_array("accel_body", accel_body, self.num_vehicles, 3)[:, :3])
-        return True
+        return self._measure(k, "accel_body", accel_body, 3, slice(0, 3))
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles from true states (N or len(vehicles), >=6): the reading becomes the
@@ -444,10 +460,7 @@ class Gyroscope(_WhiteNoiseVectorSensor):
 
     def step(self, k: int, x: ArrayLike) -> bool:
         """Measure the body rates of true states ``x`` (N, >=12) if tick k is due."""
-        if not self.due(k):
-            return False
-        self._update(fleet_array("x", x, self.num_vehicles, 12)[:, _BODY_RATES])
-        return True
+        return self._measure(k, "x", x, 12, _BODY_RATES)
 
     def reset(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
         """Re-initialise vehicles: reading = true rates (+ one noise sample and the turn-on bias when on)."""
@@ -516,7 +529,7 @@ class Altimeter(SampledSensor):
         self._error = GaussMarkov(self.num_vehicles, [self._a], [self._sigma])
         self._height = np.zeros(self.num_vehicles)
         self._speed = np.zeros(self.num_vehicles)
-        self._fault: tuple[Array | None, NDArray[np.bool_] | None] | None = None  # set_fault_state
+        self._fault: _FaultState | None = None  # set_fault_state
         self.reseed(streams if streams is not None else RandomStreams(0))
 
     def set_fault_state(self, offset_m: ArrayLike | None = None, stuck: ArrayLike | None = None) -> None:
@@ -525,14 +538,7 @@ class Altimeter(SampledSensor):
         noiseless: the true vertical speed is kept); ``stuck`` (N,) bool: the height repeats the last one
         and the vertical speed is 0 (the error process still steps: the streams stay aligned). None and
         None: no fault."""
-        n = self.num_vehicles
-        off = None if offset_m is None else np.asarray(offset_m, float).reshape(n)
-        st = None if stuck is None else np.asarray(stuck, bool).reshape(n)
-        if off is not None and not off.any():
-            off = None
-        if st is not None and not st.any():
-            st = None
-        self._fault = None if off is None and st is None else (off, st)
+        self._fault = _fault_state(offset_m, stuck, (self.num_vehicles,))
 
     height_m = copy_of("_height", "Last height above the ground reference (N,) [m, up] (a copy).")
     vertical_speed_mps = copy_of("_speed", "Last vertical speed (N,) [m/s, up] (a copy).")

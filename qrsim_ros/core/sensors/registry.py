@@ -92,47 +92,57 @@ register(SensorRegistration(
     ros_conversion="qrsim_ros.ros.conversions.range_finder",
 ))
 
-register(SensorRegistration(
-    name="range_finders",
-    summary="laser range finders over the 3-D scene: down and optional up/front/back/right/left beams "
-            "(sensor_msgs/Range on uavN/range/<beam>)",
-    params_type=RangeFindersParams,
-    build=lambda params, n, streams, scene: SceneRangeFinders(n, params, streams, scene),
-    ros_conversion="qrsim_ros.ros.conversions.range_finders",
-    uses_scene=True,
+def _scene_sensor(name: str, summary: str, model: Callable[..., SensorModel], params_type: type,
+                  **options: Any) -> SensorRegistration:
+    """The registration of a sensor model that looks at the 3-D scene: built as ``model(num_vehicles,
+    params, streams, scene)``, its ROS conversion ``qrsim_ros.ros.conversions.<name>``; ``options``: the
+    registration's further fields (``off_fault``, ``check_scenario``)."""
+    return SensorRegistration(
+        name=name,
+        summary=summary,
+        params_type=params_type,
+        build=lambda params, n, streams, scene: model(n, params, streams, scene),
+        ros_conversion=f"qrsim_ros.ros.conversions.{name}",
+        uses_scene=True,
+        **options,
+    )
+
+
+def _scene_camera(name: str, summary: str, params_type: type) -> SensorRegistration:
+    """The registration of a ``SceneCamera`` with the lens of ``params_type`` (``_scene_sensor``): it may
+    publish the depth image (one camera at most, ``check_depth_outputs``) and is switched off by the
+    ``camera_off`` fault."""
+    return _scene_sensor(name, summary, SceneCamera, params_type, check_scenario=check_depth_outputs,
+                         off_fault="camera_off")
+
+
+register(_scene_sensor(
+    "range_finders",
+    "laser range finders over the 3-D scene: down and optional up/front/back/right/left beams "
+    "(sensor_msgs/Range on uavN/range/<beam>)",
+    SceneRangeFinders,
+    RangeFindersParams,
 ))
 
-register(SensorRegistration(
-    name="lidar",
-    summary="scanning lidar in the 3-D scene: VLP-16, HDL-32E, OS1-64 (sensor_msgs/PointCloud2 on "
-            "uavN/lidar/points) or the planar UTM-30LX (sensor_msgs/LaserScan on uavN/scan)",
-    params_type=LidarParams,
-    build=lambda params, n, streams, scene: Lidar(n, params, streams, scene),
-    ros_conversion="qrsim_ros.ros.conversions.lidar",
-    uses_scene=True,
+register(_scene_sensor(
+    "lidar",
+    "scanning lidar in the 3-D scene: VLP-16, HDL-32E, OS1-64 (sensor_msgs/PointCloud2 on "
+    "uavN/lidar/points) or the planar UTM-30LX (sensor_msgs/LaserScan on uavN/scan)",
+    Lidar,
+    LidarParams,
     off_fault="lidar_off",
 ))
 
-register(SensorRegistration(
-    name="fisheye",
-    summary="fisheye camera over the 3-D scene, equidistant 185 deg, optional depth from the same rays "
-            "(sensor_msgs/Image + CameraInfo on uavN/fisheye/..., uavN/depth/...)",
-    params_type=SceneCameraParams,
-    build=lambda params, n, streams, scene: SceneCamera(n, params, streams, scene),  # type: ignore[call-arg, misc]
-    ros_conversion="qrsim_ros.ros.conversions.fisheye",
-    uses_scene=True,
-    check_scenario=check_depth_outputs,
-    off_fault="camera_off",
+register(_scene_camera(
+    "fisheye",
+    "fisheye camera over the 3-D scene, equidistant 185 deg, optional depth from the same rays "
+    "(sensor_msgs/Image + CameraInfo on uavN/fisheye/..., uavN/depth/...)",
+    SceneCameraParams,
 ))
 
-register(SensorRegistration(
-    name="camera",
-    summary="pinhole camera (plumb bob) over the 3-D scene, optional depth from the same rays "
-            "(sensor_msgs/Image + CameraInfo on uavN/camera/..., uavN/depth/...)",
-    params_type=PinholeCameraParams,
-    build=lambda params, n, streams, scene: SceneCamera(n, params, streams, scene),  # type: ignore[call-arg, misc]
-    ros_conversion="qrsim_ros.ros.conversions.camera",
-    uses_scene=True,
-    check_scenario=check_depth_outputs,
-    off_fault="camera_off",
+register(_scene_camera(
+    "camera",
+    "pinhole camera (plumb bob) over the 3-D scene, optional depth from the same rays "
+    "(sensor_msgs/Image + CameraInfo on uavN/camera/..., uavN/depth/...)",
+    PinholeCameraParams,
 ))

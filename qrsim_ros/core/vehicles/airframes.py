@@ -65,17 +65,16 @@ from qrsim_ros.core.vehicles.pelican import (
     CONTROL_NAMES,
     CONTROL_SIZE,
     STATE_DOWN,
-    STATE_KINEMATIC,
-    STATE_NAMES,
     STATE_VELOCITY_FRD,
     PelicanFleet,
     PelicanInputError,
     PelicanParams,
     body_to_ned_rows,
     check_live_controls,
+    collision_reason,
     collisions_into,
-    expand_state,
     first_bad_control,
+    initial_states,
 )
 from qrsim_ros.core.vehicles.rotor import RotorFleet, rotor_fleet_step
 from qrsim_ros.core.vehicles.rotor_control import (
@@ -318,16 +317,8 @@ class Airframes:
             self._only.set_state(x, vehicles=vehicles)
             return
         idx = np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles).astype(int)
-        full = expand_state(x, self.params.mass_kg)
-        if full.shape[0] != idx.size:
-            raise PelicanInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
-        lo, hi = self._limits[:, 0], self._limits[:, 1]
-        kinematic = full[:, STATE_KINEMATIC]
-        bad = ~np.isfinite(kinematic) | (kinematic < lo) | (kinematic > hi)
-        if bad.any():  # named here with the fleet's vehicle index (the sub-fleets know only their own)
-            i, j = np.argwhere(bad)[0]
-            raise PelicanInputError(f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} "
-                                    f"outside [{self._limits[j, 0]}, {self._limits[j, 1]}]")
+        # checked here, so that an error names the fleet's vehicle index (the sub-fleets know only their own)
+        full = initial_states(x, self.params.mass_kg, idx, self._limits, PelicanInputError)
         rot = self._is_rotor[idx]
         if (~rot).any():
             self.pelican.set_state(full[~rot], vehicles=self._local[idx[~rot]])  # type: ignore[union-attr]
@@ -625,4 +616,4 @@ class Airframes:
         collisions_into(np.ascontiguousarray(self.state), d, self._near)
         hit = self._near & self.valid
         if hit.any():
-            self.disarm(np.flatnonzero(hit), f"collision (closer than {d} m to another vehicle)")
+            self.disarm(np.flatnonzero(hit), collision_reason(d))

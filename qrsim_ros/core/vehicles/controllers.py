@@ -287,6 +287,16 @@ class _HeightController(_Controller):
     def _clear(self, rows: Array) -> None:
         raise NotImplementedError
 
+    def _controls(self, pitch: Array, roll: Array, pos: Array, z_des_ned: Array, z_change: Array,
+                  psi_des: Array, eul: Array, ok: Array) -> Array:
+        """SI controls (N, 5) from ``pitch``, ``roll`` (N,) [rad], the altitude PID's throttle for NED
+        z_des_ned (N,) [m] (derivative reset where ``z_change``) and the yaw loop's rate for ``psi_des``
+        (N,) [rad], at positions ``pos`` (N, 3) NED [m] and attitudes ``eul`` (N, 3) [rad] (``_finalise``:
+        the hover control where not ``ok``)."""
+        throttle = self._altitude.step(pos[:, 2], z_des_ned, z_change, ok, self.dt_s)
+        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
+        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+
 
 class _BodyVelocityPID:
     """PID on body-velocity errors, per vehicle and axis (``VelocityPID.m``; the xy loop of
@@ -563,9 +573,7 @@ class VelocityHeightPID(_HeightController):
         out = self._loop.step(e, sp, sp_change, ok, g.kvp, g.kvi, g.kvd, self.dt_s)
 
         pitch, roll = _tilt_commands(out, g.max_tilt_rad)
-        throttle = self._altitude.step(pos[:, 2], z_des, sp_change, ok, self.dt_s)
-        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
-        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+        return self._controls(pitch, roll, pos, z_des, sp_change, psi_des, eul, ok)
 
 
 class WaypointPID(_HeightController):
@@ -649,10 +657,8 @@ class WaypointPID(_HeightController):
         v_des = np.clip(g.kxy * by, -g.max_speed_mps, g.max_speed_mps)
         pitch = np.clip(g.kv * (-(u_des - u)), -g.max_tilt_rad, g.max_tilt_rad)
         roll = np.clip(g.kv * (v_des - v), -g.max_tilt_rad, g.max_tilt_rad)
-        throttle = self._altitude.step(pos[:, 2], wp[:, 2], wp_change, ok, self.dt_s)
         self._wp = np.where(ok[:, None], wp, self._wp)
-        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
-        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+        return self._controls(pitch, roll, pos, wp[:, 2], wp_change, psi_des, eul, ok)
 
 
 class AnglesHeightPID(_HeightController):
@@ -696,7 +702,5 @@ class AnglesHeightPID(_HeightController):
         psi_des = self._per_vehicle(psi_des, None, "psi_des", True)
 
         z_change = self._z_sp != z_des
-        throttle = self._altitude.step(pos[:, 2], z_des, z_change, ok, self.dt_s)
         self._z_sp = np.where(ok, z_des, self._z_sp)
-        yaw_rate = _yaw_rate_command(psi_des, eul[:, 2], self.yaw_gains)
-        return _finalise(pitch, roll, throttle, yaw_rate, ok)
+        return self._controls(pitch, roll, pos, z_des, z_change, psi_des, eul, ok)

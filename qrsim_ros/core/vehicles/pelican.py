@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
@@ -186,6 +186,38 @@ def expand_state(x: ArrayLike, mass_kg: float = MASS_KG) -> Array:
     return full
 
 
+def checked_state_limits(state_limits: ArrayLike, error: type[PelicanInputError]) -> Array:
+    """``state_limits`` as the C-contiguous float64 (12, 2) array [lo, hi] of x[:, 0:12] (state units) a
+    fleet keeps; raise ``error`` if its shape is not (12, 2)."""
+    limits = np.asarray(state_limits, float)
+    if limits.shape != (12, 2):
+        raise error(f"state_limits must have shape (12, 2), got {limits.shape}")
+    return np.ascontiguousarray(limits)
+
+
+def initial_states(x: ArrayLike, mass_kg: float, vehicles: Array, limits: Array,
+                   error: type[PelicanInputError]) -> Array:
+    """The full (M, 13) states (``expand_state`` with ``mass_kg`` [kg]) a ``set_state`` gives the M fleet
+    rows ``vehicles``; raise ``error`` if there are not M states, or naming the vehicle (its fleet index)
+    and element of the first value of x[:, 0:12] that is non-finite or outside ``limits`` (12, 2)."""
+    full = expand_state(x, mass_kg)
+    if full.shape[0] != vehicles.size:
+        raise error(f"got {full.shape[0]} states for {vehicles.size} vehicles")
+    kinematic = full[:, STATE_KINEMATIC]
+    bad = ~np.isfinite(kinematic) | (kinematic < limits[:, 0]) | (kinematic > limits[:, 1])
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        lo, hi = limits[j]
+        raise error(f"vehicle {int(vehicles[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} "
+                    f"outside [{lo}, {hi}]")
+    return full
+
+
+def collision_reason(distance_m: float) -> str:
+    """``invalid_reason`` of a vehicle that came closer than ``distance_m`` [m] to another."""
+    return f"collision (closer than {distance_m} m to another vehicle)"
+
+
 # --- kernels (spec 2.3, 2.5, 2.7): the model's one formula, explicit loops over vehicles -----------
 # Compiled by numba when available (qrsim_ros.core.common.jit); plain Python otherwise. Rows are 1-D float64
 # views of the fleet arrays; "_into" kernels write their results into the arrays they are given.
@@ -209,6 +241,28 @@ def dcm_ned_to_body_entries(phi: float, theta: float, psi: float) -> tuple[float
     """``frames.dcm_ned_to_body`` for one vehicle as 9 scalars (row-major d00 d01 ... d22), for kernels."""
     return _dcm_from_sines(math.sin(phi), math.cos(phi), math.sin(theta), math.cos(theta),
                            math.sin(psi), math.cos(psi))
+
+
+@njit(f"UniTuple(float64, 9)({_IN}, {_OUT})")
+def pose_rates_into(x, xdot):
+    """The pose rates of one vehicle's state row x (x[0:12] as in the 13-element state) into xdot[0:6]:
+    the NED velocity D^T [u v w] [m/s] and the ZYX Euler angle rates [rad/s] of the FRD body rates
+    [p q r] (singular at pitch +-90 deg). Returns D (NED -> body, ``dcm_ned_to_body_entries``) of x's
+    attitude, for the rest of the right-hand side."""
+    phi, theta = x[3], x[4]
+    u, v, w = x[6], x[7], x[8]
+    p, q, r = x[9], x[10], x[11]
+    sph, cph = math.sin(phi), math.cos(phi)
+    sth, cth, tth = math.sin(theta), math.cos(theta), math.tan(theta)
+    d = _dcm_from_sines(sph, cph, sth, cth, math.sin(x[5]), math.cos(x[5]))
+    d00, d01, d02, d10, d11, d12, d20, d21, d22 = d
+    xdot[0] = d00 * u + d10 * v + d20 * w  # NED velocity = D^T [u v w]
+    xdot[1] = d01 * u + d11 * v + d21 * w
+    xdot[2] = d02 * u + d12 * v + d22 * w
+    xdot[3] = p + q * sph * tth + r * cph * tth
+    xdot[4] = q * cph - r * sph
+    xdot[5] = q * sph / cth + r * cph / cth
+    return d
 
 
 @njit(f"void({F8_2D_IN}, {F8_2D_IN}, float64[:, ::1])")
@@ -293,18 +347,7 @@ def _derivative_into(x, u_fw, wind, noise, mass_kg, dt_s, thrust_scale, thrust_o
     p, q, r = x[9], x[10], x[11]
     fth = x[12]
     pt, rl, th, ya, vb = u_fw[0], u_fw[1], u_fw[2], u_fw[3], u_fw[4]
-
-    sph, cph = math.sin(phi), math.cos(phi)
-    sth, cth, tth = math.sin(theta), math.cos(theta), math.tan(theta)
-    d00, d01, d02, d10, d11, d12, d20, d21, d22 = _dcm_from_sines(sph, cph, sth, cth, math.sin(x[5]),
-                                                                  math.cos(x[5]))
-
-    xdot[0] = d00 * u + d10 * v + d20 * w  # NED velocity = D^T [u v w]
-    xdot[1] = d01 * u + d11 * v + d21 * w
-    xdot[2] = d02 * u + d12 * v + d22 * w
-    xdot[3] = p + q * sph * tth + r * cph * tth
-    xdot[4] = q * cph - r * sph
-    xdot[5] = q * sph / cth + r * cph / cth
+    _, _, d02, _, _, d12, _, _, d22 = pose_rates_into(x, xdot)
 
     pdot, qdot, rdot = attitude_loop(pt, rl, ya, phi, theta, p, q, r)
 
@@ -416,6 +459,45 @@ REASON_OUTSIDE = 2
 REASON_COLLISION = 2 + STATE_SIZE
 
 
+@njit(f"int64({_MAT_IN}, {_MAT_IN}, boolean[::1], int64[::1], boolean[::1], {_MAT_IN}, float64)")
+def invalidate_into(x, extra, valid, reason, near, state_limits, collision_distance_m):
+    """The validity check after a fleet step (spec 2.7), in place on valid (N,), reason (N,), near (N,).
+
+    A valid vehicle becomes invalid with reason code ``REASON_NON_FINITE`` if its state x (N, 13) or
+    its row of ``extra`` (N, K: other integrated values, the rotor speeds [rad/s]; K = 0 for none) is
+    non-finite, ``REASON_OUTSIDE + j`` if state element j < 12 leaves ``state_limits`` (12, 2) [lo, hi]
+    (thrust is never checked), ``REASON_COLLISION`` if another vehicle is closer than
+    ``collision_distance_m`` [m] (``collisions_into``). Returns the number of vehicles made invalid.
+    """
+    n = x.shape[0]
+    if n > 1:
+        collisions_into(x, collision_distance_m, near)
+    invalid = 0
+    for i in range(n):
+        if not valid[i]:
+            continue
+        code = 0
+        for j in range(STATE_SIZE):
+            if not math.isfinite(x[i, j]):
+                code = REASON_NON_FINITE
+                break
+        for j in range(extra.shape[1]):
+            if not math.isfinite(extra[i, j]):
+                code = REASON_NON_FINITE
+        if code == 0:
+            for j in range(STATE_SIZE - 1):  # thrust is never checked
+                if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
+                    code = REASON_OUTSIDE + j
+                    break
+        if code == 0 and n > 1 and near[i]:
+            code = REASON_COLLISION
+        if code != 0:
+            valid[i] = False
+            reason[i] = code
+            invalid += 1
+    return invalid
+
+
 @njit("UniTuple(int64, 3)(float64[:, ::1], float64[:, ::1], boolean[::1], int64[::1], boolean[::1], "
       f"{_MAT_IN}, {_MAT_IN}, {_IN}, {_MAT_IN}, {_MAT_IN}, {_IN}, "
       f"float64[:, :, ::1], int64[::1], float64, float64, float64, {_IN}, {_IN})")
@@ -457,29 +539,7 @@ def _fleet_step(x, accel, valid, reason, near, u_si, wind, si_to_fw, control_lim
                    accel[i], k1, k2, x1, a1, a2)
     if moved == 0:
         return -1, 0, emptied
-    if n > 1:
-        collisions_into(x, collision_distance_m, near)
-    invalid = 0
-    for i in range(n):
-        if not valid[i]:
-            continue
-        code = 0
-        for j in range(STATE_SIZE):
-            if not math.isfinite(x[i, j]):
-                code = REASON_NON_FINITE
-                break
-        if code == 0:
-            for j in range(STATE_SIZE - 1):  # thrust is never checked
-                if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
-                    code = REASON_OUTSIDE + j
-                    break
-        if code == 0 and n > 1 and near[i]:
-            code = REASON_COLLISION
-        if code != 0:
-            valid[i] = False
-            reason[i] = code
-            invalid += 1
-    return -1, invalid, emptied
+    return -1, invalidate_into(x, x[:, :0], valid, reason, near, state_limits, collision_distance_m), emptied
 
 
 # --- numpy-facing API -----------------------------------------------------------------------------
@@ -525,7 +585,45 @@ def heun_step(
     return _run_rows(_heun_rows, x, u_fw, wind_body, noise, mass_kg, dt_s)
 
 
-class PelicanFleet:
+class FleetValidity:
+    """Per-vehicle validity of a fleet, shared by ``PelicanFleet`` and ``rotor.RotorFleet``: a fleet keeps
+    ``_valid`` (N,) bool, ``_invalid_reason`` (N,) str, ``_reason_code`` (N,) int64 (``invalidate_into``'s
+    codes of its last step), its states ``_x`` (N, 13) and their limits ``_limits`` (12, 2)."""
+
+    _valid: NDArray[np.bool_]
+    _invalid_reason: list[str]
+    _reason_code: NDArray[np.int64]
+    _x: Array
+    _limits: Array
+
+    valid = copy_of("_valid", "Per-vehicle validity (N,).")
+    invalid_reason = copy_of("_invalid_reason",
+                             "Per-vehicle reason (N,) the vehicle became invalid ('' while valid).")
+
+    def disarm(self, vehicles: ArrayLike, reason: str = "landed (failsafe land)") -> None:
+        """Motors off for good: the ``vehicles`` become invalid (frozen where they are, as any invalid
+        vehicle, until ``set_state``) with ``reason`` (a failsafe landing that touched down)."""
+        for i in np.atleast_1d(vehicles):
+            if self._valid[int(i)]:
+                self._valid[int(i)] = False
+                self._invalid_reason[int(i)] = reason
+
+    def _record_invalid_reasons(self, collision_distance_m: float) -> None:
+        """The reasons of the vehicles the last step made invalid (its nonzero ``_reason_code``), with
+        ``collision_distance_m`` [m] as the collision reason states it."""
+        for i in np.flatnonzero(self._reason_code):
+            code = int(self._reason_code[i])
+            if code == REASON_NON_FINITE:
+                self._invalid_reason[i] = "non-finite state"
+            elif code == REASON_COLLISION:
+                self._invalid_reason[i] = collision_reason(collision_distance_m)
+            else:
+                j = code - REASON_OUTSIDE
+                lo, hi = self._limits[j]
+                self._invalid_reason[i] = f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"
+
+
+class PelicanFleet(FleetValidity):
     """N Pelicans integrated together (spec 2.7 update order, vectorised).
 
     Per ``step``: controls are checked and scaled, dynamic noise drawn (one seeded stream per
@@ -548,10 +646,7 @@ class PelicanFleet:
             raise PelicanInputError(f"num_vehicles must be >= 1, got {num_vehicles}")
         self.params = params or PelicanParams()
         self.num_vehicles = n = int(num_vehicles)
-        limits = np.asarray(self.params.state_limits, float)
-        if limits.shape != (12, 2):
-            raise PelicanInputError(f"state_limits must have shape (12, 2), got {limits.shape}")
-        self._limits = np.ascontiguousarray(limits)
+        self._limits = checked_state_limits(self.params.state_limits, PelicanInputError)
         self._dyn_noise = np.broadcast_to(np.asarray(self.params.dyn_noise, float), (6,)).copy()
         if noise_rngs is None:
             noise_rngs = clock_generators(num_vehicles)
@@ -588,12 +683,6 @@ class PelicanFleet:
     state = copy_of("_x", "True states (N, 13) (a copy).")
     accel_body = copy_of("_a", "RK2-averaged ``a`` (N, 3) of the last step: body acceleration minus gravity "
                                "[m/s^2].")
-    valid = copy_of("_valid", "Per-vehicle validity (N,).")
-
-    @property
-    def invalid_reason(self) -> list[str]:
-        """Per-vehicle reason the vehicle became invalid ('' while valid)."""
-        return list(self._invalid_reason)
 
     # --- state setting ----------------------------------------------------------------------
     def set_state(self, x: ArrayLike, vehicles: ArrayLike | None = None) -> None:
@@ -603,18 +692,7 @@ class PelicanFleet:
         the limits raises PelicanInputError naming the vehicle and element.
         """
         idx = np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles)
-        full = expand_state(x, self.params.mass_kg)
-        if full.shape[0] != idx.size:
-            raise PelicanInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
-        bad = ~np.isfinite(full[:, STATE_KINEMATIC]) | (full[:, STATE_KINEMATIC] < self._limits[:, 0]) | (
-            full[:, STATE_KINEMATIC] > self._limits[:, 1]
-        )
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            lo, hi = self._limits[j]
-            raise PelicanInputError(
-                f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} outside [{lo}, {hi}]"
-            )
+        full = initial_states(x, self.params.mass_kg, idx, self._limits, PelicanInputError)
         if not np.all(np.isfinite(full[:, STATE_THRUST])):
             raise PelicanInputError("initial thrust must be finite")
         self._x[idx] = full
@@ -622,14 +700,6 @@ class PelicanFleet:
         self._valid[idx] = True
         for i in idx:
             self._invalid_reason[int(i)] = ""
-
-    def disarm(self, vehicles: ArrayLike, reason: str = "landed (failsafe land)") -> None:
-        """Motors off for good: the ``vehicles`` become invalid (frozen where they are, as any invalid
-        vehicle, until ``set_state``) with ``reason`` (a failsafe landing that touched down)."""
-        for i in np.atleast_1d(vehicles):
-            if self._valid[int(i)]:
-                self._valid[int(i)] = False
-                self._invalid_reason[int(i)] = reason
 
     def set_thrust_fault(self, scale: ArrayLike | None = None, offset_n: ArrayLike | None = None) -> None:
         """Rotor faults on the identified model (docs/FAULTS.md, "Effects"): from the next ``step`` each
@@ -685,8 +755,7 @@ class PelicanFleet:
         if emptied:
             self._noise_buffers_empty = True
         if invalid:
-            for i in np.flatnonzero(self._reason_code):
-                self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
+            self._record_invalid_reasons(self.params.collision_distance_m)
 
     def _refill_noise(self) -> None:
         """Draw a new block of normals for every valid vehicle whose buffer is used up."""
@@ -697,12 +766,3 @@ class PelicanFleet:
             self._normals_used[i] = 0
         # invalid vehicles draw when they move again (after set_state)
         self._noise_buffers_empty = bool(np.any(empty & ~self._valid))
-
-    def _reason_text(self, i: int, code: int) -> str:
-        if code == REASON_NON_FINITE:
-            return "non-finite state"
-        if code == REASON_COLLISION:
-            return f"collision (closer than {self.params.collision_distance_m} m to another vehicle)"
-        j = code - REASON_OUTSIDE
-        lo, hi = self._limits[j]
-        return f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"

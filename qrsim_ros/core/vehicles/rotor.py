@@ -55,19 +55,16 @@ from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, F8_2D_IN, all_finite, njit
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
-    REASON_COLLISION,
-    REASON_NON_FINITE,
-    REASON_OUTSIDE,
-    STATE_KINEMATIC,
-    STATE_NAMES,
-    STATE_SIZE,
     STATE_THRUST,
+    FleetValidity,
     PelicanInputError,
     body_to_ned_rows,
-    collisions_into,
-    dcm_ned_to_body_entries,
+    checked_state_limits,
     default_state_limits,
     expand_state,
+    initial_states,
+    invalidate_into,
+    pose_rates_into,
 )
 from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 from qrsim_ros.core.vehicles.rotor_params import RotorParams, pelican_rotor_params
@@ -123,19 +120,9 @@ _OUT = "float64[:]"
 def _rotor_rhs(s, target, health, wind_ned, prm, ds, sf):
     """Right-hand side of one vehicle: ds (16) and the specific force sf (3, body FRD) of state s (16),
     clipped speed targets (4), health (4), wind (3, NED) and packed parameters."""
-    phi, theta, psi = s[3], s[4], s[5]
     u, v, w = s[6], s[7], s[8]
     p, q, r = s[9], s[10], s[11]
-    d00, d01, d02, d10, d11, d12, d20, d21, d22 = dcm_ned_to_body_entries(phi, theta, psi)
-    sph, cph = math.sin(phi), math.cos(phi)
-    cth, tth = math.cos(theta), math.tan(theta)
-
-    ds[0] = d00 * u + d10 * v + d20 * w  # NED velocity = D^T [u v w]
-    ds[1] = d01 * u + d11 * v + d21 * w
-    ds[2] = d02 * u + d12 * v + d22 * w
-    ds[3] = p + q * sph * tth + r * cph * tth
-    ds[4] = q * cph - r * sph
-    ds[5] = q * sph / cth + r * cph / cth
+    d00, d01, d02, d10, d11, d12, d20, d21, d22 = pose_rates_into(s, ds)
 
     mass, kf, km, tau = prm[_MASS], prm[_KF], prm[_KM], prm[_TAU]
     thrust = 0.0
@@ -267,37 +254,12 @@ def rotor_fleet_step(x, omega, accel, valid, reason, near, omega_cmd, health, wi
             accel[i, j] = sf[j]
     if moved == 0:
         return -1, 0
-    if n > 1:
-        collisions_into(x, collision_distance_m, near)
-    invalid = 0
-    for i in range(n):
-        if not valid[i]:
-            continue
-        code = 0
-        for j in range(STATE_SIZE):
-            if not math.isfinite(x[i, j]):
-                code = REASON_NON_FINITE
-                break
-        for j in range(4):
-            if not math.isfinite(omega[i, j]):
-                code = REASON_NON_FINITE
-        if code == 0:
-            for j in range(STATE_SIZE - 1):
-                if x[i, j] < state_limits[j, 0] or x[i, j] > state_limits[j, 1]:
-                    code = REASON_OUTSIDE + j
-                    break
-        if code == 0 and n > 1 and near[i]:
-            code = REASON_COLLISION
-        if code != 0:
-            valid[i] = False
-            reason[i] = code
-            invalid += 1
-    return -1, invalid
+    return -1, invalidate_into(x, omega, valid, reason, near, state_limits, collision_distance_m)
 
 
 # --- numpy-facing API ------------------------------------------------------------------------------
 
-class RotorFleet:
+class RotorFleet(FleetValidity):
     """N rotor-level quadrotors integrated together (module doc), the same interface as
     ``PelicanFleet`` where it can be: ``set_state``, ``step``, ``state``, ``accel_body``, ``valid``,
     ``invalid_reason``, ``disarm``; plus ``omega`` (rotor speeds) and ``step_normalised``.
@@ -319,10 +281,7 @@ class RotorFleet:
         self.ground_z_ned_m = float(ground_z_ned_m)
         if state_limits is None:
             state_limits = default_state_limits([-1000, 1000, -1000, 1000, -1000, self.ground_z_ned_m])
-        limits = np.asarray(state_limits, float)
-        if limits.shape != (12, 2):
-            raise RotorInputError(f"state_limits must have shape (12, 2), got {limits.shape}")
-        self._limits = np.ascontiguousarray(limits)
+        self._limits = checked_state_limits(state_limits, RotorInputError)
         self.dt_s = float(dt_s)
         self.substeps = default_substeps(self.params, self.dt_s) if substeps is None else int(substeps)
         if self.substeps < 1:
@@ -345,12 +304,6 @@ class RotorFleet:
     omega = copy_of("_omega", "Rotor speeds (N, 4) [rad/s] (a copy).")
     accel_body = copy_of("_a", "Specific force (N, 3) of the last tick, body FRD [m/s^2] (RK4-weighted "
                                "mean).")
-    valid = copy_of("_valid", "Per-vehicle validity (N,).")
-
-    @property
-    def invalid_reason(self) -> list[str]:
-        """Per-vehicle reason the vehicle became invalid ('' while valid)."""
-        return list(self._invalid_reason)
 
     def state_view(self) -> Array:
         """``state`` without a copy, for a caller that only reads it before the next ``step``."""
@@ -392,17 +345,7 @@ class RotorFleet:
         ``omega`` (N, 4) or (4,) [rad/s] (default: the hover speed, spinning, as QRSim starts a Pelican
         in flight with thrust m g); mark those vehicles valid. Element 12 is recomputed from omega."""
         idx = np.arange(self.num_vehicles) if vehicles is None else np.atleast_1d(vehicles)
-        full = expand_state(x, self.params.mass_kg)
-        if full.shape[0] != idx.size:
-            raise RotorInputError(f"got {full.shape[0]} states for {idx.size} vehicles")
-        lo, hi = self._limits[:, 0], self._limits[:, 1]
-        kinematic = full[:, STATE_KINEMATIC]
-        bad = ~np.isfinite(kinematic) | (kinematic < lo) | (kinematic > hi)
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            lo, hi = self._limits[j]
-            raise RotorInputError(f"vehicle {int(idx[i])}: initial {STATE_NAMES[j]}={float(full[i, j])!r} "
-                                  f"outside [{lo}, {hi}]")
+        full = initial_states(x, self.params.mass_kg, idx, self._limits, RotorInputError)
         om = np.full((idx.size, 4), self.hover_omega_rads) if omega is None else np.broadcast_to(
             np.asarray(omega, float), (idx.size, 4))
         if not np.all(np.isfinite(om)) or np.any(om < 0) or np.any(om > self.params.omega_max_rads):
@@ -416,13 +359,6 @@ class RotorFleet:
         self._cap[idx] = self.params.omega_max_rads
         for i in idx:
             self._invalid_reason[int(i)] = ""
-
-    def disarm(self, vehicles: ArrayLike, reason: str = "landed (failsafe land)") -> None:
-        """The ``vehicles`` become invalid (frozen) with ``reason``, as ``PelicanFleet.disarm``."""
-        for i in np.atleast_1d(vehicles):
-            if self._valid[int(i)]:
-                self._valid[int(i)] = False
-                self._invalid_reason[int(i)] = reason
 
     # --- stepping -----------------------------------------------------------------------------------
     def step(self, omega_cmd: ArrayLike, wind_ned: ArrayLike | None = None, health: ArrayLike | None = None,
@@ -467,8 +403,7 @@ class RotorFleet:
 
     def record_invalid(self) -> None:
         """The reasons of the vehicles the last step made invalid (``rotor_fleet_step``'s codes)."""
-        for i in np.flatnonzero(self._reason_code):
-            self._invalid_reason[i] = self._reason_text(int(i), int(self._reason_code[i]))
+        self._record_invalid_reasons(self._collision_distance_m)
 
     def step_normalised(self, command: ArrayLike, wind_ned: ArrayLike | None = None,
                         health: ArrayLike | None = None) -> None:
@@ -488,12 +423,3 @@ class RotorFleet:
                 raise RotorInputError(f"{name} must have shape ({self.num_vehicles}, {width}), "
                                       f"got {a.shape}") from None
         return a
-
-    def _reason_text(self, i: int, code: int) -> str:
-        if code == REASON_NON_FINITE:
-            return "non-finite state"
-        if code == REASON_COLLISION:
-            return f"collision (closer than {self._collision_distance_m} m to another vehicle)"
-        j = code - REASON_OUTSIDE
-        lo, hi = self._limits[j]
-        return f"{STATE_NAMES[j]}={self._x[i, j]:.6g} outside [{lo:.6g}, {hi:.6g}]"

@@ -11,7 +11,18 @@ from qrsim_ros.core.comms import BROADCAST
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import GROUND_VELOCITY_NE, HEIGHT, NORTH_EAST
 from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
-from qrsim_ros.policies.search_pattern import APPROACH, CLIMB, HOLD, SEARCH, SearchPattern, footprint_width_m
+from qrsim_ros.policies.search_pattern import (
+    APPROACH,
+    CLIMB,
+    HOLD,
+    SEARCH,
+    SearchPattern,
+    check_search_view,
+    footprint_width_m,
+    goto_velocity,
+    lane_speed_mps,
+    search_height_m,
+)
 from qrsim_ros.policies.team_search.agent import Agent, OneVehicleView
 from qrsim_ros.policies.team_search.lanes import LANE_TRACK_RAD, reassign, search_lanes, split_lanes
 from qrsim_ros.policies.team_search.messages import (
@@ -48,28 +59,23 @@ class TeamSearch:
     ``messages_received``, ``malformed_messages``."""
 
     def __init__(self, view: AutopilotView, params: TeamSearchParams | None = None) -> None:
-        spec = view.action_spec
-        if any(m != "velocity" for m in spec["modes"]):
-            raise PolicyError(f"team-search needs the velocity control mode, got {spec['modes']}")
-        if view.task.type != "search_rescue":
-            raise PolicyError(f"team-search is a search-and-rescue policy; task is {view.task.type!r}")
+        check_search_view(view, "team-search")
         if not view.has_radio:
             raise PolicyError(f"team-search needs the radio: scenario {view.scenario_name!r} has none "
                               "(comms.on: true)")
         self.p = params or TeamSearchParams()
-        self.rows = [int(i) for i in spec["vehicles"]]
+        self.rows = [int(i) for i in view.action_spec["vehicles"]]
         self.dt_s = float(view.task.dt_s)
         self.ground_z = float(view.area_limits_ned[5])
         self.limits_ne = tuple(float(c) for c in view.area_limits_ned[0:4])  # north lo/hi, east lo/hi [m]
         sp = self.p.search
-        self.search_height_m = (sp.search_height_m if sp.search_height_m is not None
-                                else self.ground_z - view.task.start_z_ned_m)
+        self.search_height_m = search_height_m(sp, view)
         width = footprint_width_m(view.camera_params, self.search_height_m, 0.0, LANE_TRACK_RAD)
         self.spacing_m = width * (1.0 - sp.lane_overlap)
         self.lanes = search_lanes(view.area_limits_ned, self.spacing_m, sp.margin_fraction)
         lengths = [float(np.linalg.norm(b - a)) for a, b in self.lanes]
         self.lane_length_m = lengths
-        self.lane_speed_mps = sp.speed_mps if sp.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
+        self.lane_speed_mps = lane_speed_mps(sp)
         k = len(self.rows)
         self.bands = split_lanes(lengths, 1 if self.p.formation else k)
         if self.p.formation:
@@ -265,7 +271,8 @@ class TeamSearch:
 
     # --- flying -------------------------------------------------------------------------------------
     def _goto(self, pos: Array, height: float, target: Array, target_height: float, speed: float) -> Array:
-        return self.agents[0].search._goto(pos, height, target, target_height, speed)
+        """``search_pattern.goto_velocity`` with the search's ``position_gain_per_s``."""
+        return goto_velocity(pos, height, target, target_height, speed, self.p.search.position_gain_per_s)
 
     def _next_lane(self, a: Agent, pos_ne: Array) -> None:
         """Start the next lane of the queue not known done (nearest end first)."""

@@ -4,26 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from qrsim_ros.core.sensors.scene_camera import PinholeCameraParams
+from qrsim_ros.ros.conversions.scene_camera import conversion
 
-from geometry_msgs.msg import TransformStamped
-
-from qrsim_ros.core.sensors.scene_camera import PinholeCameraParams, SceneCamera
-from qrsim_ros.ros.conversions import scene_camera
-
-SENSOR = "camera"
-
-
-def publications(params: PinholeCameraParams) -> dict[str, tuple[type, str]]:
-    return scene_camera.publications(SENSOR, params)
-
-
-def messages(model: SceneCamera, params: PinholeCameraParams, stamp: Any,
-             vehicles: Sequence[int]) -> list[tuple[int, str, Any]]:
-    return scene_camera.messages(SENSOR, model, params, stamp, vehicles)
-
-
-def static_transforms(num_vehicles: int, stamp: Any, params: PinholeCameraParams | None = None,
-                      ) -> list[TransformStamped]:
-    return scene_camera.static_transforms(SENSOR, num_vehicles, stamp, params or PinholeCameraParams())
+#: ``publications``, ``messages`` and ``static_transforms`` (the package docstring) of sensor ``camera``.
+publications, messages, static_transforms = conversion(PinholeCameraParams)

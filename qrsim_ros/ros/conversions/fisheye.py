@@ -4,26 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from qrsim_ros.core.sensors.scene_camera import SceneCameraParams
+from qrsim_ros.ros.conversions.scene_camera import conversion
 
-from geometry_msgs.msg import TransformStamped
-
-from qrsim_ros.core.sensors.scene_camera import SceneCamera, SceneCameraParams
-from qrsim_ros.ros.conversions import scene_camera
-
-SENSOR = "fisheye"
-
-
-def publications(params: SceneCameraParams) -> dict[str, tuple[type, str]]:
-    return scene_camera.publications(SENSOR, params)
-
-
-def messages(model: SceneCamera, params: SceneCameraParams, stamp: Any,
-             vehicles: Sequence[int]) -> list[tuple[int, str, Any]]:
-    return scene_camera.messages(SENSOR, model, params, stamp, vehicles)
-
-
-def static_transforms(num_vehicles: int, stamp: Any, params: SceneCameraParams | None = None,
-                      ) -> list[TransformStamped]:
-    return scene_camera.static_transforms(SENSOR, num_vehicles, stamp, params or SceneCameraParams())
+#: ``publications``, ``messages`` and ``static_transforms`` (the package docstring) of sensor ``fisheye``.
+publications, messages, static_transforms = conversion(SceneCameraParams)

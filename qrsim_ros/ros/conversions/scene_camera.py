@@ -15,8 +15,9 @@ image_proc-style consumers (``cv2.fisheye`` for "equidistant") rectify with the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped
@@ -104,3 +105,24 @@ def static_transforms(sensor: str, num_vehicles: int, stamp: Any,
     xyz = frd_to_flu(np.asarray(params.mount_xyz_m, float))
     return [transform(base_link_frame(i), optical_frame(sensor, i), xyz, q, stamp)
             for i in range(num_vehicles)]
+
+
+class Conversion(NamedTuple):
+    """The conversion functions of one camera (``conversions`` package docstring), its sensor name bound."""
+
+    publications: Callable[[SceneCameraParams], dict[str, tuple[type, str]]]
+    messages: Callable[[SceneCamera, SceneCameraParams, Any, Sequence[int]], list[tuple[int, str, Any]]]
+    static_transforms: Callable[..., list[TransformStamped]]
+
+
+def conversion(params_type: type[SceneCameraParams]) -> Conversion:
+    """The conversion functions of the camera whose parameters are ``params_type`` (sensor
+    ``params_type.SENSOR``): ``publications(params)``, ``messages(model, params, stamp, vehicles)`` and
+    ``static_transforms(num_vehicles, stamp, params=None)``, whose parameters default to ``params_type()``."""
+    sensor = params_type.SENSOR
+
+    def mount(num_vehicles: int, stamp: Any,
+              params: SceneCameraParams | None = None) -> list[TransformStamped]:
+        return static_transforms(sensor, num_vehicles, stamp, params or params_type())
+
+    return Conversion(partial(publications, sensor), partial(messages, sensor), mount)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, assert_children_gone, require_ros, run_launch
+from rosenv import REPO_ROOT, assert_children_gone, require_nodes, require_ros, run_launch
 
 from qrsim_ros import launch_plan as lp
 from qrsim_ros import launch_setup as ls
@@ -82,23 +82,42 @@ def test_the_example_autopilot_paces_its_reports_by_vehicle_dynamics_window() ->
     assert own["example_autopilot"]["lockstep_window_ticks"] == 3
 
 
-@pytest.mark.parametrize(("ticks_per_step", "window", "timeout_s", "lead"), [
-    (10, 25, 0.5, 0),     # team_search: the clock stops at k + 25, where step k's set points expire
-    (10, 20, 0.5, 5),     # a narrower window leaves 5 ticks of the step to pipeline
-    (10, 10, 0.5, 9),     # ... and at 10 the whole step
-    (10, 0, 0.5, 9),      # no window: the ticks before the next step
-    (10, 25, 0.0, 9),     # set points that never expire
-    (50, 25, 0.5, 25),    # 1 s steps: the clock must still reach k + 50 (the re-sends keep them fresh)
-    (10, 25, 0.1, -15),   # a 5-tick timeout: the clock reaches the next step, no further
+@pytest.mark.parametrize(("ticks_per_step", "held", "window", "timeout_s", "lead"), [
+    (10, True, 25, 0.5, 0),     # team_search: the clock stops at k + 25, where step k's set points expire
+    (10, True, 20, 0.5, 5),     # a narrower window leaves 5 ticks of the step to pipeline
+    (10, True, 10, 0.5, 9),     # ... and at 10 the whole step
+    (10, True, 0, 0.5, 9),      # no window: the ticks before the next step
+    (10, True, 25, 0.0, 9),     # set points that never expire
+    (10, False, 25, 0.5, 9),    # nothing held: nothing expires
+    (50, True, 25, 0.5, 0),     # 1 s steps: the re-send at k + 10 (reported in turn) carries the clock on
+    (50, False, 25, 0.5, 49),   # ... and with nothing held, to the next step
+    (10, True, 25, 0.1, -15),   # a 5-tick timeout: the clock reaches the next step, no further
 ])
-def test_the_example_autopilots_report_keeps_the_held_set_points_fresh(ticks_per_step: int, window: int,
-                                                                       timeout_s: float, lead: int) -> None:
+def test_the_example_autopilots_report_keeps_the_held_set_points_fresh(
+        ticks_per_step: int, held: bool, window: int, timeout_s: float, lead: int) -> None:
     require_ros()
-    from qrsim_ros.nodes.example_autopilot import progress_lead_ticks
+    from qrsim_ros.nodes.example_autopilot import SETPOINT_PERIOD_TICKS, progress_tick
 
-    assert progress_lead_ticks(ticks_per_step, window, timeout_s) == lead
-    if window:  # the clock (window ahead of k + lead) reaches the next step
-        assert lead + window >= ticks_per_step
+    k = 100  # a step's tick, and a re-send's
+    resend = k + SETPOINT_PERIOD_TICKS if held else None
+    assert progress_tick(k, k + ticks_per_step, resend, window, timeout_s) == k + lead
+    if window:  # the clock (window ahead of k + lead) reaches the next event that reports
+        assert lead + window >= min(ticks_per_step, SETPOINT_PERIOD_TICKS if held else ticks_per_step)
+
+
+def test_the_re_sends_carry_a_one_second_step_with_its_set_points_fresh() -> None:
+    """QRSim's 1 s steps (50 ticks), T = W = 25: after every report the clock, at most W ahead, reaches
+    the next re-send or step, and never passes a held set point's stamp + T."""
+    require_ros()
+    from qrsim_ros.nodes.example_autopilot import SETPOINT_PERIOD_TICKS, progress_tick
+
+    steps, window, timeout_ticks = 50, 25, 25
+    for j in range(0, 2 * steps, SETPOINT_PERIOD_TICKS):  # the step at 0, 50 and the re-sends between
+        next_step = (j // steps + 1) * steps
+        reported = progress_tick(j, next_step, j + SETPOINT_PERIOD_TICKS, window, timeout_ticks * 0.02)
+        assert reported + window >= min(next_step, j + SETPOINT_PERIOD_TICKS)  # the next event comes
+        assert reported + window <= j + timeout_ticks  # the set points stamped j are still fresh
+        assert reported < next_step  # the next step's answer is not yet out
 
 
 def test_retrieve_runs_the_mission_autopilot_which_the_start_gate_counts() -> None:
@@ -543,18 +562,10 @@ def test_console_redraws_the_status_line_on_a_terminal() -> None:
 
 # --- the embedded launcher: real processes -----------------------------------------------------------
 
-def _require_nodes(*executables: str) -> None:
-    from qrsim_ros.cli.launch import find_executable
-
-    missing = [e for e in executables if find_executable(NodeSpec(e, e)) is None]
-    if missing:
-        pytest.skip(f"node executables not written yet: {', '.join(missing)}")
-
-
 @pytest.mark.graph
 def test_launch_keep_spot_runs_for_the_duration_and_stops_cleanly(tmp_path: Path) -> None:
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     t0 = time.monotonic()
     # real time (the default pace): the launcher's listener sees the clock run
     rc, out = run_launch(tmp_path, ["keep_spot", "--duration", "2", "--no-autopilot", "--seed", "3",
@@ -586,7 +597,7 @@ def test_the_clock_owner_starts_once_every_node_subscribed_not_on_the_startup_ti
     """The barrier before the clock owner: example_autopilot takes its sensor inputs through LatestSamples'
     helper node, which the launcher must count as the autopilot's (it once waited the whole timeout)."""
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee",
+    require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee",
                    "example_autopilot")
     rc, out = run_launch(tmp_path, ["keep_spot", "--duration", "1", "--seed", "3"])
     assert rc == 0, out
@@ -598,7 +609,7 @@ def test_the_clock_owner_starts_once_every_node_subscribed_not_on_the_startup_ti
 @pytest.mark.graph
 def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     # (a value outside the limits table, e.g. imu:seed=-5, is refused by the launcher before any start)
     rc, out = run_launch(tmp_path, ["keep_spot", "--no-autopilot", "--seed", "3",
                                       "--param", "imu:scenario=no_such_scenario"])
@@ -615,7 +626,7 @@ def test_a_node_that_dies_is_named_and_the_rest_stopped(tmp_path: Path) -> None:
 @pytest.mark.graph
 def test_single_process_runs_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     rc, out = run_launch(tmp_path, ["keep_spot", "--no-autopilot", "--seed", "3", "--single-process",
                                       "--param", "vehicle_dynamics:duration_s=0.4"],
                       on_line=r"^\[vehicle_dynamics\] \[INFO\]")
@@ -642,7 +653,7 @@ def test_status_line_shows_the_active_faults_and_the_battery(tmp_path: Path) -> 
     from qrsim_ros.core.config.scenario import scenario_path
 
     require_ros()
-    _require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
+    require_nodes("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter", "referee")
     with scenario_path("keep_spot").open(encoding="utf-8") as f:
         data = load_yaml(f)
     data["faults"] = [{"id": "no_link", "kind": "comm_loss", "vehicles": [0], "trigger": {"at_time_s": 0.0}}]

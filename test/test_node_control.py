@@ -19,7 +19,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, free_domain, python, require_ros, ros_env, scenario_with_sensors, spin_until
+from rosenv import (
+    REPO_ROOT,
+    assert_exit_0,
+    close_graph,
+    free_domain,
+    grid_tick,
+    python,
+    reliable_qos,
+    require_ros,
+    ros_env,
+    scenario_with_sensors,
+    spin_until,
+)
 
 LIB = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT_S = 0.02
@@ -48,12 +60,9 @@ gps:
 vehicle:
   control: waypoint
   dyn_noise: [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]
-  ahars:
-    on: true
-  gps_receiver:
-    on: true
-  turbulence:
-    on: false
+  ahars: {on: true}
+  gps_receiver: {on: true}
+  turbulence: {on: false}
 """
 
 
@@ -63,6 +72,7 @@ class Graph:
     """Node processes of one test; ``stop()`` ends them with SIGINT and returns their exit codes."""
 
     def __init__(self, tmp_path: Path, domain_id: int) -> None:
+        self.domain_id = domain_id
         self.env = ros_env(tmp_path, domain_id)
         self.tmp_path = tmp_path
         self.procs: dict[str, subprocess.Popen[str]] = {}
@@ -98,6 +108,14 @@ class Graph:
         return codes
 
 
+def waypoint_graph(tmp_path: Path, scenario_text: str = WAYPOINT_SCENARIO) -> tuple[Path, Graph]:
+    """``scenario_text`` (default ``WAYPOINT_SCENARIO``) written to ``tmp_path/waypoint.yaml``, and a Graph
+    in a free ROS domain (``graph.domain_id``) to run it."""
+    scenario = tmp_path / "waypoint.yaml"
+    scenario.write_text(scenario_text)
+    return scenario, Graph(tmp_path, free_domain())
+
+
 class Probe:
     """An rclpy node in this process (the external autopilot / observer), in its own context."""
 
@@ -122,32 +140,6 @@ class Probe:
         self.executor.shutdown(timeout_sec=2.0)
         self.node.destroy_node()
         self.rclpy.try_shutdown(context=self.context)
-
-
-def _close(graph: Graph, probe: Probe | None, sig: int = signal.SIGINT) -> dict[str, int]:
-    """Close the test's probe (if it was created), then stop the graph's nodes with ``sig``; returns their
-    exit codes."""
-    if probe is not None:
-        probe.close()
-    return graph.stop(sig)
-
-
-def _assert_exit_0(graph: Graph, codes: dict[str, int]) -> None:
-    """Every node exited with 0 (else: the codes and the end of the failed nodes' logs)."""
-    assert all(code == 0 for code in codes.values()), (codes, {
-        name: graph.log(name)[-3000:] for name, code in codes.items() if code != 0})
-
-
-def _qos(depth: int = 1000) -> Any:
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-
-
-def _tick(stamp: Any) -> int:
-    ns = stamp.sec * 1_000_000_000 + stamp.nanosec
-    assert ns % 20_000_000 == 0, f"stamp {ns} ns is not on the 0.02 s tick grid"
-    return ns // 20_000_000
 
 
 def _diagnostics(msgs: list[Any], node_name: str) -> dict[str, int]:
@@ -294,10 +286,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
     from qrsim_ros.msg import AttitudeCommand, TaskStatus
     from std_srvs.srv import Trigger
 
-    scenario = ros / "waypoint.yaml"
-    scenario.write_text(WAYPOINT_SCENARIO)
-    domain = free_domain()
-    graph = Graph(ros, domain)
+    scenario, graph = waypoint_graph(ros)
     probe = None
     try:
         # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
@@ -308,7 +297,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
             graph.start(name, scenario)
         graph.start("flight_controller", scenario, report_period_s=0.2)
         graph.start("referee", scenario)
-        probe = Probe(domain, ros, monkeypatch)
+        probe = Probe(graph.domain_id, ros, monkeypatch)
         from diagnostic_msgs.msg import DiagnosticArray
 
         node = probe.node
@@ -316,12 +305,12 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         cmds: list[Any] = []
         status: list[Any] = []
         diags: list[Any] = []
-        node.create_subscription(Odometry, "uav1/ground_truth/odom", odom.append, _qos())
-        node.create_subscription(AttitudeCommand, "uav1/cmd/attitude", cmds.append, _qos())
-        node.create_subscription(TaskStatus, "/referee/status", status.append, _qos())
-        node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, _qos())
-        pose_pub = node.create_publisher(PoseStamped, "uav1/cmd/pose", _qos(10))
-        vel_pub = node.create_publisher(TwistStamped, "uav1/cmd/velocity", _qos(10))
+        node.create_subscription(Odometry, "uav1/ground_truth/odom", odom.append, reliable_qos())
+        node.create_subscription(AttitudeCommand, "uav1/cmd/attitude", cmds.append, reliable_qos())
+        node.create_subscription(TaskStatus, "/referee/status", status.append, reliable_qos())
+        node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, reliable_qos())
+        pose_pub = node.create_publisher(PoseStamped, "uav1/cmd/pose", reliable_qos(10))
+        vel_pub = node.create_publisher(TwistStamped, "uav1/cmd/velocity", reliable_qos(10))
         assert probe.spin_until(lambda: len(odom) > 5, STARTUP_S), "no ground truth: the graph did not start"
 
         def pose(x: float, y: float, z: float, frame: str = "map") -> PoseStamped:
@@ -355,7 +344,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
 
         # a good waypoint (ENU): 12 m east, 8 m south, 5 m up from the start at (0, 0, 10)
         target = np.array([12.0, -8.0, 15.0])
-        start_tick = _tick(odom[-1].header.stamp)
+        start_tick = grid_tick(odom[-1].header.stamp)
         reached: list[float] = []
 
         def fly() -> bool:
@@ -363,7 +352,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
                 pose_pub.publish(pose(*target))
             p = odom[-1].pose.pose.position
             if np.linalg.norm(np.array([p.x, p.y, p.z]) - target) < 2.0:
-                reached.append(_tick(odom[-1].header.stamp) * DT_S)
+                reached.append(grid_tick(odom[-1].header.stamp) * DT_S)
             return bool(reached)
 
         pose_pub.publish(pose(*target))
@@ -372,7 +361,7 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
         assert flight_s < 20.0, flight_s  # 15.4 m at up to 5 m/s: a few seconds, not a crawl
 
         # the flight controller's commands: stamped on the tick grid, FRD frame, finite, every tick
-        ticks = [_tick(c.header.stamp) for c in cmds]
+        ticks = [grid_tick(c.header.stamp) for c in cmds]
         assert all(c.header.frame_id == "uav1/base_link_frd" for c in cmds)
         assert all(math.isfinite(c.pitch) and 0.0 <= c.throttle <= 1.0 for c in cmds)
         assert ticks[-1] - ticks[0] + 1 >= len(set(ticks)) >= 0.99 * (ticks[-1] - ticks[0] + 1)
@@ -389,7 +378,8 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
             assert s.scenario == "waypoint" and s.vehicle_names == ["uav1"]
             assert list(s.vehicle_valid) == [True]
             assert not s.done and s.done_reason == "" and s.persons_total == 0
-            assert math.isclose(s.time, s.step * 0.2, abs_tol=1e-9) and _tick(s.header.stamp) == s.step * 10
+            assert math.isclose(s.time, s.step * 0.2, abs_tol=1e-9)
+            assert grid_tick(s.header.stamp) == s.step * 10
             assert s.reward <= 0.0  # control cost only (the terminal term comes at the last step)
         # every step from the first one received (the probe may subscribe after the first steps)
         assert [s.step for s in steps] == list(range(steps[0].step, steps[0].step + len(steps)))
@@ -410,13 +400,13 @@ def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: 
             return any(s.step == 0 and s.time == 0.0 for s in status[n_status:])
 
         assert probe.spin_until(new_episode, 60)
-        fresh = [o for o in odom if _tick(o.header.stamp) == 0]
+        fresh = [o for o in odom if grid_tick(o.header.stamp) == 0]
         assert fresh, "no tick-0 ground truth after the reset"
         p = fresh[-1].pose.pose.position
         assert np.allclose([p.x, p.y, p.z], [0.0, 0.0, 10.0], atol=1e-9)
     finally:
-        codes = _close(graph, probe)
-    _assert_exit_0(graph, codes)
+        codes = close_graph(graph, probe)
+    assert_exit_0(graph, codes)
     assert "Traceback" not in graph.log("flight_controller") + graph.log("referee")
 
 
@@ -456,19 +446,19 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
         probe = Probe(domain, ros, monkeypatch)
 
         def on_odom(i: int, m: Any) -> None:
-            k = _tick(m.header.stamp)
+            k = grid_tick(m.header.stamp)
             if k in want:
                 got[k][i] = state_from_odometry(m)
 
         for i in range(n):
             probe.node.create_subscription(Odometry, f"uav{i + 1}/ground_truth/odom",
-                                           lambda m, i=i: on_odom(i, m), _qos())
+                                           lambda m, i=i: on_odom(i, m), reliable_qos())
         probe.node.create_subscription(
             TaskStatus, "/referee/status",
-            lambda m: rewards.__setitem__(m.step, (m.reward, m.cumulative_reward)), _qos())
+            lambda m: rewards.__setitem__(m.step, (m.reward, m.cumulative_reward)), reliable_qos())
         # the probe counts in the start gate too (through a /sim/vehicle_status subscription): its
         # discovery can take a second, which is hundreds of ticks at real_time_factor 0
-        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda m: None, _qos(10))
+        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda m: None, reliable_qos(10))
         # start gate: tick 0 once all 6 ground-truth consumers (wind, imu, gps, altimeter, flight
         # controller, referee) and the probe match, so nobody misses the first task steps during discovery
         for name in ("wind_field", "imu", "gps", "altimeter", "flight_controller", "referee"):
@@ -487,8 +477,8 @@ def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch
             graph.log("flight_controller")[-2000:],
             graph.log("referee")[-3000:])
     finally:
-        codes = _close(graph, probe)
-    _assert_exit_0(graph, codes)
+        codes = close_graph(graph, probe)
+    assert_exit_0(graph, codes)
 
     sim = Simulator.from_scenario(str(scenario), {"seed": seed})
     plain = Simulator.from_scenario("cats_mouse_1b", {"seed": seed})
@@ -565,12 +555,12 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         node = probe.node
         cmds: list[Any] = []
         setpoints: list[Any] = []
-        node.create_subscription(AttitudeCommand, "uav1/cmd/attitude", cmds.append, _qos())
-        node.create_subscription(TwistStamped, "uav1/cmd/velocity", setpoints.append, _qos())
-        pubs = {"imu": node.create_publisher(Imu, "uav1/imu/data", _qos(100)),
-                "alt": node.create_publisher(Altitude, "uav1/altimeter", _qos(100)),
-                "fix": node.create_publisher(NavSatFix, "uav1/gps/fix", _qos(100)),
-                "vel": node.create_publisher(TwistStamped, "uav1/gps/vel", _qos(100)),
+        node.create_subscription(AttitudeCommand, "uav1/cmd/attitude", cmds.append, reliable_qos())
+        node.create_subscription(TwistStamped, "uav1/cmd/velocity", setpoints.append, reliable_qos())
+        pubs = {"imu": node.create_publisher(Imu, "uav1/imu/data", reliable_qos(100)),
+                "alt": node.create_publisher(Altitude, "uav1/altimeter", reliable_qos(100)),
+                "fix": node.create_publisher(NavSatFix, "uav1/gps/fix", reliable_qos(100)),
+                "vel": node.create_publisher(TwistStamped, "uav1/gps/vel", reliable_qos(100)),
                 "status": node.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)}
 
         def matched() -> bool:  # sensors: the flight controller and the autopilot; status: the autopilot
@@ -583,9 +573,10 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
             return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
         # the lockstep window's view of the autopilot: after each task step k it handled, in the status'
-        # episode, a tick from which the 25-tick window lets the clock reach the next step, k + 50 (1 s
-        # steps; the 0.5 s command timeout cannot hold the set points that long: the /clock re-sends
-        # do): k + 25; also for a step it could not answer
+        # episode, the last tick before the next step, k + 49 (1 s steps), when it holds no set point
+        # (a step it could not answer); holding one, a tick from which the 25-tick window cannot take the
+        # clock past the 0.5 s command timeout before the /clock re-send at k + 10 (which reports in turn)
+        # has gone out: k
         progress: list[tuple[str, int, int]] = []
         node.create_subscription(TickProgress, TICK_PROGRESS_TOPIC,
                                  lambda m: progress.append((m.node, m.episode, m.tick)), QOS_TICK_PROGRESS)
@@ -594,7 +585,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         first.header.stamp = stamp(0)
         pubs["status"].publish(first)  # no sensor yet: no policy, no set point
         assert probe.spin_until(lambda: bool(progress), 60), graph.log("example_autopilot")[-2000:]
-        assert progress == [("/example_autopilot", 3, 25)] and not setpoints
+        assert progress == [("/example_autopilot", 3, 49)] and not setpoints
 
         lla = ned_to_lla([10.0, -20.0, -45.0], QRSIM_ORIGIN)
 
@@ -623,10 +614,10 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         sensors(2, gps=True)  # GPS stamped t_2 is early but harmless: tick 2 completes on IMU + alt
         sensors(10, gps=False)  # a GPS tick without GPS: incomplete, no command
         probe.spin_until(lambda: len(cmds) >= 4, 1.0)
-        assert [_tick(c.header.stamp) for c in cmds] == [0, 1, 2]
+        assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2]
         sensors(10, gps=True)
         assert probe.spin_until(lambda: len(cmds) >= 4, 60)
-        assert [_tick(c.header.stamp) for c in cmds] == [0, 1, 2, 10]
+        assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2, 10]
         for c in cmds:
             assert c.header.frame_id == "uav1/base_link_frd" and 0.0 < c.throttle < 1.0
             assert abs(c.pitch) <= 0.34 and abs(c.roll) <= 0.34 and c.battery_voltage == 12.0
@@ -638,7 +629,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         pubs["status"].publish(st)
         assert probe.spin_until(lambda: len(setpoints) >= 1, 60), graph.log("example_autopilot")[-2000:]
         assert probe.spin_until(lambda: len(progress) >= 2, 60)
-        assert progress[1] == ("/example_autopilot", 3, 75)
+        assert progress[1] == ("/example_autopilot", 3, 50)
         sp = setpoints[0]
         v = np.array([sp.twist.linear.x, sp.twist.linear.y, sp.twist.linear.z])
         assert sp.header.frame_id == "map" and np.all(np.isfinite(v)) and np.linalg.norm(v[0:2]) > 0.5
@@ -656,7 +647,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
 
         _referee_finds_a_person(probe, scenario, seed=3)
     finally:
-        codes = _close(graph, probe, signal.SIGTERM)
+        codes = close_graph(graph, probe, signal.SIGTERM)
     assert codes == {"flight_controller": 0, "referee": 0, "example_autopilot": 0}, codes
     for name in codes:
         assert "Traceback" not in graph.log(name), graph.log(name)
@@ -685,10 +676,10 @@ def _referee_finds_a_person(probe: Probe, scenario: str, seed: int) -> None:
     grids: list[Any] = []
     markers: list[Any] = []
     status: list[Any] = []
-    node.create_subscription(OccupancyGrid, "/area/terrain", grids.append, _qos(10))
-    node.create_subscription(MarkerArray, "/referee/markers", markers.append, _qos(10))
-    node.create_subscription(TaskStatus, "/referee/status", status.append, _qos())
-    status_pub = node.create_publisher(VehicleStatus, "/sim/vehicle_status", _qos(100))
+    node.create_subscription(OccupancyGrid, "/area/terrain", grids.append, reliable_qos(10))
+    node.create_subscription(MarkerArray, "/referee/markers", markers.append, reliable_qos(10))
+    node.create_subscription(TaskStatus, "/referee/status", status.append, reliable_qos())
+    status_pub = node.create_publisher(VehicleStatus, "/sim/vehicle_status", reliable_qos(100))
     assert probe.spin_until(lambda: status_pub.get_subscription_count() >= 1, STARTUP_S)
     x = np.zeros(13)
     x[0:2], x[2] = persons[0, 0:2], -3.0  # 3 m above the person, level, still

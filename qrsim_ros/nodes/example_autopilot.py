@@ -26,14 +26,18 @@ Pace: after every ``/referee/status`` it handled (answered, or not: the policy s
 sensors, the episode done) the node reports on ``/sim/tick_progress`` (``TaskStatus.episode`` and a
 tick). In lockstep, vehicle_dynamics runs at most ``lockstep_window_ticks`` (W, 25) ahead of the
 reported tick (the plan counts the node in ``lockstep_consumers`` and gives it vehicle_dynamics' W).
-The set points of step k are held until the next step's arrive, so the clock must not pass
-k + T (T: ``vehicle.command_timeout_s`` in ticks, 25) before they do: after step k (S ticks per step)
-the node reports k + min(S - 1, T - W), but at least k + S - W, so that the clock reaches the next
-step (``progress_lead_ticks``; k + S - 1 when nothing expires or W is 0). With S = 10 and T = W = 25
-(team_search) the clock waits at k + 25 for the answer to step k + 10, however slow the policy
-(50 vehicles); reporting k + 9 let it reach k + 34 and the held set points expired every step
-(measured: 632 failsafe onsets in 10 s at 50 vehicles). With steps longer than T (QRSim's 1 s search
-steps) the re-sent set points below keep them fresh.
+The set points are held until the next ones arrive, and expire T ticks after their stamp (T:
+``vehicle.command_timeout_s`` in ticks, 25), so the clock must not pass a stamp + T before the next
+set points (a step's answer or a re-send) are out. After handling a status or re-sending at tick j the
+node reports j + T - W, never the next step's tick or later, and at least the next reporting event's
+tick - W (the next step, or the next re-send while set points are held), so the clock always reaches it
+(``progress_tick``; the next step - 1 when nothing is held, nothing expires or W is 0). With S = 10
+ticks per step and T = W = 25 (team_search) the clock waits at k + 25 for the answer to step k + 10,
+however slow the policy (50 vehicles); reporting k + 9 let it reach k + 34 and the held set points
+expired every step (measured: 632 failsafe onsets in 10 s at 50 vehicles). With QRSim's 1 s search
+steps the re-sends every 10 ticks carry the clock: reporting k + 25 after step k let it run past the
+re-sends still queued behind the policy's first answer, and the first set points expired at 0.52 s in
+every vehicle, at a different tick from run to run.
 A new episode (the status' step goes back to 0) rebuilds the
 policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
 waits for the next episode.
@@ -62,7 +66,6 @@ from qrsim_ros.core.config.scenario import CONTROL_MODES
 from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
 from qrsim_ros.core.tasks.factory import make_task
 from qrsim_ros.core.tasks.rules import TaskContext
-from qrsim_ros.core.vehicles.energy import bases_array
 from qrsim_ros.core.vehicles.estimated_state import EAST, HEADING, HEIGHT, NORTH, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
@@ -78,7 +81,7 @@ from qrsim_ros.msg import (
     TickProgress,
 )
 from qrsim_ros.policies import is_team, make_factory, policy_names
-from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
+from qrsim_ros.policies.base import PolicyError, ScenarioFacts, check_actions, instantiate
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
@@ -116,9 +119,9 @@ class CameraFrame:
         return self.llkd_grid.size == 0
 
 
-class TopicView:
+class TopicView(ScenarioFacts):
     """The ``policies.base.AutopilotView`` of a running graph: what ``SimulatorView`` offers in process,
-    filled from the public topics."""
+    filled from the public topics (the static facts from the scenario: ``ScenarioFacts``)."""
 
     def __init__(self, scenario: Any) -> None:
         self.scenario = scenario
@@ -157,30 +160,6 @@ class TopicView:
         #: what each vehicle's onboard failsafe flies, as far as this view is told ('' until then)
         self.failsafes = [""] * n
         self._retrieve: Any = None  # the retrieve devices, where a node serves them
-
-    # static facts, as AutopilotView
-    @property
-    def scenario_name(self) -> str:
-        return self.scenario.name
-
-    @property
-    def task(self) -> Any:
-        return self.scenario.task
-
-    @property
-    def camera_params(self) -> Any:
-        return self.scenario.vehicle.camera
-
-    @property
-    def rotor_params(self) -> Any:
-        return self.scenario.vehicle.rotor_params()
-
-    @property
-    def area_limits_ned(self) -> tuple[float, ...]:
-        return tuple(self.scenario.area_limits_ned)
-
-    def policy_rng(self, name: str) -> np.random.Generator:
-        return RandomStreams(self.seed_entropy).get(f"policy.{name}")
 
     # observations
     def estimated_state(self) -> Array:
@@ -232,10 +211,6 @@ class TopicView:
                               "is flown by mission_autopilot)")
         return self._retrieve
 
-    @property
-    def bases_ned_m(self) -> Array:
-        return bases_array(self.scenario.bases)
-
     def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
         """As ``AutopilotView.send``: the packet goes out on ``uavN/comms/tx`` stamped with this step's
         time, before the step's set points. Returns the view's own count of the vehicle's sends (the
@@ -280,16 +255,19 @@ class TopicView:
         """The episode's policy was just built from this view."""
 
 
-def progress_lead_ticks(ticks_per_step: int, window_ticks: int, command_timeout_s: float) -> int:
-    """How many ticks past a task step's tick the progress report after it goes (module docstring,
-    "Pace"): ``ticks_per_step - 1``, less where the clock, ``window_ticks`` ahead of the report, would
-    pass the held set points' ``command_timeout_s`` [s] (0: they never expire) before the next step;
-    never so little that the clock could not reach the next step (whose status the node waits for)."""
-    lead = ticks_per_step - 1
-    if window_ticks > 0 and command_timeout_s > 0:
-        fresh = math.floor(command_timeout_s / BASE_DT_S + 1e-9) - window_ticks
-        lead = max(ticks_per_step - window_ticks, min(lead, fresh))
-    return lead
+def progress_tick(tick: int, next_step_tick: int, next_resend_tick: int | None, window_ticks: int,
+                  command_timeout_s: float) -> int:
+    """The tick to report on /sim/tick_progress once the node handled ``tick`` (a task step's status, or a
+    re-send of the held set points; module docstring, "Pace"): before ``next_step_tick`` (whose set points
+    are not out yet); with set points held (``next_resend_tick``: the tick of their next re-send) no
+    further than they stay fresh with the clock ``window_ticks`` ahead (``tick`` + T - W, T the
+    ``command_timeout_s`` in ticks, 0: never expire), but always far enough that the clock reaches the
+    next event that reports (the next step or re-send), whose status or /clock the node waits for."""
+    last = next_step_tick - 1
+    if next_resend_tick is None or window_ticks <= 0 or command_timeout_s <= 0:
+        return last
+    fresh = tick + math.floor(command_timeout_s / BASE_DT_S + 1e-9) - window_ticks
+    return max(min(next_step_tick, next_resend_tick) - window_ticks, min(last, fresh))
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -377,6 +355,9 @@ class ExampleAutopilotNode(ScenarioNode):
         self._ticks_per_step = ticks_per_update("task.dt_s", sc.task.dt_s)
         self._progress_pub = self.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
         self._reported: tuple[int, int] | None = None
+        self._episode = 0
+        self._next_step_tick: int | None = None  # of the status after the last one handled
+        self._resend_clock: Any = None  # the latest /clock of a re-send tick (``_on_clock``)
         from rosgraph_msgs.msg import Clock as ClockMsg
 
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
@@ -446,13 +427,25 @@ class ExampleAutopilotNode(ScenarioNode):
         self.step_progress(msg)
 
     def step_progress(self, status: TaskStatus) -> None:
-        """Report on /sim/tick_progress the ticks this node is done with once it handled ``status``: all
-        before the next task step (module docstring, "Pace")."""
+        """Report on /sim/tick_progress the ticks this node is done with once it handled ``status``
+        (``progress_tick``)."""
         k = tick_of_stamp(status.header.stamp)
         if k is not None:
-            lead = progress_lead_ticks(self._ticks_per_step, self.params.lockstep_window_ticks,
-                                       self.scenario.vehicle.command_timeout_s)
-            self.report_done(int(status.episode), k + lead)
+            self._episode, self._next_step_tick = int(status.episode), k + self._ticks_per_step
+            self._report_progress(k)
+            late = self._resend_clock
+            if late is not None and (j := tick_of_stamp(late)) is not None and (
+                    0 < j - k < self.params.lockstep_window_ticks):
+                self._resend(late, j)  # a re-send tick passed while the status waited
+
+    def _report_progress(self, k: int) -> None:
+        """Report progress after tick ``k``'s status or re-send (``progress_tick``)."""
+        if self._next_step_tick is None:
+            return  # no status handled yet: the clock's window covers the start
+        resend = (k // SETPOINT_PERIOD_TICKS + 1) * SETPOINT_PERIOD_TICKS if self._held else None
+        self.report_done(self._episode, progress_tick(k, self._next_step_tick, resend,
+                                                      self.params.lockstep_window_ticks,
+                                                      self.scenario.vehicle.command_timeout_s))
 
     def report_done(self, episode: int, tick: int) -> None:
         """Publish on /sim/tick_progress that this node is done with ``tick`` of ``episode`` (once)."""
@@ -553,13 +546,27 @@ class ExampleAutopilotNode(ScenarioNode):
                     pub.publish(msg)
 
     def _on_clock(self, msg: Any) -> None:
-        """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks."""
+        """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks; a /clock at or
+        past the next step's tick (its status not handled yet: the executor's callbacks take no order), or
+        before the first status, is served once that status is, with the step's own set points (for at
+        most a window of ticks past the step: the clock goes no further in lockstep)."""
         k = tick_of_stamp(msg.clock)
-        if k is None or k % SETPOINT_PERIOD_TICKS or not self._held:
+        if k is None or k % SETPOINT_PERIOD_TICKS:
+            return
+        self._resend_clock = msg.clock
+        step = self._next_step_tick
+        if step is None or 0 <= k - step < self.params.lockstep_window_ticks:
+            return  # (before the first status nothing is held)
+        self._resend(msg.clock, k)
+
+    def _resend(self, stamp: Any, k: int) -> None:
+        """The held set points again, stamped ``stamp`` (tick ``k``), and the progress that follows."""
+        if not self._held:
             return
         for i, sp in self._held.items():
-            sp.header.stamp = msg.clock
+            sp.header.stamp = stamp
             self._pubs[i].publish(sp)
+        self._report_progress(k)  # in lockstep the clock waits for the next re-send, so none comes late
 
 
 def main(argv: list[str] | None = None) -> int:

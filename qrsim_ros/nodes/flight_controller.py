@@ -91,11 +91,7 @@ from qrsim_ros.ros.names import (
     vehicle_namespace,
 )
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
-from qrsim_ros.ros.parameters import (
-    SCENARIO_PARAMETERS,
-    Param,
-    ParamTable,
-)
+from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL, SensorSchedule
 from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
@@ -103,17 +99,6 @@ from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stam
 #: Keys of the buffered inputs of a tick (besides the sensors' IMU, FIX, VEL, ALT): the mouse's escape
 #: command, a mission's task-step set point, /clock and the vehicle status.
 MOUSE, SETPOINT, CLOCK, STATUS = "mouse", "setpoint", "clock", "status"
-
-
-class _TickInputs:
-    """The inputs of one tick received so far, and those still missing (None: not known yet, the
-    tick's vehicle status has not arrived)."""
-
-    __slots__ = ("missing", "msgs")
-
-    def __init__(self) -> None:
-        self.msgs: dict[tuple[str, int], Any] = {}
-        self.missing: set[tuple[str, int]] | None = None
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -131,6 +116,17 @@ PARAMETERS = ParamTable(
           "that tick of each valid velocity-controlled vehicle (a non-finite one: no new set point this "
           "step), as the Simulator flies a step's action from the step's first tick (docs/RETRIEVE.md)"),
 )
+
+
+class _TickInputs:
+    """The inputs of one tick received so far, and those still missing (None: not known yet, the
+    tick's vehicle status has not arrived)."""
+
+    __slots__ = ("missing", "msgs")
+
+    def __init__(self) -> None:
+        self.msgs: dict[tuple[str, int], Any] = {}
+        self.missing: set[tuple[str, int]] | None = None
 
 
 class FlightControllerNode(ScenarioNode):
@@ -516,14 +512,17 @@ class FlightControllerNode(ScenarioNode):
             self.counters.count(name, int((values - seen).sum()))
             seen[:] = values
             who = ", ".join(vehicle_namespace(int(i)) for i in new)
+            period_s = self.params.report_period_s
+            # two calls: rclpy throttles per call site, and clamps must not silence an onset
             if name == "setpoints_clamped":
-                text = (f"{who}: velocity set point clamped to the controller's {MAX_SPEED_MPS:g} m/s per "
-                        f"body axis ({int(values.sum())} clamped so far)")
+                self.get_logger().warning(f"{who}: velocity set point clamped to the controller's "
+                                          f"{MAX_SPEED_MPS:g} m/s per body axis ({int(values.sum())} "
+                                          "clamped so far)", throttle_duration_sec=period_s)
             else:
-                text = (f"{who}: no set point for more than vehicle.command_timeout_s="
-                        f"{fc.command_timeout_s:g} s at t = {k * BASE_DT_S:.2f} s: failsafe "
-                        f"{fc.failsafe_mode!r} until the next")
-            self.get_logger().warning(text, throttle_duration_sec=self.params.report_period_s)
+                self.get_logger().warning(f"{who}: no set point for more than vehicle.command_timeout_s="
+                                          f"{fc.command_timeout_s:g} s at t = {k * BASE_DT_S:.2f} s: "
+                                          f"failsafe {fc.failsafe_mode!r} until the next",
+                                          throttle_duration_sec=period_s)
 
     def _report_waiting(self) -> None:
         """Say which inputs the oldest incomplete tick still waits for (lockstep debugging)."""

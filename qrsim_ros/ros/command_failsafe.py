@@ -13,6 +13,7 @@ episode.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -59,11 +60,12 @@ class CommandFailsafe:
             fresh &= (k * TICK_NS - held.stamp_ns) * 1e-9 <= self.timeout_s
         expired = self.fresh & ~fresh & valid
         fc = self.control
+        # the exact state in the eX layout: built only when something below reads it, once a tick
+        exact_ex = cache(lambda: exact_estimated_state(fleet.state, fleet.accel_body))
         if fc.home_pending:  # (fc.controls runs only in a failsafe here)
-            fc.record_home(exact_estimated_state(fleet.state, fleet.accel_body), valid)
+            fc.record_home(exact_ex(), valid)
         if energy.low:
-            ex = exact_estimated_state(fleet.state, fleet.accel_body)
-            fc.update_battery(energy.percentage, energy.drain_per_s, ex, valid)
+            fc.update_battery(energy.percentage, energy.drain_per_s, exact_ex(), valid)
         if expired.any():
             self.command_timeouts[expired] += 1
             names = ", ".join(self.names[i] for i in np.flatnonzero(expired))
@@ -73,9 +75,8 @@ class CommandFailsafe:
         self.fresh = fresh
         u = np.where(fresh[:, None], held.control, HOVER_CONTROL)
         if (held.present & ~fresh & valid).any() or fc.failsafe_code.any():
-            ex = exact_estimated_state(fleet.state, fleet.accel_body)
             issued_s = np.where(held.present, held.stamp_ns * 1e-9, np.nan)
-            u = fc.controls(np.where(held.present[:, None], held.control, np.nan), ex, valid,
+            u = fc.controls(np.where(held.present[:, None], held.control, np.nan), exact_ex(), valid,
                             np.zeros(len(self.names)), k * BASE_DT_S, issued_s)
         emergency = bool((fleet.emergency_land_rotor >= 0).any())
         if any(held.failsafe) or any(self.failsafe) or fc.failsafe_code.any() or emergency:

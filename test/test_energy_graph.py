@@ -94,10 +94,11 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
                                      reliable())
         pubs = [node.create_publisher(AttitudeCommand, f"/uav{i + 1}/cmd/attitude", reliable(10))
                 for i in range(n)]
-        # the clock is held at tick 0 until every vehicle has a command; send them once our battery
-        # subscriptions are matched (the publishers are discovered), then until the clock moves
-        wait_for(lambda: all(node.count_publishers(f"/uav{i + 1}/battery") >= 1 for i in range(n))
-                 and len(odom0) == n, 60, "the battery publishers and tick 0", run.procs)
+        # the clock is held at tick 0 (published again while it waits) until every vehicle has a command;
+        # send them once tick 0 came on each of our subscriptions (each is matched both ways: a graph that
+        # only lists the publishers can still lose the first ticks under load), then until the clock moves
+        wait_for(lambda: all((0, i) in batteries for i in range(n)) and len(odom0) == n, 60,
+                 "tick 0 on every subscription", run.procs)
         send_attitude_until(moved.is_set, pubs, ACTIONS, moved)
         run.wait_for_the_end(60)
         expected = [(k, i) for k in range(EVERY, total + 1, EVERY) for i in range(n)]
@@ -185,8 +186,10 @@ def hover_in_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario
             node.create_subscription(Odometry, "/uav1/ground_truth/odom", on_odom, reliable())
             topics.append("/uav1/ground_truth/odom")
         pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
-        wait_for(lambda: all(node.count_publishers(t) >= 1 for t in topics) and 0 in statuses, 60,
-                 f"the publishers of {topics} and tick 0", run.procs)
+        # tick 0 (published again while the clock waits for the first command) on each subscription: each
+        # is matched both ways, so no later tick is lost (listed publishers were not enough under load)
+        wait_for(lambda: 0 in statuses and 0 in batteries and (0 in odom or not with_odom), 60,
+                 f"tick 0 on /sim/vehicle_status and {topics}", run.procs)
         send_attitude_until(moved.is_set, [pub], HOVER_ROW, moved)
         run.wait_for_the_end(end_timeout_s)
         wait_for(lambda: all(k in statuses and (k in odom or not with_odom) for k in range(total + 1))

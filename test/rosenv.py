@@ -38,6 +38,14 @@ def require_ros() -> None:
         pytest.skip(f"needs the colcon build and the ROS 2 wheels (run ./qrsim test): {exc}")
 
 
+def node_output_lines(log: str) -> list[str]:
+    """The non-blank lines a node wrote itself: Fast DDS's own ``[RTPS_...]`` diagnostics are dropped.
+    When many participants of one domain start at once, two can pick the same participant id; the
+    loser logs ``Failed init_port ...: open_and_lock_file failed`` for its shared-memory port and takes
+    the next id (a benign race inside Fast DDS, seen under CI load), so the line is not the node's."""
+    return [ln for ln in log.splitlines() if ln.strip() and "[RTPS_" not in re.sub(r"\x1b\[[0-9;]*m", "", ln)]
+
+
 def ros_env(tmp_path: Path, domain_id: int | None = None) -> dict[str, str]:
     """Environment for child ROS processes: own DDS domain (a free one unless given), Fast DDS on
     loopback only (qrsim_ros.dds.dds_environment, as ``qrsim launch`` sets it), logs in tmp_path."""

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, require_ros, ros_env
+from rosenv import REPO_ROOT, node_output_lines, require_ros, ros_env
 
 TEMPLATE = REPO_ROOT / "scripts" / "executable.py.in"
 
@@ -134,7 +134,7 @@ def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path
                 proc.wait(timeout=10)
             log.close()
     for name, code in results.items():
-        lines = [ln for ln in (tmp_path / f"{name}.log").read_text().splitlines() if ln.strip()]
+        lines = node_output_lines((tmp_path / f"{name}.log").read_text())
         assert code == 1, (name, lines)
         assert len(lines) == 1 and lines[0].endswith(
             "error: parameter 'seed'=-7 outside [-1, 2147483647]"), (name, lines)

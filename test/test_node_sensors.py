@@ -28,7 +28,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import REPO_ROOT, TestProcess, free_domain, python, require_ros, ros_env, wait_until
+from rosenv import (
+    REPO_ROOT,
+    TestProcess,
+    free_domain,
+    node_output_lines,
+    python,
+    require_ros,
+    ros_env,
+    wait_until,
+)
 
 LIB_DIR = REPO_ROOT / "install" / "qrsim_ros" / "lib" / "qrsim_ros"
 DT = 0.02
@@ -803,6 +812,5 @@ def test_bad_parameters_exit_with_one_line(tmp_path: Path) -> None:
         stop_all(procs)
     for p in procs:
         assert codes[p.name] == 1, f"{p.name}: exit {codes[p.name]}\n{p.log()}"
-        # one line from the node (Fast DDS may add its own shared-memory diagnostics)
-        lines = [ln for ln in p.log().splitlines() if ln.strip() and "RTPS_" not in ln]
+        lines = node_output_lines(p.log())
         assert len(lines) == 1 and "error" in lines[0] and cases[p.name][1] in lines[0], p.log()

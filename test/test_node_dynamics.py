@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import TestProcess, free_domain, python, require_ros, ros_env
+from rosenv import TestProcess, free_domain, node_output_lines, python, require_ros, ros_env
 
 G = 9.81
 HOVER_THROTTLE = 0.59004353928
@@ -452,7 +452,7 @@ def test_bad_parameter_exits_with_one_line(tmp_path: Path) -> None:
     env = ros_env(tmp_path)  # a free domain
     p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", "real_time_factor": -1.0}, env, tmp_path)
     code = p.wait_exit(60)
-    lines = [line for line in p.stderr().splitlines() if line.strip()]
+    lines = node_output_lines(p.stderr())
     assert code == 1
     assert len(lines) == 1 and "real_time_factor" in lines[0] and "-1" in lines[0], lines
 
@@ -465,7 +465,7 @@ def test_float_parameters_take_integers_but_not_text(tmp_path: Path) -> None:
     for params, want_code in (({"duration_s": 1, "real_time_factor": 0}, 0), ({"duration_s": "abc"}, 1)):
         p = NodeProcess("vehicle_dynamics", {"scenario": "keep_spot", **params}, env, tmp_path)
         code = p.wait_exit(60)
-        err = [line for line in p.stderr().splitlines() if line.strip()]
+        err = node_output_lines(p.stderr())
         assert code == want_code, err
         if want_code:
             assert len(err) == 1 and "'duration_s'='abc' must be a number" in err[0], err

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rosenv import ask, free_domain, python, require_ros, ros_env
+from rosenv import ask, free_domain, node_output_lines, python, require_ros, ros_env
 
 from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
@@ -310,6 +310,6 @@ def test_a_bad_value_exits_1_with_one_line_naming_the_parameter(tmp_path: Path, 
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-    lines = [ln for ln in log.read_text().splitlines() if ln.strip()]
+    lines = node_output_lines(log.read_text())
     assert code == 1, lines
     assert len(lines) == 1 and lines[0].endswith(f"error: {line}"), lines

@@ -23,9 +23,19 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
-from rosenv import REPO_ROOT, TestProcess, free_domain, inet_sockets, qrsim_launch, require_ros, ros_env
+from rosenv import (
+    REPO_ROOT,
+    TestProcess,
+    free_domain,
+    inet_sockets,
+    qrsim_launch,
+    require_ros,
+    ros_env,
+    spin_until,
+)
 
 from qrsim_ros import dds
 from qrsim_ros.launch_plan import PlanError
@@ -319,3 +329,52 @@ def test_a_launched_graph_binds_loopback_only(tmp_path: Path) -> None:
     assert all(exposed.values()), exposed
     print(f"--network: {sum(map(len, exposed.values()))} of {sum(map(len, sockets.values()))} sockets on "
           "0.0.0.0 or an external address")
+
+
+@pytest.mark.graph
+def test_a_writer_waits_only_for_listed_readers_it_can_serve(rclpy_context: Any) -> None:
+    """``qos.unmatched_subscriptions`` (the clock owner's start gate): a listed reader that the writer
+    matched no longer counts; a reader it can never match -- a QoS it cannot serve (reliable reader,
+    best-effort writer) or another message type on the topic -- never counts, so the gate does not wait
+    for it."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.signals import SignalHandlerOptions
+    from std_msgs.msg import String, UInt32
+
+    from qrsim_ros.ros.qos import unmatched_subscriptions
+
+    other = rclpy.Context()  # another participant: a topic has one type per participant
+    rclpy.init(context=other, domain_id=rclpy_context.get_domain_id(),
+               signal_handler_options=SignalHandlerOptions.NO)
+    reader = Node("reader", context=rclpy_context)
+    writer = Node("writer", context=rclpy_context)
+    stranger = Node("stranger", context=other)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    try:
+        for node in (reader, writer):
+            executor.add_node(node)
+        reliable = QoSProfile(depth=1)
+        reader.create_subscription(UInt32, "served", lambda _m: None, reliable)
+        stranger.create_subscription(String, "served", lambda _m: None, reliable)
+        reader.create_subscription(UInt32, "not_served", lambda _m: None, reliable)
+        served = writer.create_publisher(UInt32, "served", reliable)
+        not_served = writer.create_publisher(UInt32, "not_served",
+                                             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+
+        def discovered() -> bool:
+            return (len(writer.get_subscriptions_info_by_topic("served")) == 2
+                    and len(writer.get_subscriptions_info_by_topic("not_served")) == 1
+                    and served.get_subscription_count() == 1)
+
+        assert spin_until(executor, discovered, 20.0, 0.05)
+        assert unmatched_subscriptions(writer, served) == 0
+        assert unmatched_subscriptions(writer, not_served) == 0 and not_served.get_subscription_count() == 0
+    finally:
+        executor.shutdown()
+        reader.destroy_node()
+        writer.destroy_node()
+        stranger.destroy_node()
+        other.try_shutdown()

@@ -173,7 +173,8 @@ class VehicleDynamicsNode(ScenarioNode):
         self.clock = TickScheduler(self, p, self.lockstep, ClockHooks(
             valid=lambda: self.fleet.valid, integrate=self._integrate,
             publish=lambda: self.outputs.publish_tick(self.clock.k, self.clock.episode),
-            start_subscribers=self.start_gate_count, start_missing=self._graph_missing,
+            start_subscribers=self.start_gate_count,
+            start_unmatched=lambda: self.outputs.unmatched_readers(self), start_missing=self._graph_missing,
             starting=self.outputs.check_listeners, finish=self._finish), warn)
         self._place()
 

@@ -47,7 +47,13 @@ from qrsim_ros.msg import ActiveFaults, VehicleStatus
 from qrsim_ros.ros.command_failsafe import CommandFailsafe
 from qrsim_ros.ros.command_intake import CommandIntake
 from qrsim_ros.ros.names import MAP_FRAME, VEHICLE_STATUS_TOPIC, base_link_frame, vehicle_namespace
-from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_LATCHED_STREAM, QOS_RELIABLE
+from qrsim_ros.ros.qos import (
+    QOS_CLOCK,
+    QOS_LATCHED,
+    QOS_LATCHED_STREAM,
+    QOS_RELIABLE,
+    unmatched_subscriptions,
+)
 from qrsim_ros.ros.stamps import stamp_from_tick
 from qrsim_ros.ros.to_messages import (
     accel_message,
@@ -127,6 +133,14 @@ class FleetOutputs:
         or a user's node these messages need not be built at all."""
         self.listened = any(p.get_subscription_count() for p in (*self._odom_pubs, *self._accel_pubs,
                                                                  self._tf_pub))
+
+    def unmatched_readers(self, node: Node) -> list[str]:
+        """The ground-truth topics (clock, odometry, specific force, /tf, vehicle status, battery) whose
+        writer has not matched every subscription the graph lists for it (``qos.unmatched_subscriptions``):
+        a reader still missing there would lose tick 0."""
+        pubs = (self.clock_pub, *self._odom_pubs, *self._accel_pubs, self._tf_pub, self.status_pub,
+                *self._battery_pubs)
+        return [p.topic_name for p in pubs if unmatched_subscriptions(node, p)]
 
     def publish_episode(self, episode: int) -> None:
         self._episode_pub.publish(UInt32(data=episode))

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from typing import Any
+
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSCompatibility,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_check_compatible,
+)
 
 #: Sensor streams and commands: reliable so lockstep never loses an input. The writer keeps 100
 #: samples for retransmission: a reader that stalls for a moment (the recorder while it closes a
@@ -50,3 +59,17 @@ QOS_GROUND_TRUTH = QoSProfile(depth=GROUND_TRUTH_QUEUE, reliability=ReliabilityP
 #: be read again by a new subscription (vehicle_dynamics' ``_resubscribe_progress``).
 QOS_TICK_PROGRESS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                                history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def unmatched_subscriptions(node: Any, publisher: Any) -> int:
+    """How many subscriptions the graph lists for ``publisher``'s topic, of its type and with a QoS it can
+    serve, that the publisher has not matched yet (never negative). Discovery is asymmetric: the graph
+    (and a reader) can know of the match before this writer does, and a volatile writer sends nothing to
+    a reader it has not matched."""
+    cls = publisher.msg_type
+    type_name = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
+    offered = publisher.qos_profile
+    listed = sum(info.topic_type == type_name
+                 and qos_check_compatible(offered, info.qos_profile)[0] != QoSCompatibility.ERROR
+                 for info in node.get_subscriptions_info_by_topic(publisher.topic_name))
+    return max(0, listed - publisher.get_subscription_count())

@@ -9,10 +9,13 @@ that joined late or lost them; consumers treat a repeated tick as a repeat), or,
 behind, their progress is read again; then the clock waits on (``lockstep_on_timeout: wait``) or steps
 with the held inputs (``continue``).
 
-Tick 0 is first published once ``start_subscribers`` ground-truth consumers matched (at most
-``start_timeout_s``) and, in lockstep, every awaited input has a publisher and the ground truth a
-subscriber. At ``duration_s`` (all episodes) the clock stops; in lockstep it first waits (at most
-``DRAIN_TIMEOUT_S``) for every consumer to handle the last tick; then the node finishes.
+Tick 0 is first published once ``start_subscribers`` ground-truth consumers matched and every
+ground-truth writer matched each subscription the graph lists for its topic (a reader that the writer has
+not matched yet would lose tick 0: discovery is asymmetric, and under load a recorder lost the first two
+ticks of odometry and /tf that way), each at most ``start_timeout_s``, and, in lockstep, every awaited
+input has a publisher and the ground truth a subscriber. At ``duration_s`` (all episodes) the clock
+stops; in lockstep it first waits (at most ``DRAIN_TIMEOUT_S``) for every consumer to handle the last
+tick; then the node finishes.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class ClockHooks:
     integrate: Callable[[int], None]  # integrate the step to tick k
     publish: Callable[[], None]  # publish the current tick's outputs
     start_subscribers: Callable[[], int]  # ground-truth consumers matched (the start gate)
+    start_unmatched: Callable[[], list[str]]  # ground-truth topics whose writer has not matched a reader
     start_missing: Callable[[], list[str]]  # lockstep start: inputs without a publisher, ...
     starting: Callable[[], None]  # tick 0 is about to go out
     finish: Callable[[], None]  # duration_s reached and drained: end the node
@@ -203,6 +207,13 @@ class TickScheduler:
         if short:
             self._warn("start", f"starting with {matched} of {p.start_subscribers} subscribers of the "
                                 f"ground truth (/sim/vehicle_status) after {waited:.1f} s")
+        unmatched = self.hooks.start_unmatched()
+        if unmatched and waited < p.start_timeout_s:
+            return
+        if unmatched:
+            more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+            self._warn("start", f"starting before the writers of {', '.join(unmatched[:3])}{more} matched "
+                                f"every subscriber the graph lists, after {waited:.1f} s")
         if p.lockstep:
             missing = self.hooks.start_missing()
             waited = time.monotonic() - self._wait_since

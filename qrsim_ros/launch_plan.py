@@ -67,8 +67,10 @@ MISSION_AUTOPILOTS = {"retrieve": "mission_autopilot"}
 #: on a loaded machine. It costs the graph's pipelining: measured real-time factor 1.1-1.3 at
 #: real_time_factor 0 with two such graphs on 2 cores.
 MISSION_WINDOW_TICKS = 1
-#: In a lockstep mission run these nodes' parameters make the mission a lockstep input (its set point,
-#: grasper command and inputs of every task step awaited): the run is the in-process one, bit for bit.
+#: In a lockstep run with an autopilot these nodes' parameters make the autopilot a lockstep input (the
+#: inputs of every task step awaited before it answers, its set point of every step awaited by the flight
+#: controller; a mission's grasper commands by the referee): the run is the in-process one.
+AUTOPILOT_LOCKSTEP_PARAMETERS = {"example_autopilot": "lockstep", "flight_controller": "await_task_setpoints"}
 MISSION_LOCKSTEP_PARAMETERS = {"mission_autopilot": "lockstep", "flight_controller": "await_task_setpoints",
                                "referee": "await_grasper_commands"}
 #: Nodes every scenario runs.
@@ -396,11 +398,15 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if missions:
         dynamics["lockstep_consumers"] += missions
         dynamics["lockstep_window_ticks"] = MISSION_WINDOW_TICKS
-        if lockstep:  # the mission as a lockstep input: bit-identical to in process (docs/RETRIEVE.md)
-            for spec in specs:
-                key = MISSION_LOCKSTEP_PARAMETERS.get(spec.executable)
-                if key is not None:
-                    spec.parameters[key] = True
+    autopilots = {spec.executable for spec in specs} & {"example_autopilot", *MISSION_AUTOPILOTS.values()}
+    if lockstep and autopilots:  # the autopilot as a lockstep input: as in process (docs/LAUNCH.md)
+        keys = MISSION_LOCKSTEP_PARAMETERS if missions else AUTOPILOT_LOCKSTEP_PARAMETERS
+        for spec in specs:
+            key = keys.get(spec.executable)
+            if key is not None:
+                spec.parameters[key] = True
+        if "example_autopilot" in autopilots:  # it reads /sim/vehicle_status then: tick 0 waits for it too
+            dynamics["start_subscribers"] += 1
     for spec in specs:
         if spec.executable in TICK_CLOCKED:
             spec.parameters["use_sim_time"] = False
@@ -423,8 +429,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
             spec.parameters.setdefault("lockstep_window_ticks", window)
     battery_ticks = next((s.parameters.get("battery_every_n_ticks") for s in specs
                           if s.executable == "vehicle_dynamics"), None)
-    for spec in specs:  # a mission awaits the battery messages on vehicle_dynamics' ticks
-        if spec.executable in MISSION_AUTOPILOTS.values() and battery_ticks is not None:
+    for spec in specs:  # an autopilot awaits the battery messages on vehicle_dynamics' ticks
+        if spec.executable in autopilots and battery_ticks is not None:
             spec.parameters.setdefault("battery_every_n_ticks", battery_ticks)
     return specs
 

@@ -279,7 +279,7 @@ def test_guarded_policies_by_name_and_without_range_finders() -> None:
 
 def test_the_ros_autopilots_topic_view_serves_the_range_finders() -> None:
     pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 message packages (./qrsim test)")
-    from qrsim_ros.nodes.example_autopilot import TopicView
+    from qrsim_ros.ros.topic_view import TopicView
 
     view = TopicView(_wall_scenario())
     assert view.range_finder_beams == ("down", "front", "front_left", "front_right")

@@ -60,11 +60,16 @@ def test_every_task_type_has_an_example_autopilot() -> None:
 
 
 def test_the_example_autopilot_counts_in_the_lockstep_window_but_not_the_start_gate() -> None:
-    """It reports the task steps it answered (/sim/tick_progress) but reads no /sim/vehicle_status."""
+    """It reports the task steps it answered (/sim/tick_progress) but reads no /sim/vehicle_status, but in
+    lockstep, where the vehicle status of a step's tick is one of its awaited inputs."""
     flown, bare = plan("search_rescue", seed=5), plan("search_rescue", seed=5, autopilot=False)
     assert names(flown) == [*names(bare), "example_autopilot"]
     assert flown[0].parameters["lockstep_consumers"] == bare[0].parameters["lockstep_consumers"] + 1
     assert flown[0].parameters["start_subscribers"] == bare[0].parameters["start_subscribers"]
+    flown, bare = (plan("search_rescue", seed=5, lockstep=True),
+                   plan("search_rescue", seed=5, lockstep=True, autopilot=False))
+    assert flown[0].parameters["lockstep_consumers"] == bare[0].parameters["lockstep_consumers"] + 1
+    assert flown[0].parameters["start_subscribers"] == bare[0].parameters["start_subscribers"] + 1
 
 
 def test_the_example_autopilot_paces_its_reports_by_vehicle_dynamics_window() -> None:
@@ -147,8 +152,19 @@ def test_a_lockstep_mission_run_makes_the_mission_a_lockstep_input() -> None:
         p = params(free)
         assert not {"lockstep", "await_task_setpoints", "await_grasper_commands"} & (
             set(p["mission_autopilot"]) | set(p["flight_controller"]) | set(p["referee"]))
+    # the example autopilot is a lockstep input the same way (without the mission's grasper)
     search = params(plan("search_rescue", seed=5, lockstep=True))
-    assert "await_task_setpoints" not in search["flight_controller"]
+    assert search["example_autopilot"]["lockstep"] is True
+    assert search["flight_controller"]["await_task_setpoints"] is True
+    assert "await_grasper_commands" not in search["referee"]
+    decimated_search = params(plan("search_rescue", seed=5, lockstep=True,
+                                   node_parameters={"vehicle_dynamics": {"battery_every_n_ticks": 10}}))
+    assert decimated_search["example_autopilot"]["battery_every_n_ticks"] == 10
+    for free in (plan("search_rescue", seed=5),
+                 plan("search_rescue", seed=5, lockstep=True, autopilot=False)):
+        p = params(free)
+        assert "await_task_setpoints" not in p["flight_controller"]
+        assert "lockstep" not in p.get("example_autopilot", {})
     decimated = params(plan("retrieve_simplified", seed=5, lockstep=True,
                             node_parameters={"vehicle_dynamics": {"battery_every_n_ticks": 10}}))
     assert decimated["mission_autopilot"]["battery_every_n_ticks"] == 10
@@ -449,9 +465,11 @@ def test_cli_plans_what_the_launch_files_plan() -> None:
                    "--param", "imu:seed=7", "--param", "vehicle_dynamics:lockstep_on_timeout=continue"])
     by_name = {s.name: s for s in cli.plan_for_args(args)[0]}
     assert by_name["imu"].parameters["seed"] == 7
+    free = _without_run_id(plan("keep_spot", seed=3))[0].parameters
+    # (in lockstep the example autopilot reads /sim/vehicle_status: one more subscriber for the start gate)
     assert _without_run_id([by_name["vehicle_dynamics"]])[0].parameters == {
-        **_without_run_id(plan("keep_spot", seed=3))[0].parameters, "lockstep": True, "real_time_factor": 0.0,
-        "duration_s": 4.0, "lockstep_on_timeout": "continue"}
+        **free, "lockstep": True, "real_time_factor": 0.0, "duration_s": 4.0,
+        "lockstep_on_timeout": "continue", "start_subscribers": free["start_subscribers"] + 1}
 
 
 @pytest.mark.parametrize(("argv", "message"), [

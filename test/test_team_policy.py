@@ -256,7 +256,7 @@ def test_the_ros_autopilots_topic_view_offers_the_radio() -> None:
     pytest.importorskip("sensor_msgs.msg", reason="needs the ROS 2 message packages (./qrsim test)")
     from qrsim_ros.core.comms import Packet
     from qrsim_ros.core.config.scenario import load_scenario
-    from qrsim_ros.nodes.example_autopilot import TopicView
+    from qrsim_ros.ros.topic_view import TopicView
 
     view = TopicView(load_scenario("team_search", {"num_vehicles": 3}))
     assert view.has_radio and np.isnan(view.battery_percentage()).all()

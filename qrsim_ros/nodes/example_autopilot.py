@@ -10,8 +10,8 @@ packets the policy sends on ``uavN/comms/tx`` (stamped with the step's time, pub
 step's set points; docs/TEAMS.md).
 
 The planning is not written here: the node runs the in-process baselines of ``qrsim_ros.policies``
-(parameter ``policy``, default ``auto``) on a ``TopicView``, an ``AutopilotView`` look-alike filled
-from the topics. With ``auto``, search and rescue flies ``policies.search_pattern.SearchPattern``:
+(parameter ``policy``, default ``auto``) on a ``ros.topic_view.TopicView``, an ``AutopilotView``
+filled from the topics. With ``auto``, search and rescue flies ``policies.search_pattern.SearchPattern``:
 a lawn-mower over the area's central part with lanes spaced by the camera footprint, an evidence map
 of the classifier's llkd, and descend-and-hover over high-llkd points until the referee counts the
 person found; cats and mouse flies ``Pursuit`` and plume mapping ``RandomSearch``.
@@ -38,6 +38,14 @@ expired every step (measured: 632 failsafe onsets in 10 s at 50 vehicles). With 
 steps the re-sends every 10 ticks carry the clock: reporting k + 25 after step k let it run past the
 re-sends still queued behind the policy's first answer, and the first set points expired at 0.52 s in
 every vehicle, at a different tick from run to run.
+Lockstep (parameter ``lockstep``, set by the plan in a lockstep run): the node answers task step k only
+once every input of tick k is in (``ros.step_inputs``: the vehicle status of t_k, each valid vehicle's
+latest IMU, altimeter and GPS samples, its camera frame or plume reading of t_k when one is due, its
+battery on battery ticks), reads exactly those (every sample through the executor, not on demand), and
+answers every step: a NaN set point where the policy has none. It re-sends nothing: with the flight
+controller's ``await_task_setpoints`` a step's set point flies every tick of its step, as in process.
+Its progress is then the tick before the next step it must answer (no further than the /clock seen), and
+the run is the in-process one: the same seed flies the same, run after run.
 A new episode (the status' step goes back to 0) rebuilds the
 policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
 waits for the next episode.
@@ -47,7 +55,6 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -57,15 +64,8 @@ from sensor_msgs.msg import BatteryState, Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.limits import LOCKSTEP_WINDOW_TICKS
-from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ticks_per_update
-from qrsim_ros.core.comms import BROADCAST, MODES, Inboxes, Packet
-from qrsim_ros.core.comms.packets import vehicle_index
-from qrsim_ros.core.config.scenario import CONTROL_MODES
-from qrsim_ros.core.sensors.scene_range_finders import BEAM_AXES, BeamReadings
-from qrsim_ros.core.tasks.factory import make_task
-from qrsim_ros.core.tasks.rules import TaskContext
 from qrsim_ros.core.vehicles.estimated_state import EAST, HEADING, HEIGHT, NORTH, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL
@@ -79,11 +79,11 @@ from qrsim_ros.msg import (
     RatesThrustCommand,
     TaskStatus,
     TickProgress,
+    VehicleStatus,
 )
 from qrsim_ros.policies import is_team, make_factory, policy_names
-from qrsim_ros.policies.base import PolicyError, ScenarioFacts, check_actions, instantiate
+from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
-from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.from_messages import cloud_points
 from qrsim_ros.ros.latest_samples import LatestSamples
 from qrsim_ros.ros.names import MAP_FRAME, TICK_PROGRESS_TOPIC, base_link_frd_frame, vehicle_namespace
@@ -92,167 +92,20 @@ from qrsim_ros.ros.parameters import (
     SCENARIO_PARAMETERS,
     Param,
     ParamTable,
+    limit_range,
     limited,
 )
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED_STREAM, QOS_RELIABLE, QOS_TICK_PROGRESS
-from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL
+from qrsim_ros.ros.sensor_ticks import ALT, BATTERY_EVERY_N_TICKS, FIX, IMU, VEL
 from qrsim_ros.ros.stamps import seconds_of_stamp, tick_of_stamp
+from qrsim_ros.ros.step_inputs import BATTERY, CAMERA, PLUME, StepInputs
+from qrsim_ros.ros.topic_view import CameraFrame, TopicView
 
 #: Set points are re-sent every this many ticks of /clock (0.2 s: 5 Hz, well inside a 0.5 s timeout).
 SETPOINT_PERIOD_TICKS = 10
 #: The estimated-state columns the policies plan from (north, east, heading, height): the policy is built
 #: once they are finite for every valid vehicle.
 PLANNING_COLUMNS = [NORTH, EAST, HEADING, HEIGHT]
-
-
-@dataclass(frozen=True)
-class CameraFrame:
-    """One ``camera/detections`` frame as the policies read a ``CameraObservation``: window ground
-    centres (nf2, nf1, 3) NED [m] and their llkd (nf2, nf1); ``t_s`` the frame's time."""
-
-    t_s: float
-    centres_ned: Array
-    llkd_grid: Array
-
-    @property
-    def empty(self) -> bool:
-        return self.llkd_grid.size == 0
-
-
-class TopicView(ScenarioFacts):
-    """The ``policies.base.AutopilotView`` of a running graph: what ``SimulatorView`` offers in process,
-    filled from the public topics (the static facts from the scenario: ``ScenarioFacts``)."""
-
-    def __init__(self, scenario: Any) -> None:
-        self.scenario = scenario
-        n = scenario.num_vehicles
-        self.num_vehicles = n
-        self.control_modes = tuple(scenario.control_modes())
-        task = make_task(TaskContext(scenario))
-        rows = [int(i) for i in task.agent_vehicles]
-        modes = [self.control_modes[i] for i in rows]
-        self.action_spec = {"vehicles": rows, "modes": modes,
-                            "width": max(len(CONTROL_MODES[m]) for m in modes),
-                            "columns": {m: CONTROL_MODES[m] for m in dict.fromkeys(modes)}}
-        self.action_rows = len(rows)
-        self.seed_entropy = RandomStreams(scenario.seed).entropy
-        self.assembler = EstimatedStateAssembler(n, scenario.origin)
-        self.valid = np.ones(n, bool)
-        self.frames: list[CameraFrame | None] = [None] * n
-        self.concentration = np.full(n, np.nan)
-        self.plume_locations = np.zeros((0, 3))
-        rf = scenario.vehicle.sensors.get("range_finders")
-        #: the scene range finders' beams and their latest readings (N, B) [m] (uavN/range/<beam>)
-        self.range_params = dict(rf.beams) if rf is not None else {}
-        self.ranges = np.full((n, len(self.range_params)), np.nan)
-        self.time_s = 0.0
-        self.step_count = 0
-        #: the radio (``comms.on``): packets heard on uavN/comms/rx until ``receive``, and the packets the
-        #: policy sent this step, published on uavN/comms/tx by the node before the set points
-        self.has_radio = bool(scenario.comms.on)
-        self.inboxes = Inboxes(n)
-        self.outbox: list[tuple[int, int, bytes, str | None]] = []
-        self._sequence = [0] * n
-        #: the battery's charge left and voltage per vehicle (uavN/battery ``percentage``, ``voltage`` [V];
-        #: NaN before the first)
-        self.charge = np.full(n, np.nan)
-        self.voltage_v = np.full(n, np.nan)
-        #: what each vehicle's onboard failsafe flies, as far as this view is told ('' until then)
-        self.failsafes = [""] * n
-        self._retrieve: Any = None  # the retrieve devices, where a node serves them
-
-    # observations
-    def estimated_state(self) -> Array:
-        return self.assembler.estimated_state(self.valid)
-
-    def camera_observations(self) -> list[CameraFrame | None]:
-        return list(self.frames)
-
-    def plume_readings(self) -> Array:
-        return self.concentration.copy()
-
-    @property
-    def range_finder_beams(self) -> tuple[str, ...]:
-        return tuple(self.range_params)
-
-    def range_finder_readings(self, beams: tuple[str, ...] | None = None) -> BeamReadings:
-        """As ``AutopilotView.range_finder_readings``, from the latest ``uavN/range/<beam>`` messages."""
-        names = self.range_finder_beams if beams is None else tuple(beams)
-        fitted = list(self.range_params)
-        unknown = [b for b in names if b not in self.range_params]
-        if not self.range_params or unknown:
-            raise PolicyError(f"scenario {self.scenario_name!r}: range-finder beam(s) "
-                              f"{', '.join(unknown or names) or 'any'} not fitted "
-                              f"(vehicle.sensors.range_finders: {', '.join(fitted) or 'none'})")
-        cols = [fitted.index(b) for b in names]
-        return BeamReadings(names, np.array([BEAM_AXES[b] for b in names], float).reshape(-1, 3),
-                            self.ranges[:, cols].copy(),
-                            np.array([self.range_params[b].max_range_m for b in names], float))
-
-    def battery_percentage(self) -> Array:
-        """As ``AutopilotView.battery_percentage``, from the latest ``uavN/battery`` messages."""
-        return self.charge.copy()
-
-    def battery_voltage_v(self) -> Array:
-        """As ``AutopilotView.battery_voltage_v``, from the latest ``uavN/battery`` messages."""
-        return self.voltage_v.copy()
-
-    @property
-    def failsafe(self) -> list[str]:
-        """As ``AutopilotView.failsafe``, as far as this view is told (the mission autopilot reads them)."""
-        return list(self.failsafes)
-
-    @property
-    def retrieve(self) -> Any:
-        """As ``AutopilotView.retrieve``: the retrieve devices over the topics (``mission_autopilot``'s
-        ``RetrieveLink``); ``PolicyError`` where no node serves them."""
-        if self._retrieve is None:
-            raise PolicyError(f"scenario {self.scenario_name!r}: no retrieve devices here (the retrieve task "
-                              "is flown by mission_autopilot)")
-        return self._retrieve
-
-    def send(self, vehicle: int, destination: int, payload: bytes, mode: str | None = None) -> int:
-        """As ``AutopilotView.send``: the packet goes out on ``uavN/comms/tx`` stamped with this step's
-        time, before the step's set points. Returns the view's own count of the vehicle's sends (the
-        radio numbers the packets itself)."""
-        if not self.has_radio:
-            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
-        vehicle_index("vehicle", vehicle, self.num_vehicles)
-        if destination != BROADCAST:
-            vehicle_index("destination", destination, self.num_vehicles)
-        if mode is not None and mode not in MODES:
-            raise PolicyError(f"send: mode {mode!r} is not one of {', '.join(MODES)}")
-        self.outbox.append((int(vehicle), int(destination), bytes(payload), mode))
-        seq = self._sequence[vehicle]
-        self._sequence[vehicle] += 1
-        return seq
-
-    def receive(self, vehicle: int) -> list[Packet]:
-        """As ``AutopilotView.receive``: the packets heard on ``uavN/comms/rx`` since the last call (sent_s
-        NaN: the rx message carries the delivery time only)."""
-        if not self.has_radio:
-            raise PolicyError(f"scenario {self.scenario_name!r} has no radio (comms.on: false)")
-        return self.inboxes.drain(vehicle)
-
-    def set_range(self, i: int, beam: str, range_m: float) -> None:
-        """Store vehicle ``i``'s reading of ``beam`` [m] (a sensor_msgs/Range's ``range``)."""
-        self.ranges[i, list(self.range_params).index(beam)] = range_m
-
-    def new_episode(self, t_s: float) -> None:
-        """A new episode started at simulated time ``t_s``: forget camera frames taken after it (the old
-        episode's). Sensor values are kept: the new episode's first ones may already be in."""
-        self.frames = [f if f is not None and f.t_s <= t_s else None for f in self.frames]
-        self.valid[:] = True
-        self.inboxes.clear()
-        self.outbox.clear()
-        self._sequence = [0] * self.num_vehicles
-
-    def ready(self) -> bool:
-        """Whether the episode's policy can be built (besides every sensor having reported)."""
-        return True
-
-    def policy_built(self) -> None:
-        """The episode's policy was just built from this view."""
 
 
 def progress_tick(tick: int, next_step_tick: int, next_resend_tick: int | None, window_ticks: int,
@@ -270,11 +123,23 @@ def progress_tick(tick: int, next_step_tick: int, next_resend_tick: int | None, 
     return max(min(next_step_tick, next_resend_tick) - window_ticks, min(last, fresh))
 
 
+#: ``lockstep`` (module docstring, "Lockstep"; the mission autopilot's too).
+LOCKSTEP = Param("lockstep", False,
+                 "answer a task step only once every input of its tick is in, and answer every step (module "
+                 "docstring, 'Lockstep'): with the flight controller's await_task_setpoints, the in-process "
+                 "run (the plan sets both in lockstep)")
+#: ``battery_every_n_ticks``: when the battery messages come (the mission autopilot's too).
+BATTERY_TICKS = Param("battery_every_n_ticks", BATTERY_EVERY_N_TICKS,
+                      "lockstep: the uavN/battery messages are awaited on the ticks that are multiples of "
+                      "this; must equal vehicle_dynamics' parameter of that name (0: not awaited)",
+                      **limit_range("battery_every_n_ticks"))
+
 #: The node's parameters (declared in one call at start-up).
 PARAMETERS = ParamTable(
     "example_autopilot", *SCENARIO_PARAMETERS,
     Param("policy", "auto",
           "baseline policy: " + ", ".join(policy_names()) + " or MODULE:FUNC (qrsim_ros.policies)"),
+    LOCKSTEP, BATTERY_TICKS,
     limited("lockstep_window_ticks", LOCKSTEP_WINDOW_TICKS,
             "vehicle_dynamics' lockstep window (the launch plan passes its value): the progress reports keep "
             "the clock within vehicle.command_timeout_s of the held set points [ticks]"),
@@ -283,6 +148,14 @@ PARAMETERS = ParamTable(
 
 class ExampleAutopilotNode(ScenarioNode):
     """Runs a baseline policy on the public topics (see the module docstring)."""
+
+    #: Whether the node reads ``uavN/battery`` besides lockstep runs and radio policies (the mission's
+    #: low-battery return) and /sim/vehicle_status (the onboard failsafes).
+    READS_BATTERY = False
+    READS_VEHICLE_STATUS = False
+    #: Whether the node's progress is always the tick before the next step it must answer (a mission,
+    #: whose window is one tick), not only in lockstep.
+    PACED_BY_ANSWERS = False
 
     def __init__(self, name: str = "example_autopilot", parameters: ParamTable = PARAMETERS) -> None:
         super().__init__(name, parameters)
@@ -299,11 +172,15 @@ class ExampleAutopilotNode(ScenarioNode):
         self.steps_flown = 0
         n = sc.num_vehicles
         a = self.view.assembler
-        # Without an on_sensor hook (a subclass's) the estimate's sensors and the range beams are read on
-        # demand: their latest samples are taken when a task step is answered (5 Hz), serialized (the
-        # assembler deserializes them when the policy reads eX), instead of every 50 Hz / 10 Hz message
-        # going through the executor (LatestSamples).
-        on_demand = type(self).on_sensor is ExampleAutopilotNode.on_sensor
+        self._lockstep = bool(p.lockstep)
+        #: lockstep: the inputs each step waits for (``ros.step_inputs``)
+        self._inputs = StepInputs(sc, p.battery_every_n_ticks) if self._lockstep else None
+        # Outside lockstep the estimate's sensors and the range beams are read on demand: their latest
+        # samples are taken when a task step is answered (5 Hz), serialized (the assembler deserializes
+        # them when the policy reads eX), instead of every 50 Hz / 10 Hz message going through the
+        # executor (LatestSamples). In lockstep each is an awaited input: every one is taken as it comes.
+        on_demand = not self._lockstep
+        battery = sc.vehicle.battery.on and (self._lockstep or self.view.has_radio or self.READS_BATTERY)
         self.latest = LatestSamples(self, accept=self.from_this_run)
         for i in range(n):
             ns = vehicle_namespace(i)
@@ -325,7 +202,7 @@ class ExampleAutopilotNode(ScenarioNode):
             if self.view.has_radio:  # the team policies talk
                 self.create_subscription(CommsPacket, f"{ns}/comms/rx",
                                          lambda m, i=i: self._on_rx(i, m), QOS_RELIABLE)
-            if self.view.has_radio and sc.vehicle.battery.on:  # the team policies' energy rule
+            if battery:  # the team policies' energy rule, the mission's return, a lockstep input
                 self.create_subscription(BatteryState, f"{ns}/battery",
                                          lambda m, i=i: self._on_charge(i, m), QOS_RELIABLE)
             for beam in self.view.range_params:  # the guarded policies read them
@@ -361,10 +238,20 @@ class ExampleAutopilotNode(ScenarioNode):
         from rosgraph_msgs.msg import Clock as ClockMsg
 
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
-        #: publish a NaN set point for a NaN action row (a lockstep mission: every step is answered)
-        self.publish_silence = False
+        #: publish a NaN set point for a NaN action row (lockstep: every step is answered)
+        self.publish_silence = self._lockstep
         self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._last_step: int | None = None
+        # progress by the steps answered (lockstep, a mission): the step waiting for its inputs, the last
+        # step answered and published, the latest /clock tick seen
+        self._by_answers = self._lockstep or self.PACED_BY_ANSWERS
+        self._pending: TaskStatus | None = None
+        self._answered_tick = -1
+        self._published_tick = -1
+        self._clock_tick = -1
+        if self._lockstep or self.READS_VEHICLE_STATUS:
+            self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_vehicle_status,
+                                     QOS_RELIABLE)
         self.get_logger().info(f"{name}: policy {spec!r} for {sc.task.type!r}, vehicles "
                                f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
 
@@ -383,11 +270,24 @@ class ExampleAutopilotNode(ScenarioNode):
     # --- observations ---------------------------------------------------------------------------------
     def _on_estimate(self, store: Any, kind: str, i: int, msg: Any) -> None:
         store(i, msg)
-        self.on_sensor(kind, i, msg.header.stamp)
+        self._arrived(kind, i, msg.header.stamp)
 
-    def on_sensor(self, kind: str, i: int, stamp: Any) -> None:
-        """A sensor message (a ``sensor_ticks`` kind) of vehicle ``i`` was stored (a hook; a subclass that
-        overrides it gets the sensors deserialized as they arrive, see ``__init__``)."""
+    def _arrived(self, key: str, i: int, stamp: Any) -> None:
+        """Lockstep: vehicle ``i``'s ``key`` input (``step_inputs``) stamped ``stamp`` is in."""
+        if self._inputs is not None:
+            self._inputs.arrived(key, i, stamp)
+            self._try_answer()
+
+    def _on_vehicle_status(self, msg: VehicleStatus) -> None:
+        if self.foreign_run(msg.run_id, "/sim/vehicle_status") or len(msg.failsafe) != self.num_vehicles:
+            return
+        self.view.failsafes = list(msg.failsafe)
+        if self._inputs is not None:
+            self._inputs.vehicle_status(msg.tick, msg.valid, msg.faults)
+        if int(msg.episode) != self._episode:  # a new episode: ticks restart at 0
+            self._episode = int(msg.episode)
+            self._answered_tick = self._clock_tick = -1
+        self._try_answer()
 
     def _on_detections(self, i: int, msg: PointCloud2) -> None:
         try:
@@ -399,13 +299,16 @@ class ExampleAutopilotNode(ScenarioNode):
         xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=-1).astype(float)
         self.view.frames[i] = CameraFrame(seconds_of_stamp(msg.header.stamp), enu_to_ned(xyz),
                                           pts["llkd"].astype(float))
+        self._arrived(CAMERA, i, msg.header.stamp)
 
     def _on_concentration(self, i: int, msg: Concentration) -> None:
         self.view.concentration[i] = msg.concentration
+        self._arrived(PLUME, i, msg.header.stamp)
 
     def _on_charge(self, i: int, msg: BatteryState) -> None:
         self.view.charge[i] = msg.percentage
         self.view.voltage_v[i] = msg.voltage
+        self._arrived(BATTERY, i, msg.header.stamp)
 
     def _on_rx(self, i: int, msg: CommsPacket) -> None:
         """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""
@@ -423,8 +326,48 @@ class ExampleAutopilotNode(ScenarioNode):
     def _on_status(self, msg: TaskStatus) -> None:
         if self.foreign_run(msg.run_id, "/referee/status"):
             return
+        if not self._by_answers:
+            self._answer(msg)
+            self.step_progress(msg)
+            return
+        self._pending = msg
+        self._try_answer()
+
+    def waiting_for(self, k: int, status: TaskStatus) -> str | None:
+        """The first input of tick k not in yet (lockstep; ``step_inputs``), or None."""
+        if self._inputs is None or status.done:
+            return None
+        return self._inputs.missing(k)
+
+    def _try_answer(self) -> None:
+        """Answer the pending task step once its inputs are in (lockstep) and report the progress."""
+        msg = self._pending
+        if msg is None:
+            return
+        k = tick_of_stamp(msg.header.stamp)
+        if k is not None and self.waiting_for(k, msg) is not None:
+            return
+        self._pending = None
         self._answer(msg)
-        self.step_progress(msg)
+        if k is None:
+            return
+        if self._lockstep and self._published_tick != k:  # no set point this step: say so
+            spec = self.view.action_spec
+            self._publish(np.full((len(spec["vehicles"]), spec["width"]), np.nan), msg)
+        self.step_answered(msg)
+        self._answered_tick = k
+        self._clock_tick = max(self._clock_tick, k)
+        self._report_answered()
+
+    def step_answered(self, status: TaskStatus) -> None:
+        """The task step of ``status`` was answered (a hook)."""
+
+    def _report_answered(self) -> None:
+        """Progress by the steps answered: up to the tick before the next step this node must answer, no
+        further than the /clock seen."""
+        if self._answered_tick >= 0:
+            self.report_done(self._episode,
+                             min(self._clock_tick, self._answered_tick + self._ticks_per_step - 1))
 
     def step_progress(self, status: TaskStatus) -> None:
         """Report on /sim/tick_progress the ticks this node is done with once it handled ``status``
@@ -498,6 +441,8 @@ class ExampleAutopilotNode(ScenarioNode):
         self.steps_flown += 1
 
     def _publish(self, actions: Array, status: TaskStatus, stop: bool = False) -> None:
+        k = tick_of_stamp(status.header.stamp)
+        self._published_tick = -1 if k is None else k
         spec = self.view.action_spec
         ex = self.view.estimated_state()
         for r, (i, mode) in enumerate(zip(spec["vehicles"], spec["modes"], strict=True)):
@@ -542,15 +487,21 @@ class ExampleAutopilotNode(ScenarioNode):
                 self._held[i] = msg
             else:  # no set point (a NaN row): fall silent, so the last one expires as in process
                 self._held.pop(i, None)
-                if self.publish_silence:  # ... saying so explicitly (the flight controller waits for it)
-                    pub.publish(msg)
+                if self.publish_silence and mode in ("velocity", "velocity_height"):
+                    pub.publish(msg)  # ... saying so explicitly (the flight controller awaits every step's)
 
     def _on_clock(self, msg: Any) -> None:
-        """Re-send the held set points, stamped now, every ``SETPOINT_PERIOD_TICKS`` ticks; a /clock at or
+        """Progress by the steps answered: the /clock seen. Otherwise: re-send the held set points, stamped
+        now, every ``SETPOINT_PERIOD_TICKS`` ticks; a /clock at or
         past the next step's tick (its status not handled yet: the executor's callbacks take no order), or
         before the first status, is served once that status is, with the step's own set points (for at
         most a window of ticks past the step: the clock goes no further in lockstep)."""
         k = tick_of_stamp(msg.clock)
+        if self._by_answers:  # every step answered, nothing re-sent (module docstring, "Lockstep")
+            if k is not None:
+                self._clock_tick = k
+                self._report_answered()
+            return
         if k is None or k % SETPOINT_PERIOD_TICKS:
             return
         self._resend_clock = msg.clock

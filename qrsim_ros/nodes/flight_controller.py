@@ -38,9 +38,10 @@ the tick grid is counted and dropped); tick k is computed once every input due a
 vehicle status of t_k, then for every valid controlled vehicle IMU and altimeter on their update ticks
 (50 Hz) and GPS fix and velocity on GPS ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity``
 stamped t_k from the referee (awaited every tick, as the Simulator recomputes the mouse's escape every
-tick), and with ``await_task_setpoints`` (a lockstep mission run) on every task-step tick the
-``cmd/velocity`` stamped t_k of every valid velocity-controlled vehicle (a non-finite one says "no new
-set point this step"), so a step's set point flies from the step's first tick, as in process. The
+tick), and with ``await_task_setpoints`` (a lockstep run with an autopilot) on every task-step tick
+the ``cmd/velocity`` stamped t_k of every valid velocity-controlled vehicle (a non-finite one says "no
+new set point this step"), so a step's set point flies from the step's first tick and counts as issued
+at every tick of its step (it expires only after a step without one), as in process. The
 sensors of all vehicles of a tick are converted together (one rotation, one projection call).
 Set points of the other vehicles are held (the latest valid one). If a later tick completes first
 (free-running dynamics, a lost message), the older ticks are applied to the held sensor values and
@@ -112,9 +113,10 @@ PARAMETERS = ParamTable(
           "await /sim/vehicle_status of every tick: its validity flags say whose sensors to wait for "
           "(false: every vehicle is valid, for runs without vehicle_dynamics)"),
     Param("await_task_setpoints", False,
-          "lockstep mission runs: on every task-step tick wait for the cmd/velocity set point stamped with "
-          "that tick of each valid velocity-controlled vehicle (a non-finite one: no new set point this "
-          "step), as the Simulator flies a step's action from the step's first tick (docs/RETRIEVE.md)"),
+          "lockstep runs with an autopilot: on every task-step tick wait for the cmd/velocity set point "
+          "stamped with that tick of each valid velocity-controlled vehicle (a non-finite one: no new set "
+          "point this step), as the Simulator flies a step's action from the step's first tick and through "
+          "the step (docs/LAUNCH.md)"),
 )
 
 
@@ -216,6 +218,8 @@ class FlightControllerNode(ScenarioNode):
         self._velocity_sp = np.zeros((n, 3))  # NED [m/s]
         self._waypoint_sp = np.full((n, 4), np.nan)  # NED [m] + heading [rad]; NaN = hold the start
         self._sp_stamp_s = np.full(n, np.nan)  # when each held set point was issued [s]; NaN: none yet
+        # await_task_setpoints: the vehicles whose held set point is their current step's answer
+        self._step_given = np.zeros(n, bool)
         self._link_held: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last tick's set points
         self._pending: dict[int, _TickInputs] = {}
         self._valid = np.ones(n, bool)
@@ -448,6 +452,8 @@ class FlightControllerNode(ScenarioNode):
             elif kind in (MOUSE, SETPOINT):
                 if msg is not None:  # (None: a step answered with no new set point)
                     self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
+                if kind == SETPOINT:
+                    self._step_given[i] = msg is not None
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
                 self._fault_follower.update(msg.faults)
@@ -481,6 +487,8 @@ class FlightControllerNode(ScenarioNode):
             self._sp_stamp_s[lost] = stamp_s[lost]
 
     def _compute_and_publish(self, k: int) -> None:
+        if self._stepped:  # a step's set point counts as issued at every tick of its step, as in process
+            self._sp_stamp_s[self._step_given] = k * BASE_DT_S
         self._drop_lost_setpoints()
         u = self.controls(self.assembler.estimated_state(self._valid), k * BASE_DT_S)
         self._link_held = (self._velocity_sp.copy(), self._waypoint_sp.copy(), self._sp_stamp_s.copy())

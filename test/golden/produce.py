@@ -59,8 +59,9 @@ GRAPH_CASES: dict[str, list[str]] = {
     "cats_mouse_1b": ["cats_mouse", "--variant", "1b", "--seed", "7", "--no-autopilot", "--duration", "12"],
     "keep_spot_x10": ["keep_spot_x10", "--num-vehicles", "2", "--seed", "9", "--no-autopilot",
                       "--duration", "8"],
-    # (the example autopilot is left out: its commands are not awaited in lockstep, so a run with it
-    # is not bit-reproducible; the flight controller holds its zero velocity set points instead)
+    # (recorded without the example autopilot, whose commands were not awaited in lockstep then; the
+    # flight controller holds its zero velocity set points. The autopilot's lockstep run is compared
+    # with the Simulator by test_autopilot_lockstep instead)
     "search_rescue_2c": ["search_rescue", "--variant", "2c", "--num-vehicles", "2", "--seed", "2",
                          "--no-autopilot", "--duration", "6"],
 }

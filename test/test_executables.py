@@ -13,7 +13,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,20 @@ def test_the_template() -> None:
     assert os.access(TEMPLATE, os.X_OK), "configure_file gives the executables the template's mode"
     filled = text.replace("@QRSIM_EXECUTABLE@", "imu").replace("@QRSIM_MODULE@", "qrsim_ros.nodes.imu")
     ast.parse(filled)
+
+
+def test_an_executable_prints_the_python_stack_of_a_native_crash(tmp_path: Path) -> None:
+    """The template enables faulthandler before it imports the node: a segfault in native code (DDS, numba)
+    during the imports or the run shows the Python stack instead of a bare 'killed by SIGSEGV'."""
+    crasher = "import faulthandler\n\n\ndef main():\n    faulthandler._sigsegv()\n"
+    (tmp_path / "crasher.py").write_text(crasher, encoding="utf-8")
+    exe = tmp_path / "crasher_exe"
+    exe.write_text(TEMPLATE.read_text(encoding="utf-8").replace("@QRSIM_EXECUTABLE@", "crasher")
+                   .replace("@QRSIM_MODULE@", "crasher"))
+    res = subprocess.run([sys.executable, str(exe)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert res.returncode == -signal.SIGSEGV, res
+    assert "Fatal Python error: Segmentation fault" in res.stderr and "in main" in res.stderr, res.stderr
 
 
 def test_every_installed_executable_is_the_template_for_its_module() -> None:

@@ -70,9 +70,9 @@ MISSION_WINDOW_TICKS = 1
 #: In a lockstep run with an autopilot these nodes' parameters make the autopilot a lockstep input (the
 #: inputs of every task step awaited before it answers, its set point of every step awaited by the flight
 #: controller; a mission's grasper commands by the referee): the run is the in-process one.
-AUTOPILOT_LOCKSTEP_PARAMETERS = {"example_autopilot": "lockstep", "flight_controller": "await_task_setpoints"}
-MISSION_LOCKSTEP_PARAMETERS = {"mission_autopilot": "lockstep", "flight_controller": "await_task_setpoints",
-                               "referee": "await_grasper_commands"}
+AUTOPILOT_LOCKSTEP_PARAMETERS = {"example_autopilot": "lockstep", "mission_autopilot": "lockstep",
+                                 "flight_controller": "await_task_setpoints"}
+MISSION_LOCKSTEP_PARAMETERS = {**AUTOPILOT_LOCKSTEP_PARAMETERS, "referee": "await_grasper_commands"}
 #: Nodes every scenario runs.
 CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: Nodes that subscribe to /sim/vehicle_status, the fleet's ground truth (vehicle_dynamics waits for them):

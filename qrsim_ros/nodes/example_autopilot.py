@@ -238,8 +238,6 @@ class ExampleAutopilotNode(ScenarioNode):
         from rosgraph_msgs.msg import Clock as ClockMsg
 
         self._held: dict[int, Any] = {}  # the latest set point message per vehicle, re-sent on /clock
-        #: publish a NaN set point for a NaN action row (lockstep: every step is answered)
-        self.publish_silence = self._lockstep
         self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
         self._last_step: int | None = None
         # progress by the steps answered (lockstep, a mission): the step waiting for its inputs, the last
@@ -487,7 +485,7 @@ class ExampleAutopilotNode(ScenarioNode):
                 self._held[i] = msg
             else:  # no set point (a NaN row): fall silent, so the last one expires as in process
                 self._held.pop(i, None)
-                if self.publish_silence and mode in ("velocity", "velocity_height"):
+                if self._lockstep and mode in ("velocity", "velocity_height"):
                     pub.publish(msg)  # ... saying so explicitly (the flight controller awaits every step's)
 
     def _on_clock(self, msg: Any) -> None:

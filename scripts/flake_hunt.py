@@ -27,6 +27,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TIERS = {"graph": "graph", "fast": "not graph"}
 _BURN = "while True:\n    sum(range(10000))\n"
+#: lines of each failure's report printed at the end (its last lines: the assertion and the output)
+DETAIL_LINES = 60
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Record:
     skipped: int = 0
     worst_s: float = 0.0
     messages: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
 
 
 def read_report(path: Path, records: dict[str, Record], round_no: int) -> None:
@@ -51,6 +54,8 @@ def read_report(path: Path, records: dict[str, Record], round_no: int) -> None:
             rec.failed += 1
             first = next(child for child in case if child.tag in ("failure", "error"))
             rec.messages.append(f"round {round_no}: {(first.get('message') or '').splitlines()[0][:160]}")
+            tail = (first.text or "").splitlines()[-DETAIL_LINES:]
+            rec.details.append(f"round {round_no}:\n" + "\n".join(tail))
         elif "skipped" in outcome:
             rec.skipped += 1
         else:
@@ -108,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     for test_id, rec in failed.items():
         for message in rec.messages:
             print(f"FAILED {test_id} {message}")
+    for test_id, rec in failed.items():  # the end of each failure's report: enough to find a cause
+        for detail in rec.details:
+            print(f"\n--- {test_id}, {detail}")
     bad_exit = [rc for rc, _ in rounds if rc not in (0, 5)]
     return 1 if failed or bad_exit else 0
 

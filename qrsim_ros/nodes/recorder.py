@@ -223,6 +223,9 @@ class RecorderNode(RunMemberNode):
 
         missing = []
         for info in self.get_publishers_info_by_topic(_GATE_TOPIC):
+            if not info.node_namespace.startswith("/"):  # the node's name not discovered yet: look again
+                missing.append(f"(the topics of {_GATE_TOPIC}'s publisher)")
+                continue
             try:
                 topics = self.get_publisher_names_and_types_by_node(info.node_name, info.node_namespace)
             except NodeNameNonExistentError:  # the node left the graph meanwhile

@@ -1,0 +1,45 @@
+"""scripts/flake_hunt.py's report reading: a JUnit XML round becomes per-test counts, worst durations and
+the failure's message and report tail (no test run here: the script's rounds are the graph tier)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import defaultdict
+from pathlib import Path
+from types import ModuleType
+
+from rosenv import REPO_ROOT
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("flake_hunt", REPO_ROOT / "scripts" / "flake_hunt.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_round_report_gives_counts_worst_times_and_the_failure_tail(tmp_path: Path) -> None:
+    hunt = _load()
+    long_output = "\n".join(f"line {i}" for i in range(200))
+    report = tmp_path / "round.xml"
+    report.write_text(f"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+  <testcase classname="test.test_a" name="test_ok" time="2.5"/>
+  <testcase classname="test.test_a" name="test_bad" time="7.0">
+    <failure message="AssertionError: rates differ&#10;second line">{long_output}</failure></testcase>
+  <testcase classname="test.test_b" name="test_skip" time="0.1"><skipped message="no ROS"/></testcase>
+</testsuite></testsuites>""")
+    records = defaultdict(hunt.Record)
+    hunt.read_report(report, records, 1)
+    hunt.read_report(report, records, 2)
+    ok, bad, skip = records["test.test_a::test_ok"], records["test.test_a::test_bad"], records[
+        "test.test_b::test_skip"]
+    assert (ok.passed, ok.failed, ok.worst_s) == (2, 0, 2.5)
+    assert (bad.passed, bad.failed, bad.worst_s) == (0, 2, 7.0)
+    assert (skip.skipped, skip.passed) == (2, 0)
+    assert bad.messages == ["round 1: AssertionError: rates differ", "round 2: AssertionError: rates differ"]
+    tail = bad.details[0].splitlines()
+    assert tail[0] == "round 1:" and tail[-1] == "line 199" and len(tail) == hunt.DETAIL_LINES + 1

@@ -288,17 +288,23 @@ def test_search_pattern_rejects_other_tasks() -> None:
 
 def test_search_pattern_descends_and_hovers_over_a_person_it_sees() -> None:
     # a person right under the start point: the pattern must confirm it (found rule: <= 5 m, <= 0.1 m/s)
-    sim = Simulator.from_scenario("search_rescue_2a", {
-        "seed": 2, "task": {"duration_steps": 40},
-        "area": {"persons_ned": [[20.0, -10.0, 0.0]]},
-        "vehicle": {"initial_states": [[20.0, -10.0, -30.0, 0.0, 0.0, 0.3]]},
-    })
-    view = SimulatorView(sim)
-    policy = SearchPattern(view)
-    while not sim.done:
-        sim.step(policy(view))
-    assert sim.done_reason == "all_persons_found"
-    assert sim.total_reward > 0.5
+    # within half the episode. One episode decides by a step either way (the classifier's first frames
+    # are noise: a missed person leaves with the lane), so twelve seeds: nearly all confirm, most early.
+    rewards = []
+    for seed in range(1, 13):
+        sim = Simulator.from_scenario("search_rescue_2a", {
+            "seed": seed, "task": {"duration_steps": 40},
+            "area": {"persons_ned": [[20.0, -10.0, 0.0]]},
+            "vehicle": {"initial_states": [[20.0, -10.0, -30.0, 0.0, 0.0, 0.3]]},
+        })
+        view = SimulatorView(sim)
+        policy = SearchPattern(view)
+        while not sim.done:
+            sim.step(policy(view))
+        if sim.done_reason == "all_persons_found":
+            rewards.append(sim.total_reward)
+    assert len(rewards) >= 10, f"confirmed in {len(rewards)} of 12 episodes"
+    assert np.median(rewards) > 0.5, rewards
 
 
 # --- naming and loading ---------------------------------------------------------------------------

@@ -379,6 +379,36 @@ def mode_bounds(mode: str, area_limits_ned: tuple[float, ...], rotor: RotorParam
     raise ValueError(f"unknown control mode {mode!r}")
 
 
+#: The share of the velocity loops' per-body-component limit (``MAX_SPEED_MPS``) that the baseline
+#: policies' set points use at most horizontally (room for the heading error) and vertically, and the
+#: roll or pitch [rad] they allow for: a tilted vehicle's body axes mix the vertical speed into the
+#: horizontal components and the horizontal speed into the vertical one (turns and accelerations of the
+#: search pattern reach ~0.25 rad).
+SETPOINT_LIMIT_FRACTION = 0.9
+SETPOINT_VERTICAL_FRACTION = 0.98
+SETPOINT_TILT_RAD = 0.3
+
+
+def inside_velocity_limits(v_ned: Array, heading_rad: float, fraction: float = SETPOINT_LIMIT_FRACTION,
+                           vertical_fraction: float = SETPOINT_VERTICAL_FRACTION,
+                           tilt_rad: float = SETPOINT_TILT_RAD) -> Array:
+    """``v_ned`` (3,) [m/s] scaled down, its direction kept, until no horizontal body component exceeds
+    ``fraction`` x MAX_SPEED_MPS and the vertical one ``vertical_fraction`` x MAX_SPEED_MPS, for a vehicle
+    with heading ``heading_rad`` and any roll and pitch up to ``tilt_rad`` (each bounded by its level
+    component plus the other axis' share, |v| sin(tilt)): a set point the velocity loops follow without
+    clamping it (``mode_bounds``). Unchanged if it is inside already, or if the heading is not finite."""
+    v = np.asarray(v_ned, float)
+    c, s = math.cos(heading_rad), math.sin(heading_rad)
+    forward, right, down = c * v[0] + s * v[1], -s * v[0] + c * v[1], abs(v[2])
+    mix = math.sin(tilt_rad)
+    horizontal = (max(abs(forward), abs(right)) + down * mix) / (fraction * MAX_SPEED_MPS)
+    vertical = (down + math.hypot(forward, right) * mix) / (vertical_fraction * MAX_SPEED_MPS)
+    scale = max(horizontal, vertical)
+    if not math.isfinite(scale) or scale <= 1.0:
+        return v
+    return v / scale
+
+
 def action_bounds(action_spec: Mapping[str, Any], area_limits_ned: tuple[float, ...],
                   rotor: RotorParams | None = None) -> tuple[Array, Array]:
     """(low, high), each (rows, width): every agent-controlled vehicle's mode limits (``mode_bounds``);

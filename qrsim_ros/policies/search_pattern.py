@@ -1,15 +1,19 @@
 """Lawn-mower search for search and rescue: boustrophedon lanes, an evidence map, descend-and-hover.
 
 Lanes. Each vehicle gets a strip of the search region (the area shrunk by ``margin_fraction`` on every
-side: the persons are placed in the central 80 %, ``area.PERSONS_CENTRAL_FRACTION``), strips split
-along east and assigned by the vehicles' east positions. Inside its strip a vehicle flies parallel lanes
-along a body diagonal (heading +- 45 deg): the velocity loop clamps each *body* component at 3 m/s
-(controllers.MAX_SPEED_MPS), so along a diagonal it flies sqrt(2) x 3 = 4.24 m/s, and the camera
-footprint (1280 x 960 px, f = 2280 px: 25.3 m x 19.0 m at 45 m) is widest across the track. The lane
-spacing is the footprint's width across the track, computed by projecting the image corners onto the
-ground (z = 0) for a level vehicle at the search height (camera f, c and mounting), times
-``1 - lane_overlap``: a ground point near a swath edge is seen in few frames. A vehicle starts on the
-lane nearest to it, flies to its far end and sweeps the lanes towards the side with more of them.
+side: the persons are placed in the central 80 %, ``area.PERSONS_CENTRAL_FRACTION``), strips split along
+east and assigned by the vehicles' east positions. Inside its strip a vehicle flies parallel lanes along
+a body diagonal (heading +- 45 deg): the velocity loop limits each *body* component to 3 m/s
+(controllers.MAX_SPEED_MPS), so along a diagonal it can fly sqrt(2) x 3 = 4.24 m/s. The search commands
+``SETPOINT_LIMIT_FRACTION`` (0.9) of that on the lanes, 3.82 m/s, and scales every set point, direction
+kept, until no body component can exceed 0.9 x 3 m/s at any roll and pitch up to 0.3 rad, which mix the
+vertical and horizontal speeds (``policies.base.inside_velocity_limits``): no set point is clamped, for
+about the same persons found (docs/results/2026-11-29-example-autopilot.md). The camera footprint (1280 x
+960 px, f = 2280 px: 25.3 m x 19.0 m at 45 m) is widest across the track. The lane spacing is the
+footprint's width across the track, computed by projecting the image corners onto the ground (z = 0) for
+a level vehicle at the search height (camera f, c and mounting), times ``1 - lane_overlap``: a ground
+point near a swath edge is seen in few frames. A vehicle starts on the lane nearest to it, flies to its
+far end and sweeps the lanes towards the side with more of them.
 
 Evidence. Every camera frame adds its windows' log likelihood differences (llkd, spec 3.5) into a
 shared ground map (``EvidenceMap``): the classifier's frames are independent, so summed over frames the
@@ -65,7 +69,13 @@ from qrsim_ros.core.vehicles.estimated_state import (
     VERTICAL_SPEED,
 )
 from qrsim_ros.core.vehicles.pelican import STATE_DOWN, STATE_HEADING
-from qrsim_ros.policies.base import Array, AutopilotView, PolicyError
+from qrsim_ros.policies.base import (
+    SETPOINT_LIMIT_FRACTION,
+    Array,
+    AutopilotView,
+    PolicyError,
+    inside_velocity_limits,
+)
 
 #: Persons lie in this central fraction of the area (``area.PERSONS_CENTRAL_FRACTION``); the lanes
 #: cover it and not the rim.
@@ -79,7 +89,8 @@ class SearchPatternParams:
     search_height_m: lane height above ground [m]; None = the task's start height.
     lane_overlap: fraction of the footprint width shared by neighbouring lanes (0 = edge to edge).
     margin_fraction: rim of the area (per side, fraction of its extent) left out of the lanes.
-    speed_mps: commanded ground speed on the lanes; None = sqrt(2) x 3 m/s (body-diagonal lanes).
+    speed_mps: commanded ground speed on the lanes; None = 0.9 x sqrt(2) x 3 m/s (body-diagonal lanes,
+        inside the velocity loops' limits: ``SETPOINT_LIMIT_FRACTION``).
     candidate_llkd / reject_llkd: statistic (2 x 2 cell llkd sum) that sends a vehicle to a point /
         drops the point during the approach.
     confirm_height_m: hover height over a candidate (the found rule needs <= 5 m 3-D).
@@ -90,6 +101,9 @@ class SearchPatternParams:
     exclusion_radius_m: radius around a visited point not visited again.
     waypoint_radius_m: a lane end counts as reached within this horizontal distance.
     position_gain_per_s: P gain from position error [m] to commanded velocity [m/s].
+    within_limits: keep every set point inside the velocity loops' limits (``inside_velocity_limits``;
+        lanes at ``SETPOINT_LIMIT_FRACTION`` of the body-diagonal maximum); False: lanes at the maximum,
+        the loops clamping what lies beyond (``TeamSearch``, tuned that way).
     """
 
     search_height_m: float | None = checked(30.0, optional(between(2.0, 500.0)))
@@ -106,6 +120,7 @@ class SearchPatternParams:
     exclusion_radius_m: float = checked(4.0, non_negative)
     waypoint_radius_m: float = checked(3.0, positive)
     position_gain_per_s: float = checked(0.6, positive)
+    within_limits: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self, "search_pattern")
@@ -133,9 +148,12 @@ def search_height_m(params: SearchPatternParams, view: AutopilotView) -> float:
 
 
 def lane_speed_mps(params: SearchPatternParams) -> float:
-    """The commanded ground speed on the lanes [m/s]: ``params.speed_mps``, or sqrt(2) x 3 m/s (both body
-    components at the velocity loop's clamp along a body diagonal)."""
-    return params.speed_mps if params.speed_mps is not None else math.sqrt(2) * MAX_SPEED_MPS
+    """The commanded ground speed on the lanes [m/s]: ``params.speed_mps``, or 0.9 x sqrt(2) x 3 m/s (both
+    body components at 0.9 x 3 m/s on a body diagonal: ``SETPOINT_LIMIT_FRACTION``; without
+    ``within_limits`` sqrt(2) x 3 m/s, both at the loops' limit)."""
+    if params.speed_mps is not None:
+        return params.speed_mps
+    return (SETPOINT_LIMIT_FRACTION if params.within_limits else 1.0) * math.sqrt(2) * MAX_SPEED_MPS
 
 
 def goto_velocity(pos_ne: Array, height_m: float, target_ne: Array, target_height_m: float, speed_mps: float,
@@ -384,6 +402,8 @@ class SearchPattern:
             if not (np.all(np.isfinite(ex[r, NORTH_EAST])) and np.isfinite(ex[r, HEIGHT])):
                 continue  # invalid vehicle: its row is ignored
             actions[r] = self._vehicle_action(r, ex[r])
+            if self.p.within_limits:
+                actions[r] = inside_velocity_limits(actions[r], float(ex[r, HEADING]))
         return actions
 
     def _vehicle_action(self, r: int, ex: Array) -> Array:

@@ -68,7 +68,9 @@ class TeamSearchParams:
     edge of a 50-vehicle take-off grid 6 m from the limit pushed 13 of them out) [m].
     """
 
-    search: SearchPatternParams = field(default_factory=SearchPatternParams)
+    # (the team's timing and energy rules are tuned to lanes at the loops' limit: its set points are not
+    # kept inside them, ``SearchPatternParams.within_limits``)
+    search: SearchPatternParams = field(default_factory=lambda: SearchPatternParams(within_limits=False))
     broadcast_period_s: float = checked(2.0, positive)
     near_broadcast_period_s: float = checked(0.4, positive)
     lost_timeout_s: float = checked(60.0, positive)

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from qrsim_ros.core.world.scene import Scene
 
 Array = NDArray[np.float64]
+#: ``Airframes.views()``: state (N, 13), valid (N,), accel_body (N, 3)
+FleetViews = tuple[Array, NDArray[np.bool_], Array]
 
 
 class PlantInputs(NamedTuple):
@@ -66,19 +68,22 @@ class Plant:
         self.faults = faults
         self.scene = scene
         self.dt_s = float(dt_s)
+        #: the inputs of the last tick (``tick``); none before the first
+        self.inputs = PlantInputs(np.zeros((0, 5)), np.zeros((0, 3)))
 
-    def tick(self, k: int, inputs: Callable[[FaultEvents], PlantInputs]) -> PlantInputs:
+    def tick(self, k: int, inputs: Callable[[FaultEvents], PlantInputs]) -> FleetViews:
         """Advance the plant to tick ``k`` (t = k dt_s) with the inputs that ``inputs`` gives once the
-        faults of tick ``k`` are known (it gets their events); returns those inputs."""
+        faults of tick ``k`` are known (it gets their events; they are kept in ``self.inputs``). Returns
+        the fleet's ``views()`` after the tick (state, valid, accel_body: no copies, see there)."""
         faults, fleet, energy = self.faults, self.fleet, self.energy
         events = faults.step(k)
-        u = inputs(events)
+        self.inputs = u = inputs(events)
         applied = energy.apply(u.controls, fleet)
         if faults.any_active:
             applied = faults.adjust_controls(applied)
         fleet.step(applied, u.wind_body, rates_thrust=u.rates_thrust, motors=u.motors)
         if self.scene is not None:
             fleet.disarm(self.scene.crashes(fleet.state, fleet.valid), CRASH_REASON)
-        x, valid, _ = fleet.views()
-        energy.step(fleet, self.dt_s, x, valid)
-        return u
+        views = fleet.views()
+        energy.step(fleet, self.dt_s, views[0], views[1])
+        return views

@@ -309,9 +309,8 @@ class Simulator:
         self.tick = k = self.tick + 1
         faults = self.faults
         self._targets = targets
-        controls = self.plant.tick(k, self._plant_inputs).controls
+        x, valid, accel_body = self.plant.tick(k, self._plant_inputs)
         plume = self.world.plume
-        x, valid, accel_body = self.fleet.views()
         x, valid = x.copy(), valid.copy()  # the episode keeps them (``observe``)
         self.episode.observe(x, valid)
         self.ahars.step(k, x, accel_body)
@@ -328,7 +327,7 @@ class Simulator:
         if self.comms is not None:  # on the moved true positions; a comm_loss fault silences a vehicle
             position_ned = x[:, STATE_POSITION_NED]
             self._inboxes.put(self.comms.step(k, k * self.dt_s, position_ned, valid, faults.links_lost))
-        self.episode.on_tick(controls)
+        self.episode.on_tick(self.plant.inputs.controls)
 
     def _plant_inputs(self, events: FaultEvents) -> PlantInputs:
         """The tick's inputs to the plant, once its faults are known (``Plant.tick``): the environment

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, node_output_lines, require_ros, ros_env
+from rosenv import REPO_ROOT, node_output_lines, python, require_ros, ros_env
 
 TEMPLATE = REPO_ROOT / "scripts" / "executable.py.in"
 
@@ -154,3 +154,17 @@ def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path
         assert code == 1, (name, lines)
         assert len(lines) == 1 and lines[0].endswith(
             "error: parameter 'seed'=-7 outside [-1, 2147483647]"), (name, lines)
+
+
+@pytest.mark.graph
+def test_a_node_that_rejects_a_parameter_is_destroyed_not_collected(tmp_path: Path) -> None:
+    """run_node destroys the half-built node of a constructor that raised (its publisher, subscription
+    and timer), instead of leaving its rcl entities to the garbage collector: a node rejecting a bad
+    parameter was seen to die of SIGSEGV in a DDS thread as the exception was cleared."""
+    require_ros()
+    proc = subprocess.run([python(), str(REPO_ROOT / "test" / "programs" / "half_built_node.py")],
+                          env=ros_env(tmp_path), capture_output=True, text=True, timeout=90, check=False)
+    lines = node_output_lines(proc.stderr)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert lines == ["[half_built] error: parameter 'seed'=-7 outside [-1, 2147483647]"], lines
+    assert proc.stdout.strip().splitlines()[-1] == "status 1, entities left 0", proc.stdout

@@ -14,8 +14,10 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from types import MethodType
 from typing import Any
 
 import rclpy
@@ -76,6 +78,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         signal.signal(sig, on_signal)
     unwatch = _watch_signals(stop, watchdog)
     node: Node | None = None
+    half_built = False
     executor: Any = None
     status = 0
     try:
@@ -88,6 +91,9 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         while not stop.is_set() and rclpy.ok() and getattr(node, "exit_status", None) is None:
             executor.spin_once(timeout_sec=0.1)
     except (ParameterError, ConfigError) as exc:
+        if node is None:  # the constructor raised: its half-built node is destroyed below, not collected
+            node = _half_built_node(exc)
+            half_built = node is not None
         name = node.get_name() if node is not None else getattr(factory, "__name__", "node")
         print(f"[{name}] error: {exc}", file=sys.stderr)
         status = 1
@@ -103,7 +109,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
                 _cleanup(executor.remove_node, node)
             watchdog.step = "shutting the executor down"
             _cleanup(executor.shutdown, 1.0)
-        if node is not None:
+        if node is not None and not half_built:
             close_outputs = getattr(node, "close_outputs", None)  # (the recorder's bag)
             if callable(close_outputs):
                 watchdog.step = "closing the node's outputs"
@@ -113,7 +119,8 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         watchdog.teardown(_final_status(status, node))
         if node is not None:
             watchdog.step = "destroying the node"
-            _cleanup(node.destroy_node)
+            # a half-built node gets rclpy's own destroy_node: a subclass's may rely on what it never built
+            _cleanup(MethodType(Node.destroy_node, node) if half_built else node.destroy_node)
         watchdog.step = "shutting rclpy down"
         rclpy.try_shutdown()
         watchdog.step = "deleting the DDS participant"
@@ -136,6 +143,18 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
 
         os._exit(status)
     return status
+
+
+def _half_built_node(exc: BaseException) -> Node | None:
+    """The node whose constructor raised ``exc`` (the ``self`` of a constructor frame in its traceback),
+    or None. Left to the garbage collector, its rcl entities would be freed in no particular order while
+    DDS threads still serve them: a node rejecting a bad parameter was seen to die of SIGSEGV in a Fast
+    DDS thread as the exception was cleared; destroyed like any node (``destroy_node``), it does not."""
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Node) and frame.f_code.co_name == "__init__":
+            return candidate
+    return None
 
 
 def _final_status(status: int, node: Node | None) -> int:

@@ -201,6 +201,8 @@ class RecorderNode(RunMemberNode):
                 self._subscribe(name, msgtype, infos)
                 self._publisher_counts[name] = len(infos)
                 changed = True
+                if name == _GATE_TOPIC:
+                    self._log_gate()
         return changed
 
     def _others_matched(self) -> bool:
@@ -214,6 +216,16 @@ class RecorderNode(RunMemberNode):
             return True
         return not self._gate_publishers_unsubscribed() and all(
             sub.get_publisher_count() >= self._matchable_publishers(name) for name, sub in self._subs.items())
+
+    def _log_gate(self) -> None:
+        """One line when the gate subscription is made: how many of the others had matched what the graph
+        lists, and after how long (a bag missing its first ticks is read against it)."""
+        waited = time.monotonic() - (self._gate_wait_since or time.monotonic())
+        short = [name for name, sub in self._subs.items() if name != _GATE_TOPIC
+                 and sub.get_publisher_count() < self._matchable_publishers(name)]
+        self.get_logger().info(f"subscribed {_GATE_TOPIC} after {waited:.2f} s, with {len(self._subs) - 1} "
+                               f"other topics" + (f" ({len(short)} not matched: {', '.join(short[:3])})"
+                                                  if short else ", each matched to its publishers"))
 
     def _gate_publishers_unsubscribed(self) -> list[str]:
         """Topics of the gate topic's publisher nodes (the clock owner) that have no subscription yet and

@@ -175,7 +175,7 @@ class VehicleDynamicsNode(ScenarioNode):
             publish=lambda: self.outputs.publish_tick(self.clock.k, self.clock.episode),
             start_subscribers=self.start_gate_count,
             start_unmatched=lambda: self.outputs.unmatched_readers(self), start_missing=self._graph_missing,
-            starting=self.outputs.check_listeners, finish=self._finish), warn)
+            starting=self._starting, finish=self._finish), warn)
         self._place()
 
         # inputs
@@ -332,6 +332,12 @@ class VehicleDynamicsNode(ScenarioNode):
                 "tick_period_s": BASE_DT_S, "tick_rate_hz": f"{rate_hz:.1f}",
                 "real_time_factor": f"{rate_hz * BASE_DT_S:.3f}",
                 "real_time_factor_target": p.real_time_factor, "lockstep": p.lockstep}
+
+    def _starting(self) -> None:
+        """Tick 0 is about to go out: the ground truth is built for whoever is matched now (logged)."""
+        self.outputs.check_listeners()
+        self.get_logger().info(f"tick 0 goes to the matched readers: {self.outputs.reader_counts()}"
+                               + ("" if self.outputs.listened else " (odometry, accel and /tf not built)"))
 
     def _finish(self) -> None:
         """duration_s reached: let the last messages be acknowledged, shut the process down."""

@@ -134,6 +134,12 @@ class FleetOutputs:
         self.listened = any(p.get_subscription_count() for p in (*self._odom_pubs, *self._accel_pubs,
                                                                  self._tf_pub))
 
+    def reader_counts(self) -> str:
+        """The matched readers of each ground-truth writer, e.g. ``/clock 3, /tf 2, ...`` (the start line
+        names who tick 0 goes to)."""
+        pubs = (self.clock_pub, self.status_pub, self._tf_pub, *self._odom_pubs, *self._accel_pubs)
+        return ", ".join(f"{p.topic_name} {p.get_subscription_count()}" for p in pubs)
+
     def unmatched_readers(self, node: Node) -> list[str]:
         """The ground-truth topics (clock, odometry, specific force, /tf, vehicle status, battery) whose
         writer has not matched every subscription the graph lists for it (``qos.unmatched_subscriptions``):

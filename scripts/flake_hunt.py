@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-R must be at least 1 and -K at least 0")
 
     records: dict[str, Record] = defaultdict(Record)
+    # SIGTERM (a hunt stopped by hand) ends through the finally below: the burners and the round go too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     burners = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(args.burners)]
     rounds: list[tuple[int, float]] = []
     try:

@@ -222,3 +222,16 @@ def test_mission_items_reject_what_cannot_be_flown() -> None:
     _, ap = fleet_on_ground()
     assert not ap.set_mode(0, FlightMode.MISSION).accepted  # no mission
     assert not ap.start_mission(0, 3).accepted
+
+
+def test_a_change_speed_item_sets_the_speed_of_the_items_after_it() -> None:
+    fleet, ap = took_off(5.0)
+    far = (60.0, 0.0, -5.0)
+    ap.set_mission(0, [MissionItem(ItemKind.CHANGE_SPEED, speed_mps=1.0),
+                       MissionItem(ItemKind.WAYPOINT, far)])
+    assert ap.start_mission(0).accepted
+    v = np.array(fleet.fly(ap, 10.0))[:, 0]
+    assert np.hypot(v[:, 0], v[:, 1]).max() == pytest.approx(1.0)
+    assert [e.seq for e in ap.drain_events() if e.kind == "reached"] == [0]
+    with pytest.raises(ConfigError, match="speed_mps"):
+        MissionItem(ItemKind.CHANGE_SPEED, speed_mps=-2.0)

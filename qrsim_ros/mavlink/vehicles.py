@@ -63,7 +63,10 @@ MAX_MISSION_ITEMS = 500
 #: SET_POSITION_TARGET_LOCAL_NED type_mask bits (MAVLink's POSITION_TARGET_TYPEMASK).
 _IGNORE_POSITION, _IGNORE_VELOCITY, _IGNORE_ACCEL = 0x7, 0x38, 0x1C0
 _IGNORE_YAW, _IGNORE_YAW_RATE = 0x400, 0x800
+#: The sensors a vehicle reports (the simulated IMU, altimeter and GPS; the orientation estimator's
+#: heading stands for a magnetometer's).
 _SENSORS = (mavlink.MAV_SYS_STATUS_SENSOR_3D_GYRO | mavlink.MAV_SYS_STATUS_SENSOR_3D_ACCEL
+            | mavlink.MAV_SYS_STATUS_SENSOR_3D_MAG
             | mavlink.MAV_SYS_STATUS_SENSOR_ABSOLUTE_PRESSURE | mavlink.MAV_SYS_STATUS_SENSOR_GPS
             | mavlink.MAV_SYS_STATUS_SENSOR_ATTITUDE_STABILIZATION
             | mavlink.MAV_SYS_STATUS_SENSOR_Z_ALTITUDE_CONTROL
@@ -77,6 +80,7 @@ _MISSION_COMMANDS = {
     mavlink.MAV_CMD_NAV_WAYPOINT: ItemKind.WAYPOINT, mavlink.MAV_CMD_NAV_LOITER_TIME: ItemKind.LOITER_TIME,
     mavlink.MAV_CMD_NAV_TAKEOFF: ItemKind.TAKEOFF, mavlink.MAV_CMD_NAV_LAND: ItemKind.LAND,
     mavlink.MAV_CMD_NAV_RETURN_TO_LAUNCH: ItemKind.RTL,
+    mavlink.MAV_CMD_DO_CHANGE_SPEED: ItemKind.CHANGE_SPEED,
 }
 _COMMAND_OF_KIND = {kind: cmd for cmd, kind in _MISSION_COMMANDS.items()}
 
@@ -360,6 +364,8 @@ class MavlinkVehicles:
         kind = _MISSION_COMMANDS.get(m.command)
         if kind is None:
             raise ValueError(f"item {m.seq}: command {m.command} unsupported")
+        if kind == ItemKind.CHANGE_SPEED:  # param2: the speed [m/s] (-1: back to the default)
+            return MissionItem(kind, speed_mps=m.param2 if m.param2 > 0 else math.nan)
         lat, lon = m.x * 1e-7, m.y * 1e-7
         if m.frame in (mavlink.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT, mavlink.MAV_FRAME_GLOBAL_RELATIVE_ALT):
             amsl = self._home_amsl(i) + m.z
@@ -402,10 +408,13 @@ class MavlinkVehicles:
             z = float(-p[2] + self.origin.alt_m - self._home_amsl(i)) if math.isfinite(p[2]) else 0.0
         yaw = math.degrees(item.yaw_rad) if math.isfinite(item.yaw_rad) else math.nan
         accept = item.acceptance_m if math.isfinite(item.acceptance_m) else 0.0
+        p1, p2 = item.hold_s, accept
+        if item.kind == ItemKind.CHANGE_SPEED:  # param1 1: ground speed; param2 the speed (-1: default)
+            p1, p2 = 1.0, item.speed_mps if math.isfinite(item.speed_mps) else -1.0
         link.send(mavlink.MAVLink_mission_item_int_message(
             msg.get_srcSystem(), msg.get_srcComponent(), msg.seq, mavlink.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
-            _COMMAND_OF_KIND[item.kind], int(msg.seq == self.autopilot.mission_current[i]), 1, item.hold_s,
-            accept, 0.0, yaw, x, y, z, mavlink.MAV_MISSION_TYPE_MISSION))
+            _COMMAND_OF_KIND[item.kind], int(msg.seq == self.autopilot.mission_current[i]), 1, p1,
+            p2, 0.0, yaw, x, y, z, mavlink.MAV_MISSION_TYPE_MISSION))
 
     def _on_mission_clear_all(self, i: int, kind: str, link: MavlinkLink, msg: Any) -> None:
         peer = (msg.get_srcSystem(), msg.get_srcComponent())

@@ -92,7 +92,8 @@ class OnboardAutopilot:
     """The onboard autopilot of ``num_vehicles`` vehicles (module docstring), stepped every ``dt_s`` [s].
 
     ``start_armed_in_air``: vehicles that start flying (a QRSim scenario's initial state) start armed in
-    Hold where they are, home their launch estimate; others start disarmed on the ground.
+    Hold where they are; others start disarmed on the ground. Home is a vehicle's first position
+    estimate, and again where it arms.
     """
 
     def __init__(self, num_vehicles: int, dt_s: float, parameters: ParameterTable | None = None,
@@ -123,6 +124,7 @@ class OnboardAutopilot:
         self.mission_current = np.zeros(n, np.int64)
         self._mission_takeoff = np.zeros(n, bool)  # a mission started on the ground climbs first
         self._hold_until = np.full(n, np.nan)  # the current item's hold ends then [s]
+        self._mission_speed = np.full(n, np.nan)  # a CHANGE_SPEED item's speed (NaN: MPC_XY_CRUISE) [m/s]
         self._sp_position = np.full((n, 3), np.nan)
         self._sp_velocity = np.full((n, 3), np.nan)
         self._sp_accel = np.full((n, 3), np.nan)
@@ -144,8 +146,9 @@ class OnboardAutopilot:
         self._ex = np.asarray(ex, float)
         self._valid = np.asarray(valid, bool)
         pos_ok = np.isfinite(self._ex[:, POSITION_NED]).all(axis=1) & self._valid
-        if self.start_armed_in_air:  # home is the launch estimate of a vehicle that starts flying
-            first = pos_ok & np.isnan(self.home_ned[:, 0])
+        # home: the first position estimate (as PX4 sets it at its first fix), again where it arms
+        first = pos_ok & np.isnan(self.home_ned[:, 0])
+        if first.any():
             self.home_ned[first] = self._ex[first, POSITION_NED]
             self.home_heading[first] = self._ex[first, HEADING]
             hold = first & (self.mode == FlightMode.HOLD) & np.isnan(self._target_ned[:, 0])
@@ -308,7 +311,8 @@ class OnboardAutopilot:
                 desired[i] = self._offboard_velocity(i, pos[i])
             elif mode == FlightMode.MISSION:
                 desired[i] = self._mission_velocity(i, pos[i])
-                max_xy[i] = cruise[i]
+                speed = self._mission_speed[i]
+                max_xy[i] = min(speed, max_xy[i]) if math.isfinite(speed) else cruise[i]
             elif mode == FlightMode.RTL:
                 desired[i] = self._rtl_velocity(i, pos[i])
                 max_xy[i] = cruise[i]
@@ -379,6 +383,10 @@ class OnboardAutopilot:
         if k >= len(items):  # done: hold the last position
             return self._position_velocity(i, self._target_ned[i], pos)
         item = items[k]
+        if item.kind == ItemKind.CHANGE_SPEED:  # done at once: the next item flies at that speed
+            self._mission_speed[i] = item.speed_mps
+            self._advance(i, k)
+            return self._mission_velocity(i, pos)
         if self._mission_takeoff[i]:  # started on the ground: a vertical climb to the takeoff altitude
             climb_to = self.home_ned[i, 2] - self.params.value("MIS_TAKEOFF_ALT", i)
             if pos[2] > climb_to + TAKEOFF_DONE_M and item.kind != ItemKind.TAKEOFF:
@@ -494,6 +502,7 @@ class OnboardAutopilot:
         self._hold_until[i] = np.nan
         if mode == FlightMode.MISSION:
             self._mission_takeoff[i] = bool(self.armed[i] and self.on_ground()[i])
+            self._mission_speed[i] = np.nan
 
     def _disarm(self, i: int) -> None:
         self.armed[i] = False

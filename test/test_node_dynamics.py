@@ -339,9 +339,11 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
                  procs)
         assert ticks(got["odom"]) == [0] * len(got["odom"])
 
+        pilot_throttle = [HOVER_THROTTLE]
+
         def keep_commanding() -> None:  # an autopilot at ~50 Hz wall (25 Hz of simulated time at 2x)
             while not steady.is_set():
-                command()
+                command(throttle=pilot_throttle[0])
                 steady.wait(0.02)
 
         pilot = threading.Thread(target=keep_commanding, daemon=True)
@@ -411,11 +413,15 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
         z = np.array([m.pose.pose.position.z for m in got["odom"][n_before_bad - 1:]])
         # still hovering on the held commands: at most drifting with the air (0.5 s x 3 sigma of 0.2 m/s)
         assert np.all(np.abs(z - z[0]) < 0.5), z
+        # the autopilot asks for more than full throttle: clamped, counted, the vehicle climbs. It streams
+        # it, as it streamed its hover: under load the probe's /clock (the commands' stamps) lagged the
+        # node's by 2.7 s, so one command alone was rejected as stale (a fresh-clone CI run) and never
+        # clamped. It stops once the node counted a clamp.
+        n_before_climb = len(got["odom"])
+        pilot_throttle[0] = 1.5
+        wait_for(lambda: last_status().commands_clamped[0] >= 1, 10, "a clamp", procs)
         steady.set()
         pilot.join(timeout=5)
-        n_before_climb = len(got["odom"])
-        command(throttle=1.5)  # clamped to full throttle: the vehicle climbs
-        wait_for(lambda: last_status().commands_clamped[0] == 1, 10, "a clamp", procs)
         # command timeout (0.6 s simulated): hover again, counted
         wait_for(lambda: last_status().command_timeouts[0] >= 1 and not last_status().command_fresh[0], 10,
                  "the command timeout", procs)

@@ -83,7 +83,14 @@ class Probe:
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node(f"test_probe_{os.getpid()}", context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
+        # the nodes' executor (about 5x the callbacks a second): the SingleThreadedExecutor fell behind the
+        # keep-spot run's six topics at 2x real time beside another test (its /clock 7 s of simulated time
+        # late after 20 s, so the commands it stamped were stale)
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:  # an rclpy without it
+            EventsExecutor = SingleThreadedExecutor
+        self.executor = EventsExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()

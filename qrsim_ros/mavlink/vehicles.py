@@ -280,7 +280,6 @@ class MavlinkVehicles:
                                                   accel_ned_mps2=acc, yaw_rad=yaw, yaw_rate_rads=yaw_rate)
         if not result.accepted:
             self.counters[i].bad_setpoints += 1
-        self.autopilot.drain_events()  # a refused set point is counted, not announced 50 times a second
 
     def _on_param_request_list(self, i: int, kind: str, link: MavlinkLink, msg: Any) -> None:
         for index, spec in enumerate(SPECS):

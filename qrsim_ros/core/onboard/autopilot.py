@@ -277,10 +277,11 @@ class OnboardAutopilot:
         """The latest offboard set point of vehicle ``i`` at the current tick (NaN: ignored, as a masked
         field of SET_POSITION_TARGET_LOCAL_NED). A position component flies the position loop (with the
         velocity as feed-forward), a velocity alone is flown as it is, an acceleration alone is
-        integrated into the velocity set point. Infinite values are refused."""
+        integrated into the velocity set point. Infinite values are refused (no event: a stream of them
+        is counted by the front end, not announced at its rate)."""
         values = [np.asarray(v, float).reshape(3) for v in (position_ned_m, velocity_ned_mps, accel_ned_mps2)]
         if any(np.isinf(v).any() for v in values) or math.isinf(yaw_rad) or math.isinf(yaw_rate_rads):
-            return self._refused(i, "Offboard set point refused: infinite value")
+            return Result(False, "Offboard set point refused: infinite value")
         self._sp_position[i], self._sp_velocity[i], self._sp_accel[i] = values
         self._sp_yaw[i], self._sp_yaw_rate[i] = yaw_rad, yaw_rate_rads
         self._sp_time[i] = self._now_s

@@ -18,7 +18,7 @@ from kinematic_fleet import DT_S, KinematicFleet
 from mavsdk.plugins import action, mission, offboard, telemetry
 from test_mavlink import free_ports
 
-from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
+from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, GeodeticOrigin, ned_to_lla
 from qrsim_ros.core.onboard.autopilot import OnboardAutopilot
 from qrsim_ros.core.onboard.modes import FlightMode
 from qrsim_ros.core.onboard.parameters import ParameterTable
@@ -79,6 +79,18 @@ def rig() -> Iterator[RealTimeRig]:
     assert r.error is None, r.error
 
 
+def mission_item(north: float, east: float, origin: GeodeticOrigin) -> mission.MissionItem:
+    """A fly-through waypoint 10 m above home at 2.5 m/s, 1 m acceptance, at NED ``north``, ``east`` [m]."""
+    lat, lon, _ = ned_to_lla([north, east, 0.0], origin)
+    nan = float("nan")
+    return mission.MissionItem(
+        latitude_deg=float(lat), longitude_deg=float(lon), relative_altitude_m=10.0, speed_m_s=2.5,
+        is_fly_through=True, gimbal_pitch_deg=nan, gimbal_yaw_deg=nan,
+        camera_action=mission.MissionItem.CameraAction.NONE, loiter_time_s=nan,
+        camera_photo_interval_s=nan, acceptance_radius_m=1.0, yaw_deg=nan, camera_photo_distance_m=nan,
+        vehicle_action=mission.MissionItem.VehicleAction.NONE)
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     """Until ``condition()`` holds (telemetry MAVSDK keeps, the rig's state): no event to await across
     the two libraries' threads, so it is polled, with a deadline naming ``what``."""
@@ -125,19 +137,9 @@ def test_mavsdk_flies_takeoff_offboard_mission_and_landing(rig: RealTimeRig) -> 
     off.stop()
 
     # a mission of 4 waypoints, RTL after it
-    def item(north: float, east: float) -> mission.MissionItem:
-        lat, lon, _ = ned_to_lla([north, east, 0.0], QRSIM_ORIGIN)
-        nan = float("nan")
-        return mission.MissionItem(
-            latitude_deg=float(lat), longitude_deg=float(lon), relative_altitude_m=10.0, speed_m_s=2.5,
-            is_fly_through=True, gimbal_pitch_deg=nan, gimbal_yaw_deg=nan,
-            camera_action=mission.MissionItem.CameraAction.NONE, loiter_time_s=nan,
-            camera_photo_interval_s=nan, acceptance_radius_m=1.0, yaw_deg=nan, camera_photo_distance_m=nan,
-            vehicle_action=mission.MissionItem.VehicleAction.NONE)
-
     square = [(15.0, 5.0), (15.0, 15.0), (5.0, 15.0), (5.0, 5.0)]
     ms.set_return_to_launch_after_mission(True)
-    ms.upload_mission(mission.MissionPlan([item(n, e) for n, e in square]))
+    ms.upload_mission(mission.MissionPlan([mission_item(n, e, QRSIM_ORIGIN) for n, e in square]))
     ms.start_mission()
     visited: list[int] = []
 

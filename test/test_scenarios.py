@@ -30,7 +30,7 @@ VARIANTS = [
     "cats_mouse_1a", "cats_mouse_1b", "cats_mouse_1c",
     "search_rescue_2a", "search_rescue_2b", "search_rescue_2c", "search_rescue_2d", "search_rescue_scene",
     "plume_3a", "plume_3b", "plume_3c", "plume_3d", "plume_3e", "plume_3f", "plume_3g",
-    "retrieve_full", "retrieve_simplified", "team_search",
+    "retrieve_full", "retrieve_simplified", "team_search", "px4_sitl",
 ]
 DEG45 = math.pi / 4
 MASS_G_N = 1.68 * 9.81  # thrust of a 12-element state (spec 2.7): m g = 16.4808 N

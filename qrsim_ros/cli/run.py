@@ -10,6 +10,11 @@ printed, so any run can be repeated with --seed. --steps N ends the episode afte
 task.duration_steps, so terminal rewards are computed as at the end of a full episode).
 --set KEY=VALUE overrides one scenario key (dotted path, YAML value; repeatable).
 
+--mavlink: every agent vehicle is flown by its onboard autopilot and reached on MAVLink as PX4 SITL instance
+i is (API link udp 14540+i, ground station 14550; docs/MAVLINK.md), the run paced at --real-time-factor
+(default 1; 0: as fast as it goes); the policy's actions do not fly those vehicles. E.g.
+``qrsim run px4_sitl --mavlink --set num_vehicles=3``, then MAVSDK, pymavlink, MAVROS or a ground station.
+
 --policy: hover | random | search-pattern | pursuit | random-search | team-search | team-formation |
 guarded-NAME | auto (the task's baseline: search-pattern, pursuit, random-search for plume, team-search for
 a team with a radio and a take-off base (team_search), else hover; the default) | MODULE:FUNC | file.py:FUNC
@@ -37,11 +42,12 @@ fails during the episode exits with status 1.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
@@ -66,6 +72,9 @@ from qrsim_ros.policies import PolicyError, PolicyFactory, is_team, make_factory
 from qrsim_ros.policies.base import AutopilotView, instantiate
 from qrsim_ros.policies.episode import EpisodeResult, run_episode
 from qrsim_ros.policies.mission import Mission
+
+if TYPE_CHECKING:
+    from qrsim_ros.mavlink.simulator import SimulatorMavlink
 
 PROG = "qrsim run"
 
@@ -249,6 +258,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "0: from the clock; 1..2147483647: that seed)")
     p.add_argument("--out", default=None, metavar="FILE.csv", help="write one row per task step")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--mavlink", action="store_true",
+                   help="every agent vehicle a PX4 vehicle on MAVLink (sets mavlink.on; docs/MAVLINK.md), "
+                   "paced at --real-time-factor")
+    p.add_argument("--real-time-factor", type=float, default=None, metavar="F",
+                   help="with --mavlink: simulated seconds per wall second (default 1; 0: unpaced)")
     return finish_parser(p, run, PROG)
 
 
@@ -347,6 +361,10 @@ def run(args: argparse.Namespace) -> int:
         require_scenario(args, PROG)
         requested = seed_argument(args.seed)
         overrides = scenario_overrides(args.sets, args.steps)
+        if args.real_time_factor is not None and not args.mavlink:
+            raise CliError("--real-time-factor paces a --mavlink run; without --mavlink the run is unpaced")
+        if args.mavlink:
+            overrides = merge_overrides(overrides, {"mavlink": {"on": True}})
         scenario, factory = load_checked(args.scenario, overrides, args.policy)
         if args.out is not None:
             check_output_path(args.out, input_files(scenario, args.policy))
@@ -354,9 +372,38 @@ def run(args: argparse.Namespace) -> int:
         # at the episode reset(seed=...) would give, and the printed seed repeats the run
         seed = resolve_seed(requested, scenario.seed)
         sim = Simulator(replace(scenario, seed=seed))
+        link = open_mavlink(sim, args) if args.mavlink else None
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
+    try:
+        return _fly(sim, args, factory)
+    finally:
+        if link is not None:
+            link.close()
 
+
+def open_mavlink(sim: Simulator, args: argparse.Namespace) -> SimulatorMavlink:
+    """``sim``'s vehicles on MAVLink (``--mavlink``), their endpoints printed on stderr."""
+    from qrsim_ros.mavlink.simulator import SimulatorMavlink  # pymavlink only for a MAVLink run
+
+    factor = 1.0 if args.real_time_factor is None else args.real_time_factor
+    if not (math.isfinite(factor) and factor >= 0):
+        raise CliError(f"--real-time-factor must be >= 0 (0: unpaced), got {args.real_time_factor!r}")
+    try:
+        link = SimulatorMavlink(sim, real_time_factor=factor)
+    except OSError as exc:
+        raise CliError(f"--mavlink: cannot open the MAVLink ports (another simulator or PX4 SITL running?): "
+                       f"{exc.strerror or exc}") from None
+    ports = link.ports
+    for i, vehicle in enumerate(sim.onboard_vehicles):
+        print(f"{PROG}: vehicle {int(vehicle)}: MAVLink system {i + 1}, API udp {ports.bind_host}:"
+              f"{ports.api_local + i} -> {ports.host}:{ports.api_remote + i}, ground station udp "
+              f"{ports.bind_host}:{ports.gcs_local + i} -> {ports.host}:{ports.gcs_remote}", file=sys.stderr)
+    return link
+
+
+def _fly(sim: Simulator, args: argparse.Namespace, factory: PolicyFactory) -> int:
+    """Fly the episode (``run``'s second half): the rows, the summary, --out."""
     n = sim.num_vehicles
     rows: list[list[str]] = []
     header = episode_header(n)

@@ -1,10 +1,12 @@
 """One MAVLink 2 link over UDP, as a PX4 SITL instance opens them: bound to a local port, sending to a
 remote one (e.g. 14580+i -> 14540+i, the offboard/API link; 18570+i -> 14550, a ground station).
 
-Each datagram is parsed on its own (a truncated one never joins the next), by pymavlink with robust
-parsing: bad CRCs, bad prefixes and truncated packets are counted and dropped, never raised. At most
-``max_datagrams`` are read per poll and the rest of what waits is read and dropped (counted), so that a
-flood costs bounded time and memory per tick.
+What a link sends is packed into datagrams of up to ``MAX_SEND_BYTES`` (``send`` queues, ``flush`` sends),
+as PX4's mavlink module fills its UDP packets: a tick's telemetry to one peer is a datagram or two, not a
+system call per message. Each datagram received is parsed on its own (a truncated one never joins the
+next), by pymavlink with robust parsing: bad CRCs, bad prefixes and truncated packets are counted and
+dropped, never raised. At most ``max_datagrams`` are read per poll and the rest of what waits is read
+and dropped (counted), so that a flood costs bounded time and memory per tick.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ MAX_DATAGRAMS_PER_POLL = 64
 #: What is read and dropped beyond that per poll at the most (the socket's own buffer bounds the rest).
 MAX_DROPPED_PER_POLL = 4096
 _MAX_DATAGRAM_BYTES = 2048
+#: The largest datagram sent [bytes]: within Ethernet's 1500-byte MTU with the IP and UDP headers, and
+#: within what MAVSDK and pymavlink read at once.
+MAX_SEND_BYTES = 1400
 
 
 @dataclass
@@ -34,7 +39,8 @@ class LinkCounters:
     truncated: int = 0
     flood_dropped: int = 0
     send_errors: int = 0
-    sent: int = 0
+    sent: int = 0  # messages
+    datagrams_sent: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
@@ -59,6 +65,7 @@ class MavlinkLink:
             where = f"{local[0]}:{local[1]}"
             raise OSError(exc.errno, f"MAVLink: cannot bind UDP {where}: {exc.strerror}") from None
         self.sock.setblocking(False)
+        self._pending = bytearray()
 
     def poll(self) -> list[Any]:
         """The messages of the datagrams waiting now (at most ``max_datagrams``; the rest dropped)."""
@@ -75,11 +82,22 @@ class MavlinkLink:
         return out
 
     def send(self, msg: Any) -> None:
-        """Pack ``msg`` (a pymavlink message) as this link's system and send it to ``remote``."""
+        """Pack ``msg`` (a pymavlink message) as this link's system and queue it for ``remote`` (sent by
+        ``flush``, or as soon as a datagram is full)."""
         data = msg.pack(self.mav)
+        if len(self._pending) + len(data) > MAX_SEND_BYTES:
+            self.flush()
+        self._pending += data
+        self.counters.sent += 1
+
+    def flush(self) -> None:
+        """Send what is queued, one datagram."""
+        if not self._pending:
+            return
+        data, self._pending = bytes(self._pending), bytearray()
         try:
             self.sock.sendto(data, self.remote)
-            self.counters.sent += 1
+            self.counters.datagrams_sent += 1
         except OSError as exc:  # nobody listening yet (ECONNREFUSED from an earlier send) or a full buffer
             if exc.errno not in (errno.ECONNREFUSED, errno.EAGAIN, errno.ENOBUFS, errno.EWOULDBLOCK):
                 raise

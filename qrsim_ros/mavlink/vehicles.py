@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from pymavlink.dialects.v20 import common as mavlink
-from scipy.spatial.transform import Rotation
 
+from qrsim_ros.core.common.frames import euler_to_quaternion
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned, ned_to_lla
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.onboard.autopilot import FORCE_DISARM_MAGIC, OnboardAutopilot, Result
@@ -194,6 +194,12 @@ class MavlinkVehicles:
             for kind, link in links.items():
                 for msg in link.poll():
                     self._handle(i, kind, link, msg)
+        self._flush()
+
+    def _flush(self) -> None:
+        for links in self.links:
+            for link in links.values():
+                link.flush()
 
     def _handle(self, i: int, kind: str, link: MavlinkLink, msg: Any) -> None:
         name = msg.get_type()
@@ -459,6 +465,8 @@ class MavlinkVehicles:
         """The streams due at ``now_s`` [s] from estimated states ``ex`` (N, 20) on every link, and the
         events of the tick (STATUSTEXT, MISSION_ITEM_REACHED, MISSION_CURRENT)."""
         self._now_s = float(now_s)
+        if ex is not self._last_ex:
+            self.remember(ex)
         tel = telemetry or Telemetry.nominal(self.num_vehicles)
         self._send_events()
         builders = _STREAMS
@@ -479,6 +487,7 @@ class MavlinkVehicles:
                     msg = builders[name](self, i, ex[i], tel)
                     if msg is not None:
                         link.send(msg)
+        self._flush()
 
     def _send_events(self) -> None:
         for e in self.autopilot.drain_events():
@@ -533,8 +542,18 @@ class MavlinkVehicles:
     _last_ex: Array | None = None
 
     def remember(self, ex: Array) -> None:
-        """The tick's estimated states, for REQUEST_MESSAGE answers between ticks."""
+        """The tick's estimated states (for REQUEST_MESSAGE answers between ticks too) and what the
+        streams derive from them, for every vehicle at once: WGS-84 positions (NaN rows without a
+        position) and attitude quaternions."""
         self._last_ex = ex
+        pos = ex[:, POSITION_NED]
+        finite = np.isfinite(pos).all(axis=1)
+        lla = np.full((len(ex), 3), np.nan)
+        if finite.any():
+            lla[finite] = ned_to_lla(pos[finite], self.origin)
+        self._lla = lla
+        euler = ex[:, EULER]
+        self._quat_xyzw = euler_to_quaternion(euler[:, 0], euler[:, 1], euler[:, 2])
 
     def _time_ms(self) -> int:
         return round(self._now_s * 1e3) & 0xFFFFFFFF
@@ -585,7 +604,7 @@ class MavlinkVehicles:
         phi, theta, psi = ex[EULER]
         if not np.isfinite([phi, theta, psi]).all():
             return None
-        x, y, z, w = Rotation.from_euler("ZYX", [psi, theta, phi]).as_quat()
+        x, y, z, w = self._quat_xyzw[i]
         p, q, r = ex[ANGULAR_VELOCITY_FRD]
         return mavlink.MAVLink_attitude_quaternion_message(self._time_ms(), w, x, y, z, p, q, r)
 
@@ -598,10 +617,9 @@ class MavlinkVehicles:
         return mavlink.MAVLink_local_position_ned_message(self._time_ms(), *pos, *vel)
 
     def _global_position_int(self, i: int, ex: Array, tel: Telemetry) -> Any:
-        pos = ex[POSITION_NED]
-        if not np.isfinite(pos).all():
+        lat, lon, amsl = self._lla[i]
+        if not math.isfinite(lat):
             return None
-        lat, lon, amsl = ned_to_lla(pos, self.origin)
         vel = velocity_ned(ex[None, :])[0]
         vel = np.where(np.isfinite(vel), vel, 0.0)
         home_known = math.isfinite(self.autopilot.home_ned[i, 2])
@@ -617,7 +635,7 @@ class MavlinkVehicles:
         if not fix:
             return mavlink.MAVLink_gps_raw_int_message(self._time_ns() // 1000, mavlink.GPS_FIX_TYPE_NO_FIX,
                                                        0, 0, 0, 65535, 65535, 65535, 65535, 0)
-        lat, lon, amsl = ned_to_lla(pos, self.origin)
+        lat, lon, amsl = self._lla[i]
         vel = velocity_ned(ex[None, :])[0]
         speed = math.hypot(vel[0], vel[1]) if np.isfinite(vel[0:2]).all() else 0.0
         course = math.degrees(math.atan2(vel[1], vel[0])) % 360.0 if speed > 0 else 0.0
@@ -642,7 +660,7 @@ class MavlinkVehicles:
         if not np.isfinite(home).all():
             return None
         lat, lon, amsl = ned_to_lla(home, self.origin)
-        q = Rotation.from_euler("Z", self.autopilot.home_heading[i]).as_quat()
+        q = euler_to_quaternion(0.0, 0.0, self.autopilot.home_heading[i])
         return mavlink.MAVLink_home_position_message(round(lat * 1e7), round(lon * 1e7), round(amsl * 1e3),
                                                      *home, [q[3], q[0], q[1], q[2]], 0.0, 0.0, 0.0,
                                                      self._time_ns() // 1000)

@@ -117,23 +117,29 @@ def quaternion_multiply(a: ArrayLike, b: ArrayLike) -> Array:
                      aw * bw - ax * bx - ay * by - az * bz], axis=-1)
 
 
-def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
-    """Attitude of FLU body in ENU world as quaternions (x, y, z, w), w >= 0, from QRSim ZYX Euler angles.
-
-    R_enu_flu = T_enu_ned @ R_ned_frd @ T_frd_flu with R_ned_frd = dcm_ned_to_body(...).T: the ZYX
-    quaternion of R_ned_frd (closed form, half angles) between the two fixed half turns. Closed form
-    rather than through a rotation matrix: the nodes convert every vehicle every tick.
-    """
+def euler_to_quaternion(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
+    """Attitude of the FRD body in the NED world as quaternions (x, y, z, w) from ZYX Euler angles [rad]
+    (the quaternion of ``dcm_ned_to_body(...).T``; closed form, half angles; MAVLink's attitude)."""
     phi, theta, psi = np.broadcast_arrays(
         np.asarray(phi, float), np.asarray(theta, float), np.asarray(psi, float)
     )
     c1, s1 = np.cos(phi / 2), np.sin(phi / 2)
     c2, s2 = np.cos(theta / 2), np.sin(theta / 2)
     c3, s3 = np.cos(psi / 2), np.sin(psi / 2)
-    q_ned_frd = np.stack([s1 * c2 * c3 - c1 * s2 * s3,
-                          c1 * s2 * c3 + s1 * c2 * s3,
-                          c1 * c2 * s3 - s1 * s2 * c3,
-                          c1 * c2 * c3 + s1 * s2 * s3], axis=-1)
+    return np.stack([s1 * c2 * c3 - c1 * s2 * s3,
+                     c1 * s2 * c3 + s1 * c2 * s3,
+                     c1 * c2 * s3 - s1 * s2 * c3,
+                     c1 * c2 * c3 + s1 * s2 * s3], axis=-1)
+
+
+def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
+    """Attitude of FLU body in ENU world as quaternions (x, y, z, w), w >= 0, from QRSim ZYX Euler angles.
+
+    R_enu_flu = T_enu_ned @ R_ned_frd @ T_frd_flu with R_ned_frd = dcm_ned_to_body(...).T: the ZYX
+    quaternion of R_ned_frd (``euler_to_quaternion``) between the two fixed half turns. Closed form
+    rather than through a rotation matrix: the nodes convert every vehicle every tick.
+    """
+    q_ned_frd = euler_to_quaternion(phi, theta, psi)
     q = quaternion_multiply(quaternion_multiply(_Q_ENU_NED, q_ned_frd), _Q_FRD_FLU)
     return np.where(q[..., 3:4] < 0, -q, q)
 

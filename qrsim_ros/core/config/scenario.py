@@ -51,6 +51,7 @@ from qrsim_ros.core.comms.params import CommsParams
 from qrsim_ros.core.config.loader import ScenarioError, YamlLimitError, build, load_yaml, merge
 from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.faults import FaultSpec, parse_faults
+from qrsim_ros.core.onboard.settings import MavlinkParams
 from qrsim_ros.core.sensors.ahars import AharsParams
 from qrsim_ros.core.sensors.camera import CameraParams
 from qrsim_ros.core.sensors.gps import GpsReceiverParams, GpsSpaceSegmentParams
@@ -396,6 +397,9 @@ class Scenario:
     retrieve: RetrieveParams | None = None
     #: The vehicles' radio (``core.comms``, docs/COMMS.md); off unless ``comms.on``.
     comms: CommsParams = field(default_factory=CommsParams)
+    #: Every vehicle flown by its onboard autopilot and reached on MAVLink (``core.onboard``,
+    #: docs/MAVLINK.md); off unless ``mavlink.on``.
+    mavlink: MavlinkParams = field(default_factory=MavlinkParams)
     source: str = "<defaults>"
 
     def __post_init__(self) -> None:
@@ -435,6 +439,12 @@ class Scenario:
             raise ConfigError(
                 f"vehicle.initial_states has {len(states)} rows for {self.num_vehicles} vehicles")
         finite("origin.alt_m", self.origin.alt_m)
+        if self.mavlink.on:
+            flown = self.control_modes()[:-1] if self.task.type == "cats_mouse" else self.control_modes()
+            other = ", ".join(map(repr, sorted(set(flown) - {"velocity"})))
+            if other:
+                raise ConfigError(f"mavlink.on: the onboard autopilots fly velocity set points; "
+                                  f"vehicle.control must be velocity (or unset), not {other}")
 
     def _check_base_placement(self) -> None:
         """``task.placement: base``: search and rescue, a charging base, the grid inside the area and, with
@@ -496,6 +506,9 @@ class Scenario:
     def control_modes(self) -> tuple[str, ...]:
         """The control mode of every vehicle."""
         c = self.vehicle.control
+        if c is None and self.mavlink.on:  # the autopilots fly velocity set points (the mouse: its own)
+            mouse = ("velocity_height",) if self.task.type == "cats_mouse" else ()
+            return ("velocity",) * (self.num_vehicles - len(mouse)) + mouse
         if c is None:
             c = {"search_rescue": "velocity", "plume": "velocity", "cats_mouse": "velocity_height"}.get(
                 self.task.type, "attitude")

@@ -160,7 +160,7 @@ def build_fleet(scenario: Scenario, streams: RandomStreams) -> Airframes:
     return Airframes(scenario.airframes(), fleet_params(scenario), streams.per_vehicle(DYNAMICS_STREAM, n),
                      rotor_params=scenario.vehicle.rotor_params(),
                      rotor_gains=scenario.vehicle.rotor_control_params(),
-                     ground_z_ned_m=scenario.ground_z_ned_m)
+                     ground_z_ned_m=scenario.ground_z_ned_m, ground_rest=scenario.mavlink.on)
 
 
 # --- the world ---------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModel
 from qrsim_ros.core.engine.plant import Plant, PlantInputs
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.faults import ActiveFault, FaultEvents
+from qrsim_ros.core.onboard.autopilot import OnboardAutopilot
+from qrsim_ros.core.onboard.link import OnboardLink
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
 from qrsim_ros.core.tasks.episode import Episode
@@ -73,7 +75,12 @@ from qrsim_ros.core.vehicles.fleet_control import (
     any_true,
     hold_given,
 )
-from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, STATE_POSITION_NED, PelicanInputError
+from qrsim_ros.core.vehicles.pelican import (
+    CONTROL_LIMITS,
+    MOTORS_OFF_CONTROL,
+    STATE_POSITION_NED,
+    PelicanInputError,
+)
 from qrsim_ros.core.vehicles.rotor_control import low_level_bounds
 from qrsim_ros.core.world.area import BoxArea
 
@@ -176,6 +183,15 @@ class Simulator:
             (m, len(CONTROL_MODES[m]), _as_slice(r), _as_slice(np.asarray(agent_rows)[r]))
             for m, r in rows_by_mode.items()
         ]
+        #: every agent vehicle's onboard autopilot (``mavlink.on``; docs/MAVLINK.md), its vehicles (the
+        #: agent's rows) and what talks to it (``onboard_link``, a front end's; None: no link)
+        self.onboard: OnboardAutopilot | None = None
+        self.onboard_vehicles = np.asarray(agent_rows, int)
+        if sc.mavlink.on:  # kept by a reseeding reset: its parameters and missions are the vehicles'
+            self.onboard = getattr(self, "_onboard_kept", None) or OnboardAutopilot(
+                len(agent_rows), self.dt_s, sc.mavlink.parameter_table(len(agent_rows)))
+            self._onboard_kept = self.onboard
+        self.onboard_link: OnboardLink | None = getattr(self, "onboard_link", None)
         self._task_rng = streams.get(PLACEMENT_STREAM)
         self._ex = empty_estimated_state(n)
         # still air (no mean wind, no turbulence): every tick's air velocity is zero, made once (read-only)
@@ -236,6 +252,10 @@ class Simulator:
         self._held[:] = np.nan
         self._issued_s[:] = np.nan
         self._assemble_estimated_state()
+        if self.onboard is not None:  # a vehicle placed in the air starts armed, holding where it is
+            rows = self.onboard_vehicles
+            self.onboard.reset(in_air=~self.fleet.on_ground(x)[rows])
+            self.onboard.observe(0.0, self._ex[rows], self.fleet.valid[rows])
         self.episode.begin(x, self.fleet.valid)
 
     # --- stepping ---------------------------------------------------------------------------------
@@ -328,6 +348,8 @@ class Simulator:
             position_ned = x[:, STATE_POSITION_NED]
             self._inboxes.put(self.comms.step(k, k * self.dt_s, position_ned, valid, faults.links_lost))
         self.episode.on_tick(self.plant.inputs.controls)
+        if self.onboard_link is not None:
+            self.onboard_link.send(k * self.dt_s, self._ex[self.onboard_vehicles])
 
     def _plant_inputs(self, events: FaultEvents) -> PlantInputs:
         """The tick's inputs to the plant, once its faults are known (``Plant.tick``): the environment
@@ -365,11 +387,29 @@ class Simulator:
             targets[i, : a.size] = a
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
+        armed = None
+        if self.onboard is not None:
+            armed = self._fly_onboard(targets, now_s, valid)
         hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
             self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, valid)
-        return self.fleet_control.controls(self._held, self._ex, valid, self._headings, now_s, self._issued_s)
+        controls = self.fleet_control.controls(self._held, self._ex, valid, self._headings, now_s,
+                                               self._issued_s)
+        if armed is not None and not armed.all():
+            controls[self.onboard_vehicles[~armed]] = MOTORS_OFF_CONTROL
+        return controls
+
+    def _fly_onboard(self, targets: Array, now_s: float, valid: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """The onboard autopilots' tick (``mavlink.on``): their link's commands, then their velocity set
+        points and headings in place of the agent's rows; returns which of them are armed."""
+        if self.onboard_link is not None:
+            self.onboard_link.receive(now_s)
+        rows = self.onboard_vehicles
+        sp = self.onboard.step(now_s, self._ex[rows], valid[rows])  # type: ignore[union-attr]
+        targets[rows, 0:3] = sp.velocity_ned_mps
+        self._headings[rows] = sp.heading_rad
+        return sp.armed
 
     def _assemble_estimated_state(self, valid: NDArray[np.bool_] | None = None) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles (``valid``: the

@@ -108,14 +108,17 @@ class OnboardAutopilot:
         self.failsafe_onsets = np.zeros(n, np.int64)
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, in_air: ArrayLike | None = None) -> None:
         """A new episode: disarmed (or armed in the air, see the class), Hold, no home, no set point;
-        the missions and parameters stay (they are the vehicle's, not the episode's)."""
+        the missions and parameters stay (they are the vehicle's, not the episode's). ``in_air`` (N,):
+        which vehicles start flying (armed, holding where they are) instead of ``start_armed_in_air``."""
         n = self.num_vehicles
-        self.armed = np.full(n, self.start_armed_in_air)
+        flying = np.full(n, self.start_armed_in_air) if in_air is None else (
+            np.asarray(in_air, bool).reshape(n).copy())
+        self.armed = flying
         self.mode = np.full(n, int(FlightMode.HOLD), np.int8)
-        self.landed_state = np.full(n, int(LandedState.IN_AIR if self.start_armed_in_air
-                                           else LandedState.ON_GROUND), np.int8)
+        self.landed_state = np.where(flying, int(LandedState.IN_AIR),
+                                     int(LandedState.ON_GROUND)).astype(np.int8)
         self.home_ned = np.full((n, 3), np.nan)
         self.home_heading = np.full(n, np.nan)
         self._target_ned = np.full((n, 3), np.nan)  # Hold/Land/Takeoff/RTL's position target

@@ -36,6 +36,15 @@ produced (control row, lower-level input, emergency landing, stuck motor), are c
 min(fraction, 1) in ``RotorFleet``'s kernel (bit for bit unchanged where that is not binding); a vehicle
 without supply (an empty pack) flies no emergency landing, and a rotor vehicle without supply becomes
 invalid (``EMPTY_PACK_REASON``) once its contact sphere touches the ground.
+
+Ground rest (``ground_rest``, on for vehicles flown by the onboard autopilot, docs/MAVLINK.md): QRSim's
+Pelican has no ground, a vehicle that reaches it leaves the area and becomes invalid. With ground rest a
+Pelican whose centre of mass comes down to the rest height (the ground less the pelican rotor set's
+contact radius) at a descent of at most ``MAX_TOUCHDOWN_MPS`` rests there instead: level, its heading
+kept, velocities and rates zero, its thrust state kept (the motors spool on), the accelerometer reading
+the ground's support (-g on body z); resting on, it neither slides nor turns. It stays valid, its sensors
+read on, and it lifts off when its thrust carries it above the rest height. A faster touchdown is a
+crash (``GROUND_CRASH_REASON``). Rotor vehicles have their own contact model and are not touched.
 """
 
 from __future__ import annotations
@@ -64,7 +73,12 @@ from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
     CONTROL_NAMES,
     CONTROL_SIZE,
+    G_MS2,
     STATE_DOWN,
+    STATE_HEADING,
+    STATE_NORTH_EAST,
+    STATE_RATES_FRD,
+    STATE_ROLL_PITCH,
     STATE_VELOCITY_FRD,
     PelicanFleet,
     PelicanInputError,
@@ -92,6 +106,12 @@ AIRFRAME_NAMES = (PELICAN, ROTOR)
 #: ``invalid_reason`` of a rotor vehicle whose pack is empty once it touches the ground (``set_motor_supply``;
 #: a Pelican's empty-pack fall ends as any vehicle through the ground: ``pz=... outside [...]``).
 EMPTY_PACK_REASON = "battery empty: motors stopped, fell to the ground"
+#: Ground rest (module doc): the fastest descent [m/s] a Pelican's landing gear takes (an assumption: a
+#: free fall from about 0.5 m); faster is a crash with ``GROUND_CRASH_REASON``.
+MAX_TOUCHDOWN_MPS = 3.0
+GROUND_CRASH_REASON = "crashed into the ground"
+#: ``on_ground``: a centre of mass within this of the rest height [m] is on the ground.
+ON_GROUND_TOLERANCE_M = 0.05
 
 
 @njit(f"int64({F8_2D_IN}, {F8_2D_IN}, {F8_2D_IN}, {F8_1D_IN}, {F8_1D_IN}, float64, float64, float64[:, ::1], "
@@ -164,13 +184,14 @@ class Airframes:
     state limits, collision distance and tick apply to the rotor vehicles too); noise_rngs: one
     dynamic-noise generator per vehicle (only the Pelicans' are used); rotor_params: the rotor airframe
     (default ``pelican_rotor_params()``); rotor_gains: its onboard controller's gains;
-    ground_z_ned_m: the ground for the rotor airframe's contact model [m, NED z].
+    ground_z_ned_m: the ground for the rotor airframe's contact model [m, NED z]; ground_rest: Pelican
+    vehicles rest on that ground instead of leaving the area through it (module doc).
     """
 
     def __init__(self, airframes: Sequence[str], pelican_params: PelicanParams | None = None,
                  noise_rngs: list[np.random.Generator] | None = None, *,
                  rotor_params: RotorParams | None = None, rotor_gains: RotorControlParams | None = None,
-                 ground_z_ned_m: float = 0.0) -> None:
+                 ground_z_ned_m: float = 0.0, ground_rest: bool = False) -> None:
         names = tuple(airframes)
         unknown = sorted(set(names) - set(AIRFRAME_NAMES))
         if unknown:
@@ -224,6 +245,10 @@ class Airframes:
         # set for Pelican vehicles, which have no contact model)
         radius = (self.rotor.params if self.rotor is not None else pelican_rotor_params()).contact_radius_m
         self._landed_z_ned_m = self.ground_z_ned_m - radius
+        self.ground_rest = bool(ground_rest) and self.pelican is not None
+        #: (Pelican vehicles,) which rest on the ground after the last step (``ground_rest``)
+        self._resting = np.zeros(self._pel.size, bool)
+        self._rest_pose = np.zeros((self._pel.size, 3))  # where each rests: north, east [m], heading [rad]
         # a rotor-only fleet's per-tick kernel (``_rotor_tick_kernel``) and its scratch arrays
         self._rotor_tick = self.rotor is not None and self._only is self.rotor
         self._scratch = (np.empty((n, 4)), np.empty((n, 3)), np.empty((n, 3)))
@@ -310,6 +335,10 @@ class Airframes:
         """Set states of length 6, 12 or 13 (``PelicanFleet.set_state``) and mark those vehicles valid;
         rotor vehicles start with their rotors at the hover speed. A state outside the limits raises
         PelicanInputError naming the vehicle and element."""
+        if self.ground_rest:  # placed anew: not resting until a step finds it on the ground
+            placed = np.zeros(self.num_vehicles, bool)
+            placed[np.arange(self.num_vehicles) if vehicles is None else vehicles] = True
+            self._resting &= ~placed[self._pel]
         if self._any_unpowered:  # fresh vehicles are powered until the next ``set_motor_supply``
             self._unpowered[np.arange(self.num_vehicles) if vehicles is None else vehicles] = False
             self._any_unpowered = bool(self._unpowered.any())
@@ -433,6 +462,48 @@ class Airframes:
         if local.size:
             rotor.disarm(local, EMPTY_PACK_REASON)
 
+    @property
+    def resting(self) -> NDArray[np.bool_]:
+        """(N,) vehicles resting on the ground after the last step (``ground_rest``; a copy)."""
+        out = np.zeros(self.num_vehicles, bool)
+        out[self._pel] = self._resting
+        return out
+
+    def on_ground(self, state: Array) -> NDArray[np.bool_]:
+        """(N,) vehicles of true states ``state`` (N, 13) whose centre of mass is at or below the rest
+        height on the ground (within ``ON_GROUND_TOLERANCE_M``): placed on the ground, not flying."""
+        return state[:, STATE_DOWN] >= self._landed_z_ned_m - ON_GROUND_TOLERANCE_M
+
+    def _rest_pelicans(self) -> None:
+        """Ground rest (module doc) of the Pelican vehicles after their step."""
+        fleet = self.pelican
+        x, valid, accel = fleet._x, fleet._valid, fleet._a  # type: ignore[union-attr]
+        rest_z = self._landed_z_ned_m
+        down = valid & (x[:, STATE_DOWN] >= rest_z)
+        was_resting = self._resting & down
+        self._resting[:] = False
+        if not down.any():
+            return
+        # still on the ground since the last tick: friction holds it where it lies (no slide, no turn)
+        x[was_resting, STATE_NORTH_EAST] = self._rest_pose[was_resting, 0:2]
+        x[was_resting, STATE_HEADING] = self._rest_pose[was_resting, 2]
+        rows = np.flatnonzero(down)
+        v_ned = np.empty((rows.size, 3))
+        body_to_ned_rows(np.ascontiguousarray(x[rows]), np.ascontiguousarray(x[rows, STATE_VELOCITY_FRD]),
+                         v_ned)
+        crashed = rows[v_ned[:, 2] > MAX_TOUCHDOWN_MPS]
+        if crashed.size:
+            fleet.disarm(crashed, GROUND_CRASH_REASON)  # type: ignore[union-attr]
+        rest = rows[v_ned[:, 2] <= MAX_TOUCHDOWN_MPS]
+        x[rest, STATE_DOWN] = rest_z
+        x[rest, STATE_ROLL_PITCH] = 0.0
+        x[rest, STATE_VELOCITY_FRD] = 0.0
+        x[rest, STATE_RATES_FRD] = 0.0
+        accel[rest] = (0.0, 0.0, -G_MS2)
+        self._resting[rest] = True
+        self._rest_pose[rest, 0:2] = x[rest, STATE_NORTH_EAST]
+        self._rest_pose[rest, 2] = x[rest, STATE_HEADING]
+
     # --- emergency landing (core.engine.faults.FaultEffects) ----------------------------------------
     @property
     def emergency_land_rotor(self) -> NDArray[np.int64]:
@@ -516,6 +587,8 @@ class Airframes:
         emergency = self._any_emergency
         if self._only is self.pelican and rates_thrust is None and motors is None and not emergency:
             self.pelican.step(controls, wind_body)  # type: ignore[union-attr]
+            if self.ground_rest:
+                self._rest_pelicans()
             return
         n = self.num_vehicles
         if (self._rotor_tick and rates_thrust is None and motors is None and not emergency
@@ -585,6 +658,8 @@ class Airframes:
         if self.pelican is not None:
             p = self._pel
             self.pelican.step(u[p], None if wind is None else wind[p])
+            if self.ground_rest:
+                self._rest_pelicans()
         if self.rotor is not None:
             wind_r = None
             if wind is not None:

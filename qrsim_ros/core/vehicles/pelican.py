@@ -44,6 +44,9 @@ FULL_BATTERY_V = 12.0
 #: reward offset, spec 5.2 and 6), which are theirs and are kept.
 HOVER_CONTROL = np.array([0.0, 0.0, HOVER_THROTTLE, 0.0, FULL_BATTERY_V])
 HOVER_CONTROL.flags.writeable = False
+#: The control row of a disarmed vehicle: level, zero throttle, full battery (the motors stopped).
+MOTORS_OFF_CONTROL = np.array([0.0, 0.0, 0.0, 0.0, FULL_BATTERY_V])
+MOTORS_OFF_CONTROL.flags.writeable = False
 
 STATE_SIZE = 13
 CONTROL_SIZE = 5

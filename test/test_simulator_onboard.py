@@ -11,6 +11,7 @@ import pytest
 from pymavlink.dialects.v20 import common as mavlink
 from test_mavlink import Client, free_ports, last_ack
 
+from qrsim_ros.cli.main import main
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import load_scenario
 from qrsim_ros.core.engine.simulator import Simulator
@@ -151,3 +152,17 @@ def test_the_pacer_keeps_simulated_time_to_the_wall_clock() -> None:
     assert slept[-1] == pytest.approx(0.01) and pacer.behind_s > 4.0
     with pytest.raises(ValueError, match="real_time_factor"):
         RealTimePacer(math.nan)
+
+
+def test_the_command_line_refuses_what_a_mavlink_or_firmware_run_cannot_do(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cases = {
+        ("keep_spot", "--real-time-factor", "2"): "--real-time-factor paces a --mavlink run",
+        ("keep_spot", "--mavlink"): "vehicle.control must be velocity",
+        ("px4_sitl", "--mavlink", "--real-time-factor", "-1"): "--real-time-factor must be >= 0",
+        ("keep_spot", "--firmware", "ardupilot", "--mavlink"): "--firmware and --mavlink exclude each other",
+    }
+    for argv, message in cases.items():
+        assert main(["run", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)

@@ -53,6 +53,7 @@ import yaml
 
 from qrsim_ros.cli import CliError, check_output_path, finish_parser, report, write_csv_atomic
 from qrsim_ros.cli.subcommand import Subcommand
+from qrsim_ros.core.common.ticks import BASE_DT_S as TICK_S
 from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.config.scenario import (
@@ -263,6 +264,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "paced at --real-time-factor")
     p.add_argument("--real-time-factor", type=float, default=None, metavar="F",
                    help="with --mavlink: simulated seconds per wall second (default 1; 0: unpaced)")
+    p.add_argument("--firmware", choices=["ardupilot"], default=None,
+                   help="the physics end of a firmware's simulator interface: ardupilot (its JSON SITL "
+                   "interface, UDP 9002+10i; the rotor airframe flown by motor commands, one tick per "
+                   "frame; docs/FIRMWARE.md)")
     return finish_parser(p, run, PROG)
 
 
@@ -365,7 +370,16 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--real-time-factor paces a --mavlink run; without --mavlink the run is unpaced")
         if args.mavlink:
             overrides = merge_overrides(overrides, {"mavlink": {"on": True}})
+        if args.firmware is not None and args.mavlink:
+            raise CliError("--firmware and --mavlink exclude each other: the firmware is the autopilot")
         scenario, factory = load_checked(args.scenario, overrides, args.policy)
+        if args.firmware is not None:  # motors by the firmware, one 20 ms tick per frame, as long as before
+            task = scenario.task
+            frames = round(task.dt_s * task.duration_steps / TICK_S)
+            overrides = merge_overrides(overrides, {
+                "vehicle": {"airframe": "rotor", "control": "motors"},
+                "task": {"dt_s": TICK_S, "duration_steps": frames}})
+            scenario, factory = load_checked(args.scenario, overrides, args.policy)
         if args.out is not None:
             check_output_path(args.out, input_files(scenario, args.policy))
         # the concrete seed (a clock seed drawn here, once): the Simulator is built from it and starts
@@ -373,6 +387,8 @@ def run(args: argparse.Namespace) -> int:
         seed = resolve_seed(requested, scenario.seed)
         sim = Simulator(replace(scenario, seed=seed))
         link = open_mavlink(sim, args) if args.mavlink else None
+        if args.firmware is not None:
+            return serve_firmware(sim)
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
     try:
@@ -400,6 +416,29 @@ def open_mavlink(sim: Simulator, args: argparse.Namespace) -> SimulatorMavlink:
               f"{ports.api_local + i} -> {ports.host}:{ports.api_remote + i}, ground station udp "
               f"{ports.bind_host}:{ports.gcs_local + i} -> {ports.host}:{ports.gcs_remote}", file=sys.stderr)
     return link
+
+
+def serve_firmware(sim: Simulator) -> int:
+    """``--firmware ardupilot``: answer the firmware's frames until the episode ends (or Ctrl-C)."""
+    from qrsim_ros.firmware.ardupilot_json import BASE_PORT, PORT_STRIDE, ArduPilotJson
+
+    try:
+        server = ArduPilotJson(sim)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--firmware ardupilot: {exc}") from None
+    for i in range(sim.num_vehicles):
+        print(f"{PROG}: vehicle {i}: ArduPilot JSON physics on udp 127.0.0.1:{BASE_PORT + PORT_STRIDE * i} "
+              f"(sim_vehicle.py -v ArduCopter --model JSON -I {i})", file=sys.stderr)
+    try:
+        while not sim.done:
+            server.serve_once(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    print(f"frames: {[c['steps'] for c in server.counters]}, simulated {sim.time:.2f} s, outcome "
+          f"{sim.done_reason or 'stopped'}")
+    return 0
 
 
 def _fly(sim: Simulator, args: argparse.Namespace, factory: PolicyFactory) -> int:

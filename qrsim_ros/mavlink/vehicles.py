@@ -543,17 +543,37 @@ class MavlinkVehicles:
 
     def remember(self, ex: Array) -> None:
         """The tick's estimated states (for REQUEST_MESSAGE answers between ticks too) and what the
-        streams derive from them, for every vehicle at once: WGS-84 positions (NaN rows without a
-        position) and attitude quaternions."""
+        high-rate streams carry, derived for every vehicle at once (a row per vehicle of plain Python
+        numbers, None where the estimate lacks what the message needs): ATTITUDE, ATTITUDE_QUATERNION,
+        LOCAL_POSITION_NED and GLOBAL_POSITION_INT's fields after the time, WGS-84 positions."""
         self._last_ex = ex
         pos = ex[:, POSITION_NED]
-        finite = np.isfinite(pos).all(axis=1)
+        has_pos = np.isfinite(pos).all(axis=1)
         lla = np.full((len(ex), 3), np.nan)
-        if finite.any():
-            lla[finite] = ned_to_lla(pos[finite], self.origin)
+        if has_pos.any():
+            lla[has_pos] = ned_to_lla(pos[has_pos], self.origin)
         self._lla = lla
-        euler = ex[:, EULER]
-        self._quat_xyzw = euler_to_quaternion(euler[:, 0], euler[:, 1], euler[:, 2])
+        euler, rates = ex[:, EULER], ex[:, ANGULAR_VELOCITY_FRD]
+        quat = euler_to_quaternion(euler[:, 0], euler[:, 1], euler[:, 2])
+        self._quat_xyzw = quat
+        vel = velocity_ned(ex)
+        vel = np.where(np.isfinite(vel), vel, 0.0)
+        has_att = np.isfinite(euler).all(axis=1)
+        attitude = np.column_stack([euler, rates])
+        self._attitude_rows = _rows(attitude, has_att & np.isfinite(rates).all(axis=1))
+        self._quaternion_rows = _rows(np.column_stack([quat[:, [3, 0, 1, 2]], rates]), has_att)
+        self._local_rows = _rows(np.column_stack([pos, vel]), has_pos)
+        # GLOBAL_POSITION_INT: lat, lon [1e-7 deg], altitude AMSL and above home [mm], velocity [cm/s],
+        # heading [cdeg] (65535 unknown); above home: the estimate's height until home is known
+        home_z = self.autopilot.home_ned[:, 2]
+        home_amsl = self.origin.alt_m - np.where(np.isfinite(home_z), home_z, 0.0)
+        height = ex[:, HEIGHT]
+        rel = np.where(np.isfinite(home_z) | ~np.isfinite(height), lla[:, 2] - home_amsl, height)
+        hdg = np.degrees(euler[:, 2]) % 360.0
+        hdg_cdeg = np.where(np.isfinite(hdg), np.round(np.nan_to_num(hdg) * 100) % 36000, 65535)
+        scaled = np.column_stack([lla[:, 0] * 1e7, lla[:, 1] * 1e7, lla[:, 2] * 1e3, rel * 1e3, vel * 100])
+        gpi = np.column_stack([np.round(np.nan_to_num(scaled)), hdg_cdeg]).astype(np.int64)
+        self._global_rows = _rows(gpi, has_pos)
 
     def _time_ms(self) -> int:
         return round(self._now_s * 1e3) & 0xFFFFFFFF
@@ -594,40 +614,20 @@ class MavlinkVehicles:
                                                           px4.LANDED_STATES[self.autopilot.landed_state[i]])
 
     def _attitude(self, i: int, ex: Array, tel: Telemetry) -> Any:
-        phi, theta, psi = ex[EULER]
-        p, q, r = ex[ANGULAR_VELOCITY_FRD]
-        if not np.isfinite([phi, theta, psi, p, q, r]).all():
-            return None
-        return mavlink.MAVLink_attitude_message(self._time_ms(), phi, theta, psi, p, q, r)
+        row = self._attitude_rows[i]
+        return None if row is None else mavlink.MAVLink_attitude_message(self._time_ms(), *row)
 
     def _attitude_quaternion(self, i: int, ex: Array, tel: Telemetry) -> Any:
-        phi, theta, psi = ex[EULER]
-        if not np.isfinite([phi, theta, psi]).all():
-            return None
-        x, y, z, w = self._quat_xyzw[i]
-        p, q, r = ex[ANGULAR_VELOCITY_FRD]
-        return mavlink.MAVLink_attitude_quaternion_message(self._time_ms(), w, x, y, z, p, q, r)
+        row = self._quaternion_rows[i]  # w, x, y, z, then the rates
+        return None if row is None else mavlink.MAVLink_attitude_quaternion_message(self._time_ms(), *row)
 
     def _local_position_ned(self, i: int, ex: Array, tel: Telemetry) -> Any:
-        pos = ex[POSITION_NED]
-        vel = velocity_ned(ex[None, :])[0]
-        if not np.isfinite(pos).all():
-            return None
-        vel = np.where(np.isfinite(vel), vel, 0.0)
-        return mavlink.MAVLink_local_position_ned_message(self._time_ms(), *pos, *vel)
+        row = self._local_rows[i]
+        return None if row is None else mavlink.MAVLink_local_position_ned_message(self._time_ms(), *row)
 
     def _global_position_int(self, i: int, ex: Array, tel: Telemetry) -> Any:
-        lat, lon, amsl = self._lla[i]
-        if not math.isfinite(lat):
-            return None
-        vel = velocity_ned(ex[None, :])[0]
-        vel = np.where(np.isfinite(vel), vel, 0.0)
-        home_known = math.isfinite(self.autopilot.home_ned[i, 2])
-        rel = amsl - self._home_amsl(i) if home_known or not math.isfinite(ex[HEIGHT]) else ex[HEIGHT]
-        hdg = (math.degrees(ex[EULER][2]) % 360.0) if math.isfinite(ex[EULER][2]) else math.nan
-        return mavlink.MAVLink_global_position_int_message(
-            self._time_ms(), round(lat * 1e7), round(lon * 1e7), round(amsl * 1e3), round(rel * 1e3),
-            *(round(v * 100) for v in vel), 65535 if math.isnan(hdg) else round(hdg * 100) % 36000)
+        row = self._global_rows[i]
+        return None if row is None else mavlink.MAVLink_global_position_int_message(self._time_ms(), *row)
 
     def _gps_raw_int(self, i: int, ex: Array, tel: Telemetry) -> Any:
         pos = ex[POSITION_NED]
@@ -681,6 +681,11 @@ class MavlinkVehicles:
 
 _STATUSTEXT_BYTES = 50
 _text_ids = itertools.count(1)
+
+
+def _rows(values: Array, present: NDArray[np.bool_]) -> list[list[Any] | None]:
+    """``values`` (N, K) as a list of rows of Python numbers, None for the rows not ``present``."""
+    return [row if ok else None for row, ok in zip(values.tolist(), present.tolist(), strict=True)]
 
 
 def _statustexts(severity: int, text: str) -> list[Any]:

@@ -1,0 +1,142 @@
+"""ArduPilot's JSON SITL interface at the protocol level: a peer written from the published protocol (binary
+servo packets out, JSON state in, lockstep) stands in for the firmware -- no ArduPilot build can be had
+here -- and closes a hover-then-step loop through the rotor airframe using nothing but the JSON it gets.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.firmware.ardupilot_json import (
+    CHANNELS_OF_ROTORS,
+    ArduPilotJson,
+    ServoPacketError,
+    motor_commands,
+    parse_servo_packet,
+    servo_packet,
+)
+
+ROTOR_IN_THE_AIR = {"seed": 3, "task": {"duration_steps": 5000},
+                    "vehicle": {"airframe": "rotor", "control": "motors", "turbulence": {"on": False},
+                                "initial_states": [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0]]}}
+
+
+class Peer:
+    """The firmware's side: sends servo packets, reads the JSON answers."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(5.0)
+        self.frame = 0
+
+    def send(self, pwm: list[int], frame: int | None = None) -> None:
+        if frame is None:
+            self.frame += 1
+            frame = self.frame
+        self.sock.sendto(servo_packet(50, frame, pwm), ("127.0.0.1", self.port))
+
+    def state(self) -> dict:
+        data = self.sock.recv(65536)
+        assert data.startswith(b"\n") and data.endswith(b"\n")
+        return json.loads(data)
+
+
+@pytest.fixture
+def link() -> Iterator[tuple[ArduPilotJson, Peer, Simulator]]:
+    sim = Simulator.from_scenario("keep_spot", ROTOR_IN_THE_AIR)
+    for _ in range(50):
+        try:
+            server = ArduPilotJson(sim, base_port=random.randrange(20000, 60000))
+            break
+        except OSError:
+            continue
+    peer = Peer(server.socks[0].getsockname()[1])
+    yield server, peer, sim
+    server.close()
+    peer.sock.close()
+
+
+def exchange(server: ArduPilotJson, peer: Peer, pwm: list[int], frame: int | None = None) -> dict:
+    peer.send(pwm, frame)
+    server.serve_once(2.0)
+    return peer.state()
+
+
+def controller(state: dict, z_target: float, integral: list[float]) -> list[int]:
+    """The peer's autopilot, from the JSON state alone: height (PID) and level attitude (PD) through the
+    '+' frame's mixing in ArduPilot's motor order (1 right, 2 left, 3 front, 4 back; front and back turn
+    clockwise)."""
+    z, (vn, ve, vd) = state["position"][2], state["velocity"]
+    roll, pitch, _ = state["attitude"]
+    p, q, r = state["imu"]["gyro"]
+    integral[0] += (z - z_target) * 0.02
+    collective = 0.5 + 0.08 * (z - z_target) + 0.08 * vd + 0.03 * integral[0]
+    u_roll = 0.3 * (-0.1 * ve - roll) - 0.05 * p
+    u_pitch = 0.3 * (0.1 * vn - pitch) - 0.05 * q
+    u_yaw = -0.05 * r
+    motors = [collective - u_roll + u_yaw, collective + u_roll + u_yaw,
+              collective + u_pitch - u_yaw, collective - u_pitch - u_yaw]
+    return [round(1000 + 1000 * min(max(m, 0.0), 1.0)) for m in motors] + [1000] * 12
+
+
+def test_a_peer_flies_hover_then_a_step_through_the_rotor_model(link) -> None:
+    server, peer, sim = link
+    integral = [0.0]
+    state = exchange(server, peer, [1000] * 16)
+    heights, stamps = [], [state["timestamp"]]
+    for k in range(3000):  # 60 s: hold 10 m, then climb to 15 m at 30 s
+        z_target = -10.0 if k < 1500 else -15.0
+        state = exchange(server, peer, controller(state, z_target, integral))
+        stamps.append(state["timestamp"])
+        heights.append(-state["position"][2])
+    assert np.allclose(np.diff(stamps), 0.02)  # one 20 ms physics step per frame, lockstep
+    assert sim.valid[0] and server.counters[0]["steps"] == 3001
+    assert np.abs(np.array(heights[1000:1500]) - 10.0).max() < 0.3  # hovering
+    assert np.abs(np.array(heights[2500:]) - 15.0).max() < 0.3  # after the step
+    assert max(heights[1500:2500]) > 15.0  # it climbed
+    # the JSON is the simulation's: truth for position and attitude, the simulated IMU for rates
+    assert state["position"] == pytest.approx(sim.true_state()[0, 0:3].tolist())
+    assert state["imu"]["accel_body"][2] == pytest.approx(-9.81, abs=1.0)
+
+
+def test_the_motor_order_is_ardupilots_for_the_plus_frame(link) -> None:
+    server, peer, _sim = link
+    hover = 1708  # about the hover command of the pelican rotor set
+    exchange(server, peer, [hover] * 4 + [1000] * 12)
+    for _ in range(10):  # channel 2 (left) up: the right side goes down, a positive roll
+        state = exchange(server, peer, [hover, hover + 60, hover, hover] + [1000] * 12)
+    assert state["attitude"][0] > 0.01
+    channels = CHANNELS_OF_ROTORS["+"]
+    pwm = tuple(range(1100, 1900, 50))
+    assert motor_commands(pwm, channels).tolist() == pytest.approx([0.2, 0.1, 0.25, 0.15])
+
+
+def test_repeated_frames_and_bad_packets_are_answered_or_counted_not_stepped(link) -> None:
+    server, peer, sim = link
+    first = exchange(server, peer, [1500] * 16)
+    again = exchange(server, peer, [1500] * 16, frame=peer.frame)  # a resend: same answer, no step
+    assert again == first and server.counters[0]["repeated"] == 1 and server.counters[0]["steps"] == 1
+    peer.sock.sendto(b"\x00\x01garbage", ("127.0.0.1", peer.port))
+    peer.sock.sendto(servo_packet(50, 99, [1500] * 16)[:-2], ("127.0.0.1", peer.port))
+    assert not server.serve_once(0.5)
+    assert server.counters[0]["bad"] == 2 and sim.tick == 1
+    with pytest.raises(ServoPacketError, match="magic 1"):
+        parse_servo_packet(b"\x01\x00" + bytes(38))
+    packet = parse_servo_packet(servo_packet(400, 7, list(range(32))))
+    assert (packet.frame_rate_hz, packet.frame_count, packet.pwm_us[31]) == (400, 7, 31)
+
+
+def test_a_scenario_the_firmware_cannot_fly_is_refused_with_one_line() -> None:
+    with pytest.raises(ValueError, match="one tick per task step"):
+        ArduPilotJson(Simulator.from_scenario("search_rescue_2a"))
+    with pytest.raises(ValueError, match=r"vehicle\.airframe: rotor and vehicle\.control: motors"):
+        ArduPilotJson(Simulator.from_scenario("keep_spot"))

@@ -166,3 +166,27 @@ def test_the_command_line_refuses_what_a_mavlink_or_firmware_run_cannot_do(
         assert main(["run", *argv]) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (argv, err)
+
+
+def _takeoff_flight(sim: Simulator) -> np.ndarray:
+    ap = sim.onboard
+    assert ap is not None
+    nan = np.full((1, sim.action_spec["width"]), np.nan)
+    sim.step(nan)
+    assert ap.arm(0).accepted and ap.takeoff(0, 5.0).accepted
+    for _ in range(8):
+        sim.step(nan)
+    return sim.true_state()
+
+
+def test_onboard_flights_repeat_with_their_seed_and_a_reseed_keeps_the_vehicles_settings() -> None:
+    overrides = {"seed": 21, "mavlink": {"parameters": {"MPC_TKO_SPEED": 2.0}}}
+    a, b = Simulator.from_scenario("px4_sitl", overrides), Simulator.from_scenario("px4_sitl", overrides)
+    first = _takeoff_flight(a)
+    np.testing.assert_array_equal(first, _takeoff_flight(b))  # same seed, same commands: bit for bit
+    ap = a.onboard
+    assert ap is not None and ap.params.set("MIS_TAKEOFF_ALT", 0, 7.0) == 7.0
+    a.reset(seed=21)  # a new episode of the same streams: disarmed on the ground again, settings kept
+    assert a.onboard is ap and not ap.armed[0] and ap.mode[0] == FlightMode.HOLD
+    assert ap.params.value("MIS_TAKEOFF_ALT", 0) == 7.0 and ap.params.value("MPC_TKO_SPEED", 0) == 2.0
+    np.testing.assert_array_equal(_takeoff_flight(a), first)

@@ -15,13 +15,14 @@ import pytest
 
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.firmware.ardupilot_json import (
-    CHANNELS_OF_ROTORS,
+    PWM_MAX_US,
+    PWM_MIN_US,
     ArduPilotJson,
     ServoPacketError,
-    motor_commands,
     parse_servo_packet,
     servo_packet,
 )
+from qrsim_ros.firmware.motors import motor_commands, outputs_of_rotors
 
 ROTOR_IN_THE_AIR = {"seed": 3, "task": {"duration_steps": 5000},
                     "vehicle": {"airframe": "rotor", "control": "motors", "turbulence": {"on": False},
@@ -115,9 +116,11 @@ def test_the_motor_order_is_ardupilots_for_the_plus_frame(link) -> None:
     for _ in range(10):  # channel 2 (left) up: the right side goes down, a positive roll
         state = exchange(server, peer, [hover, hover + 60, hover, hover] + [1000] * 12)
     assert state["attitude"][0] > 0.01
-    channels = CHANNELS_OF_ROTORS["+"]
     pwm = tuple(range(1100, 1900, 50))
-    assert motor_commands(pwm, channels).tolist() == pytest.approx([0.2, 0.1, 0.25, 0.15])
+    commands = motor_commands(pwm, outputs_of_rotors("+"), PWM_MIN_US, PWM_MAX_US)
+    assert commands.tolist() == pytest.approx([0.2, 0.1, 0.25, 0.15])  # front, right, back, left
+    with pytest.raises(ValueError, match="layout='x'"):
+        outputs_of_rotors("x")
 
 
 def test_repeated_frames_and_bad_packets_are_answered_or_counted_not_stepped(link) -> None:

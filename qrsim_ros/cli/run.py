@@ -264,10 +264,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "paced at --real-time-factor")
     p.add_argument("--real-time-factor", type=float, default=None, metavar="F",
                    help="with --mavlink: simulated seconds per wall second (default 1; 0: unpaced)")
-    p.add_argument("--firmware", choices=["ardupilot"], default=None,
+    p.add_argument("--firmware", choices=["ardupilot", "px4"], default=None,
                    help="the physics end of a firmware's simulator interface: ardupilot (its JSON SITL "
-                   "interface, UDP 9002+10i; the rotor airframe flown by motor commands, one tick per "
-                   "frame; docs/FIRMWARE.md)")
+                   "interface, UDP 9002+10i) or px4 (its simulator MAVLink interface, TCP 4560+i); the "
+                   "rotor airframe flown by motor commands, one tick per frame (docs/FIRMWARE.md)")
     return finish_parser(p, run, PROG)
 
 
@@ -388,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
         sim = Simulator(replace(scenario, seed=seed))
         link = open_mavlink(sim, args) if args.mavlink else None
         if args.firmware is not None:
-            return serve_firmware(sim)
+            return serve_firmware(sim, args.firmware)
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
     try:
@@ -418,17 +418,22 @@ def open_mavlink(sim: Simulator, args: argparse.Namespace) -> SimulatorMavlink:
     return link
 
 
-def serve_firmware(sim: Simulator) -> int:
-    """``--firmware ardupilot``: answer the firmware's frames until the episode ends (or Ctrl-C)."""
-    from qrsim_ros.firmware.ardupilot_json import BASE_PORT, PORT_STRIDE, ArduPilotJson
+def serve_firmware(sim: Simulator, firmware: str) -> int:
+    """``--firmware``: answer the firmware's frames until the episode ends (or Ctrl-C)."""
+    from qrsim_ros.firmware import ardupilot_json, px4_hil
 
     try:
-        server = ArduPilotJson(sim)
+        server = ardupilot_json.ArduPilotJson(sim) if firmware == "ardupilot" else px4_hil.Px4Hil(sim)
     except (OSError, ValueError) as exc:
-        raise CliError(f"--firmware ardupilot: {exc}") from None
+        raise CliError(f"--firmware {firmware}: {exc}") from None
     for i in range(sim.num_vehicles):
-        print(f"{PROG}: vehicle {i}: ArduPilot JSON physics on udp 127.0.0.1:{BASE_PORT + PORT_STRIDE * i} "
-              f"(sim_vehicle.py -v ArduCopter --model JSON -I {i})", file=sys.stderr)
+        if firmware == "ardupilot":
+            where = (f"ArduPilot JSON physics on udp 127.0.0.1:{ardupilot_json.BASE_PORT + 10 * i} "
+                     f"(sim_vehicle.py -v ArduCopter --model JSON -I {i})")
+        else:
+            where = (f"PX4 simulator interface on tcp 127.0.0.1:{px4_hil.BASE_PORT + i} "
+                     f"(PX4 SITL instance {i}, e.g. PX4_SIM_MODEL=none make px4_sitl)")
+        print(f"{PROG}: vehicle {i}: {where}", file=sys.stderr)
     try:
         while not sim.done:
             server.serve_once(1.0)

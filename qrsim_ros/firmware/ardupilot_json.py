@@ -38,6 +38,7 @@ from qrsim_ros.core.vehicles.pelican import (
     STATE_POSITION_NED,
     STATE_VELOCITY_FRD,
 )
+from qrsim_ros.firmware.motors import motor_commands, outputs_of_rotors
 
 Array = NDArray[np.float64]
 
@@ -47,9 +48,6 @@ _HEADER = struct.Struct("<HHI")
 #: The physics' UDP port of ArduPilot SITL instance i: 9002 + 10 i.
 BASE_PORT = 9002
 PORT_STRIDE = 10
-#: ArduPilot's motor number (0-based servo channel) of each rotor of the airframe, by layout (rotor numbering
-#: of ``core.vehicles.rotor_params``: "+" 0 front, 1 right, 2 back, 3 left).
-CHANNELS_OF_ROTORS = {"+": (2, 0, 3, 1)}
 PWM_MIN_US, PWM_MAX_US = 1000, 2000
 
 
@@ -90,12 +88,6 @@ def servo_packet(frame_rate_hz: int, frame_count: int, pwm_us: list[int] | tuple
     return _HEADER.pack(magic, frame_rate_hz, frame_count) + struct.pack(f"<{len(pwm_us)}H", *pwm_us)
 
 
-def motor_commands(pwm_us: tuple[int, ...], channels: tuple[int, ...]) -> Array:
-    """Normalised motor commands [0, 1] of the rotors from the PWM of their ``channels`` (clipped)."""
-    pwm = np.array([pwm_us[c] for c in channels], float)
-    return np.clip((pwm - PWM_MIN_US) / (PWM_MAX_US - PWM_MIN_US), 0.0, 1.0)
-
-
 def state_message(timestamp_s: float, gyro_frd: Array, accel_frd: Array, position_ned: Array,
                   velocity_ned: Array, attitude_rpy: Array,
                   battery: tuple[float, float] | None = None) -> bytes:
@@ -127,12 +119,8 @@ class ArduPilotJson:
                              f"step (task.dt_s: {sim.dt_s})")
         if set(sim.control_modes) != {"motors"} or set(sim.fleet.airframes) != {"rotor"}:
             raise ValueError("the firmware flies motors: vehicle.airframe: rotor and vehicle.control: motors")
-        layout = sc.vehicle.rotor_params().layout
-        if layout not in CHANNELS_OF_ROTORS:
-            raise ValueError(f"rotor.layout={layout!r}: ArduPilot's motor order is known here for "
-                             f"{', '.join(CHANNELS_OF_ROTORS)}")
         self.sim = sim
-        self.channels = CHANNELS_OF_ROTORS[layout]
+        self.channels = outputs_of_rotors(sc.vehicle.rotor_params().layout)
         n = sim.num_vehicles
         self.socks: list[socket.socket] = []
         try:
@@ -173,7 +161,7 @@ class ArduPilotJson:
         for i in speaking:
             packet = self._pending[i]
             assert packet is not None
-            self._motors[i] = motor_commands(packet.pwm_us, self.channels)
+            self._motors[i] = motor_commands(packet.pwm_us, self.channels, PWM_MIN_US, PWM_MAX_US)
             self._frame[i] = packet.frame_count
             self._pending[i] = None
             self.counters[i]["steps"] += 1

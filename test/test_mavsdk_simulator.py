@@ -2,8 +2,8 @@
 it flies three PX4 SITL instances: each by its own port and system id, from the ground (``px4_sitl``:
 resting on the base, disarmed), through takeoff, Offboard velocity and position set points and a
 4-waypoint mission with RTL after it, to landing and disarming. The vehicles are the full simulation
-(noisy IMU, altimeter and correlated GPS, the Pelican model with its dynamic noise), paced at twice real
-time (``SimulatorMavlink``); what MAVSDK reports is checked against the ground truth (within the GPS
+(noisy IMU, altimeter and correlated GPS, the Pelican model with its dynamic noise), paced at three times
+real time (``SimulatorMavlink``); what MAVSDK reports is checked against the ground truth (within the GPS
 error) and against the vehicles' estimated states (within what a 50 Hz stream lags behind)."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from qrsim_ros.core.vehicles.estimated_state import POSITION_NED
 from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.mavlink.simulator import SimulatorMavlink
 
-#: about 80 s of simulated flight at twice real time, and MAVSDK's start-up
+#: about 80 s of simulated flight at three times real time, and MAVSDK's start-up
 pytestmark = pytest.mark.timeout(240)
 NUM_VEHICLES = 3
-REAL_TIME_FACTOR = 2.0
+REAL_TIME_FACTOR = 3.0
 #: the largest horizontal GPS error the correlated GPS model gives in these flights [m] (its bias and
 #: noise, spec 3.3: a few metres)
 GPS_ERROR_M = 5.0

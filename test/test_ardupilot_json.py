@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import random
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from qrsim_ros.firmware.ardupilot_json import (
 )
 from qrsim_ros.firmware.motors import motor_commands, outputs_of_rotors
 
+T = TypeVar("T")
 ROTOR_IN_THE_AIR = {"seed": 3, "task": {"duration_steps": 5000},
                     "vehicle": {"airframe": "rotor", "control": "motors", "turbulence": {"on": False},
                                 "initial_states": [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0]]}}
@@ -51,15 +53,26 @@ class Peer:
         return json.loads(data)
 
 
-@pytest.fixture
-def link() -> Iterator[tuple[ArduPilotJson, Peer, Simulator]]:
-    sim = Simulator.from_scenario("keep_spot", ROTOR_IN_THE_AIR)
+def on_free_port(make: Callable[[int], T]) -> T:
+    """``make(base_port)`` on the first random base port it can bind (the firmwares' own ports may be
+    taken by a running simulator)."""
     for _ in range(50):
         try:
-            server = ArduPilotJson(sim, base_port=random.randrange(20000, 60000))
-            break
+            return make(random.randrange(20000, 60000))
         except OSError:
             continue
+    raise AssertionError("no free port in 50 tries")
+
+
+def rotor_in_the_air_served(server: Callable[[Simulator, int], T]) -> tuple[T, Simulator]:
+    """A rotor vehicle hovering at 10 m (``ROTOR_IN_THE_AIR``) and ``server(sim, port)`` on a free port."""
+    sim = Simulator.from_scenario("keep_spot", ROTOR_IN_THE_AIR)
+    return on_free_port(lambda port: server(sim, port)), sim
+
+
+@pytest.fixture
+def link() -> Iterator[tuple[ArduPilotJson, Peer, Simulator]]:
+    server, sim = rotor_in_the_air_served(lambda sim, port: ArduPilotJson(sim, base_port=port))
     peer = Peer(server.socks[0].getsockname()[1])
     yield server, peer, sim
     server.close()

@@ -6,7 +6,6 @@ through the rotor airframe from what the interface sends."""
 from __future__ import annotations
 
 import math
-import random
 import socket
 from collections.abc import Iterator
 from datetime import date
@@ -14,14 +13,11 @@ from datetime import date
 import numpy as np
 import pytest
 from pymavlink.dialects.v20 import common as mavlink
+from test_ardupilot_json import rotor_in_the_air_served
 
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
 from qrsim_ros.core.engine.simulator import Simulator
 from qrsim_ros.firmware.px4_hil import Px4Hil, earth_field_ned_gauss
-
-ROTOR_IN_THE_AIR = {"seed": 4, "task": {"duration_steps": 5000},
-                    "vehicle": {"airframe": "rotor", "control": "motors", "turbulence": {"on": False},
-                                "initial_states": [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0]]}}
 
 
 class Px4Peer:
@@ -61,13 +57,7 @@ class Px4Peer:
 
 @pytest.fixture
 def hil() -> Iterator[tuple[Px4Hil, Px4Peer, Simulator]]:
-    sim = Simulator.from_scenario("keep_spot", ROTOR_IN_THE_AIR)
-    for _ in range(50):
-        try:
-            server = Px4Hil(sim, base_port=random.randrange(20000, 60000))
-            break
-        except OSError:
-            continue
+    server, sim = rotor_in_the_air_served(lambda sim, port: Px4Hil(sim, base_port=port))
     peer = Px4Peer(server.listeners[0].getsockname()[1])
     yield server, peer, sim
     peer.sock.close()

@@ -38,7 +38,8 @@ from qrsim_ros.core.vehicles.pelican import (
     STATE_POSITION_NED,
     STATE_VELOCITY_FRD,
 )
-from qrsim_ros.firmware.motors import motor_commands, outputs_of_rotors
+from qrsim_ros.firmware.endpoints import bound_sockets
+from qrsim_ros.firmware.motors import flown_motor_order, motor_commands
 
 Array = NDArray[np.float64]
 
@@ -113,27 +114,11 @@ class ArduPilotJson:
     the simulator steps one tick and each is answered with its state."""
 
     def __init__(self, sim: Simulator, base_port: int = BASE_PORT, host: str = "127.0.0.1") -> None:
-        sc = sim.scenario
-        if sim.ticks_per_task_step != 1:
-            raise ValueError(f"task.dt_s={sc.task.dt_s} s: the firmware's lockstep needs one tick per task "
-                             f"step (task.dt_s: {sim.dt_s})")
-        if set(sim.control_modes) != {"motors"} or set(sim.fleet.airframes) != {"rotor"}:
-            raise ValueError("the firmware flies motors: vehicle.airframe: rotor and vehicle.control: motors")
         self.sim = sim
-        self.channels = outputs_of_rotors(sc.vehicle.rotor_params().layout)
+        self.channels = flown_motor_order(sim)
         n = sim.num_vehicles
-        self.socks: list[socket.socket] = []
-        try:
-            for i in range(n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                self.socks.append(s)
-                s.bind((host, base_port + PORT_STRIDE * i))
-        except OSError as exc:
-            self.close()
-            raise OSError(exc.errno, f"ArduPilot JSON: cannot bind UDP {host}:{base_port}+10i: "
-                                     f"{exc.strerror}") from None
-        for s in self.socks:
-            s.setblocking(False)
+        self.socks = bound_sockets(socket.SOCK_DGRAM, [(host, base_port + PORT_STRIDE * i) for i in range(n)],
+                                   "ArduPilot JSON (UDP)")
         #: per vehicle: "packets", "steps" (physics steps), "repeated" (resent frames answered again),
         #: "restarted" (the frame count went back), "bad" and "bad: <reason>" (dropped datagrams)
         self.counters: list[Counter[str]] = [Counter() for _ in range(n)]

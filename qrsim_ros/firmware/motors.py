@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from qrsim_ros.core.engine.simulator import Simulator
+
 #: The firmware's output index (0-based) of each rotor of the airframe, by layout.
 OUTPUTS_OF_ROTORS = {"+": (2, 0, 3, 1)}
 
@@ -22,6 +24,19 @@ def outputs_of_rotors(layout: str) -> tuple[int, ...]:
         raise ValueError(f"rotor.layout={layout!r}: the firmwares' motor order is mapped here for "
                          f"{', '.join(OUTPUTS_OF_ROTORS)}")
     return OUTPUTS_OF_ROTORS[layout]
+
+
+def flown_motor_order(sim: Simulator) -> tuple[int, ...]:
+    """The firmware output of each rotor of ``sim``'s airframe, once ``sim`` is one a firmware can fly in
+    lockstep: the rotor airframe in the ``motors`` mode, one tick per task step; else ValueError naming
+    the setting."""
+    sc = sim.scenario
+    if sim.ticks_per_task_step != 1:
+        raise ValueError(f"task.dt_s={sc.task.dt_s} s: the firmware's lockstep needs one tick per task "
+                         f"step (task.dt_s: {sim.dt_s})")
+    if set(sim.control_modes) != {"motors"} or set(sim.fleet.airframes) != {"rotor"}:
+        raise ValueError("the firmware flies motors: vehicle.airframe: rotor and vehicle.control: motors")
+    return outputs_of_rotors(sc.vehicle.rotor_params().layout)
 
 
 def motor_commands(outputs: Sequence[float], order: tuple[int, ...], low: float, high: float

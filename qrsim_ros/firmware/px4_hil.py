@@ -39,7 +39,8 @@ from qrsim_ros.core.vehicles.pelican import (
     STATE_RATES_FRD,
     STATE_VELOCITY_FRD,
 )
-from qrsim_ros.firmware.motors import motor_commands, outputs_of_rotors
+from qrsim_ros.firmware.endpoints import bound_sockets
+from qrsim_ros.firmware.motors import flown_motor_order, motor_commands
 
 Array = NDArray[np.float64]
 
@@ -66,29 +67,12 @@ class Px4Hil:
     next."""
 
     def __init__(self, sim: Simulator, base_port: int = BASE_PORT, host: str = "127.0.0.1") -> None:
-        sc = sim.scenario
-        if sim.ticks_per_task_step != 1:
-            raise ValueError(f"task.dt_s={sc.task.dt_s} s: the firmware's lockstep needs one tick per task "
-                             f"step (task.dt_s: {sim.dt_s})")
-        if set(sim.control_modes) != {"motors"} or set(sim.fleet.airframes) != {"rotor"}:
-            raise ValueError("the firmware flies motors: vehicle.airframe: rotor and vehicle.control: motors")
         self.sim = sim
-        self.outputs = outputs_of_rotors(sc.vehicle.rotor_params().layout)
-        self.field_ned_gauss = earth_field_ned_gauss(sc.origin)
+        self.outputs = flown_motor_order(sim)
+        self.field_ned_gauss = earth_field_ned_gauss(sim.scenario.origin)
         n = sim.num_vehicles
-        self.listeners: list[socket.socket] = []
-        try:
-            for i in range(n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                self.listeners.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind((host, base_port + i))
-                s.listen(1)
-                s.setblocking(False)
-        except OSError as exc:
-            self.close()
-            raise OSError(exc.errno, f"PX4 HIL: cannot listen on TCP {host}:{base_port}+i: "
-                                     f"{exc.strerror}") from None
+        self.listeners = bound_sockets(socket.SOCK_STREAM, [(host, base_port + i) for i in range(n)],
+                                       "PX4 HIL (TCP)")
         self.conns: list[socket.socket | None] = [None] * n
         self._mav = [mavlink.MAVLink(None, srcSystem=1, srcComponent=mavlink.MAV_COMP_ID_AUTOPILOT1)
                      for _ in range(n)]

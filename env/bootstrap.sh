@@ -141,6 +141,16 @@ _qrsim_ensure_build() {
     }
     echo "$want" >"$stamp_file"
     _qrsim_say "build ready in $((SECONDS - t0)) s"
+    # The core's numba kernels, compiled once here into their on-disk cache rather than by every
+    # process that first uses one (each would compile its own copy at the same time).
+    t0=$SECONDS
+    PYTHONPATH="$QRSIM_ROOT" "$QRSIM_VENV/bin/python" -c \
+        'from qrsim_ros.core.common import jit; print(jit.load_all(), "kernels")' \
+        >"$QRSIM_ROOT/log/qrsim-kernels.log" 2>&1 || {
+        tail -n 20 "$QRSIM_ROOT/log/qrsim-kernels.log" >&2
+        _qrsim_die "compiling the core's kernels failed; full log in log/qrsim-kernels.log"
+    }
+    _qrsim_say "kernels ready in $((SECONDS - t0)) s"
 }
 
 _qrsim_env_vars() {

@@ -172,6 +172,8 @@ def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
         "import qrsim_ros.core.vehicles.pelican as p\n"
         "assert p.__file__.startswith(" + repr(str(tmp_path)) + "), p.__file__\n"
         "k = p._fleet_step\n"
+        "assert not k.overloads  # nothing loaded at import: the kernel loads on first use\n"
+        "k.load_declared()\n"
         "print(k._cache.cache_path, sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
@@ -182,3 +184,30 @@ def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
     assert Path(cache_path) == src / "core" / "vehicles" / "__pycache__"
     assert (int(hits), int(misses)) == (1, 0)
     assert not list((tmp_path / "qrsim_ros" / "core").rglob("__pycache__/*.nb*"))
+
+
+@needs_jit
+def test_a_kernel_loads_its_declared_signatures_on_first_use_and_compiles_nothing_else() -> None:
+    """Declared signatures only: the first call loads all of them (the writable twin too), a kernel
+    that calls another types the call against the callee's declared signatures, and a call with other
+    argument types is refused instead of compiled."""
+    from qrsim_ros.core.common import jit
+
+    @jit.njit(f"float64({jit.F8_1D_IN})", writable_twins=True)
+    def total(x):
+        s = 0.0
+        for v in x:
+            s += v
+        return s
+
+    @jit.njit(f"float64({jit.F8_1D_IN})")
+    def twice_total(x):
+        return 2.0 * total(x)
+
+    assert not total.overloads and not twice_total.overloads
+    assert twice_total(np.arange(4.0)) == 12.0  # compiles the caller, which loads the callee's two
+    assert len(total.overloads) == 2 and len(twice_total.overloads) == 1
+    assert total(np.arange(3.0)) == 3.0
+    with pytest.raises(TypeError, match="No matching definition"):
+        total(np.arange(3))  # int64: not declared
+    assert len(total.overloads) == 2

@@ -1,16 +1,22 @@
-"""``qrsim``: the project's command-line tool. Each subcommand lives in its own module."""
+"""``qrsim``: the project's command-line tool. Each subcommand lives in its own module, imported only
+when it runs (or for ``qrsim --help``): ``qrsim launch`` does not pay for Dask and matplotlib."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Sequence
 
 from qrsim_ros import __version__
-from qrsim_ros.cli import batch, demo, launch, plot, replay, run, verify
+
+#: The subcommands in ``qrsim --help`` order: NAME -> its module (``build_parser(subparsers)``).
+SUBCOMMANDS = {name: f"qrsim_ros.cli.{name}" for name in
+               ("demo", "replay", "run", "batch", "launch", "plot", "verify")}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand registered."""
+def build_parser(names: Sequence[str] = tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
+    """The top-level parser with the subcommands ``names`` registered (default: every one)."""
     parser = argparse.ArgumentParser(
         prog="qrsim",
         description="QRSim for ROS 2: simulate, replay and inspect Pelican quadrotor runs.",
@@ -19,20 +25,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qrsim_ros {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo.build_parser(sub)
-    replay.build_parser(sub)
-    run.build_parser(sub)
-    batch.build_parser(sub)
-    launch.build_parser(sub)
-    plot.build_parser(sub)
-    verify.build_parser(sub)
+    for name in names:
+        importlib.import_module(SUBCOMMANDS[name]).build_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand named in ``argv``; return its exit status."""
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser([argv[0]] if argv and argv[0] in SUBCOMMANDS else tuple(SUBCOMMANDS))
     if not argv or argv[0] == "help":
         parser.print_help()
         return 0

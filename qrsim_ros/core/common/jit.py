@@ -11,8 +11,13 @@ is available::
 - With numba: ``numba.njit(signature, cache=True, fastmath=False, error_model="numpy", nogil=True)``.
   fastmath is off (no re-association: results equal the Python evaluation up to libm rounding) and
   the numpy error model gives IEEE results (inf/nan) for divisions by zero instead of exceptions.
-  Explicit signatures compile when the module is imported (never in the middle of a simulation);
-  the machine code is cached on disk, see below.
+  A kernel's declared signatures compile (or load from the on-disk cache, see below) all at once, on
+  its first call or when a kernel that calls it is compiled, and then compilation is switched off:
+  a call with other argument types fails loudly instead of compiling again. Loading on first use
+  rather than at import keeps a process's start cheap (a node process that uses ten of the package's
+  kernels loads ten, not all of them: about 1.3 s of CPU less per process); ``load_all()`` loads or
+  compiles every kernel of the package at once (the set-up does, so that a fresh install's first
+  simulation does not stop to compile).
 - Without numba, or with the environment variable ``QRSIM_DISABLE_JIT=1`` (for debugging with pdb
   or coverage inside kernels), the decorator returns the Python function unchanged: same formulas,
   same results up to rounding, only much slower.
@@ -156,9 +161,66 @@ def njit(*signatures: str, writable_twins: bool = False) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         if _numba is None:
             return func
-        return _numba.njit(list(signatures), **NJIT_OPTIONS)(func)  # type: ignore[no-any-return]
+        dispatcher = _numba.njit(**NJIT_OPTIONS)(func)
+        _load_on_first_use(dispatcher, signatures)
+        _DECLARED.append(dispatcher)
+        return dispatcher  # type: ignore[no-any-return]
 
     return decorate
+
+
+#: Every kernel decorated in this process (``load_all``).
+_DECLARED: list[Any] = []
+
+
+def _load_on_first_use(dispatcher: Any, signatures: tuple[str, ...]) -> None:
+    """Make ``dispatcher`` (a numba dispatcher without overloads) compile exactly ``signatures``, then
+    disable compilation, on whichever comes first: a call from Python (numba's ``_compile_for_args``) or
+    the compilation of a kernel that calls it (numba types the call through ``compile``). Until then
+    the two methods are instance attributes that load; loading removes them again."""
+    from numba.core import sigutils
+    from numba.core.compiler_lock import global_compiler_lock
+
+    compile_signature = dispatcher.compile
+
+    def load() -> None:
+        # numba's own re-entrant lock: a caller's compilation holds it while typing this kernel
+        with global_compiler_lock:
+            if "compile" not in vars(dispatcher):
+                return  # loaded already
+            del dispatcher.compile, dispatcher._compile_for_args
+            for sig in signatures:
+                compile_signature(sig)
+            dispatcher.disable_compile()
+
+    def compile_declared(sig: Any) -> Any:
+        load()
+        args, _ = sigutils.normalize_signature(sig)
+        existing = dispatcher.overloads.get(tuple(args))
+        return existing.entry_point if existing is not None else None
+
+    def call_declared(*args: Any, **kwargs: Any) -> Any:
+        load()
+        return dispatcher  # numba calls what this returns with the arguments: now an overload's dispatch
+
+    dispatcher.compile = compile_declared
+    dispatcher._compile_for_args = call_declared
+    dispatcher.load_declared = load
+
+
+def load_all() -> int:
+    """Load (from the cache) or compile every kernel of the package now; returns how many there are."""
+    import importlib
+    import pkgutil
+
+    core = importlib.import_module(__name__.rsplit(".", 2)[0])  # qrsim_ros.core, by name: no layer cycle
+    for module in pkgutil.walk_packages(core.__path__, f"{core.__name__}."):
+        importlib.import_module(module.name)
+    for dispatcher in _DECLARED:
+        load_declared = getattr(dispatcher, "load_declared", None)
+        if load_declared is not None:
+            load_declared()
+    return len(_DECLARED)
 
 
 

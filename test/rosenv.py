@@ -129,6 +129,43 @@ def spin_until(executor: Any, condition: Callable[[], bool], timeout_s: float, s
     return True
 
 
+class RunJoiner:
+    """Makes a test's probe node a member of the run launched in its domain, so that the run's start gate
+    (``vehicle_dynamics``' ``start_subscribers``, which counts only the subscriptions of run members)
+    waits for the probe: tick 0 goes out only once the probe's ``/sim/vehicle_status`` subscription is
+    matched. Create the probe's other subscriptions first: a participant's subscriptions are announced
+    in order, so the graph has matched them all by then. ``step()`` (call it while spinning) announces
+    the probe as soon as a node of the run has announced the run's id."""
+
+    def __init__(self, node: Any) -> None:
+        from qrsim_ros.msg import RunMember, VehicleStatus
+
+        from qrsim_ros.ros.run_identity import QOS_ANNOUNCE, QOS_MEMBERS, RUN_MEMBERS_TOPIC
+
+        self.node = node
+        self.run_id = ""
+        self._member = RunMember
+        self._announce = node.create_publisher(RunMember, RUN_MEMBERS_TOPIC, QOS_ANNOUNCE)
+        node.create_subscription(RunMember, RUN_MEMBERS_TOPIC, self._on_member, QOS_MEMBERS)
+        self.status = node.create_subscription(VehicleStatus, "/sim/vehicle_status", lambda _msg: None,
+                                               reliable_qos(10))
+
+    def _on_member(self, msg: Any) -> None:
+        if not self.run_id and msg.run_id:
+            self.run_id = msg.run_id
+            self._announce.publish(self._member(run_id=msg.run_id, node=self.node.get_fully_qualified_name()))
+
+    @staticmethod
+    def gate_argv(scenario: str, **plan_args: Any) -> list[str]:
+        """``qrsim launch`` arguments that make the start gate wait for one more subscriber (this probe)
+        than ``launch_plan.plan(scenario, **plan_args)`` counts, for as long as a loaded machine needs."""
+        from qrsim_ros.launch_plan import plan
+
+        dynamics = next(s for s in plan(scenario, **plan_args) if s.name == "vehicle_dynamics").parameters
+        return ["--param", f"vehicle_dynamics:start_subscribers={dynamics['start_subscribers'] + 1}",
+                "--param", "vehicle_dynamics:start_timeout_s=120"]
+
+
 def free_domain() -> int:
     """A ROS_DOMAIN_ID for one test's graph: unused by any DDS participant on this machine and claimed
     for this test process until it ends (``qrsim_ros.dds.free_domain``), so two tests never share one,

@@ -211,3 +211,36 @@ def test_a_kernel_loads_its_declared_signatures_on_first_use_and_compiles_nothin
     with pytest.raises(TypeError, match="No matching definition"):
         total(np.arange(3))  # int64: not declared
     assert len(total.overloads) == 2
+
+
+@needs_jit
+def test_a_process_loads_the_kernels_of_the_models_it_built_and_no_others() -> None:
+    """``load_kernels_reachable_from``: the modules of the models reachable from a node (through
+    attributes and containers) have every kernel loaded; a module only imported, or reached only
+    through settings (frozen dataclasses), has none (a fresh interpreter: nothing loaded before)."""
+    code = (
+        "from qrsim_ros.core.common import jit\n"
+        "from qrsim_ros.core.common.rng import RandomStreams\n"
+        "from qrsim_ros.core.world.turbulence import DrydenTurbulence\n"
+        "import qrsim_ros.core.sensors.gps as gps\n"
+        "from qrsim_ros.core.vehicles.pelican import PelicanParams\n"
+        "class Node:\n"
+        "    pass\n"
+        "node = Node()\n"
+        "node.models = {'wind': [DrydenTurbulence(2, streams=RandomStreams(1))]}\n"
+        "node.params = PelicanParams()\n"
+        "jit.load_kernels_reachable_from(node)\n"
+        "def loaded(module):\n"
+        "    kernels = [d for d in jit._DECLARED if d.__module__ == module]\n"
+        "    return sum(bool(d.overloads) for d in kernels), len(kernels)\n"
+        "print(*loaded(DrydenTurbulence.__module__), *loaded(gps.__name__),\n"
+        "      *loaded('qrsim_ros.core.vehicles.pelican'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop(DISABLE_ENV_VAR, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120, capture_output=True,
+                         text=True).stdout.split()
+    wind_loaded, wind_total, gps_loaded, gps_total, pelican_loaded, pelican_total = map(int, out)
+    assert wind_total > 0 and wind_loaded == wind_total
+    assert gps_total > 0 and gps_loaded == 0
+    assert pelican_total > 0 and pelican_loaded == 0  # PelicanParams: settings, not a model

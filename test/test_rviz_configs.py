@@ -6,12 +6,13 @@
   ``qrsim_ros.nodes.markers`` and the throttle, against values worked out here.
 - Live (one launch per family, shared by its tests; each in a free ROS_DOMAIN_ID): ``qrsim launch <family>
   --single-process`` runs the family's default variant for a few simulated seconds at the wall-clock
-  pace (so the probe node in this process is matched long before the run ends; as fast as possible,
-  6 s took 1 s) while the probe records the graph. Every topic a config references must be published with
-  the type its display needs and compatible QoS, every frame it references (fixed frame, RobotModel TF
-  prefix + URDF links, the messages' frame ids) must exist on /tf or /tf_static, and the
-  visualisation topics must respect their throttles (stamps at least a period apart, in simulated
-  time, and no message repeating the previous one's content).
+  pace (so that the wall-clock throttles do not thin the messages) while the probe records the graph;
+  the probe joins the run (``rosenv.RunJoiner``), so the run's clock starts only once it is matched.
+  Every topic a config references must be published with the type its display needs and compatible
+  QoS, every frame it references (fixed frame, RobotModel TF prefix + URDF links, the messages' frame
+  ids) must exist on /tf or /tf_static, and the visualisation topics must respect their throttles
+  (stamps at least a period apart, in simulated time, and no message repeating the previous one's
+  content).
 """
 
 from __future__ import annotations
@@ -504,6 +505,7 @@ class LiveRun:
     output: str
     wall_s: float
     discovery_s: float
+    run_id: str  # the run the probe joined ('' : none)
 
 
 def _qos(durability: str) -> Any:
@@ -550,13 +552,16 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
                                  _qos(r.durability))
     node.create_subscription(TFMessage, "/tf", on_tf, _qos("Volatile"))
     node.create_subscription(TFMessage, "/tf_static", on_tf, _qos("Transient Local"))
+    # last: the run's clock starts once this probe's subscriptions are matched (none misses tick 0)
+    joiner = rosenv.RunJoiner(node)
 
     def spin_until(cond: Callable[[], bool], timeout_s: float) -> bool:
         return rosenv.spin_until(executor, cond, timeout_s, 0.05)
 
     log = tmp_path / f"{family}.log"
     t0 = time.monotonic()
-    argv = [family, "--single-process", "--seed", "5", "--duration", str(RUN_S), "--real-time-factor", "1"]
+    argv = [family, "--single-process", "--seed", "5", "--duration", str(RUN_S), "--real-time-factor", "1",
+            *rosenv.RunJoiner.gate_argv(family, seed=5, real_time_factor=1.0, duration_s=RUN_S)]
     proc = rosenv.TestProcess([sys.executable, "-m", "qrsim_ros.cli.main", "launch", *argv], env, tmp_path,
                               log=log)
     publishers: dict[str, list[Any]] = {}
@@ -581,7 +586,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     return LiveRun(family, publishers, messages, frames, proc.proc.returncode, proc.output,
-                   time.monotonic() - t0, t_discovered)
+                   time.monotonic() - t0, t_discovered, joiner.run_id)
 
 
 @pytest.fixture(scope="module", params=CONFIGS)
@@ -666,8 +671,10 @@ def _content(msg: Any) -> Any:
 @pytest.mark.graph
 def test_visualisation_topics_respect_their_throttle(live: LiveRun) -> None:
     """Distinct stamps at least a period apart in simulated time (so at most RUN_S / period + 1
-    messages), each showing something new; per-episode topics once."""
+    messages), each showing something new; per-episode topics once. The run's clock waited for the
+    probe (a member of the run), so every message of the run was received."""
     assert live.status == 0, live.output[-3000:]
+    assert live.run_id and "starting with" not in live.output, live.output[-3000:]
     counts = {}
     for topic, msgs in live.messages.items():
         if topic.endswith("robot_description"):

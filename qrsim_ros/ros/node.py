@@ -25,6 +25,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from qrsim_ros.core.common.jit import load_kernels_reachable_from
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.ros.native_exit import NativeExitTimer
 from qrsim_ros.ros.parameters import (
@@ -83,6 +84,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     status = 0
     try:
         node = factory()
+        load_kernels_reachable_from(node)  # now, not in the first tick (a node's stop and lockstep clock)
         events = _events_executor_class() if events_executor else None
         executor = events() if events is not None else SingleThreadedExecutor()
         executor.add_node(node)

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from qrsim_ros.core.common.jit import load_kernels_reachable_from
 from qrsim_ros.launch_plan import PACKAGE, NodeSpec
 
 #: The node that publishes /clock (constructed last).
@@ -148,6 +149,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
                 current = spec.name
                 nodes.append(cls())
             current = "single_process"
+            load_kernels_reachable_from(*nodes)  # now, not in the first tick
             executor = make_executor(executor_kind)
             for node in nodes:
                 executor.add_node(node)

@@ -208,6 +208,51 @@ def _load_on_first_use(dispatcher: Any, signatures: tuple[str, ...]) -> None:
     dispatcher.load_declared = load
 
 
+def load_kernels_reachable_from(*roots: object, max_depth: int = 6) -> int:
+    """Load the kernels of every module of this package that defines the class of an object reachable
+    from ``roots`` (attributes, and items of lists, tuples and dicts, up to ``max_depth`` levels; not
+    through frozen dataclasses, which are settings), and
+    numba's own one-time set-up: what a process that built its models calls before its first
+    simulated tick, so that the tick does not stop to load them. Returns how many kernels it loaded."""
+    if _numba is None:
+        return 0
+    package = __name__.split(".", 1)[0]
+    modules: set[str] = set()
+    seen: set[int] = set()
+    level: list[object] = list(roots)
+    roots_level = level  # the roots are walked whatever their class
+    for _ in range(max_depth + 1):
+        following: list[object] = []
+        for obj in level:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, (list, tuple)):
+                following.extend(obj[:64])
+                continue
+            if isinstance(obj, dict):
+                following.extend(list(obj.values())[:64])
+                continue
+            module = type(obj).__module__
+            params = getattr(type(obj), "__dataclass_params__", None)
+            ours = module.startswith(f"{package}.") and not (params is not None and params.frozen)
+            if not ours and level is not roots_level:
+                continue  # not ours, or settings (a frozen dataclass: no model steps with it)
+            if ours:
+                modules.add(module)
+            following.extend(getattr(obj, "__dict__", {}).values())
+            following.extend(getattr(obj, name) for name in getattr(type(obj), "__slots__", ())
+                             if hasattr(obj, name))
+        level = following
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()  # the one-time import of numba's typing registries
+    kernels = [d for d in _DECLARED if d.__module__ in modules and hasattr(d, "load_declared")]
+    for dispatcher in kernels:
+        dispatcher.load_declared()
+    return len(kernels)
+
+
 def load_all() -> int:
     """Load (from the cache) or compile every kernel of the package now; returns how many there are."""
     import importlib

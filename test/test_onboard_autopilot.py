@@ -15,7 +15,7 @@ from qrsim_ros.core.onboard.autopilot import FORCE_DISARM_MAGIC, OnboardAutopilo
 from qrsim_ros.core.onboard.mission import ItemKind, MissionItem
 from qrsim_ros.core.onboard.modes import FlightMode, LandedState
 from qrsim_ros.core.onboard.parameters import SPECS, ParameterTable
-from qrsim_ros.core.vehicles.estimated_state import POSITION_NED
+from qrsim_ros.core.vehicles.estimated_state import HEADING, POSITION_NED
 
 
 def first_time(condition, times: list[float]):
@@ -235,3 +235,30 @@ def test_a_change_speed_item_sets_the_speed_of_the_items_after_it() -> None:
     assert [e.seq for e in ap.drain_events() if e.kind == "reached"] == [0]
     with pytest.raises(ConfigError, match="speed_mps"):
         MissionItem(ItemKind.CHANGE_SPEED, speed_mps=-2.0)
+
+
+def test_offboard_attitude_set_points_become_the_airframes_attitude_commands() -> None:
+    """An attitude set point in Offboard is handed on as Pelican attitude commands (pitch, roll,
+    throttle, yaw rate), scaled by the identified loop's steady gains (spec 2.3: it settles to 0.745 of
+    a tilt command, 0.436 of a yaw-rate command) and held to the command limits; a yaw without a rate
+    turns at MC_YAW_P; a velocity set point replaces it; a non-finite one is refused."""
+    from qrsim_ros.core.vehicles.pelican import PQ0, R0, R1, SI_TO_FIRMWARE
+
+    tilt_gain = PQ0 * SI_TO_FIRMWARE[1]
+    yaw_gain = -R0 * SI_TO_FIRMWARE[3] / R1
+    fleet, ap = took_off(MC_YAW_P=2.0)
+    assert ap.offboard_attitude(0, roll_rad=0.2, pitch_rad=-0.1, thrust=0.7, yaw_rate_rads=0.3).accepted
+    assert ap.set_mode(0, FlightMode.OFFBOARD).accepted
+    sp = ap.step(fleet.t, fleet.ex(), np.ones(1, bool))
+    expected = [-0.1 / tilt_gain, 0.2 / tilt_gain, 0.7, 0.3 / yaw_gain]
+    np.testing.assert_allclose(sp.attitude_control[0], expected)
+    heading = float(fleet.ex()[0, HEADING])
+    ap.offboard_attitude(0, roll_rad=1.5, pitch_rad=0.0, thrust=1.5, yaw_rad=heading + 0.1)
+    sp = ap.step(fleet.t, fleet.ex(), np.ones(1, bool))
+    np.testing.assert_allclose(sp.attitude_control[0], [0.0, 0.9, 1.0, 2.0 * 0.1 / yaw_gain])  # the limits
+    assert ap.offboard_thrust(0) == 1.0
+    ap.offboard_setpoint(0, velocity_ned_mps=(1.0, 0.0, 0.0))
+    sp = ap.step(fleet.t, fleet.ex(), np.ones(1, bool))
+    assert np.isnan(sp.attitude_control).all() and sp.velocity_ned_mps[0, 0] > 0
+    assert not ap.offboard_attitude(0, roll_rad=math.nan, pitch_rad=0.0, thrust=0.5).accepted
+    assert ap.mode[0] == FlightMode.OFFBOARD and ap.failsafe_onsets[0] == 0

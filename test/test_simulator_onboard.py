@@ -190,3 +190,54 @@ def test_onboard_flights_repeat_with_their_seed_and_a_reseed_keeps_the_vehicles_
     assert a.onboard is ap and not ap.armed[0] and ap.mode[0] == FlightMode.HOLD
     assert ap.params.value("MIS_TAKEOFF_ALT", 0) == 7.0 and ap.params.value("MPC_TKO_SPEED", 0) == 2.0
     np.testing.assert_array_equal(_takeoff_flight(a), first)
+
+
+def test_offboard_attitude_set_points_over_mavlink_fly_the_pelicans_attitude_loop() -> None:
+    """SET_ATTITUDE_TARGET in Offboard: the Pelican's roll and pitch follow the quaternion's (its own
+    attitude loop, QRSim's), the heading turns at the body yaw rate, a positive roll accelerates it to
+    the right; the stream's loss is the offboard failsafe; a body-rates-only message is refused with
+    a STATUSTEXT and counted."""
+    from qrsim_ros.core.common.frames import euler_to_quaternion
+    from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, STATE_EAST, STATE_PITCH, STATE_ROLL
+
+    sim = Simulator.from_scenario("px4_sitl", {"seed": 5, "task": {"dt_s": 0.2}})
+    ap = sim.onboard
+    assert ap is not None
+    nan = np.full((1, sim.action_spec["width"]), np.nan)
+    sim.step(nan)
+    assert ap.arm(0).accepted and ap.takeoff(0, 8.0).accepted
+    for _ in range(60):
+        sim.step(nan)
+    ports = free_ports(1)
+    client = Client(ports.api_remote, ports.api_local)
+    roll, pitch, yaw_rate = 0.1, -0.05, 0.2
+
+    def attitude(type_mask: int = 0) -> None:
+        x, y, z, w = euler_to_quaternion(roll, pitch, float(sim.true_state()[0, STATE_HEADING]))
+        client.send(mavlink.MAVLink_set_attitude_target_message(0, 1, 1, type_mask, [w, x, y, z], 0.0, 0.0,
+                                                                yaw_rate, HOVER_THROTTLE))
+
+    with SimulatorMavlink(sim, ports, real_time_factor=0) as link:
+        attitude()
+        sim.step(nan)
+        client.command(mavlink.MAV_CMD_DO_SET_MODE, mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED, 6)  # Offboard
+        east0, heading0 = sim.true_state()[0, STATE_EAST], sim.true_state()[0, STATE_HEADING]
+        for _ in range(10):  # 2 s
+            attitude()
+            sim.step(nan)
+            client.read()
+        assert ap.mode[0] == FlightMode.OFFBOARD
+        x = sim.true_state()[0]
+        assert x[STATE_ROLL] == pytest.approx(roll, abs=0.02)
+        assert x[STATE_PITCH] == pytest.approx(pitch, abs=0.02)
+        assert x[STATE_HEADING] - heading0 == pytest.approx(2.0 * yaw_rate, abs=0.1)
+        assert x[STATE_EAST] - east0 > 0.5  # rolled right: moving east (at heading ~0)
+        attitude(type_mask=0x80)  # rates only
+        sim.step(nan)
+        client.read()
+        assert link.vehicles.counters[0].unsupported == 1
+        assert any("SET_ATTITUDE_TARGET without an attitude" in t for t in client.texts())
+        for _ in range(8):  # no stream for COM_OF_LOSS_T (1 s) and more: the failsafe (Hold)
+            sim.step(nan)
+        assert ap.mode[0] == FlightMode.HOLD and ap.failsafe_onsets[0] == 1
+    client.close()

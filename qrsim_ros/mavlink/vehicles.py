@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pymavlink.dialects.v20 import common as mavlink
 
-from qrsim_ros.core.common.frames import euler_to_quaternion
+from qrsim_ros.core.common.frames import euler_to_quaternion, quaternion_to_euler
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned, ned_to_lla
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.onboard.autopilot import FORCE_DISARM_MAGIC, OnboardAutopilot, Result
@@ -63,6 +63,8 @@ MAX_MISSION_ITEMS = 500
 #: SET_POSITION_TARGET_LOCAL_NED type_mask bits (MAVLink's POSITION_TARGET_TYPEMASK).
 _IGNORE_POSITION, _IGNORE_VELOCITY, _IGNORE_ACCEL = 0x7, 0x38, 0x1C0
 _IGNORE_YAW, _IGNORE_YAW_RATE = 0x400, 0x800
+#: SET_ATTITUDE_TARGET type_mask bits (MAVLink's ATTITUDE_TARGET_TYPEMASK).
+_IGNORE_BODY_YAW_RATE, _IGNORE_THROTTLE, _IGNORE_ATTITUDE = 0x4, 0x40, 0x80
 #: The sensors a vehicle reports (the simulated IMU, altimeter and GPS; the orientation estimator's
 #: heading stands for a magnetometer's).
 _SENSORS = (mavlink.MAV_SYS_STATUS_SENSOR_3D_GYRO | mavlink.MAV_SYS_STATUS_SENSOR_3D_ACCEL
@@ -443,10 +445,21 @@ class MavlinkVehicles:
             link.send(mavlink.MAVLink_timesync_message(self._time_ns(), msg.ts1))
 
     def _on_set_attitude_target(self, i: int, kind: str, link: MavlinkLink, msg: Any) -> None:
-        self.counters[i].unsupported += 1
-        if self.counters[i].unsupported == 1:
-            self._text(i, mavlink.MAV_SEVERITY_WARNING, "SET_ATTITUDE_TARGET not supported: use "
-                                                        "SET_POSITION_TARGET_LOCAL_NED")
+        mask = msg.type_mask
+        if mask & _IGNORE_ATTITUDE:  # body rates only: the airframe's inputs are angles
+            self.counters[i].unsupported += 1
+            if self.counters[i].unsupported == 1:
+                self._text(i, mavlink.MAV_SEVERITY_WARNING, "SET_ATTITUDE_TARGET without an attitude not "
+                                                            "supported: send the attitude quaternion")
+            return
+        roll, pitch, yaw = quaternion_to_euler([msg.q[1], msg.q[2], msg.q[3], msg.q[0]])
+        yaw_rate = math.nan if mask & _IGNORE_BODY_YAW_RATE else msg.body_yaw_rate
+        held = self.autopilot.offboard_thrust(i)
+        thrust = held if mask & _IGNORE_THROTTLE else msg.thrust
+        result = self.autopilot.offboard_attitude(i, roll_rad=float(roll), pitch_rad=float(pitch),
+                                                  thrust=thrust, yaw_rad=float(yaw), yaw_rate_rads=yaw_rate)
+        if not result.accepted:
+            self.counters[i].bad_setpoints += 1
 
     def _request_item(self, i: int, link: MavlinkLink, seq: int) -> None:
         upload = self._uploads[i]

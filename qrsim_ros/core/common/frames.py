@@ -132,6 +132,22 @@ def euler_to_quaternion(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Arr
                      c1 * c2 * c3 + s1 * s2 * s3], axis=-1)
 
 
+def quaternion_to_euler(q_xyzw: ArrayLike) -> Array:
+    """ZYX Euler angles ``[phi, theta, psi]`` (..., 3) [rad] of the FRD body in the NED world from its
+    attitude quaternions (..., 4) ``(x, y, z, w)`` (MAVLink's attitude; the inverse of
+    ``euler_to_quaternion``). Quaternions need not be unit; a zero or non-finite one gives NaN angles."""
+    from scipy.spatial.transform import Rotation
+
+    q = np.asarray(q_xyzw, float)
+    flat = q.reshape(-1, 4)
+    norm = np.linalg.norm(flat, axis=1)
+    ok = np.isfinite(norm) & (norm > 1e-12)
+    out = np.full((flat.shape[0], 3), np.nan)
+    if ok.any():
+        out[ok] = Rotation.from_quat(flat[ok] / norm[ok, None]).as_euler("ZYX")[:, ::-1]
+    return out.reshape((*q.shape[:-1], 3))
+
+
 def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:
     """Attitude of FLU body in ENU world as quaternions (x, y, z, w), w >= 0, from QRSim ZYX Euler angles.
 

@@ -59,7 +59,7 @@ from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModel
 from qrsim_ros.core.engine.plant import Plant, PlantInputs
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.faults import ActiveFault, FaultEvents
-from qrsim_ros.core.onboard.autopilot import OnboardAutopilot
+from qrsim_ros.core.onboard.autopilot import OnboardAutopilot, Setpoints
 from qrsim_ros.core.onboard.link import OnboardLink
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
@@ -387,29 +387,34 @@ class Simulator:
             targets[i, : a.size] = a
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
-        armed = None
+        onboard = None
         if self.onboard is not None:
-            armed = self._fly_onboard(targets, now_s, valid)
+            onboard = self._fly_onboard(targets, now_s, valid)
         hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
             self.fleet_control.update_battery(b.percentage, b.drain_per_s, self._ex, valid)
         controls = self.fleet_control.controls(self._held, self._ex, valid, self._headings, now_s,
                                                self._issued_s)
-        if armed is not None and not armed.all():
-            controls[self.onboard_vehicles[~armed]] = MOTORS_OFF_CONTROL
+        if onboard is not None:
+            rows = self.onboard_vehicles
+            by_attitude = np.isfinite(onboard.attitude_control[:, 0])
+            if by_attitude.any():  # offboard attitude set points: the attitude loop's inputs as they are
+                controls[rows[by_attitude], :4] = onboard.attitude_control[by_attitude]
+            if not onboard.armed.all():
+                controls[rows[~onboard.armed]] = MOTORS_OFF_CONTROL
         return controls
 
-    def _fly_onboard(self, targets: Array, now_s: float, valid: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    def _fly_onboard(self, targets: Array, now_s: float, valid: NDArray[np.bool_]) -> Setpoints:
         """The onboard autopilots' tick (``mavlink.on``): their link's commands, then their velocity set
-        points and headings in place of the agent's rows; returns which of them are armed."""
+        points and headings in place of the agent's rows; returns the autopilots' set points."""
         if self.onboard_link is not None:
             self.onboard_link.receive(now_s)
         rows = self.onboard_vehicles
         sp = self.onboard.step(now_s, self._ex[rows], valid[rows])  # type: ignore[union-attr]
         targets[rows, 0:3] = sp.velocity_ned_mps
         self._headings[rows] = sp.heading_rad
-        return sp.armed
+        return sp
 
     def _assemble_estimated_state(self, valid: NDArray[np.bool_] | None = None) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles (``valid``: the

@@ -37,6 +37,7 @@ from qrsim_ros.core.onboard.modes import FlightMode, LandedState
 from qrsim_ros.core.onboard.parameters import OFFBOARD_LOSS_ACTIONS, ParameterTable
 from qrsim_ros.core.vehicles.estimated_state import HEADING, HEIGHT, POSITION_NED, velocity_ned
 from qrsim_ros.core.vehicles.fleet_control import LAND_TOUCHDOWN_HEIGHT_M
+from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, STEADY_TILT_GAIN, STEADY_YAW_RATE_GAIN
 
 Array = NDArray[np.float64]
 
@@ -80,12 +81,15 @@ class Event:
 @dataclass
 class Setpoints:
     """What ``OnboardAutopilot.step`` gives ``FleetControl``: velocity set points (N, 3) NED [m/s],
-    headings (N,) [rad], issue times (N,) [s] and which vehicles' motors run (N,) (armed)."""
+    headings (N,) [rad], issue times (N,) [s], which vehicles' motors run (N,) (armed), and the attitude
+    controls (N, 4) of vehicles flown by offboard attitude set points, in the Pelican's control columns
+    (pitch [rad], roll [rad], throttle [0, 1], yaw rate [rad/s]); NaN rows: flown by their velocity."""
 
     velocity_ned_mps: Array
     heading_rad: Array
     issued_s: Array
     armed: NDArray[np.bool_]
+    attitude_control: Array
 
 
 class OnboardAutopilot:
@@ -134,6 +138,8 @@ class OnboardAutopilot:
         self._sp_yaw = np.full(n, np.nan)
         self._sp_yaw_rate = np.full(n, np.nan)
         self._sp_time = np.full(n, -np.inf)
+        #: offboard attitude set points: roll, pitch, yaw [rad], yaw rate [rad/s], thrust [0, 1]
+        self._sp_attitude = np.full((n, 5), np.nan)
         self._velocity = np.zeros((n, 3))  # the last velocity set point (the acceleration limit's base)
         self._landed_since = np.full(n, np.nan)
         self._now_s = 0.0
@@ -287,8 +293,35 @@ class OnboardAutopilot:
             return Result(False, "Offboard set point refused: infinite value")
         self._sp_position[i], self._sp_velocity[i], self._sp_accel[i] = values
         self._sp_yaw[i], self._sp_yaw_rate[i] = yaw_rad, yaw_rate_rads
+        self._sp_attitude[i] = np.nan
         self._sp_time[i] = self._now_s
         return ACCEPTED
+
+    def offboard_attitude(self, i: int, *, roll_rad: float, pitch_rad: float, thrust: float,
+                          yaw_rad: float = math.nan, yaw_rate_rads: float = math.nan) -> Result:
+        """The latest offboard attitude set point of vehicle ``i`` (SET_ATTITUDE_TARGET): roll and pitch
+        [rad] and the collective thrust [0, 1] (the Pelican's throttle: it hovers at MPC_THR_HOVER), flown
+        by the airframe's attitude loop; the heading by ``yaw_rate_rads``, else towards ``yaw_rad`` at
+        MC_YAW_P, else held. It replaces any position or velocity set point (the latest kind wins, as in
+        PX4). The airframe settles to a fixed fraction of its attitude commands
+        (``pelican.STEADY_TILT_GAIN``, ``STEADY_YAW_RATE_GAIN``), so the commands are the set points
+        divided by it, within the airframe's command limits (tilts beyond 0.67 rad are flown at it)."""
+        if not all(math.isfinite(v) for v in (roll_rad, pitch_rad, thrust)) or (
+                math.isinf(yaw_rad) or math.isinf(yaw_rate_rads)):
+            return Result(False, "Offboard attitude refused: non-finite value")
+        tilt_lo, tilt_hi = CONTROL_LIMITS[0]
+        self._sp_attitude[i] = (np.clip(roll_rad / STEADY_TILT_GAIN, tilt_lo, tilt_hi),
+                                np.clip(pitch_rad / STEADY_TILT_GAIN, tilt_lo, tilt_hi),
+                                yaw_rad, yaw_rate_rads, np.clip(thrust, *CONTROL_LIMITS[2]))
+        self._sp_position[i] = self._sp_velocity[i] = self._sp_accel[i] = np.nan
+        self._sp_yaw[i] = self._sp_yaw_rate[i] = math.nan
+        self._sp_time[i] = self._now_s
+        return ACCEPTED
+
+    def offboard_thrust(self, i: int) -> float:
+        """Vehicle ``i``'s latest offboard attitude thrust [0, 1] (MPC_THR_HOVER before the first)."""
+        thrust = self._sp_attitude[i, 4]
+        return float(thrust) if math.isfinite(thrust) else self.params.value("MPC_THR_HOVER", i)
 
     def drain_events(self) -> list[Event]:
         """The events since the last call (oldest first)."""
@@ -307,11 +340,15 @@ class OnboardAutopilot:
         self._heading[first] = ex[first, HEADING]
         self._check_offboard_loss()
         desired = np.zeros((n, 3))
+        attitude = np.full((n, 4), np.nan)
         max_xy = self.params.get("MPC_XY_VEL_MAX").copy()
         cruise = np.minimum(self.params.get("MPC_XY_CRUISE"), max_xy)
         for i in np.flatnonzero(self.armed & self._valid):
             mode = FlightMode(self.mode[i])
-            if mode == FlightMode.OFFBOARD:
+            if mode == FlightMode.OFFBOARD and np.isfinite(self._sp_attitude[i, 0]):
+                attitude[i] = self._attitude_control(i, ex[i])
+                desired[i] = np.nan_to_num(velocity_ned(ex[i : i + 1])[0])  # where a velocity mode starts
+            elif mode == FlightMode.OFFBOARD:
                 desired[i] = self._offboard_velocity(i, pos[i])
             elif mode == FlightMode.MISSION:
                 desired[i] = self._mission_velocity(i, pos[i])
@@ -331,7 +368,18 @@ class OnboardAutopilot:
         self._velocity = velocity
         self._update_landed(now_s)
         heading = np.where(np.isfinite(self._heading), self._heading, ex[:, HEADING])
-        return Setpoints(velocity.copy(), heading, np.full(n, float(now_s)), self.armed.copy())
+        return Setpoints(velocity.copy(), heading, np.full(n, float(now_s)), self.armed.copy(), attitude)
+
+    def _attitude_control(self, i: int, ex_row: Array) -> Array:
+        """Vehicle ``i``'s offboard attitude set point as Pelican controls (pitch, roll, throttle, yaw
+        rate); the heading held afterwards is the estimate's."""
+        roll, pitch, yaw, yaw_rate, thrust = self._sp_attitude[i]
+        heading = ex_row[HEADING]
+        self._heading[i] = heading
+        if not math.isfinite(yaw_rate):
+            yaw_rate = self.params.value("MC_YAW_P", i) * _wrap(yaw - heading) if math.isfinite(yaw) else 0.0
+        lo, hi = CONTROL_LIMITS[3]
+        return np.array([pitch, roll, thrust, min(max(yaw_rate / STEADY_YAW_RATE_GAIN, lo), hi)])
 
     def _position_velocity(self, i: int, target: Array, pos: Array) -> Array:
         """The position loop's velocity to ``target`` (NaN components: hold that axis still)."""

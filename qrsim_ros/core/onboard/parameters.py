@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.validation import ConfigError, shorten
+from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("MPC_ACC_HOR", 3.0, 0.5, 15.0, "m/s^2", "largest horizontal acceleration of the set point"),
     ParameterSpec("MPC_XY_P", 0.95, 0.1, 3.0, "1/s", "horizontal position gain"),
     ParameterSpec("MPC_Z_P", 1.0, 0.1, 3.0, "1/s", "vertical position gain"),
+    ParameterSpec("MC_YAW_P", 2.8, 0.0, 5.0, "1/s", "yaw gain of attitude set points without a yaw rate"),
+    ParameterSpec("MPC_THR_HOVER", HOVER_THROTTLE, HOVER_THROTTLE, HOVER_THROTTLE, "",
+                  "the airframe's hover thrust (read only)"),
 )
 BY_NAME = {spec.name: spec for spec in SPECS}
 

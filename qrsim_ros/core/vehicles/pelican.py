@@ -96,6 +96,11 @@ PQ1 = 1.79797e02
 PQ2 = -24.3536
 R0 = -4.81783e-03
 R1 = -5.08944
+#: The identified attitude loop's steady state (spec 2.3): a roll or pitch command settles to this
+#: fraction of itself, a yaw-rate command to ``STEADY_YAW_RATE_GAIN`` of itself (an autopilot that
+#: tracks an attitude divides by them).
+STEADY_TILT_GAIN = float(PQ0 * SI_TO_FIRMWARE[1])
+STEADY_YAW_RATE_GAIN = float(-R0 * SI_TO_FIRMWARE[3] / R1)
 CTH0, CTH1, CTH2 = 6.63881e-01, 7.44649e-04, 2.39855e-06
 CVB0, CVB1 = -18.0007, 4.23754
 TAU0 = 3.07321

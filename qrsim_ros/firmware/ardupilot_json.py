@@ -151,8 +151,7 @@ class ArduPilotJson:
             self._pending[i] = None
             self.counters[i]["steps"] += 1
         self.sim.step(self._motors)
-        for i in speaking:
-            self._answer(i)
+        self._answer(speaking)
         return True
 
     def _read(self, i: int, s: socket.socket) -> None:
@@ -174,24 +173,28 @@ class ArduPilotJson:
             self._peer[i] = addr
             if packet.frame_count == self._frame[i]:  # a resend: the same answer, no step
                 c["repeated"] += 1
-                self._answer(i)
+                self._answer([i])
                 continue
             if packet.frame_count < self._frame[i]:  # the firmware restarted: its frames count again
                 c["restarted"] += 1
             self._pending[i] = packet
 
-    def _answer(self, i: int) -> None:
-        peer = self._peer[i]
-        if peer is None:
+    def _answer(self, vehicles: list[int]) -> None:
+        """The JSON state of this tick to each of ``vehicles`` that has a peer (the fleet's rows read
+        and converted together)."""
+        vehicles = [i for i in vehicles if self._peer[i] is not None]
+        if not vehicles:
             return
         sim = self.sim
-        x = sim.true_state()[i]
+        rows = np.asarray(vehicles)
+        x = sim.true_state()[rows]
         _euler, gyro, accel, _h, _vs = sim.ahars.outputs_view()
-        v_ned = body_to_ned(dcm_from_state(x[None, :]), x[None, STATE_VELOCITY_FRD])[0]
-        battery = (float(sim.battery.voltage_v[i]), float(sim.battery.current_a[i]))
-        msg = state_message(sim.time, gyro[i], accel[i], x[STATE_POSITION_NED], v_ned, x[STATE_EULER],
-                            battery)
-        try:
-            self.socks[i].sendto(msg, peer)
-        except OSError:  # the firmware went away; it will send again
-            self.counters[i]["send failed"] += 1
+        v_ned = body_to_ned(dcm_from_state(x), x[:, STATE_VELOCITY_FRD])
+        for j, i in enumerate(vehicles):
+            battery = (float(sim.battery.voltage_v[i]), float(sim.battery.current_a[i]))
+            msg = state_message(sim.time, gyro[i], accel[i], x[j, STATE_POSITION_NED], v_ned[j],
+                                x[j, STATE_EULER], battery)
+            try:
+                self.socks[i].sendto(msg, self._peer[i])
+            except OSError:  # the firmware went away; it will send again
+                self.counters[i]["send failed"] += 1

@@ -106,7 +106,7 @@ class Px4Hil:
         for i in connected:
             self.counters[i]["steps"] += 1
             self._answered[i] = False
-            self._send_sensors(i)
+        self._send_sensors(connected)
         return True
 
     def _accept(self, i: int, listener: socket.socket) -> None:
@@ -121,7 +121,7 @@ class Px4Hil:
         conn.setblocking(False)
         self.conns[i] = conn
         self._answered[i] = False
-        self._send_sensors(i)  # PX4 starts its clock at the first sensor frame
+        self._send_sensors([i])  # PX4 starts its clock at the first sensor frame
 
     def _read(self, i: int, conn: socket.socket) -> None:
         c = self.counters[i]
@@ -157,30 +157,37 @@ class Px4Hil:
         except OSError:
             self.counters[i]["send failed"] += 1
 
-    def _send_sensors(self, i: int) -> None:
+    def _send_sensors(self, vehicles: list[int]) -> None:
+        """HIL_SENSOR (and HIL_GPS on a new GPS sample) and HIL_STATE_QUATERNION of this tick to each
+        of ``vehicles``: the fleet's rows converted together (one geodetic projection, one atmosphere)."""
+        if not vehicles:
+            return
         sim = self.sim
+        rows = np.asarray(vehicles)
         t_us = round(sim.time * 1e6)
-        x = sim.true_state()[i]
+        x = sim.true_state()[rows]
         _euler, gyro, accel, _h, _vs = sim.ahars.outputs_view()
-        dcm = dcm_from_state(x[None, :])
-        mag = ned_to_body(dcm, self.field_ned_gauss[None, :])[0]
-        lat, lon, amsl = ned_to_lla(x[STATE_POSITION_NED], sim.scenario.origin)
-        air = Atmosphere(float(np.clip(amsl, -5000.0, 80000.0)))
-        pressure_hpa, temperature_c = float(air.pressure[0]) / 100.0, float(air.temperature_in_celsius[0])
-        a, g = accel[i], gyro[i]
-        self._send(i, mavlink.MAVLink_hil_sensor_message(
-            t_us, *(float(v) for v in a), *(float(v) for v in g), *(float(v) for v in mag), pressure_hpa, 0.0,
-            float(amsl), temperature_c, FIELDS_UPDATED, 0))
-        gps = sim.gps
-        if sim.tick % gps.ticks == 0:
-            self._send(i, self._hil_gps(i, t_us))
-        v_ned = body_to_ned(dcm, x[None, STATE_VELOCITY_FRD])[0]
-        qx, qy, qz, qw = euler_to_quaternion(*x[STATE_EULER])
-        p, q, r = (float(v) for v in x[STATE_RATES_FRD])
-        self._send(i, mavlink.MAVLink_hil_state_quaternion_message(
-            t_us, [float(qw), float(qx), float(qy), float(qz)], p, q, r, round(lat * 1e7), round(lon * 1e7),
-            round(amsl * 1e3), *(round(float(v) * 100) for v in v_ned), 0, 0,
-            *(round(float(v) * 1000 / 9.81) for v in a)))
+        dcm = dcm_from_state(x)
+        mag = ned_to_body(dcm, np.broadcast_to(self.field_ned_gauss, (len(rows), 3)))
+        lat, lon, amsl = ned_to_lla(x[:, STATE_POSITION_NED], sim.scenario.origin).T
+        air = Atmosphere(np.clip(amsl, -5000.0, 80000.0))
+        pressure_hpa, temperature_c = air.pressure / 100.0, air.temperature_in_celsius
+        v_ned = body_to_ned(dcm, x[:, STATE_VELOCITY_FRD])
+        quat = euler_to_quaternion(*x[:, STATE_EULER].T)
+        gps_sample = sim.tick % sim.gps.ticks == 0
+        for j, i in enumerate(vehicles):
+            a, g = accel[i], gyro[i]
+            self._send(i, mavlink.MAVLink_hil_sensor_message(
+                t_us, *(float(v) for v in a), *(float(v) for v in g), *(float(v) for v in mag[j]),
+                float(pressure_hpa[j]), 0.0, float(amsl[j]), float(temperature_c[j]), FIELDS_UPDATED, 0))
+            if gps_sample:
+                self._send(i, self._hil_gps(i, t_us))
+            qx, qy, qz, qw = (float(v) for v in quat[j])
+            p, q, r = (float(v) for v in x[j, STATE_RATES_FRD])
+            self._send(i, mavlink.MAVLink_hil_state_quaternion_message(
+                t_us, [qw, qx, qy, qz], p, q, r, round(float(lat[j]) * 1e7), round(float(lon[j]) * 1e7),
+                round(float(amsl[j]) * 1e3), *(round(float(v) * 100) for v in v_ned[j]), 0, 0,
+                *(round(float(v) * 1000 / 9.81) for v in a)))
 
     def _hil_gps(self, i: int, t_us: int) -> Any:
         gps = self.sim.gps

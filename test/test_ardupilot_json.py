@@ -132,8 +132,35 @@ def test_the_motor_order_is_ardupilots_for_the_plus_frame(link) -> None:
     pwm = tuple(range(1100, 1900, 50))
     commands = motor_commands(pwm, outputs_of_rotors("+"), PWM_MIN_US, PWM_MAX_US)
     assert commands.tolist() == pytest.approx([0.2, 0.1, 0.25, 0.15])  # front, right, back, left
-    with pytest.raises(ValueError, match="layout='x'"):
-        outputs_of_rotors("x")
+    with pytest.raises(ValueError, match="layout='h'"):
+        outputs_of_rotors("h")
+
+
+def test_an_x_airframe_is_flown_in_the_firmwares_quad_x_order_only_with_its_spins() -> None:
+    """Quad X (motor 1 front-right, 2 back-left, 3 front-left, 4 back-right; 1 and 2 anticlockwise):
+    motor 2 up rolls right and pitches down; motors 3 and 4 (clockwise) up yaw the vehicle left (their
+    drag turns it anticlockwise seen from above). An x airframe whose rotors turn otherwise is refused."""
+    x_frame = {"layout": "x", "spin": [-1.0, 1.0, -1.0, 1.0]}
+    scenario = {**ROTOR_IN_THE_AIR, "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "rotor": x_frame}}
+    sim = Simulator.from_scenario("keep_spot", scenario)
+    server = on_free_port(lambda port: ArduPilotJson(sim, base_port=port))
+    peer = Peer(server.socks[0].getsockname()[1])
+    try:
+        hover = 1708
+        exchange(server, peer, [hover] * 4 + [1000] * 12)
+        for _ in range(10):
+            state = exchange(server, peer, [hover, hover + 60, hover, hover] + [1000] * 12)
+        roll, pitch, _ = state["attitude"]
+        assert roll > 0.01 and pitch < -0.01
+        for _ in range(25):
+            state = exchange(server, peer, [hover - 40, hover - 40, hover + 40, hover + 40] + [1000] * 12)
+        assert state["imu"]["gyro"][2] < -0.05
+    finally:
+        server.close()
+        peer.sock.close()
+    wrong = {**ROTOR_IN_THE_AIR, "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "rotor": {"layout": "x"}}}
+    with pytest.raises(ValueError, match=r"rotor.spin=\[1.0, -1.0, 1.0, -1.0\]: the firmwares' 'x' frame"):
+        ArduPilotJson(Simulator.from_scenario("keep_spot", wrong), base_port=0)
 
 
 def test_repeated_frames_and_bad_packets_are_answered_or_counted_not_stepped(link) -> None:

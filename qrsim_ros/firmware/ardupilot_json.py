@@ -13,11 +13,11 @@ between newlines: ``timestamp`` [s of physics time], ``imu.gyro`` [rad/s] and ``
 Here one physics step is one 20 ms tick of the in-process ``Simulator`` (set ArduPilot's
 ``SCHED_LOOP_RATE`` to 50 so that its loop and the physics keep one rate). The vehicle is the rotor
 airframe flown in the ``motors`` control mode: PWM ``pwm_min_us``..``pwm_max_us`` maps linearly to the
-normalised motor commands 0..1 through ArduPilot's motor order for the airframe's layout (``+``: motor 1
-right, 2 left, 3 front, 4 back, ArduPilot's FRAME_CLASS 1 / FRAME_TYPE 0, whose spin directions are the
-pelican rotor set's). The IMU is the simulated one (QRSim's accelerometer and gyroscope, their noise and
-faults); position, velocity and attitude are the ground truth, from which ArduPilot makes its own GPS,
-barometer and compass.
+normalised motor commands 0..1 through ArduPilot's motor order for the airframe's layout
+(``firmware.motors``: ``+`` is FRAME_CLASS 1 / FRAME_TYPE 0, whose spin directions are the pelican rotor
+set's; ``x`` is FRAME_TYPE 1). The IMU is the simulated one (QRSim's accelerometer and gyroscope, their
+noise and faults); position, velocity and attitude are the ground truth, from which ArduPilot makes its
+own GPS, barometer and compass.
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """The firmwares' motor order and output scaling, shared by the firmware interfaces.
 
-ArduPilot's and PX4's quadrotor ``+`` frame number the motors 1 right, 2 left, 3 front, 4 back, front and
-back turning clockwise seen from above, as the ``+`` rotor sets here turn (``core.vehicles.rotor_params``:
-rotor 0 front, 1 right, 2 back, 3 left; spin +1 clockwise on 0 and 2).
+ArduPilot and PX4 number a quadrotor's motors alike (their quad ``+`` and quad X frames; spin seen from
+above). ``+``: 1 right, 2 left (both anticlockwise), 3 front, 4 back (clockwise). X: 1 front-right, 2
+back-left (anticlockwise), 3 front-left, 4 back-right (clockwise). The rotor sets here are numbered 0..3
+clockwise from the front (``core.vehicles.rotor_params``: ``+`` 0 front, 1 right, 2 back, 3 left; ``x``
+0 front-right, 1 back-right, 2 back-left, 3 front-left) with their own spins: a firmware flies an
+airframe only if every rotor turns the way the firmware's motor in its place turns (else its yaw
+control would push the wrong way).
 """
 
 from __future__ import annotations
@@ -14,16 +18,25 @@ from numpy.typing import NDArray
 
 from qrsim_ros.core.engine.simulator import Simulator
 
-#: The firmware's output index (0-based) of each rotor of the airframe, by layout.
-OUTPUTS_OF_ROTORS = {"+": (2, 0, 3, 1)}
+#: By layout: the firmware's output index (0-based) of each rotor of the airframe, and the spin (+1
+#: clockwise seen from above, ``RotorParams.spin``) the firmware expects of each rotor.
+MOTOR_ORDERS: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {
+    "+": ((2, 0, 3, 1), (1.0, -1.0, 1.0, -1.0)),
+    "x": ((0, 3, 1, 2), (-1.0, 1.0, -1.0, 1.0)),
+}
 
 
-def outputs_of_rotors(layout: str) -> tuple[int, ...]:
-    """The firmware output of each rotor for ``layout``, else ValueError naming what is mapped."""
-    if layout not in OUTPUTS_OF_ROTORS:
+def outputs_of_rotors(layout: str, spin: Sequence[float] | None = None) -> tuple[int, ...]:
+    """The firmware output of each rotor for ``layout`` (with ``spin``: once it is the firmware's), else
+    ValueError naming what differs."""
+    if layout not in MOTOR_ORDERS:
         raise ValueError(f"rotor.layout={layout!r}: the firmwares' motor order is mapped here for "
-                         f"{', '.join(OUTPUTS_OF_ROTORS)}")
-    return OUTPUTS_OF_ROTORS[layout]
+                         f"{', '.join(MOTOR_ORDERS)}")
+    outputs, expected = MOTOR_ORDERS[layout]
+    if spin is not None and tuple(float(v) for v in spin) != expected:
+        raise ValueError(f"rotor.spin={[float(v) for v in spin]}: the firmwares' {layout!r} frame turns its "
+                         f"rotors {list(expected)} (+1 clockwise seen from above)")
+    return outputs
 
 
 def flown_motor_order(sim: Simulator) -> tuple[int, ...]:
@@ -36,7 +49,8 @@ def flown_motor_order(sim: Simulator) -> tuple[int, ...]:
                          f"step (task.dt_s: {sim.dt_s})")
     if set(sim.control_modes) != {"motors"} or set(sim.fleet.airframes) != {"rotor"}:
         raise ValueError("the firmware flies motors: vehicle.airframe: rotor and vehicle.control: motors")
-    return outputs_of_rotors(sc.vehicle.rotor_params().layout)
+    rotors = sc.vehicle.rotor_params()
+    return outputs_of_rotors(rotors.layout, rotors.spin)
 
 
 def motor_commands(outputs: Sequence[float], order: tuple[int, ...], low: float, high: float

@@ -8,12 +8,12 @@ the simulator steps once per answer (lockstep: PX4's clock is the sensors' time_
 
 Here one step is one 20 ms tick of the in-process ``Simulator`` flying the rotor airframe in the
 ``motors`` mode: actuator controls 0..1 (PX4's normalised motor outputs; anything outside is clipped) map
-through PX4's ``+`` motor order (``firmware.motors``) to the motor commands. The sensors: the simulated
-IMU (QRSim's accelerometer and gyroscope with their noise and faults) and GPS receiver (QRSim's correlated
-GPS error; HIL_GPS at each new fix, no fix during an outage); the magnetometer is the World Magnetic
-Model's field at the scenario's origin (``pygeomag``) in the body axes of the true attitude, the
-barometer the ICAO standard atmosphere's pressure and temperature (``ambiance``) at the true altitude,
-both without noise (they have no models of their own here).
+through PX4's motor order of the airframe's layout (``firmware.motors``) to the motor commands. The
+sensors: the simulated IMU (QRSim's accelerometer and gyroscope with their noise and faults) and GPS
+receiver (QRSim's correlated GPS error; HIL_GPS at each new fix, no fix during an outage); the
+magnetometer is the World Magnetic Model's field at the scenario's origin (``pygeomag``) in the body
+axes of the true attitude, the barometer the ICAO standard atmosphere's pressure and temperature
+(``ambiance``) at the true altitude, both without noise (they have no models of their own here).
 """
 
 from __future__ import annotations

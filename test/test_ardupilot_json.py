@@ -183,3 +183,35 @@ def test_a_scenario_the_firmware_cannot_fly_is_refused_with_one_line() -> None:
         ArduPilotJson(Simulator.from_scenario("search_rescue_2a"))
     with pytest.raises(ValueError, match=r"vehicle\.airframe: rotor and vehicle\.control: motors"):
         ArduPilotJson(Simulator.from_scenario("keep_spot"))
+
+
+def test_two_firmwares_step_one_shared_physics_in_lockstep() -> None:
+    """Vehicle i on UDP base + 10 i, each its own firmware: the physics steps once both have sent a new
+    frame (the first alone waits), and both are answered with the same time and their own states."""
+    starts = [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0], [5.0, 0.0, -12.0, 0.0, 0.0, 0.0]]
+    two = {**ROTOR_IN_THE_AIR, "num_vehicles": 2,
+           "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "initial_states": starts}}
+    sim = Simulator.from_scenario("keep_spot", two)
+    server = on_free_port(lambda port: ArduPilotJson(sim, base_port=port))
+    peers = [Peer(s.getsockname()[1]) for s in server.socks]
+    try:
+        assert [p.port - peers[0].port for p in peers] == [0, 10]
+        hover = [1708] * 4 + [1000] * 12
+        for p in peers:  # both speak (loopback datagrams are queued when sendto returns)
+            p.send(hover)
+        assert server.serve_once(2.0)
+        states = [p.state() for p in peers]
+        for _ in range(3):
+            peers[0].send(hover)
+            assert not server.serve_once(0.2)  # vehicle 1 has not sent its frame yet
+            peers[1].send(hover)
+            assert server.serve_once(2.0)
+            before = states[0]["timestamp"]
+            states = [p.state() for p in peers]
+            assert states[0]["timestamp"] == states[1]["timestamp"] == pytest.approx(before + 0.02)
+        assert [s["position"][2] for s in states] == pytest.approx(sim.true_state()[:, 2].tolist())
+        assert all(c["steps"] == server.counters[0]["steps"] for c in server.counters)
+    finally:
+        server.close()
+        for p in peers:
+            p.sock.close()

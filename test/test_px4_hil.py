@@ -13,7 +13,7 @@ from datetime import date
 import numpy as np
 import pytest
 from pymavlink.dialects.v20 import common as mavlink
-from test_ardupilot_json import rotor_in_the_air_served
+from test_ardupilot_json import ROTOR_IN_THE_AIR, on_free_port, rotor_in_the_air_served
 
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
 from qrsim_ros.core.engine.simulator import Simulator
@@ -129,3 +129,32 @@ def test_a_second_px4_is_refused_and_a_disconnect_is_counted(hil) -> None:
     for _ in range(20):
         server.serve_once(0.05)
     assert server.conns[0] is None and server.counters[0]["disconnects"] == 1
+
+
+def test_two_px4s_step_one_shared_physics_in_lockstep() -> None:
+    """Vehicle i on TCP base + i, each its own PX4: one physics step once every connected PX4 answered
+    its last sensor frame (the first to answer waits), each then sent its own vehicle's next frame."""
+    starts = [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0], [5.0, 0.0, -12.0, 0.0, 0.0, 0.0]]
+    two = {**ROTOR_IN_THE_AIR, "num_vehicles": 2,
+           "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "initial_states": starts}}
+    sim = Simulator.from_scenario("keep_spot", two)
+    server = on_free_port(lambda port: Px4Hil(sim, base_port=port))
+    peers = [Px4Peer(listener.getsockname()[1]) for listener in server.listeners]
+    try:
+        frames = [p.frame(server) for p in peers]
+        hover = [0.62] * 4
+        for _ in range(3):
+            peers[0].sock.sendall(mavlink.MAVLink_hil_actuator_controls_message(
+                0, [*hover, *([0.0] * 12)], 0, 0).pack(peers[0].mav))
+            assert not any(server.serve_once(0.05) for _ in range(4))  # PX4 1 has not answered yet
+            peers[1].actuate(server, hover)
+            before = frames[0]["HIL_SENSOR"].time_usec
+            frames = [p.frame(server) for p in peers]
+            assert frames[0]["HIL_SENSOR"].time_usec == frames[1]["HIL_SENSOR"].time_usec == before + 20_000
+        alts = [f["HIL_STATE_QUATERNION"].alt / 1000.0 for f in frames]
+        assert alts[1] - alts[0] == pytest.approx(2.0, abs=0.1)  # each its own vehicle (12 m and 10 m up)
+        assert server.counters[0]["steps"] == server.counters[1]["steps"] == 3
+    finally:
+        for p in peers:
+            p.sock.close()
+        server.close()

@@ -59,7 +59,8 @@ from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModel
 from qrsim_ros.core.engine.plant import Plant, PlantInputs
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.faults import ActiveFault, FaultEvents
-from qrsim_ros.core.onboard.autopilot import OnboardAutopilot, Setpoints
+from qrsim_ros.core.onboard.autopilot import OnboardAutopilot
+from qrsim_ros.core.onboard.flight import onboard_controls, onboard_targets
 from qrsim_ros.core.onboard.link import OnboardLink
 from qrsim_ros.core.sensors.camera import CameraObservation
 from qrsim_ros.core.sensors.registry import SensorModel
@@ -77,7 +78,6 @@ from qrsim_ros.core.vehicles.fleet_control import (
 )
 from qrsim_ros.core.vehicles.pelican import (
     CONTROL_LIMITS,
-    MOTORS_OFF_CONTROL,
     STATE_POSITION_NED,
     PelicanInputError,
 )
@@ -388,8 +388,9 @@ class Simulator:
         targets = self.faults.drop_commands(targets)  # comm_loss when issued: no new set point arrives
         now_s = (self.tick - 1) * self.dt_s
         onboard = None
-        if self.onboard is not None:
-            onboard = self._fly_onboard(targets, now_s, valid)
+        if self.onboard is not None:  # the autopilots' set points in place of the agent's
+            onboard = onboard_targets(self.onboard, self.onboard_link, self.onboard_vehicles, now_s, self._ex,
+                                      valid, targets, self._headings)
         hold_given(targets, now_s, self._held, self._issued_s)
         if self.battery.low:
             b = self.battery
@@ -397,24 +398,8 @@ class Simulator:
         controls = self.fleet_control.controls(self._held, self._ex, valid, self._headings, now_s,
                                                self._issued_s)
         if onboard is not None:
-            rows = self.onboard_vehicles
-            by_attitude = np.isfinite(onboard.attitude_control[:, 0])
-            if by_attitude.any():  # offboard attitude set points: the attitude loop's inputs as they are
-                controls[rows[by_attitude], :4] = onboard.attitude_control[by_attitude]
-            if not onboard.armed.all():
-                controls[rows[~onboard.armed]] = MOTORS_OFF_CONTROL
+            onboard_controls(onboard, self.onboard_vehicles, controls)
         return controls
-
-    def _fly_onboard(self, targets: Array, now_s: float, valid: NDArray[np.bool_]) -> Setpoints:
-        """The onboard autopilots' tick (``mavlink.on``): their link's commands, then their velocity set
-        points and headings in place of the agent's rows; returns the autopilots' set points."""
-        if self.onboard_link is not None:
-            self.onboard_link.receive(now_s)
-        rows = self.onboard_vehicles
-        sp = self.onboard.step(now_s, self._ex[rows], valid[rows])  # type: ignore[union-attr]
-        targets[rows, 0:3] = sp.velocity_ned_mps
-        self._headings[rows] = sp.heading_rad
-        return sp
 
     def _assemble_estimated_state(self, valid: NDArray[np.bool_] | None = None) -> None:
         """eX (spec 2.1) from the sensors' latest values; NaN rows for invalid vehicles (``valid``: the

@@ -7,8 +7,10 @@ its passes, failures and worst duration: whether the suite is green every time, 
     scripts/flake_hunt.py -R 2 -- -k lidar  # more pytest arguments after --
 
 Each round is one ``./qrsim test -m TIER`` (its own pytest process) writing a JUnit XML report; the
-table is read from those reports. Exit status 1 if any test failed or errored in any round. Nothing is
-re-run on failure: a failure is a finding (docs/TESTING.md).
+table is read from those reports (kept with ``--reports DIR``). Exit status 1 if any test failed or
+errored in any round. Nothing is re-run on failure: a failure is a finding (docs/TESTING.md). A hunt
+stopped by SIGINT or SIGTERM ends the round in progress and the burners, prints the table of the rounds
+it completed, and exits with status 1.
 """
 
 from __future__ import annotations
@@ -79,29 +81,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-K", "--burners", type=int, default=0,
                         help="CPU-burning processes beside the runs (default 0)")
     parser.add_argument("--tier", choices=sorted(TIERS), default="graph", help="which tier (default graph)")
+    parser.add_argument("--reports", type=Path, default=None, metavar="DIR",
+                        help="keep each round's JUnit XML report here (default: a temporary directory)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.burners < 0:
         parser.error("-R must be at least 1 and -K at least 0")
 
     records: dict[str, Record] = defaultdict(Record)
-    # SIGTERM (a hunt stopped by hand) ends through the finally below: the burners and the round go too
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    # SIGTERM or SIGINT (a hunt stopped by hand) ends the round in progress (it does not count) and the
+    # burners; the table of the rounds completed is still printed
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as SIGINT: KeyboardInterrupt
     burners = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(args.burners)]
     rounds: list[tuple[int, float]] = []
+    stopped = False
     try:
         with tempfile.TemporaryDirectory(prefix="flake_hunt_") as tmp:
+            reports = args.reports or Path(tmp)
+            reports.mkdir(parents=True, exist_ok=True)
             for r in range(1, args.rounds + 1):
-                report = Path(tmp) / f"round{r}.xml"
+                report = reports / f"round{r}.xml"
                 rc, wall_s = run_round(args.tier, report, args.pytest_args)
                 rounds.append((rc, wall_s))
                 print(f"round {r}/{args.rounds}: exit {rc}, {wall_s:.0f} s", flush=True)
                 if report.is_file():
                     read_report(report, records, r)
+    except KeyboardInterrupt:
+        stopped = True
+        print(f"stopped by hand after {len(rounds)} complete round(s)", flush=True)
     finally:
         for b in burners:
             b.kill()
             b.wait()
+    args.rounds = len(rounds)
 
     failed = {t: rec for t, rec in records.items() if rec.failed}
     width = max((len(t) for t in records), default=10)
@@ -120,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         for detail in rec.details:
             print(f"\n--- {test_id}, {detail}")
     bad_exit = [rc for rc, _ in rounds if rc not in (0, 5)]
-    return 1 if failed or bad_exit else 0
+    return 1 if failed or bad_exit or stopped else 0
 
 
 if __name__ == "__main__":

@@ -43,3 +43,31 @@ def test_a_round_report_gives_counts_worst_times_and_the_failure_tail(tmp_path: 
     assert bad.messages == ["round 1: AssertionError: rates differ", "round 2: AssertionError: rates differ"]
     tail = bad.details[0].splitlines()
     assert tail[0] == "round 1:" and tail[-1] == "line 199" and len(tail) == hunt.DETAIL_LINES + 1
+
+
+def test_a_hunt_stopped_by_sigterm_prints_its_complete_rounds(tmp_path: Path, monkeypatch, capsys) -> None:
+    """SIGTERM during round 2: round 1's report is kept and printed, the round in progress does not
+    count, and the exit status says the hunt did not finish."""
+    import os
+    import signal
+
+    hunt = _load()
+
+    def fake_round(tier: str, report: Path, extra: list[str]) -> tuple[int, float]:
+        if report.name == "round2.xml":
+            os.kill(os.getpid(), signal.SIGTERM)  # the hunt stopped by hand
+        report.write_text('<testsuites><testsuite><testcase classname="test.test_a" name="test_ok" '
+                          'time="1.5"/></testsuite></testsuites>')
+        return 0, 1.0
+
+    monkeypatch.setattr(hunt, "run_round", fake_round)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = hunt.main(["-R", "3", "--reports", str(tmp_path / "reports")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "round 1/3: exit 0" in out and "stopped by hand after 1 complete round(s)" in out
+    assert "round 2/3" not in out and "1 tests, 0 failures in 1 rounds" in out
+    assert (tmp_path / "reports" / "round1.xml").is_file()

@@ -166,6 +166,21 @@ class RunJoiner:
                 "--param", "vehicle_dynamics:start_timeout_s=120"]
 
 
+def dump_stacks_and_kill(proc: subprocess.Popen[Any], log: Path, timeout_s: float = 5.0) -> None:
+    """A hung node executable: ask for every thread's stack (SIGUSR1, faulthandler; the installed
+    executables register it) and wait until it is in ``log`` (the process's output), at most
+    ``timeout_s``; then SIGKILL and reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(AssertionError):  # no dump (an executable without the handler): kill
+            wait_until(lambda: proc.poll() is not None or "most recent call first" in log.read_text(
+                errors="replace"), timeout_s, "a stack dump")
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
 def free_domain() -> int:
     """A ROS_DOMAIN_ID for one test's graph: unused by any DDS participant on this machine and claimed
     for this test process until it ends (``qrsim_ros.dds.free_domain``), so two tests never share one,

@@ -185,14 +185,19 @@ def test_a_scenario_the_firmware_cannot_fly_is_refused_with_one_line() -> None:
         ArduPilotJson(Simulator.from_scenario("keep_spot"))
 
 
-def test_two_firmwares_step_one_shared_physics_in_lockstep() -> None:
-    """Vehicle i on UDP base + 10 i, each its own firmware: the physics steps once both have sent a new
-    frame (the first alone waits), and both are answered with the same time and their own states."""
+def two_rotors_in_the_air_served(server: Callable[[Simulator, int], T]) -> tuple[T, Simulator]:
+    """Two rotor vehicles hovering at 10 m and 12 m, 5 m apart, and ``server(sim, port)`` on a free port."""
     starts = [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0], [5.0, 0.0, -12.0, 0.0, 0.0, 0.0]]
     two = {**ROTOR_IN_THE_AIR, "num_vehicles": 2,
            "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "initial_states": starts}}
     sim = Simulator.from_scenario("keep_spot", two)
-    server = on_free_port(lambda port: ArduPilotJson(sim, base_port=port))
+    return on_free_port(lambda port: server(sim, port)), sim
+
+
+def test_two_firmwares_step_one_shared_physics_in_lockstep() -> None:
+    """Vehicle i on UDP base + 10 i, each its own firmware: the physics steps once both have sent a new
+    frame (the first alone waits), and both are answered with the same time and their own states."""
+    server, sim = two_rotors_in_the_air_served(lambda sim, port: ArduPilotJson(sim, base_port=port))
     peers = [Peer(s.getsockname()[1]) for s in server.socks]
     try:
         assert [p.port - peers[0].port for p in peers] == [0, 10]

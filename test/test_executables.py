@@ -20,7 +20,15 @@ import time
 from pathlib import Path
 
 import pytest
-from rosenv import REPO_ROOT, node_output_lines, python, require_ros, ros_env
+from rosenv import (
+    REPO_ROOT,
+    dump_stacks_and_kill,
+    node_output_lines,
+    python,
+    require_ros,
+    ros_env,
+    wait_until,
+)
 
 TEMPLATE = REPO_ROOT / "scripts" / "executable.py.in"
 
@@ -146,14 +154,18 @@ def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path
                                         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path), log)
     results = {}
     deadline = time.monotonic() + 240.0  # for all of them together
+    hung = []
     for name, (proc, log) in procs.items():
         try:
             results[name] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            hung.append(name)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+            if proc.poll() is None:  # a hang: its every thread's stack first (the executables' SIGUSR1)
+                dump_stacks_and_kill(proc, tmp_path / f"{name}.log")
             log.close()
+    assert not hung, "\n".join(f"{name} did not end within the budget; its output:\n"
+                                f"{(tmp_path / f'{name}.log').read_text()}" for name in hung)
     for name, code in results.items():
         lines = node_output_lines((tmp_path / f"{name}.log").read_text())
         assert code == 1, (name, lines)
@@ -173,3 +185,25 @@ def test_a_node_that_rejects_a_parameter_is_destroyed_not_collected(tmp_path: Pa
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert lines == ["[half_built] error: parameter 'seed'=-7 outside [-1, 2147483647]"], lines
     assert proc.stdout.strip().splitlines()[-1] == "status 1, entities left 0", proc.stdout
+
+
+@pytest.mark.graph
+def test_a_node_executable_prints_every_threads_stack_on_sigusr1_and_runs_on(tmp_path: Path) -> None:
+    """What a supervisor asks of a hung node before killing it: SIGUSR1 prints every thread's Python
+    stack (faulthandler, a C-level handler: it works while the main thread is blocked in native code),
+    and the node runs on (its stop on SIGINT is test_lifecycle's)."""
+    env = ros_env(tmp_path)
+    log_path = tmp_path / "wind_field.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(lib_dir() / "wind_field"), "--ros-args", "-p", "scenario:=keep_spot"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            wait_until(lambda: "wind_field: 1 vehicles" in log_path.read_text(), 120, "the node's start line")
+            proc.send_signal(signal.SIGUSR1)
+            wait_until(lambda: "most recent call first" in log_path.read_text(), 30, "the stack dump")
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.0)  # it runs on
+        finally:
+            dump_stacks_and_kill(proc, log_path)
+    out = log_path.read_text()
+    assert "Thread 0x" in out or "Current thread 0x" in out, out

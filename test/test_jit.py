@@ -157,6 +157,15 @@ def test_plain_python_kernels_give_the_same_numbers(tmp_path: Path) -> None:
     np.testing.assert_allclose(plain, compiled, rtol=1e-9, atol=1e-9)
 
 
+def _fresh_interpreter(code: str, path: Path) -> str:
+    """The standard output of ``code`` run by a new interpreter with the package from ``path`` (and from
+    there as its working directory), the kernels compiled."""
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    env.pop(DISABLE_ENV_VAR, None)
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=path, check=True, timeout=120,
+                          capture_output=True, text=True).stdout
+
+
 @needs_jit
 def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
     """colcon's --symlink-install links each module file; the kernels must load from the source tree's
@@ -176,11 +185,7 @@ def test_symlinked_install_uses_the_source_tree_cache(tmp_path: Path) -> None:
         "k.load_declared()\n"
         "print(k._cache.cache_path, sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    env.pop(DISABLE_ENV_VAR, None)
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True, timeout=120,
-                            capture_output=True, text=True)
-    cache_path, hits, misses = result.stdout.split()
+    cache_path, hits, misses = _fresh_interpreter(code, tmp_path).split()
     assert Path(cache_path) == src / "core" / "vehicles" / "__pycache__"
     assert (int(hits), int(misses)) == (1, 0)
     assert not list((tmp_path / "qrsim_ros" / "core").rglob("__pycache__/*.nb*"))
@@ -236,10 +241,7 @@ def test_a_process_loads_the_kernels_of_the_models_it_built_and_no_others() -> N
         "print(*loaded(DrydenTurbulence.__module__), *loaded(gps.__name__),\n"
         "      *loaded('qrsim_ros.core.vehicles.pelican'))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop(DISABLE_ENV_VAR, None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120, capture_output=True,
-                         text=True).stdout.split()
+    out = _fresh_interpreter(code, REPO_ROOT).split()
     wind_loaded, wind_total, gps_loaded, gps_total, pelican_loaded, pelican_total = map(int, out)
     assert wind_total > 0 and wind_loaded == wind_total
     assert gps_total > 0 and gps_loaded == 0

@@ -13,7 +13,7 @@ from datetime import date
 import numpy as np
 import pytest
 from pymavlink.dialects.v20 import common as mavlink
-from test_ardupilot_json import ROTOR_IN_THE_AIR, on_free_port, rotor_in_the_air_served
+from test_ardupilot_json import rotor_in_the_air_served, two_rotors_in_the_air_served
 
 from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN
 from qrsim_ros.core.engine.simulator import Simulator
@@ -134,11 +134,7 @@ def test_a_second_px4_is_refused_and_a_disconnect_is_counted(hil) -> None:
 def test_two_px4s_step_one_shared_physics_in_lockstep() -> None:
     """Vehicle i on TCP base + i, each its own PX4: one physics step once every connected PX4 answered
     its last sensor frame (the first to answer waits), each then sent its own vehicle's next frame."""
-    starts = [[0.0, 0.0, -10.0, 0.0, 0.0, 0.0], [5.0, 0.0, -12.0, 0.0, 0.0, 0.0]]
-    two = {**ROTOR_IN_THE_AIR, "num_vehicles": 2,
-           "vehicle": {**ROTOR_IN_THE_AIR["vehicle"], "initial_states": starts}}
-    sim = Simulator.from_scenario("keep_spot", two)
-    server = on_free_port(lambda port: Px4Hil(sim, base_port=port))
+    server, _sim = two_rotors_in_the_air_served(lambda sim, port: Px4Hil(sim, base_port=port))
     peers = [Px4Peer(listener.getsockname()[1]) for listener in server.listeners]
     try:
         frames = [p.frame(server) for p in peers]

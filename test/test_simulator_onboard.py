@@ -168,13 +168,14 @@ def test_the_command_line_refuses_what_a_mavlink_or_firmware_run_cannot_do(
         assert len(err) == 1 and message in err[0], (argv, err)
 
 
-def _takeoff_flight(sim: Simulator) -> np.ndarray:
+def _takeoff_flight(sim: Simulator, altitude_m: float = 5.0, steps: int = 8) -> np.ndarray:
+    """Vehicle 0 armed and taking off to ``altitude_m`` for ``steps`` task steps; the true states."""
     ap = sim.onboard
     assert ap is not None
     nan = np.full((1, sim.action_spec["width"]), np.nan)
     sim.step(nan)
-    assert ap.arm(0).accepted and ap.takeoff(0, 5.0).accepted
-    for _ in range(8):
+    assert ap.arm(0).accepted and ap.takeoff(0, altitude_m).accepted
+    for _ in range(steps):
         sim.step(nan)
     return sim.true_state()
 
@@ -201,13 +202,10 @@ def test_offboard_attitude_set_points_over_mavlink_fly_the_pelicans_attitude_loo
     from qrsim_ros.core.vehicles.pelican import HOVER_THROTTLE, STATE_EAST, STATE_PITCH, STATE_ROLL
 
     sim = Simulator.from_scenario("px4_sitl", {"seed": 5, "task": {"dt_s": 0.2}})
+    _takeoff_flight(sim, 8.0, 60)
     ap = sim.onboard
     assert ap is not None
     nan = np.full((1, sim.action_spec["width"]), np.nan)
-    sim.step(nan)
-    assert ap.arm(0).accepted and ap.takeoff(0, 8.0).accepted
-    for _ in range(60):
-        sim.step(nan)
     ports = free_ports(1)
     client = Client(ports.api_remote, ports.api_local)
     roll, pitch, yaw_rate = 0.1, -0.05, 0.2

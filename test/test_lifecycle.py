@@ -419,13 +419,15 @@ _BURN = "import time\nwhile True:\n    sum(range(10000))\n"
 @pytest.mark.graph
 @pytest.mark.timeout(600)
 def test_every_node_stops_within_5_s_of_sigint_under_cpu_load(tmp_path: Path) -> None:
-    """5 start/stop cycles of a small graph beside two CPU-burning processes (this machine has 2 cores):
-    every node exits within 5 s of the launcher's SIGINT (none needs SIGTERM or SIGKILL)."""
+    """3 start/stop cycles of a small graph beside two CPU-burning processes (this machine has 2 cores):
+    every node exits within 5 s of the launcher's SIGINT (none needs SIGTERM or SIGKILL). (Three, not
+    five: the launch tests that assert "stopped cleanly" check the same stop in every flake hunt round,
+    which runs the graph tier beside CPU burners.)"""
     require_launcher()
     burners = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(2)]
     worst: list[float] = []
     try:
-        for cycle in range(5):
+        for cycle in range(3):
             (tmp_path / f"c{cycle}").mkdir()
             # Ctrl-C once the clock runs
             rc, out = run_launch(tmp_path / f"c{cycle}", ["keep_spot", "--seed", "3"], on_line=CLOCK_RUNNING)

@@ -50,6 +50,12 @@ BATTERY_OFF_PARAM = ["--param", "vehicle_dynamics:battery=off"]
 #: family's sensors, controllers and rewards to act).
 RUN_STEPS = {"search_rescue": 30, "plume": 30, "cats_mouse": 40}
 DEFAULT_RUN_STEPS = 60
+#: Scenarios with a step count of their own: the 3-D scene renders its fisheye and depth cameras every
+#: frame (about 1 s of CPU per task step), and what the goldens record (flight, rewards, the person
+#: classifier) shows in fewer steps. Cut from 30 run and 12 trace steps; the shorter run is the longer
+#: one's first rows and the trace's first episode its first steps (checked when they were regenerated).
+SCENARIO_RUN_STEPS = {"search_rescue_scene": 8}
+SCENARIO_TRACE_STEPS = {"search_rescue_scene": 4}
 BATCH_CASES = (("keep_spot_x10", 3, 20), ("cats_mouse_1b", 2, 20), ("search_rescue_2b", 2, 15),
                ("plume_3c", 2, 10))
 TRACE_STEPS = {"search_rescue": 12, "plume": 12, "cats_mouse": 25}
@@ -89,7 +95,7 @@ def produce_runs(out: Path) -> list[Path]:
 
     files = []
     for name in scenarios():
-        steps = RUN_STEPS.get(_task_type(name), DEFAULT_RUN_STEPS)
+        steps = SCENARIO_RUN_STEPS.get(name) or RUN_STEPS.get(_task_type(name), DEFAULT_RUN_STEPS)
         path = out / f"run_{name}.csv"
         status = run.main([name, "--seed", str(SEED), "--steps", str(steps), "--out", str(path),
                            *BATTERY_OFF_SET])
@@ -121,7 +127,7 @@ def trace(name: str) -> dict[str, np.ndarray]:
     from qrsim_ros.policies.base import SimulatorView, check_actions, instantiate
 
     task_type = _task_type(name)
-    steps = TRACE_STEPS.get(task_type, DEFAULT_TRACE_STEPS)
+    steps = SCENARIO_TRACE_STEPS.get(name) or TRACE_STEPS.get(task_type, DEFAULT_TRACE_STEPS)
     sim = Simulator.from_scenario(name, overrides={"seed": SEED, "task": {"duration_steps": steps},
                                                    **BATTERY_OFF})
     records: dict[str, list[np.ndarray]] = {k: [] for k in (

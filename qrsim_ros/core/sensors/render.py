@@ -32,6 +32,7 @@ Colours are linear values in 0..255 ("DN") before the exposure gain, noise and q
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -249,14 +250,18 @@ def shade(face, range_m, normal, origin, direction, pixel_angle_rad, face_label,
         out[m, 2] = gain * (c2 + (SKY_HORIZON[2] - c2) * haze)
 
 
+@functools.cache
 def normal_quantiles(bits: int = 16) -> NDArray[np.float32]:
     """The standard normal's quantiles at the midpoints of 2^bits equal-probability bins: a table that
     turns uniform ``bits``-bit integers into standard normals by the inverse CDF (the tails beyond
-    about 4.2 sigma for 16 bits are cut: immaterial for pixel noise quantised to 8 bits)."""
+    about 4.2 sigma for 16 bits are cut: immaterial for pixel noise quantised to 8 bits). Computed on
+    first use (scipy.special costs a node process about 0.3 s to import) and shared, read-only."""
     from scipy.special import ndtri
 
     k = np.arange(2**bits, dtype=float)
-    return ndtri((k + 0.5) / 2**bits).astype(np.float32)
+    table = ndtri((k + 0.5) / 2**bits).astype(np.float32)
+    table.flags.writeable = False
+    return table
 
 
 @njit("float64(float32[:, ::1], int64, int64, boolean)")

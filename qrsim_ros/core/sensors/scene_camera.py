@@ -339,8 +339,8 @@ class SceneCamera:
         else:
             bits = _NO_NOISE
         out = np.empty((h * w, c), np.uint8)
-        render.quantise(linear, self.pixels, self._background, bits, _QUANTILES, float(prm.sigma_dn), c == 1,
-                        out)
+        render.quantise(linear, self.pixels, self._background, bits, render.normal_quantiles(),
+                        float(prm.sigma_dn), c == 1, out)
         return out.reshape(self.shape)
 
     def _depth(self, range_m: Array) -> NDArray[np.float32]:
@@ -388,8 +388,6 @@ def _terrain_of(scene: Scene) -> tuple[NDArray[np.int64], float, float]:
 
 _NO_TERRAIN = np.zeros((1, 1), np.int64)
 _NO_NOISE = np.zeros((0, 3), np.uint16)
-#: Standard normals by the inverse CDF of 16-bit uniforms (``render.normal_quantiles``).
-_QUANTILES = render.normal_quantiles()
 
 
 def _targets_of(scene: Scene) -> Array:

@@ -246,3 +246,26 @@ def test_a_process_loads_the_kernels_of_the_models_it_built_and_no_others() -> N
     assert wind_total > 0 and wind_loaded == wind_total
     assert gps_total > 0 and gps_loaded == 0
     assert pelican_total > 0 and pelican_loaded == 0  # PelicanParams: settings, not a model
+
+
+@needs_jit
+def test_a_stop_request_ends_the_loading_between_two_kernels() -> None:
+    """What a node asked to stop while it loads its kernels gets: ``stop`` is asked before each load, and
+    from its first True nothing more is loaded (the rest would load on first use)."""
+    code = (
+        "from qrsim_ros.core.common import jit\n"
+        "from qrsim_ros.core.common.rng import RandomStreams\n"
+        "from qrsim_ros.core.world.turbulence import DrydenTurbulence\n"
+        "wind = DrydenTurbulence(2, streams=RandomStreams(1))\n"
+        "asked = []\n"
+        "def stop():\n"
+        "    asked.append(1)\n"
+        "    return len(asked) > 2\n"  # the set-up and one kernel, then stop
+        "n = jit.load_kernels_reachable_from(wind, stop=stop)\n"
+        "kernels = [d for d in jit._DECLARED if d.__module__ == DrydenTurbulence.__module__]\n"
+        "print(n, sum(bool(d.overloads) for d in kernels), len(kernels), len(asked),\n"
+        "      jit.load_kernels_reachable_from(wind, stop=lambda: True))\n"
+    )
+    loaded, with_overloads, total, asked, none = map(int, _fresh_interpreter(code, REPO_ROOT).split())
+    assert total > 1 and loaded == 1 and 1 <= with_overloads < total and asked == 3
+    assert none == 0

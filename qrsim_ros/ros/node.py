@@ -84,7 +84,10 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
     status = 0
     try:
         node = factory()
-        load_kernels_reachable_from(node)  # now, not in the first tick (a node's stop and lockstep clock)
+        # now, not in the first tick (a node's stop and lockstep clock); a stop request ends it early
+        watchdog.step = "loading the numba kernels"
+        load_kernels_reachable_from(node, stop=stop.is_set)
+        watchdog.step = "spinning"
         events = _events_executor_class() if events_executor else None
         executor = events() if events is not None else SingleThreadedExecutor()
         executor.add_node(node)

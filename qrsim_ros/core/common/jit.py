@@ -208,12 +208,15 @@ def _load_on_first_use(dispatcher: Any, signatures: tuple[str, ...]) -> None:
     dispatcher.load_declared = load
 
 
-def load_kernels_reachable_from(*roots: object, max_depth: int = 6) -> int:
+def load_kernels_reachable_from(*roots: object, max_depth: int = 6,
+                                stop: Callable[[], bool] | None = None) -> int:
     """Load the kernels of every module of this package that defines the class of an object reachable
     from ``roots`` (attributes, and items of lists, tuples and dicts, up to ``max_depth`` levels; not
     through frozen dataclasses, which are settings), and numba's own one-time set-up: what a process
     that built its models calls before its first simulated tick, so that the tick does not stop to
-    load them. Returns how many kernels it loaded."""
+    load them. ``stop``: asked before each load; once it says True the rest is left to first use (a
+    node asked to stop while it loads stops after one kernel's load, not after all of them: under load
+    they took more than its 3 s stop deadline). Returns how many kernels it loaded."""
     if _numba is None:
         return 0
     package = __name__.split(".", 1)[0]
@@ -246,11 +249,19 @@ def load_kernels_reachable_from(*roots: object, max_depth: int = 6) -> int:
         level = following
     from numba.core.registry import cpu_target
 
+    def stopped() -> bool:
+        return stop is not None and stop()
+
+    if stopped():
+        return 0
     cpu_target.target_context.refresh()  # the one-time import of numba's typing registries
-    kernels = [d for d in _DECLARED if d.__module__ in modules]
-    for dispatcher in kernels:
+    loaded = 0
+    for dispatcher in (d for d in _DECLARED if d.__module__ in modules):
+        if stopped():
+            break
         dispatcher.load_declared()
-    return len(kernels)
+        loaded += 1
+    return loaded
 
 
 def load_all() -> int:

@@ -134,8 +134,8 @@ class _TickInputs:
 class FlightControllerNode(ScenarioNode):
     """Velocity / waypoint PIDs of every vehicle under a controller (see the module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__("flight_controller", PARAMETERS)
+    def __init__(self, name: str = "flight_controller", parameters: ParamTable = PARAMETERS) -> None:
+        super().__init__(name, parameters)
         sc = self.scenario
         n = self.num_vehicles
         self._valid = np.ones(n, bool)
@@ -210,7 +210,7 @@ class FlightControllerNode(ScenarioNode):
     def _start_episode(self, episode: int) -> None:
         """Reset PIDs, set points, buffers and sensor values; draw placements up to ``episode``."""
         while self._episode < episode:
-            _, self._headings = initial_placement(self._task, self._placement_rng)
+            self._draw_placement()
             self._episode += 1
         self.fleet_control.reset()
         self.assembler.clear()
@@ -228,6 +228,11 @@ class FlightControllerNode(ScenarioNode):
         self._max_tick_seen = -1
         self._await_tick0 = True
 
+    def _draw_placement(self) -> None:
+        """The next episode's placement (``tasks.initial_placement``: one draw of the placement stream):
+        its initial states and the headings the velocity controllers hold."""
+        self._initial_states, self._headings = initial_placement(self._task, self._placement_rng)
+
     def _on_episode(self, msg: UInt32) -> None:
         self._episode_seen(int(msg.data))
 
@@ -237,7 +242,7 @@ class FlightControllerNode(ScenarioNode):
             # the first counter seen at start-up: catch up with the placement draws, keep the inputs
             self._episode_known = True
             while self._episode < episode:
-                _, self._headings = initial_placement(self._task, self._placement_rng)
+                self._draw_placement()
                 self._episode += 1
             return
         if episode > self._episode:

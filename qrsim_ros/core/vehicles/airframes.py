@@ -177,6 +177,19 @@ def _pack_supply_kernel(volts, empty, v_ref, rotor_rows, omega_max, cap, unpower
     return off
 
 
+
+def rest_z_ned_m(ground_z_ned_m: float, rotor: RotorParams | None = None) -> float:
+    """The centre of mass's NED z [m] of a vehicle resting on the ground at ``ground_z_ned_m``: the rotor
+    set's contact radius above it (the pelican set's for Pelican vehicles, which have no contact model)."""
+    return float(ground_z_ned_m) - (rotor if rotor is not None else pelican_rotor_params()).contact_radius_m
+
+
+def placed_on_ground(state: Array, rest_z_m: float) -> NDArray[np.bool_]:
+    """(N,) vehicles of states ``state`` (N, >=3) at or below the rest height ``rest_z_m`` (NED z [m];
+    ``rest_z_ned_m``) within ``ON_GROUND_TOLERANCE_M``: placed on the ground, not flying."""
+    return np.asarray(state, float)[:, STATE_DOWN] >= rest_z_m - ON_GROUND_TOLERANCE_M
+
+
 class Airframes:
     """The fleet of a scenario whose vehicles each have an airframe (module doc).
 
@@ -243,8 +256,8 @@ class Airframes:
         self.ground_z_ned_m = float(ground_z_ned_m)
         # the centre of mass at rest on the ground: the rotor set's contact radius (that of the pelican
         # set for Pelican vehicles, which have no contact model)
-        radius = (self.rotor.params if self.rotor is not None else pelican_rotor_params()).contact_radius_m
-        self._landed_z_ned_m = self.ground_z_ned_m - radius
+        self._landed_z_ned_m = rest_z_ned_m(self.ground_z_ned_m,
+                                            self.rotor.params if self.rotor is not None else None)
         self.ground_rest = bool(ground_rest) and self.pelican is not None
         #: (Pelican vehicles,) which rest on the ground after the last step (``ground_rest``)
         self._resting = np.zeros(self._pel.size, bool)
@@ -472,7 +485,7 @@ class Airframes:
     def on_ground(self, state: Array) -> NDArray[np.bool_]:
         """(N,) vehicles of true states ``state`` (N, 13) whose centre of mass is at or below the rest
         height on the ground (within ``ON_GROUND_TOLERANCE_M``): placed on the ground, not flying."""
-        return state[:, STATE_DOWN] >= self._landed_z_ned_m - ON_GROUND_TOLERANCE_M
+        return placed_on_ground(state, self._landed_z_ned_m)
 
     def _rest_pelicans(self) -> None:
         """Ground rest (module doc) of the Pelican vehicles after their step."""

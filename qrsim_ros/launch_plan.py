@@ -79,12 +79,12 @@ CORE_NODES = ("vehicle_dynamics", "wind_field", "imu", "gps", "altimeter")
 #: these and every registered sensor's node (``core.sensors.registry``).
 #: (mission_autopilot reads the onboard failsafes there.)
 GROUND_TRUTH_CONSUMERS = frozenset({"wind_field", "imu", "gps", "altimeter", "camera_detector", "plume_field",
-                                    "comms", "referee", "flight_controller", "mission_autopilot"}
-                                   ) | frozenset(SENSORS)
+                                    "comms", "referee", "flight_controller", "mavlink_bridge",
+                                    "mission_autopilot"}) | frozenset(SENSORS)
 #: Nodes whose time is their input's: every output is stamped with the time of the tick whose ground
 #: truth it was computed from, so they run without use_sim_time and take no /clock (one callback per
 #: tick fewer each; their /diagnostics are stamped with the last tick's time too).
-TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller", "mission_autopilot"}
+TICK_CLOCKED = GROUND_TRUTH_CONSUMERS - {"flight_controller", "mavlink_bridge", "mission_autopilot"}
 #: Nodes that report their progress by task step (the ticks before the next step they must answer), not
 #: by ground-truth tick: the lockstep window keeps the clock within reach of their set points.
 STEP_PACED = frozenset({"example_autopilot"})
@@ -261,6 +261,7 @@ class ResolvedScenario:
     sensors: tuple[str, ...] = ()  # registered sensors the scenario lists (vehicle.sensors)
     run_id: str = ""  # the run's identity, given to every node (``resolve_run_id``)
     comms: bool = False  # the scenario's radio is on (``comms.on``): the comms node runs
+    mavlink: bool = False  # onboard autopilots on MAVLink (``mavlink.on``): mavlink_bridge flies them
 
 
 #: What a given run identity may contain (it is printed, logged and compared, never parsed).
@@ -319,6 +320,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         control_modes=tuple(loaded.control_modes()),
         duration_s=loaded.task.duration_steps * loaded.task.dt_s,
         sensors=tuple(loaded.vehicle.sensors), run_id=run_id, comms=loaded.comms.on,
+        mavlink=loaded.mavlink.on,
     )
 
 
@@ -381,7 +383,10 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if res.comms:
         specs.append(NodeSpec("comms", "comms", parameters=dict(common)))
     specs.append(NodeSpec("referee", "referee", parameters=dict(common)))
-    if any(mode in CONTROLLED_MODES for mode in res.control_modes):
+    if res.mavlink:  # the flight controller with the onboard autopilots; MAVLink clients fly them
+        specs.append(NodeSpec("mavlink_bridge", "mavlink_bridge", parameters=dict(common)))
+        autopilot = False
+    elif any(mode in CONTROLLED_MODES for mode in res.control_modes):
         specs.append(NodeSpec("flight_controller", "flight_controller", parameters=dict(common)))
     if autopilot and res.task_type in AUTOPILOT_TASKS:
         specs.append(NodeSpec("example_autopilot", "example_autopilot", parameters=dict(common)))

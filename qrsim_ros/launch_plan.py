@@ -280,11 +280,12 @@ def resolve_run_id(run_id: str | None = None) -> str:
 
 
 def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: int = 0,
-                     seed: int = -1, run_id: str | None = None) -> ResolvedScenario:
+                     seed: int = -1, run_id: str | None = None, mavlink: bool = False) -> ResolvedScenario:
     """Load and validate the scenario once; resolve the seed with the core's convention
     (``qrsim_ros.core.config.scenario.resolve_seed``: -1 the file's, 0 from the clock, drawn once here
     so that every node builds the same streams, 1..MAX_SEED as given) and the run identity
-    (``resolve_run_id``: None draws one)."""
+    (``resolve_run_id``: None draws one). ``mavlink``: set the scenario's ``mavlink.on`` (False: the
+    file's)."""
     from qrsim_ros.core.config.loader import ScenarioError
     from qrsim_ros.core.config.scenario import (
         MAX_SEED,
@@ -302,7 +303,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
     except ConfigError as exc:
         raise PlanError(str(exc)) from None
     try:
-        loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles))
+        loaded = load_scenario(config, run_overrides(num_vehicles=num_vehicles, mavlink=mavlink))
     except (ScenarioError, ConfigError) as exc:
         raise PlanError(f"scenario {config!r}: {exc}") from None
     if loaded.num_vehicles > MAX_GRAPH_VEHICLES:  # a file's count: the nodes' num_vehicles range
@@ -328,7 +329,7 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
          use_rviz: bool = False, record: bool | str | os.PathLike[str] = False, autopilot: bool = True,
          lockstep: bool | None = None, real_time_factor: float | None = None, duration_s: float = 0.0,
          node_parameters: Mapping[str, Mapping[str, Any]] | None = None,
-         resolved: ResolvedScenario | None = None) -> list[NodeSpec]:
+         resolved: ResolvedScenario | None = None, mavlink: bool = False) -> list[NodeSpec]:
     """The nodes of one scenario run, in start order.
 
     scenario/variant: a family and its variant, or a config name / YAML path (no variant).
@@ -339,12 +340,14 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     duration_s: simulated seconds the run should last (0 = until stopped): ``vehicle_dynamics``'s
     ``duration_s`` (it stops the clock there and exits with status 0). node_parameters: extra
     parameters per node name, applied last (e.g. ``{"vehicle_dynamics": {"lockstep_timeout_s": 5.0}}``).
-    resolved: a ``resolve_scenario`` result to reuse (it must match scenario/variant/num_vehicles/seed);
-    its ``run_id`` (else a random one, ``resolve_run_id``) goes to every simulator node.
+    resolved: a ``resolve_scenario`` result to reuse (it must match scenario/variant/num_vehicles/seed/
+    mavlink); its ``run_id`` (else a random one, ``resolve_run_id``) goes to every simulator node.
+    mavlink: every agent vehicle a PX4 vehicle on MAVLink (the scenario's ``mavlink.on``; False: the
+    file's): ``mavlink_bridge`` flies them in place of the flight controller, and no example autopilot.
 
     Raises PlanError naming the bad argument.
     """
-    for name, value in (("use_rviz", use_rviz), ("autopilot", autopilot)):
+    for name, value in (("use_rviz", use_rviz), ("autopilot", autopilot), ("mavlink", mavlink)):
         if not isinstance(value, bool):
             raise PlanError(f"{name}={value!r} must be true or false")
     if lockstep is not None and not isinstance(lockstep, bool):
@@ -355,12 +358,16 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     if not isinstance(record, (bool, str, os.PathLike)) or (isinstance(record, str) and not record.strip()):
         raise PlanError(f"record={record!r} must be true, false or an output directory")
 
-    res = resolved or resolve_scenario(scenario, variant, num_vehicles, seed)
+    res = resolved or resolve_scenario(scenario, variant, num_vehicles, seed, mavlink=mavlink)
+    if mavlink and not res.mavlink:
+        raise PlanError("mavlink=true but the resolved scenario has mavlink.on false")
     common: dict[str, Any] = {
         "scenario": res.config, "seed": res.seed, "num_vehicles": res.num_vehicles, "use_sim_time": True,
         # one identity per run: the nodes ignore (and count) the messages of another run's nodes
         "run_id": res.run_id,
     }
+    if mavlink:  # every node loads the scenario with mavlink.on (the file's own needs nothing)
+        common["mavlink"] = True
 
     dynamics = dict(common)
     # The clock owner runs on wall time: it is the one that publishes /clock.

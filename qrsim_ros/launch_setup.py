@@ -24,6 +24,8 @@ LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
     ("use_rviz", "start RViz (true/false)"),
     ("record", "record a rosbag2 bag: false, true (bags/<scenario>_<time>) or an output directory"),
     ("autopilot", "fly the built-in example autopilot (true/false)"),
+    ("mavlink", "every agent vehicle a PX4 vehicle on MAVLink, as PX4 SITL instance i (API link udp 14540+i, "
+                "ground station 14550; true/false; docs/MAVLINK.md)"),
 )
 
 #: Launch arguments of the supervision (how a launch ends), not of the plan: (name, description).
@@ -42,7 +44,7 @@ def launch_defaults(family: str) -> dict[str, str]:
     if family not in LAUNCH_FAMILIES:
         raise PlanError(f"no launch file for {family!r}; families: {', '.join(LAUNCH_FAMILIES)}")
     return {"variant": FAMILY_VARIANTS[family][1] or "", "num_vehicles": "0", "seed": "-1",
-            "use_rviz": "false", "record": "false", "autopilot": "true"}
+            "use_rviz": "false", "record": "false", "autopilot": "true", "mavlink": "false"}
 
 
 def parse_bool(name: str, text: str | bool) -> bool:
@@ -88,6 +90,7 @@ def plan_from_launch_arguments(family: str, values: Mapping[str, str]) -> list[N
         use_rviz=parse_bool("use_rviz", args["use_rviz"]),
         record=parse_record(args["record"]),
         autopilot=parse_bool("autopilot", args["autopilot"]),
+        mavlink=parse_bool("mavlink", args["mavlink"]),
     )
 
 

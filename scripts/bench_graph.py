@@ -8,7 +8,9 @@ one-paragraph summary for the real-time factor (simulated seconds per wall secon
 Targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
 >= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x; the scene variant
 with one vehicle, a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz among 200 obstacles, in real time on
-one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed.
+one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed. MAVLink: 1, 10 and 50
+vehicles of ``px4_sitl`` with the mavlink_bridge at PX4's stream rates keep real time
+(``--cases mav1,mav10,mav50``; docs/MAVLINK.md).
 
 Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]
          [--record]  (the same runs with a bag, to show what recording costs)
@@ -60,6 +62,12 @@ CASES = {
     "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
                     ("search_rescue", "--variant", "2c", "--num-vehicles", "10", "--no-lockstep",
                      "--real-time-factor", "1")),
+    # every vehicle a PX4 vehicle on MAVLink (mavlink_bridge), on its base, streaming PX4's default rates
+    # to ports nobody listens on (as before a client connects); the ports shifted off PX4 SITL's
+    **{f"mav{n}": Case(f"px4_sitl, {n} vehicle(s) on MAVLink (mavlink_bridge), free-running, rtf 1",
+                       ("px4_sitl", "--mavlink", "--num-vehicles", str(n), "--no-lockstep",
+                        "--real-time-factor", "1", "--param", "mavlink_bridge:mavlink_instance_offset=500"))
+       for n in (1, 10, 50)},
 }
 
 

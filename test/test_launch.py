@@ -26,7 +26,8 @@ from qrsim_ros.core.config.scenario import MAX_SEED
 from qrsim_ros.launch_plan import NodeSpec, PlanError, plan
 
 LAUNCH_DIR = REPO_ROOT / "launch"
-ISSUE_ARGUMENTS = {"variant", "num_vehicles", "seed", "use_rviz", "record", "autopilot"}
+#: the launch files' arguments: the node graph's six, and the MAVLink face's
+ISSUE_ARGUMENTS = {"variant", "num_vehicles", "seed", "use_rviz", "record", "autopilot", "mavlink"}
 SENSORS_AND_CLOCK = ["vehicle_dynamics", "wind_field", "imu", "gps", "altimeter"]
 
 
@@ -368,7 +369,7 @@ def test_split_installed(tmp_path: Path) -> None:
 
 # --- launch files ---------------------------------------------------------------------------------
 
-def test_launch_arguments_are_the_issues_six() -> None:
+def test_launch_arguments_are_the_issues_seven() -> None:
     assert {name for name, _ in ls.LAUNCH_ARGUMENTS} == ISSUE_ARGUMENTS
     for family in lp.LAUNCH_FAMILIES:
         assert set(ls.launch_defaults(family)) == ISSUE_ARGUMENTS
@@ -395,6 +396,30 @@ def test_plan_from_launch_arguments_is_plan() -> None:
         ls.plan_from_launch_arguments("plume", {"seed": "x"})
     with pytest.raises(PlanError, match="unknown launch argument"):
         ls.plan_from_launch_arguments("plume", {"speed": "1"})
+    with pytest.raises(PlanError, match="mavlink='maybe' must be true or false"):
+        ls.plan_from_launch_arguments("plume", {"mavlink": "maybe"})
+    assert _without_run_id(ls.plan_from_launch_arguments("search_rescue", {"seed": "4", "mavlink": "true"})) == \
+        _without_run_id(plan("search_rescue", seed=4, mavlink=True))
+
+
+def test_mavlink_runs_the_bridge_in_place_of_the_flight_controller_and_the_autopilot() -> None:
+    """``mavlink=True`` (``--mavlink``, ``mavlink:=true``): every node loads the scenario with mavlink.on;
+    mavlink_bridge flies the vehicles (a ground-truth consumer the start gate counts, and a lockstep
+    input as the flight controller is); MAVLink clients are the autopilots, so no example autopilot."""
+    base = {s.name: s for s in plan("search_rescue", seed=4)}
+    specs = {s.name: s for s in plan("search_rescue", seed=4, mavlink=True)}
+    assert set(specs) == set(base) - {"flight_controller", "example_autopilot"} | {"mavlink_bridge"}
+    assert all(s.parameters["mavlink"] is True for s in specs.values())
+    assert "mavlink" not in base["vehicle_dynamics"].parameters
+    gate = specs["vehicle_dynamics"].parameters
+    assert gate["start_subscribers"] == base["vehicle_dynamics"].parameters["start_subscribers"]
+    assert gate["lockstep_consumers"] == base["vehicle_dynamics"].parameters["lockstep_consumers"] - 1
+    # a scenario file with mavlink.on needs no flag; one whose vehicles fly attitude commands is refused
+    assert "mavlink_bridge" in {s.name for s in plan("px4_sitl")}
+    with pytest.raises(PlanError, match="mavlink.on: the onboard autopilots fly velocity set points"):
+        plan("keep_spot", mavlink=True)
+    with pytest.raises(PlanError, match="mavlink=1 must be true or false"):
+        plan("search_rescue", mavlink=1)
 
 
 @pytest.mark.parametrize("family", lp.LAUNCH_FAMILIES)
@@ -461,6 +486,10 @@ def test_cli_plans_what_the_launch_files_plan() -> None:
     specs, _ = cli.plan_for_args(args)
     assert _without_run_id(specs) == _without_run_id(ls.plan_from_launch_arguments(
         "search_rescue", {"variant": "2a", "num_vehicles": "2", "seed": "5", "autopilot": "false"}))
+    args = _parse(["search_rescue", "--seed", "5", "--mavlink", "--network"])
+    by_name = {s.name: s for s in cli.plan_for_args(args)[0]}
+    assert by_name["mavlink_bridge"].parameters["mavlink"] is True
+    assert by_name["mavlink_bridge"].parameters["mavlink_network"] is True  # MAVLink off loopback too
     args = _parse(["keep_spot", "--seed", "3", "--lockstep", "--real-time-factor", "0", "--duration", "4",
                    "--param", "imu:seed=7", "--param", "vehicle_dynamics:lockstep_on_timeout=continue"])
     by_name = {s.name: s for s in cli.plan_for_args(args)[0]}

@@ -106,7 +106,7 @@ def test_a_table_validates_a_dict_into_a_frozen_typed_struct() -> None:
 
 def test_tables_extend_tables() -> None:
     both = ParamTable("x", *SCENARIO_PARAMETERS, COUNT)
-    assert both.names == ("scenario", "seed", "num_vehicles", "run_id", "count")
+    assert both.names == ("scenario", "seed", "num_vehicles", "mavlink", "run_id", "count")
     assert both.defaults().seed == -1
 
 

@@ -147,6 +147,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "(implies --record)")
     p.add_argument("--no-autopilot", dest="autopilot", action="store_false",
                    help="do not start the built-in example autopilot")
+    p.add_argument("--mavlink", action="store_true",
+                   help="every agent vehicle a PX4 vehicle on MAVLink, as PX4 SITL instance i (API link "
+                   "udp 14540+i, ground station 14550; sets mavlink.on; docs/MAVLINK.md): the mavlink_bridge "
+                   "node flies them, no example autopilot; with --network its links bind every interface")
     p.add_argument("--duration", type=float, default=0.0, metavar="SEC",
                    help="stop after SEC simulated seconds (default 0: when the episode ends)")
     p.add_argument("--real-time-factor", type=float, default=None, metavar="R",
@@ -889,11 +893,15 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
     if (getattr(args, "plot", False) or getattr(args, "record_required", False)) and record is False:
         record = True  # --plot / --record-required without --record: the default bag directory
     try:
-        resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed)
+        mavlink = bool(getattr(args, "mavlink", False))
+        resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed, mavlink=mavlink)
+        node_parameters = parse_node_parameters(args.params)
+        if resolved.mavlink and getattr(args, "network", False):  # MAVLink clients on other machines too
+            node_parameters.setdefault("mavlink_bridge", {}).setdefault("mavlink_network", True)
         specs = plan(args.scenario, args.variant, args.num_vehicles, args.seed, use_rviz=args.use_rviz,
                      record=record, autopilot=args.autopilot, lockstep=args.lockstep,
                      real_time_factor=args.real_time_factor, duration_s=float(args.duration or 0.0),
-                     node_parameters=parse_node_parameters(args.params), resolved=resolved)
+                     node_parameters=node_parameters, resolved=resolved, mavlink=mavlink)
     except PlanError as exc:
         raise CliError(str(exc)) from None
     return specs, resolved

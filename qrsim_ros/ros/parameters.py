@@ -20,7 +20,7 @@ number outside ``[lo, hi]`` or a string not among ``choices`` is rejected. Every
 dynamic typing for floats so that ``-p duration_s:=20`` is 20.0) and returns the validated struct. A
 value rclpy rejects (wrong type, out of range) is reported with the table's message, not rclpy's.
 
-``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles, run_id) is the table every simulation node starts with;
+``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles, mavlink, run_id) is the table every simulation node starts with;
 ``scenario_from_parameters`` loads the scenario they name.
 """
 
@@ -242,17 +242,20 @@ SCENARIO_PARAMETERS = ParamTable(
           "scenario name (config/<name>.yaml) or path to a scenario YAML file"),
     limited("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})"),
     limited("num_vehicles", 0, "number of vehicles (0: the scenario file's)"),
+    Param("mavlink", False, "every agent vehicle a PX4 vehicle on MAVLink: true sets the scenario's mavlink.on "
+          "(false: the file's; docs/MAVLINK.md)"),
     RUN_ID,
 )
 
 
 def scenario_from_parameters(values: Any) -> Scenario:
-    """Load the scenario named by a struct with ``scenario``, ``seed`` and ``num_vehicles`` (a
+    """Load the scenario named by a struct with ``scenario``, ``seed``, ``num_vehicles`` and ``mavlink`` (a
     ``SCENARIO_PARAMETERS`` struct, or any table's that starts with it).
 
-    ``seed`` -1 / ``num_vehicles`` 0 keep the file's values. Raises ParameterError on a bad scenario.
+    ``seed`` -1 / ``num_vehicles`` 0 / ``mavlink`` false keep the file's values. Raises ParameterError on a
+    bad scenario.
     """
     try:
-        return load_scenario(values.scenario, run_overrides(values.seed, values.num_vehicles))
+        return load_scenario(values.scenario, run_overrides(values.seed, values.num_vehicles, values.mavlink))
     except (ScenarioError, ConfigError) as exc:
         raise ParameterError(f"parameter 'scenario'={values.scenario!r}: {exc}") from None

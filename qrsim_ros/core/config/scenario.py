@@ -520,15 +520,17 @@ class Scenario:
         return (a,) * self.num_vehicles if isinstance(a, str) else tuple(a)
 
 
-def run_overrides(seed: int = SEED_FROM_FILE, num_vehicles: int = 0) -> dict[str, Any]:
-    """The scenario overrides of a run's ``seed`` and ``num_vehicles`` (as ``load_scenario`` takes them):
-    ``SEED_FROM_FILE`` and 0 vehicles keep the file's values; any other seed (0, the clock, included) is
-    passed on as it is."""
+def run_overrides(seed: int = SEED_FROM_FILE, num_vehicles: int = 0, mavlink: bool = False) -> dict[str, Any]:
+    """The scenario overrides of a run's ``seed``, ``num_vehicles`` and ``mavlink`` (as ``load_scenario``
+    takes them): ``SEED_FROM_FILE``, 0 vehicles and ``mavlink`` False keep the file's values; any other
+    seed (0, the clock, included) is passed on as it is; ``mavlink`` True sets ``mavlink.on``."""
     overrides: dict[str, Any] = {}
     if seed != SEED_FROM_FILE:
         overrides["seed"] = int(seed)
     if num_vehicles > 0:
         overrides["num_vehicles"] = int(num_vehicles)
+    if mavlink:
+        overrides["mavlink"] = {"on": True}
     return overrides
 
 

@@ -114,7 +114,8 @@ def fly_three_from_the_ground_and_back(rig: FlightRig, clients: list[Client]) ->
     for i, (c, (n, e)) in enumerate(zip(clients, targets, strict=True)):
         # the position flown is the estimate's (MAVSDK's position_velocity_ned): the truth is within the
         # GPS error of it
-        rig.wait(lambda c=c, n=n, e=e: _ned_distance(c, n, e) < 0.5, 30, f"vehicle {i} at its Offboard position")
+        rig.wait(lambda c=c, n=n, e=e: _ned_distance(c, n, e) < 0.5, 30,
+                 f"vehicle {i} at its Offboard position")
         assert np.hypot(*(rig.truth(i)[0:2] - (n, e))) < GPS_ERROR_M
     for c in clients:
         assert c.tel.flight_mode() == telemetry.FlightMode.OFFBOARD
@@ -135,7 +136,7 @@ def fly_three_from_the_ground_and_back(rig: FlightRig, clients: list[Client]) ->
         home_ne = ne_of(home.latitude_deg, home.longitude_deg, rig.origin)
         assert np.hypot(*(home_ne - spot)) < GPS_ERROR_M  # home is where the estimate armed, on the base
         assert np.hypot(*(rig.truth(i)[0:2] - home_ne)) < GPS_ERROR_M  # back there
-        assert rig.landed_and_valid(i)  # landed, not crashed
+        assert rig.landed_and_valid(i), (i, rig.truth(i))  # landed, not crashed
         assert c.tel.landed_state() == telemetry.LandedState.ON_GROUND
 
 

@@ -398,8 +398,9 @@ def test_plan_from_launch_arguments_is_plan() -> None:
         ls.plan_from_launch_arguments("plume", {"speed": "1"})
     with pytest.raises(PlanError, match="mavlink='maybe' must be true or false"):
         ls.plan_from_launch_arguments("plume", {"mavlink": "maybe"})
-    assert _without_run_id(ls.plan_from_launch_arguments("search_rescue", {"seed": "4", "mavlink": "true"})) == \
-        _without_run_id(plan("search_rescue", seed=4, mavlink=True))
+    strings = {"seed": "4", "mavlink": "true"}
+    assert _without_run_id(ls.plan_from_launch_arguments("search_rescue", strings)) == _without_run_id(
+        plan("search_rescue", seed=4, mavlink=True))
 
 
 def test_mavlink_runs_the_bridge_in_place_of_the_flight_controller_and_the_autopilot() -> None:
@@ -408,7 +409,7 @@ def test_mavlink_runs_the_bridge_in_place_of_the_flight_controller_and_the_autop
     input as the flight controller is); MAVLink clients are the autopilots, so no example autopilot."""
     base = {s.name: s for s in plan("search_rescue", seed=4)}
     specs = {s.name: s for s in plan("search_rescue", seed=4, mavlink=True)}
-    assert set(specs) == set(base) - {"flight_controller", "example_autopilot"} | {"mavlink_bridge"}
+    assert set(specs) == (set(base) - {"flight_controller", "example_autopilot"}) | {"mavlink_bridge"}
     assert all(s.parameters["mavlink"] is True for s in specs.values())
     assert "mavlink" not in base["vehicle_dynamics"].parameters
     gate = specs["vehicle_dynamics"].parameters
@@ -416,7 +417,7 @@ def test_mavlink_runs_the_bridge_in_place_of_the_flight_controller_and_the_autop
     assert gate["lockstep_consumers"] == base["vehicle_dynamics"].parameters["lockstep_consumers"] - 1
     # a scenario file with mavlink.on needs no flag; one whose vehicles fly attitude commands is refused
     assert "mavlink_bridge" in {s.name for s in plan("px4_sitl")}
-    with pytest.raises(PlanError, match="mavlink.on: the onboard autopilots fly velocity set points"):
+    with pytest.raises(PlanError, match=r"mavlink\.on: the onboard autopilots fly velocity set points"):
         plan("keep_spot", mavlink=True)
     with pytest.raises(PlanError, match="mavlink=1 must be true or false"):
         plan("search_rescue", mavlink=1)

@@ -55,17 +55,18 @@ def free_instance_offset(num_vehicles: int) -> int:
 
 
 class GraphRig:
-    """``qrsim launch px4_sitl --mavlink`` with three vehicles, paced at three times real time; the ground
-    truth from /sim/vehicle_status."""
+    """``qrsim launch px4_sitl --mavlink`` with three vehicles, in lockstep (the bridge's attitude commands
+    of every tick are awaited), paced at three times real time; the ground truth from
+    /sim/vehicle_status."""
 
     def __init__(self, tmp_path: Path, context: Any) -> None:
         import rclpy
+        from qrsim_ros.msg import VehicleStatus
         from rclpy.executors import SingleThreadedExecutor
 
         from qrsim_ros.core.config.scenario import load_scenario
-        from qrsim_ros.msg import VehicleStatus
         from qrsim_ros.ros.from_messages import fleet_arrays
-        from qrsim_ros.ros.qos import QOS_GROUND_TRUTH
+        from qrsim_ros.ros.qos import QOS_LATEST
 
         def flight_parameters(data: dict[str, Any]) -> None:
             data["mavlink"]["parameters"] = {**data["mavlink"].get("parameters", {}), **FLIGHT_PARAMETERS}
@@ -90,14 +91,15 @@ class GraphRig:
                 self._valid = np.array(msg.valid, bool)
 
         self.node = rclpy.create_node("mavlink_graph_test", context=context, start_parameter_services=False)
-        self.node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, QOS_GROUND_TRUTH)
+        # the latest tick only: a queue would hand a test process that falls behind old states
+        self.node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, QOS_LATEST)
         self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self.node)
         self._spin = threading.Thread(target=self._executor.spin, name="truth", daemon=True)
         self._spin.start()
         self.launch: TestProcess = qrsim_launch(
             tmp_path, [str(scenario), "--mavlink", "--num-vehicles", str(NUM_VEHICLES), "--seed", "11",
-                       "--real-time-factor", f"{REAL_TIME_FACTOR:g}",
+                       "--lockstep", "--real-time-factor", f"{REAL_TIME_FACTOR:g}",
                        "--param", f"mavlink_bridge:mavlink_instance_offset={self.offset}"],
             domain_id=context.get_domain_id())
         self.launch.wait_for_line(r"started: tick 0 published", START_BUDGET_S)
@@ -115,7 +117,9 @@ class GraphRig:
         assert self.launch.proc.poll() is None, self.launch.tail()
         with self._lock:
             invalid = [i for i in range(NUM_VEHICLES) if not self._valid[i]]
-        assert condition(), f"not within {sim_seconds:g} s of simulated time: {what} (invalid: {invalid})"
+            where = np.round(self._state[:, STATE_POSITION_NED], 2).tolist()
+        assert condition(), (f"not within {sim_seconds:g} s of simulated time: {what} (invalid: {invalid}; "
+                             f"true positions NED {where} at {self.time():.2f} s)\n{self.launch.tail(3000)}")
 
     def truth(self, i: int) -> np.ndarray:
         with self._lock:

@@ -894,7 +894,8 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
         record = True  # --plot / --record-required without --record: the default bag directory
     try:
         mavlink = bool(getattr(args, "mavlink", False))
-        resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed, mavlink=mavlink)
+        resolved = resolve_scenario(args.scenario, args.variant, args.num_vehicles, args.seed,
+                                    mavlink=mavlink)
         node_parameters = parse_node_parameters(args.params)
         if resolved.mavlink and getattr(args, "network", False):  # MAVLink clients on other machines too
             node_parameters.setdefault("mavlink_bridge", {}).setdefault("mavlink_network", True)

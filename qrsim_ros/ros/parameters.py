@@ -20,8 +20,8 @@ number outside ``[lo, hi]`` or a string not among ``choices`` is rejected. Every
 dynamic typing for floats so that ``-p duration_s:=20`` is 20.0) and returns the validated struct. A
 value rclpy rejects (wrong type, out of range) is reported with the table's message, not rclpy's.
 
-``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles, mavlink, run_id) is the table every simulation node starts with;
-``scenario_from_parameters`` loads the scenario they name.
+``SCENARIO_PARAMETERS`` (scenario, seed, num_vehicles, mavlink, run_id) is the table every simulation
+node starts with; ``scenario_from_parameters`` loads the scenario they name.
 """
 
 from __future__ import annotations
@@ -242,8 +242,8 @@ SCENARIO_PARAMETERS = ParamTable(
           "scenario name (config/<name>.yaml) or path to a scenario YAML file"),
     limited("seed", SEED_FROM_FILE, f"random seed ({SEED_HELP})"),
     limited("num_vehicles", 0, "number of vehicles (0: the scenario file's)"),
-    Param("mavlink", False, "every agent vehicle a PX4 vehicle on MAVLink: true sets the scenario's mavlink.on "
-          "(false: the file's; docs/MAVLINK.md)"),
+    Param("mavlink", False, "every agent vehicle a PX4 vehicle on MAVLink: true sets the scenario's "
+          "mavlink.on (false: the file's; docs/MAVLINK.md)"),
     RUN_ID,
 )
 

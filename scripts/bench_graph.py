@@ -8,8 +8,8 @@ one-paragraph summary for the real-time factor (simulated seconds per wall secon
 Targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
 >= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x; the scene variant
 with one vehicle, a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz among 200 obstacles, in real time on
-one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed. MAVLink: 1, 10 and 50
-vehicles of ``px4_sitl`` with the mavlink_bridge at PX4's stream rates keep real time
+one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed. MAVLink: whether 1, 10
+and 50 vehicles of ``px4_sitl`` with the mavlink_bridge at PX4's stream rates keep real time
 (``--cases mav1,mav10,mav50``; docs/MAVLINK.md).
 
 Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]

@@ -123,13 +123,18 @@ def latched() -> Any:
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str,
-             processes: Sequence[NodeProcess] = ()) -> None:
-    """Wait until ``condition()`` (polled on the test thread; the data arrive on the probe's thread)."""
+             processes: Sequence[NodeProcess] = (), *, exit_grace_s: float = 0.0) -> None:
+    """Wait until ``condition()`` (polled on the test thread; the data arrive on the probe's thread). One of
+    ``processes`` exiting fails the wait, unless ``condition()`` holds within ``exit_grace_s`` after the
+    exit (what the process sent just before it, still on its way to the probe)."""
     deadline = time.monotonic() + timeout_s
     event = threading.Event()
+    exited_at: float | None = None
     while not condition():
         for p in processes:
-            if p.proc.poll() is not None:
+            if p.proc.poll() is not None and exited_at is None:
+                exited_at = time.monotonic()
+            if p.proc.poll() is not None and time.monotonic() - exited_at > exit_grace_s:
                 raise AssertionError(f"{p.name} exited with {p.proc.returncode} while waiting for {what}; "
                                      f"stderr:\n{p.stderr()}")
         if time.monotonic() > deadline:

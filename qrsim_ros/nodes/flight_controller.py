@@ -279,6 +279,10 @@ class FlightControllerNode(ScenarioNode):
             return
         self._episode_seen(int(msg.episode))
         self._buffer(STATUS, -1, msg, int(msg.tick))
+        self._status_accepted(msg)
+
+    def _status_accepted(self, msg: VehicleStatus) -> None:
+        """A /sim/vehicle_status of this run, for this fleet: what a subclass reads besides the tick."""
 
     def _buffer(self, kind: str, i: int, msg: Any, k: int | None) -> None:
         if k is None:

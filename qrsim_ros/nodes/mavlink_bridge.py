@@ -92,7 +92,6 @@ class MavlinkBridgeNode(FlightControllerNode):
             sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
             sub(BatteryState, f"{ns}/battery", partial(self._on_battery, j))
             sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_fix, j))
-        self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status_reasons, QOS_RELIABLE)
         self.get_logger().info(f"MAVLink: {m} vehicle(s), API links from UDP {ports.api_local}.. to "
                                f"{ports.host}:{ports.api_remote}.., ground station {ports.host}:"
                                f"{ports.gcs_remote}; bound on {host}")
@@ -133,9 +132,8 @@ class MavlinkBridgeNode(FlightControllerNode):
     def _on_fix(self, j: int, msg: NavSatFix) -> None:
         self._gps_fix[j] = msg.status.status != NavSatStatus.STATUS_NO_FIX
 
-    def _on_status_reasons(self, msg: VehicleStatus) -> None:
-        if self.foreign_run(msg.run_id, "/sim/vehicle_status"):
-            return
+    def _status_accepted(self, msg: VehicleStatus) -> None:
+        # the flight controller's own subscription (run and fleet checked): the invalid reasons for arming
         if len(msg.invalid_reason) != self.num_vehicles:
             return
         self._invalid_reason = [msg.invalid_reason[i] for i in self.onboard_rows.tolist()]

@@ -31,6 +31,7 @@ from rosenv import (
     TestProcess,
     free_domain,
     inet_sockets,
+    python,
     qrsim_launch,
     require_ros,
     ros_env,
@@ -392,3 +393,42 @@ def test_a_writer_waits_only_for_listed_readers_it_can_serve(rclpy_context: Any)
         writer.destroy_node()
         stranger.destroy_node()
         other.try_shutdown()
+
+
+@pytest.mark.graph
+@pytest.mark.timeout(120)
+def test_a_stopping_node_waits_until_its_readers_acknowledged(rclpy_context: Any, tmp_path: Path) -> None:
+    """``node.wait_for_readers`` (what run_node does before a node leaves): True at once without readers;
+    with a reader in another process, True once it acknowledged; False after the timeout while that
+    process is frozen (SIGSTOP) with a sample unacknowledged; True again once it runs (SIGCONT)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import UInt32
+
+    from qrsim_ros.ros.node import wait_for_readers
+
+    writer = Node("writer", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(writer)
+    publisher = writer.create_publisher(UInt32, "acked", 100)
+    try:
+        assert wait_for_readers([writer], 0.0)
+        env = ros_env(tmp_path, rclpy_context.get_domain_id())
+        with TestProcess([python(), str(REPO_ROOT / "test" / "programs" / "reliable_reader.py")], env,
+                         tmp_path) as reader:
+            reader.wait_for_line("^ready$", 40.0)
+            assert spin_until(executor, lambda: publisher.get_subscription_count() == 1, 20.0, 0.05)
+            publisher.publish(UInt32(data=1))
+            assert wait_for_readers([writer], 20.0)
+            reader.send_signal(signal.SIGSTOP)
+            try:
+                publisher.publish(UInt32(data=2))
+                started = time.monotonic()
+                assert not wait_for_readers([writer], 0.5)
+                assert time.monotonic() - started >= 0.5
+            finally:
+                reader.send_signal(signal.SIGCONT)
+            assert wait_for_readers([writer], 20.0)
+    finally:
+        executor.shutdown()
+        writer.destroy_node()

@@ -167,8 +167,9 @@ def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path
     assert not hung, "\n".join(f"{name} did not end within the budget; its output:\n"
                                 f"{(tmp_path / f'{name}.log').read_text()}" for name in hung)
     for name, code in results.items():
-        lines = node_output_lines((tmp_path / f"{name}.log").read_text())
-        assert code == 1, (name, lines)
+        output = (tmp_path / f"{name}.log").read_text()
+        lines = node_output_lines(output)
+        assert code == 1, f"{name} ended with status {code}; its output:\n{output}"  # (a string: in full)
         assert len(lines) == 1 and lines[0].endswith(
             "error: parameter 'seed'=-7 outside [-1, 2147483647]"), (name, lines)
 

@@ -524,17 +524,17 @@ run_node(factory, [])
 
 
 @pytest.mark.graph
-def test_a_node_with_a_bad_parameter_stuck_in_teardown_keeps_its_status() -> None:
-    """A node whose construction fails (a bad parameter: status 1) and whose DDS teardown then hangs ends
-    with status 1 after the teardown deadline, not with the stop watchdog's 4 (a flake-hunt round under
-    load: the recorder's bad output_dir test got 4)."""
+def test_a_node_with_a_bad_parameter_ends_at_once_without_dds_teardown() -> None:
+    """A node whose construction fails (a bad parameter) ends with status 1 at once: no DDS teardown is
+    attempted (here it would never return), so none can hang it into the stop watchdog's 4 (a flake-hunt
+    round under load: the recorder's bad output_dir test got 4) or crash it (a CI run: SIGSEGV)."""
     require_ros()
     from qrsim_ros.ros.node import TEARDOWN_DEADLINE_S
 
     res, elapsed = run_stuck(_BAD_PARAMETER_STUCK_IN_TEARDOWN)
-    assert res.returncode == 1 and TEARDOWN_DEADLINE_S <= elapsed < 5.0, (res.returncode, elapsed, res.stderr)
+    assert res.returncode == 1 and elapsed < TEARDOWN_DEADLINE_S, (res.returncode, elapsed, res.stderr)
     assert "error: parameter 'output_dir'=x: not an empty directory" in res.stderr
-    assert "still not stopped" in res.stderr and "work is complete" in res.stderr, res.stderr
+    assert "still not stopped" not in res.stderr, res.stderr
 
 
 _STUCK_IN_TEARDOWN_HOLDING_THE_GIL = """

@@ -44,7 +44,8 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
              events_executor: bool = True, exit_process: bool = True) -> int:
     """Create the node, spin it until SIGINT/SIGTERM or shutdown, clean up; return the exit status.
 
-    A bad parameter (ParameterError/ConfigError at construction) prints one line and returns 1. A node
+    A bad parameter (ParameterError/ConfigError at construction) prints one line and returns 1 (with
+    ``exit_process``: ends the process with status 1 at once, without DDS teardown). A node
     may end itself by setting an ``exit_status`` attribute (an int): the spin stops and that is the
     status (the recorder's full disk, the referee's ``exit_when_done``). Once a stop was requested the
     process ends within ``STOP_DEADLINE_S``: if the clean-up hangs (DDS under load), a watchdog prints
@@ -96,12 +97,20 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         while not stop.is_set() and rclpy.ok() and getattr(node, "exit_status", None) is None:
             executor.spin_once(timeout_sec=0.1)
     except (ParameterError, ConfigError) as exc:
-        if node is None:  # the constructor raised: its half-built node is destroyed below, not collected
+        rejected = node is None  # the constructor raised
+        if rejected:  # its half-built node is destroyed below, not collected
             node = _half_built_node(exc)
             half_built = node is not None
         name = node.get_name() if node is not None else getattr(factory, "__name__", "node")
         print(f"[{name}] error: {exc}", file=sys.stderr)
         status = 1
+        if rejected and exit_process:
+            # Nothing of the node's is left to save, so no DDS teardown is risked: destroying a
+            # participant created a moment ago, while the graph's other processes were still
+            # discovering it, once died of SIGSEGV in CI (1 in ~500 such starts) instead of status 1.
+            # Its shared-memory files are removed by the next launcher (``cli.leftovers``); peers drop
+            # its endpoints at the lease's end.
+            _exit_now(status)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
@@ -119,6 +128,8 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
             if callable(close_outputs):
                 watchdog.step = "closing the node's outputs"
                 _cleanup(close_outputs)
+            watchdog.step = "waiting for the readers' acknowledgements"
+            _cleanup(wait_for_readers, [node], ACK_WAIT_S)
         # the node's work is complete (or it never started: a bad parameter's status is known): what is
         # left is DDS teardown, given TEARDOWN_DEADLINE_S
         watchdog.teardown(_final_status(status, node))
@@ -141,20 +152,45 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
                 signal.signal(sig, signal.SIG_IGN)
     status = _final_status(status, node)
     if exit_process:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        import os
-
-        os._exit(status)
+        _exit_now(status)
     return status
+
+
+def _exit_now(status: int) -> None:
+    """End the process with ``status`` at once (``os._exit``) after flushing stdout and stderr: no
+    interpreter finalisation (see ``run_node``)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def wait_for_readers(nodes: Sequence[Node], timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s`` of wall time in all) until every reliable reader matched with the
+    ``nodes``' publishers has acknowledged every sample sent to it; True if all did.
+
+    A reader that lost a sample (a full shared-memory queue under load) holds the samples after it
+    until the writer repairs the gap; if the writer left first, the reader discards them, so a short
+    run's bag kept a topic's first sweeps and nothing after. A node waits for this before it leaves:
+    a reader that is stopping or gone stops counting (it is unmatched), a hung one costs the timeout."""
+    from rclpy.duration import Duration
+
+    deadline = time.monotonic() + timeout_s
+    for publisher in [p for node in nodes for p in node.publishers]:
+        left_ns = max(int((deadline - time.monotonic()) * 1e9), 0)  # 0: a look without waiting
+        if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
+            return False
+    return True
 
 
 def _half_built_node(exc: BaseException) -> Node | None:
     """The node whose constructor raised ``exc`` (the ``self`` of a constructor frame in its traceback),
-    or None. Left to the garbage collector, its rcl entities would be freed in no particular order while
-    DDS threads still serve them: a node rejecting a bad parameter was seen to die of SIGSEGV in a Fast
-    DDS thread as the exception was cleared; destroyed like any node (``destroy_node``), it does not."""
+    or None (for in-process callers; a node process ends at once). Left to the garbage collector, its
+    rcl entities would be freed in no particular order while DDS threads still serve them: a node
+    rejecting a bad parameter was seen to die of SIGSEGV in a Fast DDS thread as the exception was
+    cleared; destroyed like any node (``destroy_node``), it does not."""
     for frame, _ in traceback.walk_tb(exc.__traceback__):
         candidate = frame.f_locals.get("self")
         if isinstance(candidate, Node) and frame.f_code.co_name == "__init__":
@@ -168,6 +204,9 @@ def _final_status(status: int, node: Node | None) -> int:
     return own if status == 0 and isinstance(own, int) else status
 
 
+#: Wall seconds a stopping node waits for its readers to acknowledge what it published (part of
+#: STOP_DEADLINE_S; ``wait_for_readers``).
+ACK_WAIT_S = 1.0
 #: Wall seconds a node has to finish stopping once asked (SIGINT/SIGTERM) before the watchdog ends it.
 STOP_DEADLINE_S = 3.0
 #: Wall seconds from the stop request a node gets once its own work is complete and only the DDS

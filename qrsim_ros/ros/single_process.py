@@ -125,7 +125,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from qrsim_ros.core.common.validation import ConfigError
-    from qrsim_ros.ros.node import ParameterError
+    from qrsim_ros.ros.node import ACK_WAIT_S, ParameterError, wait_for_readers
 
     # The clock owner last: every other node exists (and subscribes) before the clock starts.
     specs = sorted(specs, key=lambda s: s.executable == CLOCK_OWNER)
@@ -144,6 +144,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
             signal.signal(sig, lambda signum, _frame: stop.append(signum))
         nodes: list[Any] = []
         current = "single_process"
+        context = rclpy.get_default_context()
         try:
             for spec, cls in zip(specs, classes, strict=True):
                 current = spec.name
@@ -156,7 +157,7 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
             # spin_once with a timeout in a loop: EventsExecutor.spin() (Kilted wheels) neither runs
             # timers nor returns on shutdown; spin_once(timeout_sec) does both. The context also ends
             # when a node shuts it down itself (vehicle_dynamics after its duration_s).
-            context = nodes[0].context if nodes else rclpy.get_default_context()
+            context = nodes[0].context if nodes else context
             while context.ok() and not stop:
                 executor.spin_once(timeout_sec=0.1)
         except (ParameterError, ConfigError) as exc:
@@ -165,6 +166,11 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         finally:
+            if context.ok():  # what the nodes published reaches their readers first (its docstring)
+                try:
+                    wait_for_readers(nodes, ACK_WAIT_S)
+                except Exception as exc:  # a context going down under it: nothing left to wait for
+                    print(f"[single_process] warning: while stopping: {exc!r}", file=sys.stderr)
             for node in reversed(nodes):
                 try:
                     node.destroy_node()

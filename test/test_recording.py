@@ -17,7 +17,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -27,10 +26,12 @@ from typing import Any
 import pytest
 import yaml
 from rosenv import (
+    REPO_ROOT,
     TestProcess,
     free_domain,
     interrupt,
     launches_graph,
+    python,
     qrsim_launch,
     require_ros,
     ros_env,
@@ -253,39 +254,15 @@ def _wait(predicate: Any, timeout_s: float, what: str, detail: Any = None) -> No
     wait_until(predicate, timeout_s, what, poll_s=0.05, detail=detail)  # a file written by another process
 
 
-class GraphWatcher:
-    """An rclpy node in this process that collects, from the live graph, every published topic and the
-    type hash its publishers announce (polled in a thread while the run lasts)."""
+#: Wall seconds the graph watcher program may live (the fixture's whole run fits well within it).
+WATCHER_DEADLINE_S = 600.0
 
-    def __init__(self, domain_id: int) -> None:
-        import rclpy
-        from rclpy.signals import SignalHandlerOptions
 
-        self._rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node("recording_test_graph_watcher", context=self.context,
-                                      start_parameter_services=False)
-        self.hashes: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.2):
-            for topic, _types in self.node.get_topic_names_and_types():
-                if topic in self.hashes:
-                    continue
-                infos = [i for i in self.node.get_publishers_info_by_topic(topic)
-                         if i.node_name != self.node.get_name()]
-                if infos:
-                    self.hashes[topic] = str(infos[0].topic_type_hash)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
+def _watched(watcher: TestProcess, kind: str) -> dict[str, str]:
+    """What the graph watcher program (test/programs/graph_watcher.py) printed: ``node`` names (to '') or
+    ``topic`` names (to the type hash their publishers announce)."""
+    parts = (line.rstrip("\n").split(" ", 2) for line in list(watcher.lines) if line.startswith(f"{kind} "))
+    return {p[1]: p[2] if len(p) > 2 else "" for p in parts}
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +282,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     killed_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     procs: list[subprocess.Popen[Any]] = []
     launcher: TestProcess | None = None
-    watcher: GraphWatcher | None = None
+    watcher: TestProcess | None = None
     t0 = time.monotonic()
     try:
         with open(tmp / "killed.log", "w") as log:
@@ -317,13 +294,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                 _recorder_command(terminated_dir, split_period_s=0.3, exclude=exclude, drain_timeout_s=0.5),
                 env=env, stdout=log, stderr=subprocess.STDOUT)
         procs.append(terminated)
-        with pytest.MonkeyPatch.context() as mp:  # this process's node: localhost, logs in tmp
-            mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-            mp.setenv("ROS_LOG_DIR", str(tmp / "ros_log"))
-            watcher = GraphWatcher(domain)
+        # the live graph's nodes and type hashes, watched from a process of its own (its DDS teardown is
+        # skipped: an rclpy node's destroy_node in the test process once hung in a publisher's deletion)
+        watcher = TestProcess([python(), str(REPO_ROOT / "test" / "programs" / "graph_watcher.py"),
+                               str(WATCHER_DEADLINE_S)], env, tmp, log=tmp / "graph_watcher.log")
         # The extra recorders are up before the graph starts: on a loaded machine their start-up (seconds)
         # could otherwise outlast the 5 s run, and the SIGKILL case would never see a split with /clock.
-        _wait(lambda: {killed_dir.name, terminated_dir.name} <= set(watcher.node.get_node_names()), 120,
+        _wait(lambda: {killed_dir.name, terminated_dir.name} <= set(_watched(watcher, "node")), 120,
               "the extra recorders' nodes")
         launcher = qrsim_launch(tmp, ["search_rescue", "--num-vehicles", str(NUM_VEHICLES), "--seed",
                                       str(SEED), "--duration", str(DURATION_S), "--lockstep",
@@ -349,7 +326,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             launcher.close()
     return Run(read_bag(bag_dir), read_bag(killed_dir), read_bag(terminated_dir), terminated_rc,
                (tmp / "terminated.log").read_text(), launcher_rc, launcher.output,
-               dict(watcher.hashes) if watcher else {}, set(watcher.hashes) if watcher else set(),
+               _watched(watcher, "topic"), set(_watched(watcher, "topic")),
                killed_while_running, time.monotonic() - t0)
 
 

@@ -107,7 +107,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
         if rejected and exit_process:
             # Nothing of the node's is left to save, so no DDS teardown is risked: destroying a
             # participant created a moment ago, while the graph's other processes were still
-            # discovering it, once died of SIGSEGV in CI (1 in ~500 such starts) instead of status 1.
+            # discovering it, once died of SIGSEGV in CI instead of ending with status 1.
             # Its shared-memory files are removed by the next launcher (``cli.leftovers``); peers drop
             # its endpoints at the lease's end.
             _exit_now(status)

@@ -166,7 +166,9 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         finally:
-            if context.ok():  # what the nodes published reaches their readers first (its docstring)
+            # what the nodes published reaches their readers first (wait_for_readers' docstring); not
+            # after a --duration end, where vehicle_dynamics has shut the context down already
+            if context.ok():
                 try:
                     wait_for_readers(nodes, ACK_WAIT_S)
                 except Exception as exc:  # a context going down under it: nothing left to wait for

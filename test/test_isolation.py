@@ -55,6 +55,7 @@ def _pose(x: float, y: float, z: float, stamp: Any = None) -> Any:
     return m
 
 
+@pytest.mark.timeout(STARTUP_S + 330)  # its waits: the start-up's, then up to 300 s of flight and checks
 def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
     from builtin_interfaces.msg import Time
@@ -174,6 +175,7 @@ def test_other_runs_and_forged_ticks_are_ignored_and_counted(ros: Path, monkeypa
     assert_exit_0(graph, codes)
 
 
+@pytest.mark.timeout(2 * STARTUP_S + 30)  # its waits: twice the start-up's, and 5 s
 def test_a_strangers_subscription_does_not_open_the_start_gate(ros: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     from qrsim_ros.msg import VehicleStatus

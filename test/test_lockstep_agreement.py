@@ -26,7 +26,8 @@ import pytest
 from rosenv import free_domain, require_ros
 from test_node_dynamics import lockstep_run, reliable, wait_for
 
-pytestmark = pytest.mark.graph
+#: its waits: the graph's start, up to 60 s to the reset tick, 60 s to the end, 30 s for the last odometry
+pytestmark = [pytest.mark.graph, pytest.mark.timeout(300)]
 
 SEED = 4242
 #: Attitude actions [pitch, roll, throttle, yaw_rate, battery] (QRSim native, FRD), one per vehicle:
@@ -120,7 +121,9 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
                               for ep in range(1, episodes + 1)]
                 return sum(last_ticks) == total_steps and len(states) == n * (total_steps + episodes)
 
-            wait_for(complete, 10, "every tick's odometry")
+            # the probe takes what the run published in this process, seconds behind it under load
+            wait_for(complete, 30, f"every tick's odometry ({total_steps} steps, {episodes} episode(s), "
+                     f"{n} vehicles)")
         finally:
             stop.set()
     # a repeated tick (re-sent while waiting) is the same message: nothing else publishes in this domain

@@ -32,7 +32,9 @@ from test_node_dynamics import NodeProcess, Probe, reliable, stop_all, wait_for
 pytestmark = pytest.mark.graph
 
 G = 9.81  # [m/s^2], the core's gravity
-TIMEOUT_S = 3.0  # command_timeout_s of the run [s of simulated time]
+#: command_timeout_s of the run [s of simulated time]: longer than phase B takes before the rejections
+#: are counted, beside 2 CPU burners too (uav2's command must hold until then)
+TIMEOUT_S = 6.0
 YAW_RATE_FRD = 0.5  # uav2's yaw-rate command [rad/s], FRD (sent as -0.5 in FLU)
 PHASE_A_TICKS = 100  # 2 s
 
@@ -164,9 +166,13 @@ def test_rates_thrust_and_motors_fly_the_rotor_airframe(tmp_path: Path,
         assert worst <= 1e-9
 
         # --- phase B ------------------------------------------------------------------------------------
-        now_s = latest().tick * 0.02
+        # stamped with the latest /clock (the probe's status list may lag the node by seconds under load)
+        now_s = probe.sim_time_s()
         faster = [c_hover + 0.05 if s > 0 else c_hover - 0.05 for s in rp.spin]  # clockwise rotors faster
         motor_cmd(1, faster, now_s)
+        rates_cmd(2, (0.0, 0.0, -YAW_RATE_FRD), thrust_hover, now_s, "uav2/base_link")  # uav2's, renewed
+        # (if uav2's first command expired meanwhile, its rate settles back at the renewed one)
+        wait_for(lambda: state(latest())[1, 11] > 0.45, 10, "uav2 yawing clockwise", procs)
         # their drag reaction turns the body anticlockwise from above: r < 0 in FRD
         wait_for(lambda: state(latest())[0, 11] < -0.1, 10, "uav1 yawing anticlockwise", procs)
         assert abs(state(latest())[0, 3]) < 0.01 and abs(state(latest())[0, 4]) < 0.01
@@ -180,21 +186,25 @@ def test_rates_thrust_and_motors_fly_the_rotor_airframe(tmp_path: Path,
         motor_cmd(3, hover_motors, now_s)  # a Pelican: no rotors
         rates_cmd(3, (0.0, 0.0, 0.0), thrust_hover, now_s, "")
         wait_for(lambda: list(latest().commands_rejected) == [3, 3, 2], 10, "the rejections", procs)
-        # nothing of it was flown: uav1 still yaws anticlockwise, uav2 still clockwise
-        assert state(latest())[0, 11] < -0.1 and state(latest())[1, 11] > 0.4
+        # nothing of it was flown: at the tick that counted them, uav1 still yaws anticlockwise, uav2 still
+        # clockwise (its command renewed at now_s holds until now_s + TIMEOUT_S)
+        with lock:
+            k_rejected = min(k for k, m in statuses.items() if list(m.commands_rejected) == [3, 3, 2])
+            at_rejection = state(statuses[k_rejected])
+        assert k_rejected * 0.02 < now_s + TIMEOUT_S, (k_rejected, now_s)
+        assert at_rejection[0, 11] < -0.1 and at_rejection[1, 11] > 0.4, at_rejection[:2, 9:12]
         assert list(bad_before.commands_clamped) == [0, 0, 0]
         # uav1 back to hover: the faster pair's extra thrust climbs it slowly, out of the area if the rest
         # of the phase takes long in wall time (real_time_factor 1 on a loaded machine: a CI run lost it)
         wait_for(lambda: latest().tick * 0.02 > now_s, 10, "a tick after uav1's command", procs)
-        motor_cmd(1, hover_motors, latest().tick * 0.02)
-        # uav2's command (stamp 0) expires after TIMEOUT_S: the scenario's failsafe, counted
-        wait_for(lambda: latest().command_timeouts[1] >= 1, 30, "uav2's command timeout", procs)
-        wait_for(lambda: latest().failsafe[1] == "hold" and not latest().command_fresh[1], 10, "hold", procs)
-        rates_cmd(2, (0.0, 0.0, 0.0), thrust_hover, 0.02, "")  # stale: older than command_timeout_s
+        motor_cmd(1, hover_motors, probe.sim_time_s())
+        # uav2's command (stamped now_s) expires after TIMEOUT_S: the scenario's failsafe, counted
+        wait_for(lambda: latest().failsafe[1] == "hold" and not latest().command_fresh[1]
+                 and latest().command_timeouts[1] >= 1, 30, "uav2's command timeout: hold", procs)
+        rates_cmd(2, (0.0, 0.0, 0.0), thrust_hover, 0.02, "")  # older than the held one, and stale
         wait_for(lambda: latest().commands_rejected[1] == 4, 10, "the stale rejection", procs)
         # out of range: clamped (to the rotors' maximum thrust), counted, flown: uav2 climbs
-        t_clamp = latest().tick
-        rates_cmd(2, (0.0, 0.0, 0.0), 10.0 * max_thrust, t_clamp * 0.02, "")
+        rates_cmd(2, (0.0, 0.0, 0.0), 10.0 * max_thrust, probe.sim_time_s(), "")
         wait_for(lambda: latest().commands_clamped[1] == 1, 10, "the clamp", procs)
         wait_for(lambda: state(latest())[1, 8] < -1.0, 10, "uav2 climbing (NED w < -1 m/s)", procs)
         last = latest()

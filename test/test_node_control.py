@@ -278,6 +278,7 @@ def test_initial_placement_gives_the_simulators_headings() -> None:
 # --- graphs ----------------------------------------------------------------------------------------
 
 @pytest.mark.graph
+@pytest.mark.timeout(STARTUP_S + 210)  # the graph's start-up budget, then the flight
 def test_waypoint_flight_bad_setpoints_status_and_reset(ros: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real graph in lockstep; this process is the autopilot: rejected set points are counted, a
     cmd/pose waypoint is reached, the referee's status adds up, /referee/reset starts episode 2."""
@@ -416,6 +417,7 @@ MOUSE_LINK_LOST = [{"id": "mouse_link", "kind": "comm_loss", "vehicles": [3], "t
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(STARTUP_S + 210)  # the graph's start-up budget, then the flight
 @pytest.mark.parametrize("faults", [None, MOUSE_LINK_LOST], ids=["no_faults", "mouse_link_lost"])
 def test_lockstep_cats_and_mouse_reproduces_the_simulator(ros: Path, monkeypatch: pytest.MonkeyPatch,
                                                            faults: list[dict[str, Any]] | None) -> None:
@@ -527,6 +529,7 @@ def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:
 
 
 @pytest.mark.graph
+@pytest.mark.timeout(STARTUP_S + 210)  # the graph's start-up budget, then the flight
 def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the rest of the graph, fed by this process: the flight controller answers every
@@ -618,6 +621,11 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         sensors(10, gps=True)
         assert probe.spin_until(lambda: len(cmds) >= 4, 60)
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2, 10]
+        # tick 10's first input (its re-send trigger without vehicle status) came twice while it was
+        # incomplete: the controller named what it lacked
+        lacking = "tick 10 re-sent; still waiting for fix of uav1, vel of uav1"
+        assert probe.spin_until(lambda: lacking in graph.log("flight_controller"), 10), \
+            graph.log("flight_controller")[-2000:]
         for c in cmds:
             assert c.header.frame_id == "uav1/base_link_frd" and 0.0 < c.throttle < 1.0
             assert abs(c.pitch) <= 0.34 and abs(c.roll) <= 0.34 and c.battery_voltage == 12.0

@@ -92,20 +92,52 @@ class Probe:
             EventsExecutor = SingleThreadedExecutor
         self.executor = EventsExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        # The simulated time to stamp commands with: the latest /clock, taken on an executor of its own. The
+        # probe's executor hands over every tick's messages in order, and beside 2 CPU burners it fell 18 s
+        # of simulated time behind a 2x run: every command stamped from its /clock was rejected as stale.
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rosgraph_msgs.msg import Clock
 
-    def _spin(self) -> None:
+        self._latest_clock: Any = None
+        self._clock_node = rclpy.create_node(f"test_clock_{os.getpid()}", context=self.context,
+                                             start_parameter_services=False)
+        self._clock_node.create_subscription(Clock, "/clock", self._on_clock,
+                                             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+        self._clock_executor = SingleThreadedExecutor(context=self.context)
+        self._clock_executor.add_node(self._clock_node)
+        self._threads = [threading.Thread(target=self._spin, args=(ex,), daemon=True)
+                         for ex in (self.executor, self._clock_executor)]
+        for thread in self._threads:
+            thread.start()
+
+    def _on_clock(self, msg: Any) -> None:
+        self._latest_clock = msg.clock
+
+    def sim_time(self) -> Any:
+        """The latest /clock time (builtin_interfaces/Time; zero before the first)."""
+        from builtin_interfaces.msg import Time
+
+        latest = self._latest_clock
+        return Time() if latest is None else latest
+
+    def sim_time_s(self) -> float:
+        """The latest /clock time [s] (0 before the first)."""
+        t = self.sim_time()
+        return t.sec + t.nanosec * 1e-9
+
+    def _spin(self, executor: Any) -> None:
         while self.context.ok():
             try:
-                self.executor.spin_once(timeout_sec=0.05)
+                executor.spin_once(timeout_sec=0.05)
             except Exception:  # the context shut down under the spin
                 if self.context.ok():
                     raise
 
     def close(self) -> None:
         self.context.try_shutdown()
-        self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._clock_node.destroy_node()
         self.node.destroy_node()
 
 
@@ -293,7 +325,12 @@ def test_turbulence_rewind_redraws_what_the_simulator_draws() -> None:
 
 # --- the nodes --------------------------------------------------------------------------------------------
 
+#: Wall seconds a wait on what the probe received may take: its lists lag the node by seconds under load.
+PROBE_WAIT_S = 30.0
+
+
 @pytest.mark.graph
+@pytest.mark.timeout(300)
 def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clock, odometry, specific force, /tf, /tf_static, command validation and timeout, reset, SIGTERM."""
     require_ros()
@@ -308,7 +345,9 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
     domain = free_domain()
     env = ros_env(tmp_path, domain)
     common = {"scenario": "keep_spot", "seed": 11}
-    dyn_params = {**common, "lockstep": True, "real_time_factor": 2.0, "wait_for_commands": True,
+    # real time: the probe takes every tick of six topics in this process, which fell behind a 2x run by
+    # seconds beside 2 CPU burners (its lists, not the node, lagged the waits below past their budgets)
+    dyn_params = {**common, "lockstep": True, "real_time_factor": 1.0, "wait_for_commands": True,
                   "command_timeout_s": 0.6}
     procs = [NodeProcess("wind_field", common, env, tmp_path),
              NodeProcess("vehicle_dynamics", dyn_params, env, tmp_path)]
@@ -330,14 +369,11 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
         cmd_pub = node.create_publisher(AttitudeCommand, "/uav1/cmd/attitude", reliable(10))
         reset_client = node.create_client(Trigger, "/vehicle_dynamics/reset")
 
-        def sim_time() -> Any:
-            return got["clock"][-1].clock if got["clock"] else AttitudeCommand().header.stamp
-
         def command(throttle: float = HOVER_THROTTLE, frame: str = "uav1/base_link_frd", pitch: float = 0.0,
                     roll: float = 0.0) -> None:
             m = AttitudeCommand(pitch=pitch, roll=roll, throttle=throttle, yaw_rate=0.0, battery_voltage=12.0)
             m.header.frame_id = frame
-            m.header.stamp = sim_time()
+            m.header.stamp = probe.sim_time()
             cmd_pub.publish(m)
 
         def last_status() -> Any:
@@ -352,10 +388,12 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
         assert ticks(got["odom"]) == [0] * len(got["odom"])
 
         pilot_throttle = [HOVER_THROTTLE]
+        pilot_until_s = [math.inf]  # the simulated time [s] after which the autopilot falls silent
 
-        def keep_commanding() -> None:  # an autopilot at ~50 Hz wall (25 Hz of simulated time at 2x)
+        def keep_commanding() -> None:  # an autopilot at ~50 Hz wall (50 Hz of simulated time at 1x)
             while not steady.is_set():
-                command(throttle=pilot_throttle[0])
+                if probe.sim_time_s() < pilot_until_s[0]:
+                    command(throttle=pilot_throttle[0])
                 steady.wait(0.02)
 
         pilot = threading.Thread(target=keep_commanding, daemon=True)
@@ -416,26 +454,31 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
         assert list(before.names) == ["uav1"] and list(before.valid) == [True]
         assert list(before.commands_clamped) == [0]
         rejected = before.commands_rejected[0]  # 0, unless the autopilot's stamps lagged (stale) under load
-        n_before_bad = len(got["odom"])
         command(throttle=math.nan)
         command(frame="uav2/base_link_frd")
         command(frame="uav1/base_link", pitch=math.inf)
-        wait_for(lambda: last_status().commands_rejected[0] >= rejected + 3, 10, "three rejections", procs)
-        wait_for(lambda: len(got["odom"]) >= n_before_bad + 25, 10, "0.5 s more", procs)
-        z = np.array([m.pose.pose.position.z for m in got["odom"][n_before_bad - 1:]])
+        wait_for(lambda: last_status().commands_rejected[0] >= rejected + 3, PROBE_WAIT_S, "three rejections",
+                 procs)
+        # the window: from the tick whose status counted them, 0.5 s (the probe's lists may lag the node's
+        # time by seconds under load, so positions in them are not times)
+        k_rejected = next(ticks([m])[0] for m in got["status"] if m.commands_rejected[0] >= rejected + 3)
+        wait_for(lambda: ticks(got["odom"][-1:])[0] >= k_rejected + 25, PROBE_WAIT_S, "0.5 s more", procs)
+        z_of_tick = {ticks([m])[0]: m.pose.pose.position.z for m in got["odom"]}
+        z = np.array([z_of_tick[k] for k in range(k_rejected, k_rejected + 26)])
         # still hovering on the held commands: at most drifting with the air (0.5 s x 3 sigma of 0.2 m/s)
         assert np.all(np.abs(z - z[0]) < 0.5), z
         # the autopilot asks for more than full throttle: clamped, counted, the vehicle climbs. It streams
-        # it, as it streamed its hover: under load the probe's /clock (the commands' stamps) lagged the
-        # node's by 2.7 s, so one command alone was rejected as stale (a fresh-clone CI run) and never
-        # clamped. It stops once the node counted a clamp.
+        # it, as it streamed its hover, for 1 s of simulated time (a climb that went on while the probe's
+        # lists lagged took the vehicle out of the area), then falls silent
         n_before_climb = len(got["odom"])
+        pilot_until_s[0] = probe.sim_time_s() + 1.0
         pilot_throttle[0] = 1.5
-        wait_for(lambda: last_status().commands_clamped[0] >= 1, 10, "a clamp", procs)
+        wait_for(lambda: last_status().commands_clamped[0] >= 1, PROBE_WAIT_S, "a clamp", procs)
         steady.set()
         pilot.join(timeout=5)
         # command timeout (0.6 s simulated): hover again, counted
-        wait_for(lambda: last_status().command_timeouts[0] >= 1 and not last_status().command_fresh[0], 10,
+        wait_for(lambda: last_status().command_timeouts[0] >= 1 and not last_status().command_fresh[0],
+                 PROBE_WAIT_S,
                  "the command timeout", procs)
         climb = got["odom"][n_before_climb:]
         vz = np.array([m.twist.twist.linear.z for m in climb])
@@ -446,11 +489,12 @@ def test_dynamics_and_wind_in_keep_spot(tmp_path: Path, monkeypatch: pytest.Monk
         # reset: episode 2, tick 0 again, back at the start
         assert reset_client.wait_for_service(timeout_sec=10)
         future = reset_client.call_async(Trigger.Request())
-        wait_for(future.done, 10, "the reset response", procs)
+        wait_for(future.done, PROBE_WAIT_S, "the reset response", procs)
         assert future.result().success, future.result().message
-        wait_for(lambda: got["episode"][-1].data == 2, 10, "/sim/episode 2", procs)
+        wait_for(lambda: got["episode"][-1].data == 2, PROBE_WAIT_S, "/sim/episode 2", procs)
         wait_for(lambda: any(ticks([m])[0] == 0 and abs(m.pose.pose.position.z - 10.0) < 1e-9
-                             for m in got["odom"][n_before_climb:]), 10, "tick 0 of episode 2", procs)
+                             for m in got["odom"][n_before_climb:]), PROBE_WAIT_S, "tick 0 of episode 2",
+                 procs)
     finally:
         steady.set()
         if pilot is not None:

@@ -446,6 +446,32 @@ def test_launch_plot_records_and_renders_at_the_end(sr_run: tuple[Path, str]) ->
 
 
 @pytest.mark.graph
+def test_a_single_process_run_is_recorded_to_its_last_tick(sr_run: tuple[Path, str]) -> None:
+    """At --duration, vehicle_dynamics ends a single-process run by its exit status with the context
+    still up, so every node waits for the recorder's acknowledgements before it is destroyed: each
+    vehicle's ground truth (vehicle_dynamics) and its altimeter (another node, handling the last ticks
+    before the process ends) are in the bag at every sample time from 0 to the duration."""
+    from qrsim_ros.core.config.scenario import load_scenario
+    from qrsim_ros.plots.bagdata import load_run
+
+    bag, stdout = sr_run
+    summary = [line for line in stdout.splitlines() if line.startswith("Summary: ")][-1]
+    assert f"stopped: --duration {SR_DURATION_S:g} s reached" in summary, summary
+    altimeter_dt_s = load_scenario("search_rescue_2c").vehicle.ahars.altimeter.dt_s
+    run = load_run(bag)
+    assert len(run.vehicles) == 2
+    for v in run.vehicles:
+        truth_ticks = np.unique(np.round(v.truth_keys[v.truth_keys[:, 0] >= 0, 1] / (DT_S * 1e9)))
+        np.testing.assert_array_equal(truth_ticks, np.arange(round(SR_DURATION_S / DT_S) + 1),
+                                      err_msg=f"{v.name}: ground truth ticks")
+        # free-running, the sensors may lag a tick or two behind the clock: the process handles what
+        # was published before it ends (single_process.drain)
+        samples = np.unique(np.round(v.altimeter.t_s / altimeter_dt_s))
+        np.testing.assert_array_equal(samples, np.arange(round(SR_DURATION_S / altimeter_dt_s) + 1),
+                                      err_msg=f"{v.name}: altimeter samples")
+
+
+@pytest.mark.graph
 def test_qrsim_plot_renders_a_recorded_search_and_rescue_run(sr_run: tuple[Path, str],
                                                              tmp_path: Path) -> None:
     from qrsim_ros.plots.figures import FOUND_COLOUR, UNFOUND_COLOUR, VEHICLE_COLOURS

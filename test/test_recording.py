@@ -223,6 +223,8 @@ class Run:
     live_hashes: dict[str, str]
     live_topics: set[str]
     killed_while_running: bool
+    killed_after_s: float  # wall seconds from tick 0 to the SIGKILL
+    killed_log: str
     wall_s: float
 
 
@@ -276,23 +278,30 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     # The extra recorders leave the ground truth out: the clock owner's start gate counts its
     # subscriptions and must wait for the planned consumers, not for them.
     exclude = "^/parameter_events$|/ground_truth/odom$|^/sim/vehicle_status$"
-    # Without shared memory the SIGKILLed process leaves no Fast DDS files in /dev/shm.
-    # So not the loopback profile (it has shared memory): built-in UDP only, discovery on localhost.
-    killed_env = {k: v for k, v in env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
-    killed_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    # Both extra recorders end without their DDS teardown, by SIGKILL or, under load, by the stop watchdog
+    # of the SIGTERMed one: so not the loopback profile (shared memory) but built-in UDP only, discovery on
+    # localhost. A shared-memory participant that ended so left its port behind, and 15 s later the imu
+    # node was blocked in publish() for good (its stack, printed as the launcher stopped it after 180 s)
+    # and the lockstep run stalled (a flake hunt, and twice here).
+    udp_env = {k: v for k, v in env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    udp_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    # The SIGKILLed recorder takes only /clock and /tf (100 messages a second): with every other topic over
+    # UDP too, beside 2 CPU burners, its first split with /clock came after the 30 s run had ended.
+    killed_exclude = "^(?!/clock$|/tf$)"
     procs: list[subprocess.Popen[Any]] = []
     launcher: TestProcess | None = None
     watcher: TestProcess | None = None
     t0 = time.monotonic()
     try:
         with open(tmp / "killed.log", "w") as log:
-            killed = subprocess.Popen(_recorder_command(killed_dir, split_period_s=0.3, exclude=exclude),
-                                      env=killed_env, stdout=log, stderr=subprocess.STDOUT)
+            killed = subprocess.Popen(_recorder_command(killed_dir, split_period_s=0.3,
+                                                        exclude=killed_exclude),
+                                      env=udp_env, stdout=log, stderr=subprocess.STDOUT)
         procs.append(killed)
         with open(tmp / "terminated.log", "w") as log:
             terminated = subprocess.Popen(
                 _recorder_command(terminated_dir, split_period_s=0.3, exclude=exclude, drain_timeout_s=0.5),
-                env=env, stdout=log, stderr=subprocess.STDOUT)
+                env=udp_env, stdout=log, stderr=subprocess.STDOUT)
         procs.append(terminated)
         # the live graph's nodes and type hashes, watched from a process of its own (its DDS teardown is
         # skipped: an rclpy node's destroy_node in the test process once hung in a publisher's deletion)
@@ -308,10 +317,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         # the graph's start-up is the long part under load (a flake hunt beside 2 burners saw no split
         # with /clock 120 s after the launch): wait for its clock to start, then for the split
         launcher.wait_for_line(r"started: tick 0 published", GRAPH_START_BUDGET_S)
+        started = time.monotonic()
         _wait(lambda: _clock_split_written(killed_dir), 60, "a completed split with /clock (SIGKILL case)",
               detail=launcher.tail)
         killed.send_signal(signal.SIGKILL)
         killed_while_running = launcher.proc.poll() is None
+        killed_after_s = time.monotonic() - started
         killed.wait(timeout=10)
         _wait(lambda: _clock_split_written(terminated_dir), 60, "a completed split with /clock (SIGTERM)")
         terminated.send_signal(signal.SIGTERM)
@@ -327,7 +338,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return Run(read_bag(bag_dir), read_bag(killed_dir), read_bag(terminated_dir), terminated_rc,
                (tmp / "terminated.log").read_text(), launcher_rc, launcher.output,
                _watched(watcher, "topic"), set(_watched(watcher, "topic")),
-               killed_while_running, time.monotonic() - t0)
+               killed_while_running, killed_after_s, (tmp / "killed.log").read_text(), time.monotonic() - t0)
 
 
 def _expected_rates_hz() -> dict[str, float]:
@@ -489,9 +500,10 @@ def test_sigterm_leaves_a_complete_bag(run: Run) -> None:
 @pytest.mark.graph
 def test_sigkill_leaves_a_bag_readable_up_to_its_last_split(run: Run) -> None:
     bag = run.killed
-    assert run.killed_while_running
+    assert run.killed_while_running, (f"killed {run.killed_after_s:.1f} s after tick 0, after the run's end\n"
+                                      f"{run.killed_log[-3000:]}")
     counts = {topic: len(times) for topic, times in bag.times.items()}
-    assert counts.get("/clock", 0) > 0
+    assert counts.get("/clock", 0) > 0 and set(counts) <= {"/clock", "/tf"}, counts
     # what metadata.yaml promises is exactly what the complete splits hold
     assert {t: n for t, n in bag.meta_counts.items() if n} == counts
     # ... and it stopped where it was killed: before the end of the run (the launcher's bag goes on), or,

@@ -300,6 +300,12 @@ class FlightControllerNode(ScenarioNode):
         entry = self._pending.get(k)
         if entry is None:
             entry = self._pending[k] = _TickInputs()
+        elif (kind, i) == self._resend_trigger(k) and (kind, i) in entry.msgs and entry.missing:
+            # tick k re-sent before it was complete here: name what it still lacks (a lockstep stall's cause)
+            lacking = ", ".join(key + (f" of {vehicle_namespace(j)}" if j >= 0 else "")
+                                for key, j in sorted(entry.missing))
+            self.get_logger().warning(f"tick {k} re-sent; still waiting for {lacking}",
+                                      throttle_duration_sec=self.params.report_period_s)
         entry.msgs[(kind, i)] = msg
         if entry.missing is None:
             if kind == STATUS or not self.params.use_vehicle_status:  # now the tick's due inputs are known

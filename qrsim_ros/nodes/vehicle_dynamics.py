@@ -40,7 +40,6 @@ import time
 from dataclasses import replace
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import Vector3Stamped
 from std_srvs.srv import Trigger
 
@@ -141,6 +140,7 @@ class VehicleDynamicsNode(ScenarioNode):
         p, sc = self.params, self.scenario
         n = self.num_vehicles
         self.names = [vehicle_namespace(i) for i in range(n)]
+        self.exit_status: int | None = None  # set at duration_s (``_finish``)
         streams = RandomStreams(sc.seed)
         self.seed_entropy = streams.entropy
         self.fleet = build_fleet(sc, streams)
@@ -340,9 +340,11 @@ class VehicleDynamicsNode(ScenarioNode):
                                + ("" if self.outputs.listened else " (odometry, accel and /tf not built)"))
 
     def _finish(self) -> None:
-        """duration_s reached: let the last messages be acknowledged, shut the process down."""
+        """duration_s reached: let the last messages be acknowledged, then end the run with status 0
+        (``exit_status``: the spin of ``run_node``, or of every node of a single-process run, stops and
+        the other nodes' readers get their acknowledgements too before anything is destroyed)."""
         self.outputs.wait_for_acks(time.monotonic() + FINAL_ACK_S)
-        rclpy.try_shutdown()
+        self.exit_status = 0
 
 
 def main(argv: list[str] | None = None) -> int:

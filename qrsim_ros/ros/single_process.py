@@ -12,8 +12,9 @@ class name differs from the plan's name gets a node-specific ``__node`` remappin
 One process saves the ~70 MB and the DDS traffic of every extra process; the executor is
 ``rclpy.experimental.EventsExecutor`` (about 5x the callback throughput of the default) unless it is
 not available, then ``SingleThreadedExecutor`` (``--executor single``). A bad parameter stops the
-process at start with one line naming the node (exit status 1); SIGINT/SIGTERM destroy every node,
-then shut the context down (exit status 0).
+process at start with one line naming the node (exit status 1); SIGINT/SIGTERM, or a node setting its
+``exit_status`` (vehicle_dynamics at ``duration_s``), end the spin: every node waits for its readers'
+acknowledgements, is destroyed, then the context is shut down (exit status 0, or the node's).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -155,19 +157,20 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
             for node in nodes:
                 executor.add_node(node)
             # spin_once with a timeout in a loop: EventsExecutor.spin() (Kilted wheels) neither runs
-            # timers nor returns on shutdown; spin_once(timeout_sec) does both. The context also ends
-            # when a node shuts it down itself (vehicle_dynamics after its duration_s).
+            # timers nor returns on shutdown; spin_once(timeout_sec) does both. A node also ends the
+            # run by setting its ``exit_status`` (vehicle_dynamics after its duration_s), as in run_node.
             context = nodes[0].context if nodes else context
-            while context.ok() and not stop:
+            while context.ok() and not stop and node_exit_status(nodes) is None:
                 executor.spin_once(timeout_sec=0.1)
+            if context.ok() and not stop:  # a node ended the run: what it published is handled first
+                drain(executor)
         except (ParameterError, ConfigError) as exc:
             print(f"[{current}] error: {exc}", file=sys.stderr)
             return 1
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         finally:
-            # what the nodes published reaches their readers first (wait_for_readers' docstring); not
-            # after a --duration end, where vehicle_dynamics has shut the context down already
+            # what the nodes published reaches their readers first (wait_for_readers' docstring)
             if context.ok():
                 try:
                     wait_for_readers(nodes, ACK_WAIT_S)
@@ -179,7 +182,35 @@ def run(specs: Sequence[NodeSpec], executor_kind: str = "events") -> int:
                 except Exception as exc:  # one node's cleanup must not keep the others alive
                     print(f"[{node.get_name()}] error while stopping: {exc}", file=sys.stderr)
             rclpy.try_shutdown()
-    return 0
+    return node_exit_status(nodes) or 0
+
+
+#: A drain ends after this long without a callback [s, wall] ...
+DRAIN_IDLE_S = 0.1
+#: ... or after this long in all [s, wall].
+DRAIN_LIMIT_S = 2.0
+
+
+def drain(executor: Any, idle_s: float = DRAIN_IDLE_S, limit_s: float = DRAIN_LIMIT_S) -> float:
+    """Run the callbacks already due (the other nodes' handling of the clock owner's last ticks: a
+    free-running run's sensors may lag a tick or two behind it) until none came for ``idle_s``, at most
+    ``limit_s``; the wall seconds it took. (spin_once returns early when it ran a callback.)"""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        before = time.monotonic()
+        executor.spin_once(timeout_sec=idle_s)
+        if time.monotonic() - before >= idle_s:
+            break
+    return time.monotonic() - start
+
+
+def node_exit_status(nodes: Sequence[Any]) -> int | None:
+    """The first ``exit_status`` a node set to end the run (``run_node``'s rule), or None."""
+    for node in nodes:
+        own = getattr(node, "exit_status", None)
+        if isinstance(own, int):
+            return own
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -319,7 +319,8 @@ class TestProcess:
     ``stderr_log`` names a file of its own), its end awaited with a deadline. ``close``
     (also on leaving the ``with`` block) always reaps: Ctrl-C as a user stops it, then SIGKILL to its
     process group and to every process it reported starting (``qrsim launch``'s nodes run in sessions of
-    their own) that is still there, so nothing outlives the test."""
+    their own) that is still there, so nothing outlives the test; if the test's process dies first, the
+    program gets SIGTERM (``die_with_parent``)."""
 
     __test__ = False  # (not a test class)
 
@@ -339,8 +340,10 @@ class TestProcess:
         self._reader.start()
 
     def _start(self, env: dict[str, str], cwd: Path, stderr: Any) -> subprocess.Popen[str]:
-        return process_group.start(self.argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=stderr,
-                                   text=True, errors="replace")
+        # die_with_parent: a test worker killed (a stopped flake hunt, CI's limit) takes its programs with
+        # it; a node started here once ran on, orphaned, for 38 min after its hunt was stopped
+        return process_group.start(self.argv, die_with_parent=True, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                   stderr=stderr, text=True, errors="replace")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

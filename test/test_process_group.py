@@ -1,11 +1,14 @@
 """The stop escalation of child processes (qrsim_ros.supervision.process_group): a child that ignores
-SIGINT and SIGTERM is asked for its stacks (SIGUSR1) before the SIGKILL, and is reaped."""
+SIGINT and SIGTERM is asked for its stacks (SIGUSR1) before the SIGKILL, and is reaped; a child started
+``die_with_parent`` ends when its parent is SIGKILLed."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 
 from qrsim_ros.supervision import process_group
 
@@ -37,3 +40,40 @@ def test_a_hung_child_prints_its_stacks_before_it_is_killed() -> None:
         assert "most recent call first" in err and "stuck_here" in err, err
     finally:
         process_group.kill_group(proc)
+
+
+#: A parent that starts a sleeping child with die_with_parent, prints the child's pid and waits.
+_PARENT = """
+import subprocess, sys, time
+from qrsim_ros.supervision import process_group
+child = process_group.start([sys.executable, "-c", "import time; time.sleep(600)"], die_with_parent=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_child_started_die_with_parent_ends_when_its_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert not _gone(child)
+        parent.kill()
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10.0
+        while not _gone(child):  # another process's child: no event to await, its /proc entry is polled
+            assert time.monotonic() < deadline, f"child {child} outlived its SIGKILLed parent by 10 s"
+            time.sleep(0.01)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

@@ -16,6 +16,7 @@ it completed, and exits with status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,9 +71,37 @@ def run_round(tier: str, report: Path, extra: list[str]) -> tuple[int, float]:
     t0 = time.monotonic()
     cmd = [str(REPO_ROOT / "qrsim"), "test", "-m", TIERS[tier], "-q", "-p", "no:cacheprovider",
            f"--junitxml={report}", *extra]
-    rc = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                        check=False).returncode
+    # its own process group: a hunt stopped by hand stops the whole round (pytest, its workers and what
+    # they started) as a user's Ctrl-C would, then kills what is left, so nothing is orphaned
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        _stop_group(proc)
+        raise
     return rc, time.monotonic() - t0
+
+
+#: Stopping a round: SIGINT to its process group and this long [s] for pytest to end, then SIGKILL.
+ROUND_STOP_S = 60.0
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT to the round's process group, ROUND_STOP_S to end, then SIGKILL to what is left of it."""
+    for sig, wait_s in ((signal.SIGINT, ROUND_STOP_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGINT:  # pytest ended; its group may still hold stragglers
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,3 +71,58 @@ def test_a_hunt_stopped_by_sigterm_prints_its_complete_rounds(tmp_path: Path, mo
     assert "round 1/3: exit 0" in out and "stopped by hand after 1 complete round(s)" in out
     assert "round 2/3" not in out and "1 tests, 0 failures in 1 rounds" in out
     assert (tmp_path / "reports" / "round1.xml").is_file()
+
+
+#: A round that starts a program which ignores SIGINT (as a hung node might), writes its pid and waits.
+_FAKE_QRSIM = """#!{python}
+import signal, subprocess, sys
+code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)"
+child = subprocess.Popen([sys.executable, "-c", code])
+open("grandchild.pid", "w").write(str(child.pid))
+child.wait()
+"""
+
+
+def test_a_stopped_round_leaves_no_process_behind(tmp_path: Path, monkeypatch) -> None:
+    """Stopping the hunt during a round stops the round's whole process group: SIGINT, then SIGKILL to
+    what ignored it (a grandchild of the round, as pytest's workers and their nodes are)."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    hunt = _load()
+    fake = tmp_path / "qrsim"
+    fake.write_text(_FAKE_QRSIM.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setattr(hunt, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(hunt, "ROUND_STOP_S", 1.0)
+    pid_file = tmp_path / "grandchild.pid"
+
+    def stop_when_started() -> None:
+        deadline = time.monotonic() + 30
+        while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # a file another process writes: polled
+        os.kill(os.getpid(), signal.SIGTERM)  # the hunt stopped by hand
+
+    threading.Thread(target=stop_when_started, daemon=True).start()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = hunt.main(["-R", "1", "--reports", str(tmp_path / "reports")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert rc == 1
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{grandchild}") and _state(grandchild) != "Z":
+        assert time.monotonic() < deadline, f"the round's grandchild {grandchild} outlived the stopped hunt"
+        time.sleep(0.01)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"

@@ -67,6 +67,12 @@ def test_a_child_started_die_with_parent_ends_when_its_parent_is_killed() -> Non
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
+        # setpriv sets the parent-death signal, then runs the program in its place: a parent killed before
+        # that (a loaded machine, CI) leaves nothing to signal the child, so wait until the program runs
+        deadline = time.monotonic() + 10.0
+        while os.path.basename(os.readlink(f"/proc/{child}/exe")) == "setpriv":
+            assert time.monotonic() < deadline, "setpriv did not run the child program"
+            time.sleep(0.01)
         assert not _gone(child)
         parent.kill()
         parent.wait(timeout=10)

@@ -35,7 +35,8 @@ def start(argv: Sequence[str], *, die_with_parent: bool = False, **popen: Any) -
 
     ``die_with_parent``: the child gets SIGTERM if this process dies, even by SIGKILL, so nothing is
     orphaned (``setpriv --pdeathsig TERM``, util-linux, which sets it and execs the program in place:
-    the same pid; where there is no setpriv, as without it).
+    the same pid; where there is no setpriv, as without it). A parent that dies before setpriv has set the
+    signal (the first milliseconds of the child) leaves the child running.
     """
     popen.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.Popen([*(_pdeathsig_prefix() if die_with_parent else []), *argv],

@@ -16,7 +16,6 @@ it completed, and exits with status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import subprocess
@@ -29,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # any python3 runs the hunt: the supervision helpers need only the stdlib
+from qrsim_ros.supervision import process_group  # noqa: E402
+
 TIERS = {"graph": "graph", "fast": "not graph"}
 _BURN = "while True:\n    sum(range(10000))\n"
 #: lines of each failure's report printed at the end (its last lines: the assertion and the output)
@@ -71,37 +73,20 @@ def run_round(tier: str, report: Path, extra: list[str]) -> tuple[int, float]:
     t0 = time.monotonic()
     cmd = [str(REPO_ROOT / "qrsim"), "test", "-m", TIERS[tier], "-q", "-p", "no:cacheprovider",
            f"--junitxml={report}", *extra]
-    # its own process group: a hunt stopped by hand stops the whole round (pytest, its workers and what
-    # they started) as a user's Ctrl-C would, then kills what is left, so nothing is orphaned
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    # its own process group: a hunt stopped by hand stops the round as a user's Ctrl-C would, then kills
+    # what is left of the group (pytest's workers and what they started), so nothing is orphaned
+    proc = process_group.start(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         rc = proc.wait()
     except KeyboardInterrupt:
-        _stop_group(proc)
+        process_group.stop([proc], ((signal.SIGINT, ROUND_STOP_S),))
+        process_group.kill_group(proc)
         raise
     return rc, time.monotonic() - t0
 
 
-#: Stopping a round: SIGINT to its process group and this long [s] for pytest to end, then SIGKILL.
+#: Stopping a round: SIGINT and this long [s] for pytest to end, then SIGKILL to the round's group.
 ROUND_STOP_S = 60.0
-
-
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT to the round's process group, ROUND_STOP_S to end, then SIGKILL to what is left of it."""
-    for sig, wait_s in ((signal.SIGINT, ROUND_STOP_S), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-        if sig == signal.SIGINT:  # pytest ended; its group may still hold stragglers
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        return
 
 
 def main(argv: list[str] | None = None) -> int:

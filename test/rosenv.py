@@ -458,10 +458,11 @@ def assert_children_gone(output: str, expected: int | None = None) -> None:
     pids = [int(m.group(2)) for m in map(STARTED_LINE.search, output.splitlines()) if m]
     assert pids and (expected is None or len(pids) == expected), output[-6000:]
     for pid in pids:
-        assert _start_time(pid) is None or _is_zombie(pid), f"pid {pid} still runs:\n{output[-6000:]}"
+        assert _start_time(pid) is None or process_ended(pid), f"pid {pid} still runs:\n{output[-6000:]}"
 
 
-def _is_zombie(pid: int) -> bool:
+def process_ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended: gone, or a zombie its parent has not reaped yet."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:

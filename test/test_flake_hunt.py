@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
 
-from rosenv import REPO_ROOT
+from rosenv import REPO_ROOT, process_ended, wait_until
 
 
 def _load() -> ModuleType:
@@ -114,15 +114,4 @@ def test_a_stopped_round_leaves_no_process_behind(tmp_path: Path, monkeypatch) -
         signal.signal(signal.SIGTERM, previous)
     assert rc == 1
     grandchild = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{grandchild}") and _state(grandchild) != "Z":
-        assert time.monotonic() < deadline, f"the round's grandchild {grandchild} outlived the stopped hunt"
-        time.sleep(0.01)
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return "gone"
+    wait_until(lambda: process_ended(grandchild), 10, f"the round's grandchild {grandchild} to end")

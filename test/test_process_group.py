@@ -8,7 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+
+from rosenv import process_ended, wait_until
 
 from qrsim_ros.supervision import process_group
 
@@ -52,15 +53,6 @@ time.sleep(600)
 """
 
 
-def _gone(pid: int) -> bool:
-    """Whether process ``pid`` has ended (gone, or a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_a_child_started_die_with_parent_ends_when_its_parent_is_killed() -> None:
     parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -69,17 +61,12 @@ def test_a_child_started_die_with_parent_ends_when_its_parent_is_killed() -> Non
         child = int(parent.stdout.readline())
         # setpriv sets the parent-death signal, then runs the program in its place: a parent killed before
         # that (a loaded machine, CI) leaves nothing to signal the child, so wait until the program runs
-        deadline = time.monotonic() + 10.0
-        while os.path.basename(os.readlink(f"/proc/{child}/exe")) == "setpriv":
-            assert time.monotonic() < deadline, "setpriv did not run the child program"
-            time.sleep(0.01)
-        assert not _gone(child)
+        wait_until(lambda: os.path.basename(os.readlink(f"/proc/{child}/exe")) != "setpriv", 10,
+                   "setpriv running the child program")
+        assert not process_ended(child)
         parent.kill()
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 10.0
-        while not _gone(child):  # another process's child: no event to await, its /proc entry is polled
-            assert time.monotonic() < deadline, f"child {child} outlived its SIGKILLed parent by 10 s"
-            time.sleep(0.01)
+        wait_until(lambda: process_ended(child), 10, f"child {child} to end after its parent's SIGKILL")
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -300,7 +300,7 @@ class FlightControllerNode(ScenarioNode):
         entry = self._pending.get(k)
         if entry is None:
             entry = self._pending[k] = _TickInputs()
-        elif (kind, i) == self._resend_trigger(k) and (kind, i) in entry.msgs and entry.missing:
+        elif entry.missing and (kind, i) in entry.msgs and (kind, i) == self._resend_trigger(k):
             # tick k re-sent before it was complete here: name what it still lacks (a lockstep stall's cause)
             lacking = ", ".join(key + (f" of {vehicle_namespace(j)}" if j >= 0 else "")
                                 for key, j in sorted(entry.missing))

@@ -191,17 +191,16 @@ DRAIN_IDLE_S = 0.1
 DRAIN_LIMIT_S = 2.0
 
 
-def drain(executor: Any, idle_s: float = DRAIN_IDLE_S, limit_s: float = DRAIN_LIMIT_S) -> float:
+def drain(executor: Any, idle_s: float = DRAIN_IDLE_S, limit_s: float = DRAIN_LIMIT_S) -> None:
     """Run the callbacks already due (the other nodes' handling of the clock owner's last ticks: a
     free-running run's sensors may lag a tick or two behind it) until none came for ``idle_s``, at most
-    ``limit_s``; the wall seconds it took. (spin_once returns early when it ran a callback.)"""
-    start = time.monotonic()
-    while time.monotonic() - start < limit_s:
+    ``limit_s`` (spin_once returns early when it ran a callback)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
         before = time.monotonic()
         executor.spin_once(timeout_sec=idle_s)
         if time.monotonic() - before >= idle_s:
-            break
-    return time.monotonic() - start
+            return
 
 
 def node_exit_status(nodes: Sequence[Any]) -> int | None:

@@ -783,11 +783,14 @@ def test_plume_field_reproduces_the_simulator(tmp_path: Path, monkeypatch: pytes
         assert got_ticks == list(range(0, len(rows), ticks))  # 2 Hz of simulated time
         assert abs(stamps_hz(got_ticks) - 1.0 / (ticks * DT)) <= 0.1 / (ticks * DT)
         for k in got_ticks:
-            (m,) = harness.got[(e, "/uav1/plume/concentration", k)]
-            assert m.header.frame_id == "uav1/base_link"
-            assert abs(m.concentration - rows[k]["c"][0]) <= 1e-12, (e, k)
-            assert m.variance == pytest.approx(sim.scenario.vehicle.plume_sensor.sigma**2, rel=1e-12)
-            nonzero += abs(m.concentration) > 0
+            # an episode's first tick may have been re-sent (resend_until): answered again, identically
+            msgs = harness.got[(e, "/uav1/plume/concentration", k)]
+            assert len(msgs) == 1 or k == 0, (e, k, len(msgs))
+            for m in msgs:
+                assert m.header.frame_id == "uav1/base_link"
+                assert abs(m.concentration - rows[k]["c"][0]) <= 1e-12, (e, k)
+                assert m.variance == pytest.approx(sim.scenario.vehicle.plume_sensor.sigma**2, rel=1e-12)
+            nonzero += abs(msgs[0].concentration) > 0
         # the latched markers: a DELETEALL, then one sphere per source in map ENU
         arr = markers[e - 1].markers
         assert arr[0].action == 3 and len(arr) == 1 + len(rows[0]["sources"])

@@ -429,6 +429,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         # counted, tick 0 waits for it too (the bag starts with the first tick, and its subscription
         # cannot stand in for a consumer that has not matched yet).
         dynamics["start_subscribers"] += 1
+        if lockstep:  # a lockstep run's bag holds every tick: the clock waits for the recorder as well
+            specs[-1].parameters["report_progress"] = True
+            dynamics["lockstep_consumers"] += 1
     if use_rviz:
         cfg = rviz_config(res.task_type, Path(res.config).stem)
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},

@@ -471,11 +471,11 @@ def process_ended(pid: int) -> bool:
 
 
 def launch_recorded(scenario: Path, tmp_path: Path, seed: int, duration_s: float,
-                    timeout_s: float = 600.0) -> Path:
+                    timeout_s: float = 240.0) -> Path:
     """Run ``qrsim launch <scenario>`` in lockstep as fast as possible, without the autopilot, recorded,
     in a free ROS domain; assert it ended cleanly; return the bag's directory. A run that has not ended
     after ``timeout_s`` is interrupted (Ctrl-C) and the test fails with the tail of its log, which names
-    what lockstep was waiting for."""
+    what lockstep was waiting for (the default fits the callers' 300 s budgets, which also read the bag)."""
     bag = tmp_path / "bag"
     argv = [str(scenario), "--seed", str(seed), "--no-autopilot", "--lockstep", "--real-time-factor", "0",
             "--duration", f"{duration_s:g}", "--record", str(bag)]

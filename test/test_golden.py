@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 import produce
 
-#: the module's shared run is paid for by the first test that reads it (its set-up is in its budget)
+#: a golden graph run (GRAPH_RUN_TIMEOUT_S) and reading its bag; the in-process files are made one per test
 pytestmark = pytest.mark.timeout(300)
 
 GOLDEN = produce.DATA_DIR
@@ -107,28 +107,29 @@ def test_the_comparison_tells_cpu_rounding_from_a_change() -> None:
         _assert_csv_equal(b"step,x\n2,0.1\n", b"step,x\nx2,0.1\n", "t.csv")
 
 
-@pytest.fixture(scope="module")
-def in_process_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("golden_in_process")
-    produce.produce_in_process(out)
-    return out
+def _produced(name: str, tmp_path: Path) -> Path:
+    """Today's ``name``, produced alone into ``tmp_path`` (each file in its own test's budget)."""
+    path = produce.produce_file(name, tmp_path)
+    assert path.name == name and [p.name for p in tmp_path.iterdir()] == [name]
+    return path
 
 
-def test_every_golden_in_process_file_is_produced(in_process_outputs: Path) -> None:
+def test_every_golden_in_process_file_is_produced() -> None:
     golden = sorted(p.name for p in GOLDEN.iterdir() if not p.name.startswith("graph_"))
-    produced = sorted(p.name for p in in_process_outputs.iterdir())
-    assert produced == golden
+    assert sorted(produce.in_process_files()) == golden
     assert len(golden) >= 18 * 2 + 1  # run + trace of each scenario file, replay
+    with pytest.raises(ValueError, match=r"no in-process golden file 'run_nowhere\.csv'"):
+        produce.produce_file("run_nowhere.csv", GOLDEN)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in GOLDEN.glob("*.csv")))
-def test_csv_outputs_are_byte_identical(in_process_outputs: Path, name: str) -> None:
-    _assert_csv_equal((in_process_outputs / name).read_bytes(), _golden(name).read_bytes(), name)
+def test_csv_outputs_are_byte_identical(tmp_path: Path, name: str) -> None:
+    _assert_csv_equal(_produced(name, tmp_path).read_bytes(), _golden(name).read_bytes(), name)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in GOLDEN.glob("trace_*.npz")))
-def test_simulator_traces_are_identical(in_process_outputs: Path, name: str) -> None:
-    _assert_npz_equal(in_process_outputs / name, _golden(name))
+def test_simulator_traces_are_identical(tmp_path: Path, name: str) -> None:
+    _assert_npz_equal(_produced(name, tmp_path), _golden(name))
 
 
 @pytest.mark.graph

@@ -185,6 +185,12 @@ def test_optional_nodes(tmp_path: Path) -> None:
     assert len(rec) == 1 and rec[0].parameters["output_dir"] == str(tmp_path / "bag")
     assert lp.bag_dir(recorded) == str(tmp_path / "bag")
     assert lp.bag_dir(plan("plume", seed=5)) is None
+    # in lockstep the recorder reports its progress and the clock counts it among the consumers it waits for
+    assert "report_progress" not in rec[0].parameters
+    stepped = plan("plume", seed=5, record=str(tmp_path / "bag"), lockstep=True)
+    assert next(s for s in stepped if s.name == "recorder").parameters["report_progress"] is True
+    unrecorded = plan("plume", seed=5, lockstep=True)
+    assert stepped[0].parameters["lockstep_consumers"] == unrecorded[0].parameters["lockstep_consumers"] + 1
 
 
 def test_default_bag_dir_is_absolute_and_named_after_the_config(tmp_path: Path, monkeypatch) -> None:

@@ -545,6 +545,7 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
     from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
     from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
     from qrsim_ros.ros.qos import QOS_LATCHED, QOS_TICK_PROGRESS
+    from qrsim_ros.ros.renewable_inputs import RENEW_AFTER_S
 
     scenario = "search_rescue_2a"  # one vehicle, velocity control, GPS at 5 Hz (every 10 ticks)
     domain = free_domain()
@@ -616,8 +617,14 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         assert probe.spin_until(lambda: len(cmds) >= 2, 60)
         sensors(2, gps=True)  # GPS stamped t_2 is early but harmless: tick 2 completes on IMU + alt
         sensors(10, gps=False)  # a GPS tick without GPS: incomplete, no command
-        probe.spin_until(lambda: len(cmds) >= 4, 1.0)
+        # tick 10 waits for its GPS: past RENEW_AFTER_S of waiting the controller makes the missing
+        # sensors' subscriptions again (each had matched our writer); tick 10 then completes through them
+        renewed = ("tick 10: subscribed again to /uav1/gps/fix (1 publisher matched), /uav1/gps/vel "
+                   "(1 publisher matched)")
+        assert probe.spin_until(lambda: renewed in graph.log("flight_controller"), RENEW_AFTER_S + 30), \
+            graph.log("flight_controller")[-2000:]
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2]
+        assert probe.spin_until(matched, STARTUP_S), {k: p.get_subscription_count() for k, p in pubs.items()}
         sensors(10, gps=True)
         assert probe.spin_until(lambda: len(cmds) >= 4, 60)
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2, 10]

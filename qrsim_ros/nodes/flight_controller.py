@@ -22,7 +22,9 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
        status's ``faults``: a vehicle whose link is lost (comm_loss) at tick k keeps the set point it
        held at tick k-1 (what arrived since is dropped, as the Simulator's ``drop_commands``).
   out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
-       ``/diagnostics``: counters of rejected set points and late/skipped/re-sent ticks.
+       ``/diagnostics``: counters of rejected set points, late/skipped/re-sent ticks and sensor
+       subscriptions made again (``inputs_renewed``: a tick waited over ``RENEW_AFTER_S`` for a sensor,
+       ``qrsim_ros.ros.renewable_inputs``).
 
 Set points expire (``FleetControl``, as in the Simulator): a set point's stamp is when it was issued;
 one stamped ahead of the latest tick seen by more than one tick (0.02 s), or older than the scenario's
@@ -94,8 +96,10 @@ from qrsim_ros.ros.names import (
 from qrsim_ros.ros.node import Counters, ScenarioNode, run_node
 from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable
 from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.renewable_inputs import RenewableInputs
 from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL, SensorSchedule
 from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
+from qrsim_ros.ros.step_inputs import TOPICS
 
 #: Keys of the buffered inputs of a tick (besides the sensors' IMU, FIX, VEL, ALT): the mouse's escape
 #: command, a mission's task-step set point, /clock and the vehicle status.
@@ -173,7 +177,8 @@ class FlightControllerNode(ScenarioNode):
         self.counters = Counters(self, ["setpoint_rejected_non_finite", "setpoint_rejected_frame",
                                         "setpoint_rejected_mode", "setpoint_rejected_no_attitude",
                                         "setpoint_rejected_stamp", "setpoints_clamped", "failsafe_onsets",
-                                        "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected"],
+                                        "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected",
+                                        "inputs_renewed"],
                                 self.params.report_period_s)
         self.ticks_computed = 0
         self._start_episode(FIRST_EPISODE)
@@ -181,13 +186,13 @@ class FlightControllerNode(ScenarioNode):
         self._episode_known = False
 
         self._cmd_pubs: dict[int, Any] = {}
+        self._inputs = RenewableInputs(self)  # the sensor subscriptions, made again if one goes deaf
         for i in self.controlled:
             ns = vehicle_namespace(i)
+            for kind, msg_type in ((IMU, Imu), (ALT, Altitude), (FIX, NavSatFix), (VEL, TwistStamped)):
+                self._inputs.create((kind, i), msg_type, f"{ns}/{TOPICS[kind]}",
+                                    partial(self._on_sensor, kind, i), QOS_RELIABLE)
             sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
-            sub(Imu, f"{ns}/imu/data", partial(self._on_sensor, IMU, i))
-            sub(Altitude, f"{ns}/altimeter", partial(self._on_sensor, ALT, i))
-            sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_sensor, FIX, i))
-            sub(TwistStamped, f"{ns}/gps/vel", partial(self._on_sensor, VEL, i))
             sub(TwistStamped, f"{ns}/cmd/velocity", partial(self._on_velocity_setpoint, i))
             sub(PoseStamped, f"{ns}/cmd/pose", partial(self._on_pose_setpoint, i))
             self._cmd_pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
@@ -198,7 +203,7 @@ class FlightControllerNode(ScenarioNode):
             from rosgraph_msgs.msg import Clock as ClockMsg
 
             self.create_subscription(ClockMsg, "/clock", self._on_clock, QOS_CLOCK)
-        self._waiting_since: float | None = None
+        self._waiting: tuple[int, float] | None = None  # (the oldest incomplete tick, since) [wall s]
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(self.params.report_period_s, self._report_waiting, clock=self._wall)
         summary = ", ".join(f"{vehicle_namespace(i)}:{modes[i]}" for i in self.controlled) or "none"
@@ -454,7 +459,6 @@ class FlightControllerNode(ScenarioNode):
             if j < k or not compute:
                 self.counters.count("skipped_ticks")
         self._last_tick = max(self._last_tick, k)
-        self._waiting_since = None
         if compute:
             self._compute_and_publish(k)
 
@@ -548,21 +552,28 @@ class FlightControllerNode(ScenarioNode):
                                           throttle_duration_sec=period_s)
 
     def _report_waiting(self) -> None:
-        """Say which inputs the oldest incomplete tick still waits for (lockstep debugging)."""
+        """Say which inputs the oldest incomplete tick still waits for (lockstep debugging); once it has
+        waited long, make the missing sensors' subscriptions again (``RenewableInputs``)."""
         if not self._pending:
-            self._waiting_since = None
+            self._waiting = None
+            self._inputs.wait_ended()
             return
         now = self._wall.now().nanoseconds * 1e-9
-        if self._waiting_since is None:
-            self._waiting_since = now
-            return
         k = min(self._pending)
+        if self._waiting is None or self._waiting[0] != k:  # a new oldest tick: its wait starts now
+            self._waiting = (k, now)
+            self._inputs.wait_ended()
+            return
+        waited = now - self._waiting[1]
         entry = self._pending[k]
         missing = sorted(entry.missing) if entry.missing is not None else [(STATUS, -1)]
         names = ", ".join(f"{vehicle_namespace(i)}/{kind}" if i >= 0 else kind for kind, i in missing)
         self.get_logger().warning(f"tick {k} (t = {k * BASE_DT_S:.2f} s) still waits for: "
-                                  f"{names or 'nothing'} after {now - self._waiting_since:.1f} s")
-
+                                  f"{names or 'nothing'} after {waited:.1f} s")
+        renewed = self._inputs.wait_went_on(waited, missing)
+        if renewed:
+            self.counters.count("inputs_renewed", len(renewed))
+            self.get_logger().warning(f"tick {k}: subscribed again to {', '.join(renewed)}")
 
 def main(argv: list[str] | None = None) -> int:
     return run_node(FlightControllerNode, argv)

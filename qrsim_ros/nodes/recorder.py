@@ -53,6 +53,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
+from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC
 from qrsim_ros.ros.node import Counters, ParameterError, run_node
 from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters, limited
 from qrsim_ros.ros.run_identity import RUN_COUNTERS, RunMemberNode
@@ -97,6 +98,9 @@ PARAMETERS = ParamTable(
     Param("drain_timeout_s", 5.0,
           "longest wall time spent taking pending messages after SIGINT/SIGTERM before the bag is closed [s]",
           lo=0.0, hi=60.0),
+    Param("report_progress", False,
+          "report each /sim/vehicle_status written on /sim/tick_progress, so that a lockstep clock waits "
+          "for the recorder (its window and its last tick; the launch plan sets it in lockstep)"),
     Param("scenario", "", "scenario of the run (written to the bag's custom_data)"),
     limited("seed", -1, "seed of the run (custom_data)"),
     limited("num_vehicles", 0, "vehicles of the run (custom_data)"),
@@ -159,6 +163,7 @@ class RecorderNode(RunMemberNode):
         self._forward: dict[int, Any] = {}
         self._gate_wait_since: float | None = None  # when the gate subscription first waited [monotonic s]
         self._install_signal_handlers()
+        self._progress = LockstepReport(self) if p.report_progress else None
 
         self._discover()
         self._timer = self.create_timer(HOUSEKEEPING_S, self._housekeeping,
@@ -286,6 +291,8 @@ class RecorderNode(RunMemberNode):
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
         callback = self._clock_callback(topic_id) if name == CLOCK_TOPIC else self._callback(topic_id)
+        if name == VEHICLE_STATUS_TOPIC and self._progress is not None:
+            callback = self._progress.after(callback)
         self._subs[name] = self.create_subscription(cls, name, callback, qos, raw=True)
         self._policy[name] = (reliable, transient_local)
         self.get_logger().debug(f"recording {name} ({msgtype})")
@@ -418,6 +425,7 @@ class RecorderNode(RunMemberNode):
         if self._closed:
             return
         self._closed = True  # later messages hit a closed writer and are dropped here
+        self._leave_lockstep()
         self.get_logger().error(str(exc))
         self.exit_status = int(ExitStatus.RECORDER_FAILED)
 
@@ -426,6 +434,7 @@ class RecorderNode(RunMemberNode):
         if self._closed:
             return
         self._closed = True
+        self._leave_lockstep()
         missing, ticks = self._clock_gaps.missing()
         if missing:
             # /clock is published every tick with a depth-1 history: a gap means the recorder fell
@@ -446,6 +455,10 @@ class RecorderNode(RunMemberNode):
                                f"topics, {size_mb:.2f} MB in {len(self.writer.files)} file(s), "
                                f"{wall:.1f} s of wall time, {time.process_time():.1f} s of CPU")
 
+    def _leave_lockstep(self) -> None:
+        if self._progress is not None:
+            self._progress.leave()
+
     def close_outputs(self) -> None:
         """``run_node``'s step before the DDS teardown: the bag is finished while the stop deadline for the
         node's own work runs (the teardown gets the longer one)."""
@@ -456,6 +469,50 @@ class RecorderNode(RunMemberNode):
             self.close_bag()
         finally:
             super().destroy_node()
+
+
+class LockstepReport:
+    """The recorder as a lockstep consumer (``report_progress``): after each /sim/vehicle_status it
+    wrote, its (episode, tick) on /sim/tick_progress, as the ground-truth consumers report theirs; so a
+    lockstep clock runs at most its window ahead of the bag and, at ``duration_s``, waits for the bag to
+    hold the last tick (a recorder starved of CPU had lost a run's last 53 of 101 ticks: the writers
+    had left before it took them). On leaving (the bag closed or failed) it reports a tick that is never
+    behind, so the clock does not wait for a recorder that is gone."""
+
+    def __init__(self, node: Any) -> None:
+        from qrsim_ros.msg import TickProgress, VehicleStatus
+        from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+        from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
+
+        self._status_type = VehicleStatus
+        self._msg = TickProgress(node=node.get_fully_qualified_name())
+        self._pub = node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        self._left = False
+
+    def after(self, write: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        """``write`` (a raw /sim/vehicle_status callback), then the report of what it wrote."""
+        from rclpy.serialization import deserialize_message
+
+        def write_and_report(data: bytes) -> None:
+            write(data)
+            if self._left:
+                return
+            status = deserialize_message(data, self._status_type)
+            self._msg.episode, self._msg.tick = int(status.episode), int(status.tick)
+            self._pub.publish(self._msg)
+
+        return write_and_report
+
+    def leave(self) -> None:
+        if self._left:
+            return
+        self._left = True
+        self._msg.episode, self._msg.tick = LEFT_EPISODE, LEFT_TICK
+        self._pub.publish(self._msg)
+
+
+#: The report of a consumer that has left: never behind any tick (TickProgress's uint32 and uint64 maxima).
+LEFT_EPISODE, LEFT_TICK = 2**32 - 1, 2**64 - 1
 
 
 class ClockGaps:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -37,8 +36,9 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(__file__).resolve().parent / "data"
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+for _path in (REPO_ROOT, REPO_ROOT / "test"):  # the package, and the tests' launcher helper (rosenv)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 SEED = 5
 #: The goldens were recorded before the battery model existed (QRSim's open loop): every golden run flies
@@ -89,35 +89,30 @@ def _task_type(name: str) -> str:
     return load_scenario(name).task.type
 
 
-def produce_runs(out: Path) -> list[Path]:
-    """``qrsim run`` episode files of every scenario."""
+def produce_run(name: str, out: Path) -> Path:
+    """``qrsim run`` episode file of one scenario."""
     from qrsim_ros.cli import run
 
-    files = []
-    for name in scenarios():
-        steps = SCENARIO_RUN_STEPS.get(name) or RUN_STEPS.get(_task_type(name), DEFAULT_RUN_STEPS)
-        path = out / f"run_{name}.csv"
-        status = run.main([name, "--seed", str(SEED), "--steps", str(steps), "--out", str(path),
-                           *BATTERY_OFF_SET])
-        if status != 0:
-            raise RuntimeError(f"qrsim run {name} exited {status}")
-        files.append(path)
-    return files
+    steps = SCENARIO_RUN_STEPS.get(name) or RUN_STEPS.get(_task_type(name), DEFAULT_RUN_STEPS)
+    path = out / f"run_{name}.csv"
+    status = run.main([name, "--seed", str(SEED), "--steps", str(steps), "--out", str(path),
+                       *BATTERY_OFF_SET])
+    if status != 0:
+        raise RuntimeError(f"qrsim run {name} exited {status}")
+    return path
 
 
-def produce_batches(out: Path) -> list[Path]:
-    """``qrsim batch`` result files (in process, W = 1)."""
+def produce_batch(name: str, out: Path) -> Path:
+    """``qrsim batch`` result file of one of BATCH_CASES (in process, W = 1)."""
     from qrsim_ros.cli import batch
 
-    files = []
-    for name, runs, steps in BATCH_CASES:
-        path = out / f"batch_{name}.csv"
-        status = batch.main([name, "--runs", str(runs), "--steps", str(steps), "--workers", "1",
-                             "--seed", str(SEED), "--no-progress", "--out", str(path), *BATTERY_OFF_SET])
-        if status != 0:
-            raise RuntimeError(f"qrsim batch {name} exited {status}")
-        files.append(path)
-    return files
+    runs, steps = {case: (r, k) for case, r, k in BATCH_CASES}[name]
+    path = out / f"batch_{name}.csv"
+    status = batch.main([name, "--runs", str(runs), "--steps", str(steps), "--workers", "1",
+                         "--seed", str(SEED), "--no-progress", "--out", str(path), *BATTERY_OFF_SET])
+    if status != 0:
+        raise RuntimeError(f"qrsim batch {name} exited {status}")
+    return path
 
 
 def trace(name: str) -> dict[str, np.ndarray]:
@@ -158,16 +153,13 @@ def trace(name: str) -> dict[str, np.ndarray]:
     return out
 
 
-def produce_traces(out: Path) -> list[Path]:
-    files = []
-    for name in scenarios():
-        path = out / f"trace_{name}.npz"
-        np.savez_compressed(path, **trace(name))
-        files.append(path)
-    return files
+def produce_trace(name: str, out: Path) -> Path:
+    path = out / f"trace_{name}.npz"
+    np.savez_compressed(path, **trace(name))
+    return path
 
 
-def produce_replay(out: Path) -> list[Path]:
+def produce_replay(out: Path) -> Path:
     """``qrsim replay`` of 400 steps of varied controls, with wind and an initial state."""
     from qrsim_ros.cli import replay
 
@@ -185,29 +177,48 @@ def produce_replay(out: Path) -> list[Path]:
     inputs.unlink()
     if status != 0:
         raise RuntimeError(f"qrsim replay exited {status}")
-    return [path]
+    return path
+
+
+def in_process_files() -> list[str]:
+    """The names of the in-process golden files, each made by ``produce_file``."""
+    return ([f"run_{name}.csv" for name in scenarios()] + [f"batch_{name}.csv" for name, _, _ in BATCH_CASES]
+            + [f"trace_{name}.npz" for name in scenarios()] + ["replay.csv"])
+
+
+def produce_file(file_name: str, out: Path) -> Path:
+    """Write the in-process golden file ``file_name`` (one of ``in_process_files()``) into ``out``."""
+    if file_name == "replay.csv":
+        return produce_replay(out)
+    kind, _, rest = file_name.partition("_")
+    producers = {"run": produce_run, "batch": produce_batch, "trace": produce_trace}
+    if kind not in producers or file_name not in in_process_files():
+        raise ValueError(f"no in-process golden file {file_name!r}")
+    return producers[kind](rest.rsplit(".", 1)[0], out)
 
 
 def produce_in_process(out: Path) -> list[Path]:
-    return produce_runs(out) + produce_batches(out) + produce_traces(out) + produce_replay(out)
+    return [produce_file(name, out) for name in in_process_files()]
 
 
 # --- the launched graph -------------------------------------------------------------------------
 
+#: Wall seconds a golden graph run may take (inside test_golden's 300 s budget, which also reads the bag;
+#: the runs take 20-50 s on an idle machine).
+GRAPH_RUN_TIMEOUT_S = 240.0
+
+
 def graph_run(case: str, work: Path, domain_id: int) -> dict[str, np.ndarray]:
-    """Launch the case's graph in lockstep as fast as possible, recorded; read the bag back."""
+    """Launch the case's graph in lockstep as fast as possible, recorded; read the bag back. A run that
+    has not ended within GRAPH_RUN_TIMEOUT_S is stopped and fails with the end of its output."""
+    from rosenv import run_launch
+
     bag = work / f"bag_{case}"
-    env = dict(os.environ)
-    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-    env["ROS_DOMAIN_ID"] = str(domain_id)
-    env["ROS_LOG_DIR"] = str(work / "ros_log")
-    cmd = [sys.executable, str(REPO_ROOT / "install/qrsim_ros/lib/qrsim_ros/qrsim"), "launch",
-           *GRAPH_CASES[case], "--lockstep", "--real-time-factor", "0", "--record", str(bag),
-           *BATTERY_OFF_PARAM]
-    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"qrsim launch {case} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-3000:]}")
+    argv = [*GRAPH_CASES[case], "--lockstep", "--real-time-factor", "0", "--record", str(bag),
+            *BATTERY_OFF_PARAM]
+    rc, output = run_launch(work, argv, timeout_s=GRAPH_RUN_TIMEOUT_S, domain_id=domain_id)
+    if rc != 0:
+        raise RuntimeError(f"qrsim launch {case} exited {rc}; its output ends:\n{output[-6000:]}")
     return read_graph_bag(bag)
 
 

@@ -50,8 +50,8 @@ def test_missing_inputs_are_renewed_after_the_wait_then_on_a_doubling_backoff() 
     # the same wait goes on: next at twice the wait of the last renewal (12 s)
     assert inputs.wait_went_on(11.0, [("imu", 0)]) == []
     assert inputs.wait_went_on(12.5, [("imu", 0)]) == ["/uav1/imu/data (0 publishers matched)"]
-    assert inputs.renewals == 2
+    assert len(node.made) == 4
     # a new wait starts from renew_after_s again
     inputs.wait_ended()
     assert inputs.wait_went_on(5.0, [("fix", 0)]) == ["/uav1/gps/fix (1 publisher matched)"]
-    assert inputs.renewals == 3 and len(node.made) == 5
+    assert len(node.made) == 5

@@ -575,6 +575,7 @@ class FlightControllerNode(ScenarioNode):
             self.counters.count("inputs_renewed", len(renewed))
             self.get_logger().warning(f"tick {k}: subscribed again to {', '.join(renewed)}")
 
+
 def main(argv: list[str] | None = None) -> int:
     return run_node(FlightControllerNode, argv)
 

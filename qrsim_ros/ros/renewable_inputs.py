@@ -41,8 +41,6 @@ class RenewableInputs:
         self._subs: dict[Hashable, Any] = {}
         self.renew_after_s = renew_after_s
         self._next_renewal_s = renew_after_s
-        #: subscriptions made again so far (for /diagnostics)
-        self.renewals = 0
 
     def create(self, key: Hashable, msg_type: Any, topic: str, callback: Callable[[Any], None],
                qos: Any) -> Any:
@@ -71,7 +69,6 @@ class RenewableInputs:
             topic, matched = old.topic_name, old.get_publisher_count()
             self._node.destroy_subscription(old)
             self._subs[key] = self._make(key)
-            self.renewals += 1
             renewed.append(f"{topic} ({matched} publisher{'s' if matched != 1 else ''} matched)")
         return renewed
 

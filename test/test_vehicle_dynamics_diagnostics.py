@@ -110,3 +110,52 @@ def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
     finally:
         probe.close()
         assert node.stop() == 0, node.stderr()
+
+
+def test_a_late_input_waited_past_renew_after_s_is_subscribed_again(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lockstep that waits: the probe is keep_spot's wind_field (uav1/wind stamped t_k for each tick's
+    /sim/vehicle_status) but withholds tick 3's wind until vehicle_dynamics says it made that subscription
+    again. The tick is re-sent every lockstep_timeout_s; past RENEW_AFTER_S of waiting the wind
+    subscription is made again (the log names it with the publishers its old reader had matched), and the
+    run completes through the new one."""
+    require_ros()
+    from geometry_msgs.msg import Vector3Stamped
+    from qrsim_ros.msg import VehicleStatus
+
+    from qrsim_ros.ros.renewable_inputs import RENEW_AFTER_S
+    from qrsim_ros.ros.stamps import stamp_from_tick
+
+    domain = free_domain()
+    node = NodeProcess("vehicle_dynamics", {
+        "scenario": "keep_spot", "seed": 3, "real_time_factor": 0.0, "lockstep": True,
+        "lockstep_timeout_s": 0.5, "lockstep_on_timeout": "wait", "command_timeout_s": 0.0,
+        "start_timeout_s": 0.0, "duration_s": 0.2}, ros_env(tmp_path, domain), tmp_path)
+    probe = Probe(tmp_path, domain, monkeypatch)
+    renewed = "tick 3: subscribed again to /uav1/wind (1 publisher matched)"
+    try:
+        wind = probe.node.create_publisher(Vector3Stamped, "uav1/wind", reliable())
+        ticks: list[int] = []
+        answered_after_renewal: list[int] = []
+
+        def on_status(msg: Any) -> None:
+            k = int(msg.tick)
+            ticks.append(k)
+            if k == 3:
+                if renewed not in node.stderr():
+                    return  # withheld
+                answered_after_renewal.append(k)
+            answer = Vector3Stamped()
+            answer.header.stamp = stamp_from_tick(k)
+            answer.header.frame_id = "map"
+            wind.publish(answer)
+
+        probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
+        assert node.wait_exit(RENEW_AFTER_S + 60) == 0, node.stderr()
+        err = node.stderr()
+        assert err.count("subscribed again") == 1 and renewed in err, err
+        assert answered_after_renewal and "waiting for uav1/wind@t=0.06" in err  # re-sent while withheld
+        assert set(ticks) == set(range(11)) and ticks.count(3) >= 2, ticks  # 0.2 s: ticks 0..10
+    finally:
+        probe.close()
+        node.stop()

@@ -14,7 +14,8 @@ I/O around it (docs/NODE_GRAPH.md):
   ``/sim/faults`` and ``uavN/battery`` (``ros.fleet_outputs``); ``/diagnostics`` every wall second,
   stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
   commands_clamped, command_timeouts, wind_rejected), lockstep_timeouts (waits longer than
-  lockstep_timeout_s), progress_resubscriptions, and started, episode, tick, steps, tick_period_s,
+  lockstep_timeout_s), inputs_renewed (input subscriptions made again: ``ros.renewable_inputs``),
+  progress_resubscriptions, and started, episode, tick, steps, tick_period_s,
   tick_rate_hz, real_time_factor (measured since the last array), real_time_factor_target, lockstep.
 - srv: ``~/reset`` (std_srvs/Trigger: new placement, episode + 1, tick 0 published again);
   ``/sim/inject_fault`` (qrsim_ros/InjectFault: one ``faults:`` item as YAML) and ``/sim/clear_fault``
@@ -69,6 +70,7 @@ from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, ThrottledWarnings, run_node
 from qrsim_ros.ros.parameters import SCENARIO_PARAMETERS, Param, ParamTable, limit_range, limited
 from qrsim_ros.ros.qos import QOS_RELIABLE
+from qrsim_ros.ros.renewable_inputs import RenewableInputs
 from qrsim_ros.ros.sensor_ticks import BATTERY_EVERY_N_TICKS
 from qrsim_ros.ros.stamps import stamp_ns
 from qrsim_ros.ros.tick_scheduler import ClockHooks, TickScheduler
@@ -78,7 +80,7 @@ from qrsim_ros.ros.wind_intake import WindIntake
 FINAL_ACK_S = 2.0
 #: The counters on /diagnostics (summed over vehicles; per vehicle they are in /sim/vehicle_status).
 DIAGNOSTIC_COUNTERS = ("commands_rejected", "commands_clamped", "command_timeouts", "wind_rejected",
-                       "lockstep_timeouts")
+                       "lockstep_timeouts", "inputs_renewed")
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -175,22 +177,23 @@ class VehicleDynamicsNode(ScenarioNode):
             publish=lambda: self.outputs.publish_tick(self.clock.k, self.clock.episode),
             start_subscribers=self.start_gate_count,
             start_unmatched=lambda: self.outputs.unmatched_readers(self), start_missing=self._graph_missing,
-            starting=self._starting, finish=self._finish), warn)
+            starting=self._starting, renew_inputs=self._renew_late_inputs, finish=self._finish), warn)
         self._place()
 
-        # inputs
-        self._cmd_subs = [self.create_subscription(AttitudeCommand, f"{ns}/cmd/attitude",
-                                                   lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
-                          for i, ns in enumerate(self.names)]
+        # inputs (the lockstep ones made again if one goes deaf)
+        self._inputs = RenewableInputs(self)
+        for i, ns in enumerate(self.names):
+            self._inputs.create(("cmd/attitude", i), AttitudeCommand, f"{ns}/cmd/attitude",
+                                lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
+            if not self.still_air:
+                self._inputs.create(("wind", i), Vector3Stamped, f"{ns}/wind",
+                                    lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
         # the rotor airframe's lower-level inputs (every vehicle: a Pelican one rejects and counts them)
         for kind, msg_type in ((RATES_THRUST, RatesThrustCommand), (MOTORS, MotorCommand)):
             for i, ns in enumerate(self.names):
                 self.create_subscription(msg_type, f"{ns}/{COMMAND_TOPICS[kind]}",
                                          lambda m, i=i, kind=kind: self._on_low_level(i, kind, m),
                                          QOS_RELIABLE)
-        self._wind_subs = [] if self.still_air else [
-            self.create_subscription(Vector3Stamped, f"{ns}/wind", lambda m, i=i: self._on_wind(i, m),
-                                     QOS_RELIABLE) for i, ns in enumerate(self.names)]
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.fault_services = FaultServices(self, self.faults, self.names, lambda: self.clock.k * BASE_DT_S,
                                             lambda: self.clock.stopping)
@@ -264,10 +267,10 @@ class VehicleDynamicsNode(ScenarioNode):
     # --- the start gate -----------------------------------------------------------------------------------
     def _graph_missing(self) -> list[str]:
         """Lockstep start: inputs without a publisher, and whether the ground truth has a subscriber."""
-        missing = [f"a publisher of {self.names[i]}/wind" for i, sub in enumerate(self._wind_subs)
-                   if sub.get_publisher_count() < 1]
-        missing += [f"a publisher of {self.names[i]}/cmd/attitude" for i in np.flatnonzero(self.controlled)
-                    if self._cmd_subs[i].get_publisher_count() < 1]
+        awaited = [] if self.still_air else [("wind", i) for i in range(self.num_vehicles)]
+        awaited += [("cmd/attitude", int(i)) for i in np.flatnonzero(self.controlled)]
+        missing = [f"a publisher of {self.names[i]}/{topic}" for topic, i in awaited
+                   if self._inputs[topic, i].get_publisher_count() < 1]
         if self.outputs.status_pub.get_subscription_count() < 1:
             missing.append("a subscriber of /sim/vehicle_status")
         return missing
@@ -286,6 +289,16 @@ class VehicleDynamicsNode(ScenarioNode):
     def _integrate(self, k: int) -> None:
         """Integrate the step to tick ``k`` with the held inputs (``Plant.tick``)."""
         self.plant.tick(k, self._plant_inputs)
+        self._inputs.wait_ended()
+
+    def _renew_late_inputs(self, waited_s: float) -> None:
+        """The tick's lockstep inputs are late (``waited_s`` wall seconds since it went out): past
+        ``RENEW_AFTER_S`` their subscriptions are made again (a deaf reader, as the flight controller's)."""
+        late = self.lockstep.late_inputs(self.clock.k, self.fleet.valid)
+        renewed = self._inputs.wait_went_on(waited_s, late)
+        if renewed:
+            self.diagnostics.count("inputs_renewed", len(renewed))
+            self.get_logger().warning(f"tick {self.clock.k}: subscribed again to {', '.join(renewed)}")
 
     def _plant_inputs(self, events: FaultEvents) -> PlantInputs:
         """Step k+1's inputs to the plant, once its faults are known (``Plant.tick``): the held commands

@@ -95,22 +95,27 @@ class LockstepGate:
         """What step k+1 waits for: lockstep inputs of tick k, first commands, and (``consumers``) the
         ground-truth consumers behind the lockstep window."""
         t = f"@t={k * BASE_DT_S:.2f}"
-        missing: list[str] = []
-        if self.params.lockstep:
-            if not self.still_air:
-                missing += [f"{self.names[i]}/wind{t}" for i in np.flatnonzero(valid & (self.wind.tick != k))]
-            late = valid & self.controlled & (self.command_seen_ns != k * TICK_NS)
-            missing += [f"{self.names[i]}/cmd/attitude{t}" for i in np.flatnonzero(late)]
-            if consumers:
-                window = self.params.lockstep_window_ticks
-                missing += [f"the consumer {who} (window {window} ticks)"
-                            for who in self.lagging(k + 1, window, episode)]
+        missing = [f"{self.names[i]}/{topic}{t}" for topic, i in self.late_inputs(k, valid)]
+        if consumers:  # (none outside lockstep)
+            window = self.params.lockstep_window_ticks
+            missing += [f"the consumer {who} (window {window} ticks)"
+                        for who in self.lagging(k + 1, window, episode)]
         if self.params.wait_for_commands:
             first = " (a first command)"
             missing += [f"{self.names[i]}/cmd/attitude{first}" if not self.commands.is_rotor[i] else
                         f"{self.names[i]}/cmd/attitude, cmd/rates_thrust or cmd/motors{first}"
                         for i in np.flatnonzero(valid & ~self.commands.held.present)]
         return missing
+
+    def late_inputs(self, k: int, valid: np.ndarray) -> list[tuple[str, int]]:
+        """The lockstep inputs of tick k not received yet, as (topic under the vehicle's namespace,
+        vehicle index): ``("wind", i)`` and ``("cmd/attitude", i)``."""
+        if not self.params.lockstep:
+            return []
+        windless = valid & (self.wind.tick != k)
+        late = [] if self.still_air else [("wind", int(i)) for i in np.flatnonzero(windless)]
+        unanswered = valid & self.controlled & (self.command_seen_ns != k * TICK_NS)
+        return late + [("cmd/attitude", int(i)) for i in np.flatnonzero(unanswered)]
 
     def note_progress(self, msg: TickProgress) -> None:
         self.progress[msg.node] = (int(msg.episode), int(msg.tick))

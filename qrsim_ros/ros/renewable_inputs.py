@@ -10,7 +10,9 @@ progress reports (``lockstep.LockstepGate.resubscribe_progress``).
 
 ``RenewableInputs`` keeps what each subscription was made from and renews the ones named, on a backoff
 (``RENEW_AFTER_S``, doubling while the same wait goes on) so that a graph that is only slow (discovery
-under load) is not kept from matching by renewals.
+under load) is not kept from matching by renewals. The flight controller renews its sensor inputs this
+way, vehicle_dynamics its lockstep inputs (``cmd/attitude`` and ``wind``), each once a tick has waited
+``RENEW_AFTER_S`` since it first went out.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class RenewableInputs:
         """``node.create_subscription(msg_type, topic, callback, qos)``, kept under ``key``."""
         self._specs[key] = _Spec(msg_type, topic, callback, qos)
         self._subs[key] = self._make(key)
+        return self._subs[key]
+
+    def __getitem__(self, key: Hashable) -> Any:
+        """The current subscription under ``key``."""
         return self._subs[key]
 
     def _make(self, key: Hashable) -> Any:

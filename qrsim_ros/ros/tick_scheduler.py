@@ -5,9 +5,10 @@ wind or command message, a progress report, or the wall-clock timer) as ``Lockst
 by ``Pace`` (``real_time_factor``), at most ``BURST_S`` of wall time at a time. After
 ``lockstep_timeout_s`` of wall time without a step the missing inputs are named in a warning ("waiting
 for uav2/wind@t=1.24, uav1/cmd/attitude@t=1.24") and the tick's outputs are published again (for nodes
-that joined late or lost them; consumers treat a repeated tick as a repeat), or, when only consumers are
-behind, their progress is read again; then the clock waits on (``lockstep_on_timeout: wait``) or steps
-with the held inputs (``continue``).
+that joined late or lost them; consumers treat a repeated tick as a repeat; once the tick has waited
+``RENEW_AFTER_S`` the late inputs' subscriptions are also made again: ``ros.renewable_inputs``), or,
+when only consumers are behind, their progress is read again; then the clock waits on
+(``lockstep_on_timeout: wait``) or steps with the held inputs (``continue``).
 
 Tick 0 is first published once ``start_subscribers`` ground-truth consumers matched and every
 ground-truth writer matched each subscription the graph lists for its topic (a reader that the writer has
@@ -79,6 +80,7 @@ class ClockHooks:
     start_unmatched: Callable[[], list[str]]  # ground-truth topics whose writer has not matched a reader
     start_missing: Callable[[], list[str]]  # lockstep start: inputs without a publisher, ...
     starting: Callable[[], None]  # tick 0 is about to go out
+    renew_inputs: Callable[[float], None]  # the tick's inputs are late (wall s since it went out): renew
     finish: Callable[[], None]  # duration_s reached and drained: end the node
 
 
@@ -102,6 +104,7 @@ class TickScheduler:
         self._draining_since: float | None = None  # duration_s reached, waiting for the consumers
         self._pace = Pace(params.real_time_factor)
         self._wait_since = time.monotonic()
+        self._tick_out = self._wait_since  # when the current tick first went out (re-sends do not count)
         self._max_steps = math.floor(params.duration_s / BASE_DT_S + 1e-9) if params.duration_s > 0 else 0
         # wall-clock timer: pacing (a quarter of a tick's period: steps late by at most that), lockstep
         # timeouts, free-running bursts
@@ -153,13 +156,13 @@ class TickScheduler:
         self.k += 1
         self.steps += 1
         self.hooks.publish()
-        self._wait_since = time.monotonic()
+        self._wait_since = self._tick_out = time.monotonic()
         if self._max_steps and self.steps >= self._max_steps:
             self._begin_finish()
 
     def _anchor_pace(self) -> None:
         self._pace.anchor(self.steps)
-        self._wait_since = time.monotonic()
+        self._wait_since = self._tick_out = time.monotonic()
 
     def _on_timer(self) -> None:
         if self._draining_since is not None:
@@ -192,6 +195,7 @@ class TickScheduler:
         self._log.warning(f"waiting for {', '.join(missing)} ({waited:.1f} s)"
                           + (f"; tick {self.k} re-sent" if inputs_late else "; progress reports read again"))
         if inputs_late:  # an input may be lost: send the tick again (a slow consumer has it queued)
+            self.hooks.renew_inputs(time.monotonic() - self._tick_out)  # ... or its subscription deaf
             self.hooks.publish()
         else:
             self.gate.resubscribe_progress()

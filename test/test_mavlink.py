@@ -190,6 +190,43 @@ def test_each_vehicle_is_a_px4_quadrotor_with_its_own_system_id_and_ports() -> N
         r.close()
 
 
+MAVROS_COMPONENT = 240  # MAVROS's default component id (its system id defaults to 1)
+
+
+def test_the_documented_mavros_line_reaches_each_vehicle() -> None:
+    """docs/MAVLINK.md's MAVROS row (``fcu_url:=udp://:BIND@HOST:REMOTE``, ``tgt_system:=i+1``): MAVROS binds
+    BIND and writes to HOST:REMOTE. The documented numbers are the vehicles' default API layout; over the
+    same layout shifted to free ports, a MAVROS-like peer (system 1, component 240, its heartbeat first)
+    on vehicle i's pair of ports is answered by system i+1 only."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "MAVLINK.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| MAVROS |"))
+    m = re.search(r"fcu_url:=udp://:(\d+)@([\d.]+):(\d+)` for vehicle 0; vehicle i: "
+                  r"`udp://:(\d+)\+i@([\d.]+):(\d+)\+i`, `tgt_system:=i\+1`", row)
+    assert m, row
+    d = MavlinkPorts()
+    assert (int(m[1]), m[2], int(m[3])) == (int(m[4]), m[5], int(m[6])) == (d.api_remote, d.host, d.api_local)
+    r = Rig(3)
+    try:
+        for c in r.clients:
+            c.mav = mavlink.MAVLink(None, srcSystem=1, srcComponent=MAVROS_COMPONENT)
+        r.fly(0.1)
+        for i, c in enumerate(r.clients):
+            assert c.sock.getsockname()[1] - r.ports.api_remote == c.vehicle[1] - r.ports.api_local == i
+            c.send(mavlink.MAVLink_heartbeat_message(mavlink.MAV_TYPE_ONBOARD_CONTROLLER,
+                                                     mavlink.MAV_AUTOPILOT_INVALID, 0, 0, 0, 3))
+            c.command(mavlink.MAV_CMD_REQUEST_MESSAGE, mavlink.MAVLINK_MSG_ID_AUTOPILOT_VERSION, target=i + 1)
+        r.fly(0.1)
+        for i, c in enumerate(r.clients):
+            assert last_ack(c, mavlink.MAV_CMD_REQUEST_MESSAGE).result == mavlink.MAV_RESULT_ACCEPTED
+            assert {v.get_srcSystem() for v in c.of("AUTOPILOT_VERSION")} == {i + 1}
+            assert {b.get_srcSystem() for b in c.of("HEARTBEAT")} == {i + 1}
+    finally:
+        r.close()
+
+
 def test_arm_and_takeoff_by_command_with_telemetry_from_the_estimate(rig: Rig) -> None:
     arm_and_take_off(rig, 10.0)
     c = rig.clients[0]

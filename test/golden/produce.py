@@ -281,6 +281,31 @@ def read_graph_bag(bag: Path) -> dict[str, np.ndarray]:
     return out
 
 
+def launched_states(work: Path, argv: list[str]) -> tuple[dict[int, np.ndarray], str]:
+    """``qrsim launch argv``, recorded: every tick's true states (N, 13) of its first episode, from the
+    bag, and the launcher's output."""
+    from rosenv import run_launch
+
+    bag = work / "bag"
+    rc, out = run_launch(work, [*argv, "--record", str(bag)], timeout_s=300)
+    assert rc == 0, out[-5000:]
+    run = read_graph_bag(bag)
+    return {int(tick): state for (episode, tick), state in zip(run["episode_tick"], run["state"], strict=True)
+            if episode == 1}, out
+
+
+def assert_same_flight(got: dict[int, np.ndarray], want: dict[int, np.ndarray], last_tick: int,
+                       tolerance: float) -> None:
+    """The graph's states ``got`` equal the in-process ``want`` (by tick, up to ``last_tick``) within
+    ``tolerance``; the recorder may miss the last tick of a stopping graph, never the ones before."""
+    ticks = sorted(want)
+    assert ticks[-1] == last_tick
+    compared = [k for k in ticks if k in got]
+    assert len(compared) >= len(ticks) - 1, (sorted(got)[-3:], ticks)
+    for k in compared:
+        np.testing.assert_allclose(got[k], want[k], rtol=0, atol=tolerance, err_msg=f"tick {k}")
+
+
 def produce_graphs(out: Path, domain_base: int | None = None) -> list[Path]:
     files = []
     base = domain_base if domain_base is not None else 150 + os.getpid() % 50

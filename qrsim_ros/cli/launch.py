@@ -498,9 +498,8 @@ class StatusListener:
 
     It is polled (``spin_once``: take what is there, then wait), not spun per message: every
     subscription keeps only the latest message, so the launcher costs the graph a few callbacks a
-    second instead of one per tick; the batteries are read once a BATTERY_POLL_S. The real-time factor
-    uses the /clock messages' source timestamps (the wall time vehicle_dynamics published them), so
-    polling does not blur it.
+    second instead of one per tick; the batteries are read once a BATTERY_POLL_S. The real-time factor uses the /clock messages' source timestamps
+    (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
     def __init__(self, progress: RunProgress, run_id: str = "", num_vehicles: int = 0) -> None:

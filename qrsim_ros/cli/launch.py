@@ -120,9 +120,6 @@ STARTUP_TIMEOUT_S = 60.0
 DOMAIN_CHECK_S = 30.0
 #: Prefix of the launcher's own rclpy node (followed by its pid).
 LISTENER_PREFIX = "qrsim_launch_"
-#: the launcher's second node, the batteries' (not a listener: ``other_simulator`` does not count it)
-BATTERY_LISTENER_PREFIX = "qrsim_batteries_"
-BATTERY_POLL_S = 1.0  # the batteries are read this often (the status line comes every few seconds)
 
 
 # --- arguments ---------------------------------------------------------------------------------------
@@ -278,11 +275,6 @@ def other_simulator(node: Any, own_name: str) -> str | None:
     return None
 
 
-def others_discovered(listener: StatusListener) -> int:
-    """The nodes discovered in the domain besides the listener's own."""
-    return sum(name not in listener.own_names for name, _ns in listener.node.get_node_names_and_namespaces())
-
-
 def domain_taken(domain_id: int, found: str) -> CliError:
     """The one-line refusal to start a graph where another simulator (``found``) runs."""
     return CliError(f"ROS_DOMAIN_ID {domain_id} is taken: another simulator runs in it ({found}); "
@@ -301,7 +293,7 @@ def check_domain_free(listener: StatusListener, domain_id: int, participants: in
     deadline = time.monotonic() + wait_s
     while True:
         found = other_simulator(listener.node, listener.node.get_name())
-        if found is None and others_discovered(listener) >= participants:
+        if found is None and len(listener.node.get_node_names_and_namespaces()) - 1 >= participants:
             # all there (the nodes of one process arrive together): one more look after a moment
             listener.spin_once(0.2)
             found = other_simulator(listener.node, listener.node.get_name())
@@ -310,7 +302,7 @@ def check_domain_free(listener: StatusListener, domain_id: int, participants: in
         if found is not None:
             raise domain_taken(domain_id, found)
         if time.monotonic() >= deadline:
-            known = others_discovered(listener)
+            known = len(listener.node.get_node_names_and_namespaces()) - 1
             return (f"ROS_DOMAIN_ID {domain_id}: {participants} DDS participant(s) were there, {known} "
                     f"node(s) discovered in {wait_s:g} s, none of a simulator; starting")
         listener.spin_once(0.05)
@@ -496,9 +488,9 @@ class StatusListener:
     """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status, /sim/faults and
     every uavN/battery feed a RunProgress.
 
-    It is polled (``spin_once``: take what is there, then wait), not spun per message: every
-    subscription keeps only the latest message, so the launcher costs the graph a few callbacks a
-    second instead of one per tick; the batteries are read once a BATTERY_POLL_S. The real-time factor uses the /clock messages' source timestamps
+    It is polled (``spin_once``: take what is there, then wait), not spun per message: both
+    subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
+    second instead of one per tick. The real-time factor uses the /clock messages' source timestamps
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
@@ -524,26 +516,12 @@ class StatusListener:
                                       status_qos)
         # /sim/faults is latched too (vehicle_dynamics publishes it when the active set changes)
         self.node.create_subscription(ActiveFaults, "/sim/faults", self._ours(progress.on_faults), status_qos)
-        # The batteries, the latest of each (best effort matches the reliable publisher), on a node and
-        # executor of their own polled once a BATTERY_POLL_S: at 10 Hz per pack they would otherwise be
-        # most of the launcher's callbacks (500 a second with 50 vehicles) for a figure shown every
-        # few seconds.
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-
-        self._battery_node: Any = rclpy.create_node(f"{BATTERY_LISTENER_PREFIX}{os.getpid()}",
-                                                    context=self._probe.context,
-                                                    start_parameter_services=False)
-        self._battery_executor: Any = SingleThreadedExecutor(context=self._probe.context)
-        self._battery_executor.add_node(self._battery_node)
+        # the batteries: the latest of each (best effort matches the reliable publisher)
         for i in range(num_vehicles):
             name = vehicle_namespace(i)
-            self._battery_node.create_subscription(BatteryState, f"/{name}/battery",
-                                                   functools.partial(progress.on_battery, name), clock_qos)
-        self._next_battery_poll = time.monotonic()
-        self.own_names = (self.node.get_name(), self._battery_node.get_name())
-        self._subscriptions = 3  # and /sim/vehicle_status, created once the clock runs
-        self._num_vehicles = num_vehicles
+            self.node.create_subscription(BatteryState, f"/{name}/battery",
+                                          functools.partial(progress.on_battery, name), clock_qos)
+        self._subscriptions = 4 + num_vehicles  # and /sim/vehicle_status, created once the clock runs
         self._progress = progress
         self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
@@ -563,25 +541,20 @@ class StatusListener:
                              history=HistoryPolicy.KEEP_LAST)
             self._vehicle_status_sub = self.node.create_subscription(
                 VehicleStatus, "/sim/vehicle_status", self._ours(self._progress.on_vehicle_status), qos)
-            self._subscriptions += 1
-        self._take_ready(self.executor, self._subscriptions)
-        if time.monotonic() >= self._next_battery_poll:
-            self._take_ready(self._battery_executor, self._num_vehicles)
-            self._next_battery_poll = time.monotonic() + BATTERY_POLL_S
+        self._take_ready()
         left = deadline - time.monotonic()
         if left > 0:
             time.sleep(left)
 
-    @staticmethod
-    def _take_ready(executor: Any, subscriptions: int) -> None:
-        """Run every callback of ``executor`` ready now, from one wait set (``spin_once`` would build a
-        wait set of all its ``subscriptions`` for each one: quadratic in their number)."""
+    def _take_ready(self) -> None:
+        """Run every callback ready now, from one wait set (``spin_once`` would build a wait set of all
+        4 + N subscriptions for each one: quadratic in N at 20 polls a second)."""
         from rclpy.executors import ShutdownException, TimeoutException
 
         # subscriptions of depth 1: at most one callback each is ready; a second wait set ends the poll
-        for _ in range(subscriptions + 1):
+        for _ in range(self._subscriptions + 1):
             try:
-                handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+                handler, _entity, _node = self.executor.wait_for_ready_callbacks(timeout_sec=0.0)
             except (TimeoutException, ShutdownException):
                 return
             handler()
@@ -595,10 +568,6 @@ class StatusListener:
         return filtered
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._battery_executor.shutdown(timeout_sec=1.0)
-        with contextlib.suppress(Exception):
-            self._battery_node.destroy_node()
         self._probe.close()
 
 

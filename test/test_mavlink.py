@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import socket
 import struct
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -198,9 +200,6 @@ def test_the_documented_mavros_line_reaches_each_vehicle() -> None:
     BIND and writes to HOST:REMOTE. The documented numbers are the vehicles' default API layout; over the
     same layout shifted to free ports, a MAVROS-like peer (system 1, component 240, its heartbeat first)
     on vehicle i's pair of ports is answered by system i+1 only."""
-    import re
-    from pathlib import Path
-
     doc = (Path(__file__).resolve().parents[1] / "docs" / "MAVLINK.md").read_text(encoding="utf-8")
     row = next(line for line in doc.splitlines() if line.startswith("| MAVROS |"))
     m = re.search(r"fcu_url:=udp://:(\d+)@([\d.]+):(\d+)` for vehicle 0; vehicle i: "

@@ -388,16 +388,31 @@ class TestProcess:
                 self._seen.wait(min(left, 1.0))
 
     def wait(self, timeout_s: float) -> int:
-        """Its exit status, once it ends by itself within ``timeout_s``; else the test fails (after it is
-        stopped) with the end of its output. Its output is read to the end before this returns."""
+        """Its exit status, once it ends by itself within ``timeout_s``; else the test fails with the end
+        of its output, which holds every thread's stack (SIGUSR1: ``qrsim`` and the node executables
+        print them), after it is stopped. Its output is read to the end before this returns."""
         try:
             rc = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            self.ask_for_stacks()
             self.close()
             raise AssertionError(f"{Path(self.argv[0]).name} {' '.join(self.argv[1:4])} had not ended after "
                                  f"{timeout_s:g} s (stopped); its output ends:\n{self.tail()}") from None
         self._reader.join(timeout=30)
         return rc
+
+    def ask_for_stacks(self, timeout_s: float = 5.0) -> bool:
+        """SIGUSR1, and up to ``timeout_s`` for the stack dump it prints (faulthandler); whether it came."""
+        start = len(self.lines)
+        self.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        with self._seen:
+            while not any("most recent call first" in line for line in self.lines[start:]):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._reader.is_alive():
+                    return False
+                self._seen.wait(min(left, 0.5))
+        return True
 
     def send_signal(self, sig: int) -> None:
         if self.proc.poll() is None:

@@ -250,7 +250,8 @@ def _stop(launch: TestProcess, timeout_s: float = 60.0) -> int:
 @pytest.mark.timeout(300)
 def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
     """Two launches in one domain used to fly each other's commands: the second is refused with one line
-    before any node starts, and --domain-id auto runs beside the first in a domain of its own."""
+    before any node starts, and --domain-id auto runs beside the first in a domain of its own. The first
+    prints its threads' stacks on SIGUSR1 and still stops cleanly."""
     require_ros()
     domain = free_domain()
     env = ros_env(tmp_path, domain)
@@ -258,6 +259,10 @@ def test_a_second_graph_in_the_same_domain_is_refused(tmp_path: Path) -> None:
                          domain_id=domain)
     try:
         first.wait_for_line(r"\[vehicle_dynamics\].*started: tick 0", 120)
+        # SIGUSR1 prints the running launcher's every thread (how a hung launch says where it waits),
+        # and the run goes on to a clean stop
+        assert first.ask_for_stacks(30), first.output[-3000:]
+        first.wait_for_line(r'File ".*qrsim_ros/cli/launch\.py", line \d+ in (watch|start)$', 10)
         t0 = time.monotonic()
         second = subprocess.run([sys.executable, "-m", "qrsim_ros.cli.main", "launch", "keep_spot",
                                  "--no-autopilot", "--duration", "1"], env=env, cwd=tmp_path,

@@ -4,7 +4,9 @@ when it runs (or for ``qrsim --help``): ``qrsim launch`` does not pay for Dask a
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -33,6 +35,7 @@ def build_parser(names: Sequence[str] = tuple(SUBCOMMANDS)) -> argparse.Argument
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand named in ``argv``; return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    _enable_stack_dumps()
     parser = build_parser([argv[0]] if argv and argv[0] in SUBCOMMANDS else tuple(SUBCOMMANDS))
     if not argv or argv[0] == "help":
         parser.print_help()
@@ -42,6 +45,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     return int(args.func(args))
+
+
+def _enable_stack_dumps() -> None:
+    """As the node executables do: a crash in native code (DDS, numba) prints the Python stack, and
+    SIGUSR1 prints every thread's stack at any time (``kill -USR1 PID``), so a hung ``qrsim launch``
+    says where it waits."""
+    # the process's own standard error (a test calling ``main`` may have replaced sys.stderr)
+    if not faulthandler.is_enabled():  # (pytest's own handler stays when a test calls ``main``)
+        faulthandler.enable(file=sys.__stderr__)
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
 if __name__ == "__main__":

@@ -508,6 +508,34 @@ def test_a_node_stuck_in_dds_teardown_gets_the_longer_deadline_and_keeps_its_sta
     assert STOP_DEADLINE_S < TEARDOWN_DEADLINE_S and TEARDOWN_DEADLINE_S + 1.0 < 5.0
 
 
+_LAUNCHER_STUCK_CLOSING_ITS_LISTENER = """
+import time
+from qrsim_ros.cli import launch
+
+class StuckListener:
+    def close(self):
+        time.sleep(60)  # a DDS teardown that never returns
+
+launch.LISTENER_CLOSE_DEADLINE_S = 0.5
+print(time.monotonic(), flush=True)
+launch.close_listener(StuckListener(), 3)
+"""
+
+
+@pytest.mark.graph
+def test_a_launcher_stuck_closing_its_listener_ends_with_the_runs_status_and_its_stacks() -> None:
+    """The idle flake hunt once saw ``qrsim launch`` print that every node had stopped and then neither
+    summarise nor exit: the last step, the status listener's DDS teardown, now has a deadline (after the
+    summary), past which the launcher ends with the run's own status, a warning and every stack."""
+    require_ros()
+    res, elapsed = run_stuck(_LAUNCHER_STUCK_CLOSING_ITS_LISTENER)
+    assert res.returncode == 3 and 0.5 <= elapsed < 5.0, (res.returncode, elapsed, res.stderr)
+    assert res.stderr.splitlines()[0] == (
+        "warning: still not stopped 0.5 s after the run's end (stuck closing the status listener, DDS "
+        "teardown; the launcher's work is complete): exiting now"), res.stderr
+    assert re.search(r"line \d+ in close\n.*line \d+ in close_listener", res.stderr, re.DOTALL), res.stderr
+
+
 _BAD_PARAMETER_STUCK_IN_TEARDOWN = """
 import time
 import rclpy

@@ -104,6 +104,8 @@ from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit
 from qrsim_ros.supervision.probe import ProbeNode
 
 PROG = "qrsim launch"
+#: Wall seconds the launcher's status listener gets to close (its DDS teardown) once the run is over.
+LISTENER_CLOSE_DEADLINE_S = 10.0
 #: Wall seconds the clock owner gets to end a --duration run by itself before everything is signalled.
 DURATION_GRACE_S = 5.0
 #: Wall seconds between status lines when stdout is not a terminal.
@@ -994,21 +996,38 @@ def run(args: argparse.Namespace) -> int:
         if launcher.stop_reason is None:
             launcher.stop_reason = "launcher error"
         launcher.stop(listener)
-        if listener is not None:
-            listener.close()
         launcher.cleanup()
-    # The run is over: later SIGINT/SIGTERMs are ignored, not put back to Python's handlers. A Ctrl-C that
-    # races the episode's own end would otherwise raise KeyboardInterrupt, or during the interpreter's
-    # shutdown (which resets handled signals to SIG_DFL, ignored ones stay) kill the process, and turn a
-    # clean run's exit status into -2.
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_IGN)
-    console.clear_status()
-    print(launcher.summary(time.monotonic() - t0), flush=True)
+        # The run is over: later SIGINT/SIGTERMs are ignored, not put back to Python's handlers. A Ctrl-C
+        # that races the episode's own end would otherwise raise KeyboardInterrupt, or during the
+        # interpreter's shutdown (which resets handled signals to SIG_DFL, ignored ones stay) kill the
+        # process, and turn a clean run's exit status into -2.
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        console.clear_status()
+        # the summary before the listener's DDS teardown, which is the one step left that can block
+        print(launcher.summary(time.monotonic() - t0), flush=True)
+        if listener is not None:
+            close_listener(listener, launcher.exit_status())
     status = launcher.exit_status()
     if getattr(args, "plot", False):
         status = max(status, plot_run(specs))
     return status
+
+
+def close_listener(listener: StatusListener, status: int) -> None:
+    """Close the status listener (its DDS participant) within ``LISTENER_CLOSE_DEADLINE_S``: a teardown
+    that blocks (in DDS, under load) ends the launcher with the run's ``status``, a warning line and
+    every thread's stack, since every node has stopped and the summary is out."""
+    from qrsim_ros.ros.node import StopWatchdog
+
+    deadline = StopWatchdog(LISTENER_CLOSE_DEADLINE_S, LISTENER_CLOSE_DEADLINE_S, owner="the launcher")
+    deadline.teardown(status)
+    deadline.step = "closing the status listener"
+    deadline.start("the run's end")
+    try:
+        listener.close()
+    finally:
+        deadline.cancel()
 
 
 def plot_run(specs: Sequence[NodeSpec]) -> int:

@@ -263,9 +263,10 @@ class StopWatchdog:
     prints one line naming the step (``step``) and the Python stacks (to find the cause), then
     ``os._exit``: the launcher sees ExitStatus.STOP_DEADLINE, a failure it names."""
 
-    def __init__(self, deadline_s: float = STOP_DEADLINE_S, teardown_deadline_s: float = TEARDOWN_DEADLINE_S
-                 ) -> None:
+    def __init__(self, deadline_s: float = STOP_DEADLINE_S, teardown_deadline_s: float = TEARDOWN_DEADLINE_S,
+                 *, owner: str = "the node") -> None:
         self.deadline_s = deadline_s
+        self.owner = owner  # whose work is complete, in the teardown warning
         self.teardown_deadline_s = max(teardown_deadline_s, deadline_s)
         self.step = "spinning"
         self._timer: threading.Timer | None = None
@@ -325,8 +326,9 @@ class StopWatchdog:
 
         if self._teardown_status is not None:
             print(f"warning: still not stopped {self.teardown_deadline_s:g} s after {why} (stuck "
-                  f"{self.step}, DDS teardown; the node's work is complete): exiting now", file=sys.stderr,
-                  flush=True)
+                  f"{self.step}, DDS teardown; {self.owner}'s work is complete): exiting now",
+                  file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
             os._exit(self._teardown_status)
         print(f"error: still not stopped {self.deadline_s:g} s after {why} (stuck {self.step}): exiting now",
               file=sys.stderr, flush=True)

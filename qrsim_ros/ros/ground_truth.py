@@ -17,7 +17,9 @@ episode: the handler is called with ``reset=True`` and re-initialises its models
 truth (spin-ups continue the random streams, as ``Simulator.reset()``). The first ground truth a node
 ever gets is a reset too. A tick that repeats the last one in the same episode (vehicle_dynamics
 publishes a tick again when lockstep inputs are late) is not stepped again: the outputs of that tick
-are published again. The counter is taken from the per-tick status rather than the latched
+are published again, except on latched (transient local) topics: their history already holds the
+message for every reader, and a second copy would read as a second one (a second episode start on
+``/plume/markers``). The counter is taken from the per-tick status rather than the latched
 ``/sim/episode``, so it cannot arrive out of order with the ground truth it belongs to.
 
 Ticks advance by one: after the first tick a node handles, a tick is taken only if it is the last one
@@ -378,7 +380,8 @@ class GroundTruthSync:
         new_episode = episode is not None and self._episode is not None and episode != self._episode
         if last is not None and k == last and not new_episode:
             # the same tick again: its outputs again, no second model step
-            self._publish(self._last_out if self.on_repeat is None else self.on_repeat(k, self._last_out))
+            again = self._last_out if self.on_repeat is None else self.on_repeat(k, self._last_out)
+            self._publish([(pub, msg) for pub, msg in again if not _latched(pub)])
             self._report_progress(k)
             return
         reset = last is None or k < last or new_episode
@@ -487,3 +490,10 @@ class GroundTruthNode(ScenarioNode):
         tick whose answers it misses): those of the first time (``first``), unless a node builds some only
         for readers matched at the time (it then builds them again for the readers matched now)."""
         return first
+
+
+def _latched(publisher: Any) -> bool:
+    """Whether ``publisher`` keeps its last message for late readers (transient local durability)."""
+    from rclpy.qos import DurabilityPolicy
+
+    return publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL

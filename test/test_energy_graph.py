@@ -5,7 +5,8 @@ vehicle_dynamics steps the same ``FleetEnergy`` as the in-process Simulator and 
 (test_lockstep_agreement's set-up: wind_field + vehicle_dynamics, constant attitude commands held from
 tick 0), every message carries the Simulator's pack values of that tick, and the fields follow the
 message's conventions (current negative while discharging, percentage 0..1, charge in Ah, LIPO,
-present, one voltage per cell, frame ``uavN/base_link``, stamp = the tick's simulated time).
+present, one voltage per cell, frame ``uavN/base_link``, stamp = the tick's simulated time), and
+/sim/vehicle_status carries every pack's charge of every tick.
 
 On the rotor airframe the pack's voltage caps the motor speed (docs/ENERGY.md "Motor speed"): a rotor
 vehicle whose pack empties in flight falls and becomes invalid on the ground in vehicle_dynamics tick for
@@ -63,13 +64,14 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
                                                          ) -> None:
     require_ros()
     from nav_msgs.msg import Odometry
-    from qrsim_ros.msg import AttitudeCommand
+    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
     from sensor_msgs.msg import BatteryState
 
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(ACTIONS)
     batteries: dict[tuple[int, int], Any] = {}
+    fleet_fractions: dict[int, list[float]] = {}  # /sim/vehicle_status battery_fraction, by tick
     odom0: set[int] = set()
     moved = threading.Event()
     total = round(DURATION_S / 0.02)
@@ -87,6 +89,9 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
             elif i == 0:
                 moved.set()
 
+        node.create_subscription(VehicleStatus, "/sim/vehicle_status",
+                                 lambda m: fleet_fractions.__setitem__(m.tick, list(m.battery_fraction)),
+                                 reliable())
         for i in range(n):
             node.create_subscription(BatteryState, f"/uav{i + 1}/battery", lambda m, i=i: on_battery(i, m),
                                      reliable())
@@ -127,6 +132,10 @@ def test_lockstep_graph_publishes_the_simulators_battery(tmp_path: Path, monkeyp
         assert len(msg.cell_voltage) == 3 and sum(msg.cell_voltage) == pytest.approx(msg.voltage, rel=1e-6)
         assert msg.location == f"uav{i + 1}" and msg.serial_number
         assert np.isnan(msg.temperature)
+    # /sim/vehicle_status carries every pack's charge at every tick: the Simulator's, to float32
+    assert len(fleet_fractions) > total // 2, sorted(fleet_fractions)
+    for k, fractions in fleet_fractions.items():
+        assert fractions == [f32(p) for p in ref[k]["percentage"]], (k, fractions)
     # not vacuous: the packs drain, and differently (different throttles)
     last = max(k for k, _ in batteries)
     first = min(k for k, _ in batteries)

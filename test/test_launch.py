@@ -562,7 +562,8 @@ def test_progress_shows_failsafes_and_command_faults() -> None:
     assert p.failsafe_text() == "" and p.command_faults() == ""
     p.on_vehicle_status(SimpleNamespace(names=["uav1", "uav2"], failsafe=["", "hold"], failsafe_onsets=[0, 1],
                                         setpoints_rejected=[2, 0], setpoints_clamped=[0, 1],
-                                        commands_rejected=[0, 0], commands_clamped=[0, 0]))
+                                        commands_rejected=[0, 0], commands_clamped=[0, 0],
+                                        battery_fraction=[]))
     assert "failsafe uav2 hold" in p.line()
     assert p.command_faults() == ("failsafe onsets 1, set points rejected 2, set points clamped 1 (uav2)")
 
@@ -575,14 +576,18 @@ def test_progress_shows_active_faults_and_the_lowest_battery() -> None:
     def fault(vehicle: int, kind: str) -> SimpleNamespace:
         return SimpleNamespace(id=f"{kind}.0", vehicle=vehicle, kind=kind)
 
+    def status(names: list[str], battery: list[float]) -> SimpleNamespace:
+        return SimpleNamespace(names=names, failsafe=[""] * len(names), battery_fraction=battery)
+
     p = RunProgress()
     assert "faults" not in p.line() and "battery" not in p.line()
     p.on_faults(SimpleNamespace(faults=[]))  # /sim/faults at tick 0: nothing active
-    p.on_battery("uav1", SimpleNamespace(percentage=0.8))
+    p.on_vehicle_status(status(["uav1"], []))  # the scenario's battery is off
+    assert "battery" not in p.line()
+    p.on_vehicle_status(status(["uav1"], [0.8]))
     assert "faults" not in p.line() and p.line().endswith(" | battery min 80 %")  # one pack: no name
     p.on_faults(SimpleNamespace(faults=[fault(0, "rotor_loss"), fault(1, "gps_outage")]))
-    p.on_battery("uav2", SimpleNamespace(percentage=0.424))
-    p.on_battery("uav3", SimpleNamespace(percentage=float("nan")))  # not known: left out
+    p.on_vehicle_status(status(["uav1", "uav2", "uav3"], [0.8, 0.424, float("nan")]))  # nan: left out
     assert p.line().endswith(" | faults: uav1 rotor_loss, uav2 gps_outage | battery min 42 % (uav2)")
     p.on_faults(SimpleNamespace(faults=[fault(v, k) for v in (0, 1, 2) for k in ("comm_loss", "gyro_stuck")]))
     assert "| faults: 6 active on 3 vehicles |" in p.line()

@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import functools
 import json
 import math
 import os
@@ -377,9 +376,8 @@ class RunProgress:
     _window: collections.deque[tuple[float, float]] = field(default_factory=lambda: collections.deque())
     status: Any = None
     done: bool = False
-    vehicle_status: Any = None  # the latest /sim/vehicle_status (failsafes and input counters)
+    vehicle_status: Any = None  # the latest /sim/vehicle_status (failsafes, input counters, batteries)
     faults: Any = None  # the latest /sim/faults (qrsim_ros/ActiveFaults: the active set)
-    battery_fraction: dict[str, float] = field(default_factory=dict)  # uavN -> latest uavN/battery, 0..1
 
     def on_clock(self, t_s: float, wall: float) -> None:
         if self._last_clock_s is not None and t_s < self._last_clock_s - 1e-9:
@@ -407,9 +405,6 @@ class RunProgress:
     def on_faults(self, msg: Any) -> None:
         self.faults = msg
 
-    def on_battery(self, name: str, msg: Any) -> None:
-        self.battery_fraction[name] = float(msg.percentage)
-
     def faults_text(self) -> str:
         """'uav1 rotor_loss, uav2 gps_outage' for the active faults (up to three; more: '5 active on 3
         vehicles'); '' when none is active or /sim/faults was not heard."""
@@ -420,8 +415,12 @@ class RunProgress:
         return ", ".join(f"{vehicle_namespace(int(f.vehicle))} {f.kind}" for f in active)
 
     def battery_text(self) -> str:
-        """'42 % (uav2)': the lowest charge of the packs heard on uavN/battery ('' with none)."""
-        known = {n: p for n, p in self.battery_fraction.items() if math.isfinite(p)}
+        """'42 % (uav2)': the lowest charge of the packs in /sim/vehicle_status ('' with none: no status
+        yet, or the scenario's battery is off)."""
+        vs = self.vehicle_status
+        if vs is None:
+            return ""
+        known = {n: float(p) for n, p in zip(vs.names, vs.battery_fraction, strict=False) if math.isfinite(p)}
         if not known:
             return ""
         name = min(known, key=lambda n: (known[n], n))
@@ -487,8 +486,8 @@ class RunProgress:
 
 
 class StatusListener:
-    """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status, /sim/faults and
-    every uavN/battery feed a RunProgress.
+    """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status (which also
+    carries the batteries: no subscription per vehicle) and /sim/faults feed a RunProgress.
 
     It is polled (``spin_once``: take what is there, then wait), not spun per message: both
     subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
@@ -496,10 +495,9 @@ class StatusListener:
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """
 
-    def __init__(self, progress: RunProgress, run_id: str = "", num_vehicles: int = 0) -> None:
+    def __init__(self, progress: RunProgress, run_id: str = "") -> None:
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock
-        from sensor_msgs.msg import BatteryState
 
         from qrsim_ros.msg import ActiveFaults, TaskStatus
 
@@ -518,12 +516,7 @@ class StatusListener:
                                       status_qos)
         # /sim/faults is latched too (vehicle_dynamics publishes it when the active set changes)
         self.node.create_subscription(ActiveFaults, "/sim/faults", self._ours(progress.on_faults), status_qos)
-        # the batteries: the latest of each (best effort matches the reliable publisher)
-        for i in range(num_vehicles):
-            name = vehicle_namespace(i)
-            self.node.create_subscription(BatteryState, f"/{name}/battery",
-                                          functools.partial(progress.on_battery, name), clock_qos)
-        self._subscriptions = 4 + num_vehicles  # and /sim/vehicle_status, created once the clock runs
+        self._subscriptions = 4  # and /sim/vehicle_status, created once the clock runs
         self._progress = progress
         self._run_id = run_id
         self._vehicle_status_sub: Any = None  # once the clock runs (see spin_once)
@@ -549,8 +542,8 @@ class StatusListener:
             time.sleep(left)
 
     def _take_ready(self) -> None:
-        """Run every callback ready now, from one wait set (``spin_once`` would build a wait set of all
-        4 + N subscriptions for each one: quadratic in N at 20 polls a second)."""
+        """Run every callback ready now, from one wait set (``spin_once`` would build a wait set of
+        every subscription for each one)."""
         from rclpy.executors import ShutdownException, TimeoutException
 
         # subscriptions of depth 1: at most one callback each is ready; a second wait set ends the poll
@@ -967,7 +960,7 @@ def run(args: argparse.Namespace) -> int:
     participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
     listener: StatusListener | None = None
     try:
-        listener = StatusListener(launcher.progress, resolved.run_id, resolved.num_vehicles)
+        listener = StatusListener(launcher.progress, resolved.run_id)
     except Exception as exc:  # the run goes on without a status line (and a start-up barrier)
         console.line(f"[{PROG}] no status line: {exc}")
     if listener is not None:

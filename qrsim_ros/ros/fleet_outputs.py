@@ -62,6 +62,7 @@ from qrsim_ros.ros.to_messages import (
     battery_state_message,
     fill_battery_state,
     fill_ground_truth,
+    float32_array,
     float64_array,
     odometry_message,
     static_transforms,
@@ -200,6 +201,8 @@ class FleetOutputs:
         if self.faults_due:  # the list is rebuilt only when the active set changed
             self._fault_msgs = active_fault_messages(self.faults.active)
         s.faults = self._fault_msgs
+        if self.energy.on:
+            s.battery_fraction = float32_array(self.energy.percentage)
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self.status_pub.publish(s)

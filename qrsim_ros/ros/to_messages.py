@@ -63,8 +63,17 @@ from qrsim_ros.ros.names import (
 def float64_array(values: ArrayLike) -> array.array:
     """A float64[] message field from any array, row-major (assigning ``array('d')`` skips rclpy's
     per-element type check)."""
-    out = array.array("d")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return _typed_array("d", np.float64, values)
+
+
+def float32_array(values: ArrayLike) -> array.array:
+    """A float32[] message field from any array, row-major (as ``float64_array``)."""
+    return _typed_array("f", np.float32, values)
+
+
+def _typed_array(code: str, dtype: type, values: ArrayLike) -> array.array:
+    out = array.array(code)
+    out.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
     return out
 
 

@@ -45,6 +45,9 @@ class FlightRig(Protocol):
     def landed_and_valid(self, i: int) -> bool:
         """Vehicle i rests on the ground, valid (landed, not crashed)."""
 
+    def battery_v(self, i: int) -> float:
+        """Vehicle i's pack voltage now [V] (the battery model's)."""
+
 
 class Client:
     """One MAVSDK instance on API port ``port`` (vehicle i's 14540 + i), as a script for PX4 SITL."""
@@ -79,6 +82,12 @@ def fly_three_from_the_ground_and_back(rig: FlightRig, clients: list[Client]) ->
     for i, c in enumerate(clients):
         rig.wait(c.healthy, 20, f"vehicle {i} healthy (global position, home, armable)")
         assert c.tel.landed_state() == telemetry.LandedState.ON_GROUND and not c.tel.armed()
+        # its pack as the vehicle reports it (BATTERY_STATUS, every 2 s): the battery model's, on the ground
+        # (a charged pack at rest: it drains by millivolts between two reports)
+        rig.wait(lambda c=c: c.tel.battery().voltage_v > 0.0, 5, f"vehicle {i}'s battery")
+        reported = c.tel.battery()
+        assert reported.voltage_v == pytest.approx(rig.battery_v(i), abs=0.05), (i, reported.voltage_v)
+        assert 0.0 < reported.remaining_percent <= 100.0, (i, reported.remaining_percent)
 
     spots = [rig.truth(i)[0:2] for i in range(len(clients))]  # on the base, 10 m apart around 0, 0
     for c in clients:

@@ -80,6 +80,7 @@ class GraphRig:
         self._time_s = -1.0
         self._state = np.full((NUM_VEHICLES, 13), np.nan)
         self._valid = np.zeros(NUM_VEHICLES, bool)
+        self._battery_v = np.full(NUM_VEHICLES, np.nan)
 
         def on_status(msg: Any) -> None:
             arrays = fleet_arrays(msg, NUM_VEHICLES)
@@ -89,6 +90,8 @@ class GraphRig:
                 self._time_s = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
                 self._state = arrays[0]
                 self._valid = np.array(msg.valid, bool)
+                if len(msg.battery_voltage_v) == NUM_VEHICLES:
+                    self._battery_v = np.array(msg.battery_voltage_v, float)
 
         self.node = rclpy.create_node("mavlink_graph_test", context=context, start_parameter_services=False)
         # the latest tick only: a queue would hand a test process that falls behind old states
@@ -127,6 +130,10 @@ class GraphRig:
 
     def estimate(self, i: int) -> None:
         return None  # inside the bridge's process; MAVSDK's reports are checked against the truth
+
+    def battery_v(self, i: int) -> float:
+        with self._lock:
+            return float(self._battery_v[i])
 
     def landed_and_valid(self, i: int) -> bool:
         with self._lock:

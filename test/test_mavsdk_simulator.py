@@ -80,6 +80,10 @@ class SimulatorRig:
         with self.lock:
             return bool(self.sim.fleet.resting[i]) and bool(self.sim.valid[i])
 
+    def battery_v(self, i: int) -> float:
+        with self.lock:
+            return float(self.sim.battery.voltage_v[i])
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=20)

@@ -13,9 +13,10 @@ Per computed tick k (the flight controller's, at t_k): what arrived on the links
 calls; the autopilots step on eX; their velocity set points and headings replace the agent vehicles'
 set points (issued at t_k); after the controllers, offboard attitude set points replace the attitude
 commands and disarmed vehicles' motors stop (throttle 0); then the telemetry that is due goes out,
-reporting eX (never the ground truth). What a vehicle says beyond eX: the battery from ``uavN/battery``
-(sensor_msgs/BatteryState), the GPS fix from ``uavN/gps/fix``'s status, and, for arming, the vehicle's
-validity and invalid reason from /sim/vehicle_status.
+reporting eX (never the ground truth). What a vehicle says beyond eX: the battery (its pack's voltage and
+charge, the values ``uavN/battery`` carries, read from /sim/vehicle_status: one message for the fleet), the
+GPS fix from ``uavN/gps/fix``'s status, and, for arming, the vehicle's validity and invalid reason from
+/sim/vehicle_status.
 
 Parameters: the flight controller's, and ``mavlink_instance_offset`` (vehicle i is PX4 instance offset + i:
 its ports), ``mavlink_network`` (bind every interface instead of loopback; the scenario's
@@ -29,7 +30,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from sensor_msgs.msg import BatteryState, NavSatFix, NavSatStatus
+from sensor_msgs.msg import NavSatFix, NavSatStatus
 
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ConfigError
@@ -90,7 +91,6 @@ class MavlinkBridgeNode(FlightControllerNode):
         for j, i in enumerate(self.onboard_rows.tolist()):
             ns = vehicle_namespace(i)
             sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
-            sub(BatteryState, f"{ns}/battery", partial(self._on_battery, j))
             sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_fix, j))
         self.get_logger().info(f"MAVLink: {m} vehicle(s), API links from UDP {ports.api_local}.. to "
                                f"{ports.host}:{ports.api_remote}.., ground station {ports.host}:"
@@ -124,11 +124,6 @@ class MavlinkBridgeNode(FlightControllerNode):
         return u
 
     # --- what the vehicle knows besides eX ----------------------------------------------------------
-    def _on_battery(self, j: int, msg: BatteryState) -> None:
-        self._battery_v[j] = msg.voltage
-        self._battery_fraction[j] = msg.percentage
-        self._battery_empty[j] = bool(msg.percentage <= 0.0)
-
     def _on_fix(self, j: int, msg: NavSatFix) -> None:
         self._gps_fix[j] = msg.status.status != NavSatStatus.STATUS_NO_FIX
 
@@ -136,7 +131,13 @@ class MavlinkBridgeNode(FlightControllerNode):
         # the flight controller's own subscription (run and fleet checked): the invalid reasons for arming
         if len(msg.invalid_reason) != self.num_vehicles:
             return
-        self._invalid_reason = [msg.invalid_reason[i] for i in self.onboard_rows.tolist()]
+        rows = self.onboard_rows
+        self._invalid_reason = [msg.invalid_reason[i] for i in rows.tolist()]
+        # the packs (empty with the battery off): one fleet message, no subscription per vehicle
+        if len(msg.battery_fraction) == self.num_vehicles == len(msg.battery_voltage_v):
+            self._battery_fraction = np.asarray(msg.battery_fraction, float)[rows]
+            self._battery_v = np.asarray(msg.battery_voltage_v, float)[rows]
+            self._battery_empty = self._battery_fraction <= 0.0
 
     def _telemetry(self) -> Telemetry:
         from pymavlink.dialects.v20 import common as mavlink

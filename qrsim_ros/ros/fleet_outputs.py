@@ -203,6 +203,7 @@ class FleetOutputs:
         s.faults = self._fault_msgs
         if self.energy.on:
             s.battery_fraction = float32_array(self.energy.percentage)
+            s.battery_voltage_v = float32_array(self.energy.voltage_v)
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self.status_pub.publish(s)

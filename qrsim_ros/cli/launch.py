@@ -489,8 +489,8 @@ class StatusListener:
     """A small rclpy node in the launcher: /clock, /referee/status, /sim/vehicle_status (which also
     carries the batteries: no subscription per vehicle) and /sim/faults feed a RunProgress.
 
-    It is polled (``spin_once``: take what is there, then wait), not spun per message: both
-    subscriptions keep only the latest message, so the launcher costs the graph a few callbacks a
+    It is polled (``spin_once``: take what is there, then wait), not spun per message: every
+    subscription keeps only the latest message, so the launcher costs the graph a few callbacks a
     second instead of one per tick. The real-time factor uses the /clock messages' source timestamps
     (the wall time vehicle_dynamics published them), so polling does not blur it.
     """

@@ -201,9 +201,10 @@ class FleetOutputs:
         if self.faults_due:  # the list is rebuilt only when the active set changed
             self._fault_msgs = active_fault_messages(self.faults.active)
         s.faults = self._fault_msgs
-        if self.energy.on:
-            s.battery_fraction = float32_array(self.energy.percentage)
-            s.battery_voltage_v = float32_array(self.energy.voltage_v)
+        if self.energy.bank is not None:  # the battery is on
+            volts, charge, _empty = self.energy.bank.readings_view()
+            s.battery_fraction = float32_array(charge)
+            s.battery_voltage_v = float32_array(volts)
         s.state = float64_array(self.fleet.state)
         s.specific_force = float64_array(self.fleet.accel_body)
         self.status_pub.publish(s)

@@ -31,8 +31,10 @@ PORT_BASE, DOMAIN_GAIN, UNICAST_OFFSET = 7400, 250, 10
 LOCALHOST_PROFILE = "fastdds_localhost.xml"
 #: The discovery range with the loopback profile: the middleware's own (the profile's) settings.
 LOOPBACK_DISCOVERY_RANGE = "SYSTEM_DEFAULT"
-#: What --network sets: discovery over the subnet, Fast DDS's default transports.
+#: What --network sets: discovery over the subnet.
 NETWORK_DISCOVERY_RANGE = "SUBNET"
+#: Fast DDS's built-in transports where our profile is not used (--network): UDP, no shared memory.
+BUILTIN_TRANSPORTS = "UDPv4"
 #: The help text of a domain option: the range and what 101 and up mean.
 DOMAIN_RANGE_HELP = (f"{DOMAIN_ID_MIN}..{DOMAIN_ID_MAX}; {EPHEMERAL_DOMAIN_FROM} and up put Fast DDS's ports "
                      "in the Linux ephemeral range (32768-60999), where another program may hold them")
@@ -192,8 +194,13 @@ def dds_environment(env: Mapping[str, str], domain_id: int | None = None, *,
     - loopback only (the default): FASTDDS_DEFAULT_PROFILES_FILE the loopback profile and
       ROS_AUTOMATIC_DISCOVERY_RANGE SYSTEM_DEFAULT (the profile decides), unless the user set a profile
       of their own (then only the range defaults to LOCALHOST), or
-    - with ``network``: ROS_AUTOMATIC_DISCOVERY_RANGE SUBNET and Fast DDS's default transports on every
-      interface (a profile the user set is kept; ours, inherited, is dropped).
+    - with ``network``: ROS_AUTOMATIC_DISCOVERY_RANGE SUBNET and Fast DDS's built-in UDPv4 transport on
+      every interface (a profile or FASTDDS_BUILTIN_TRANSPORTS the user set is kept; our profile,
+      inherited, is dropped).
+
+    Neither uses Fast DDS's shared-memory transport: a port whose listener missed its liveness check on
+    a loaded machine is replaced under it, and what was sent to it is lost for good (config/
+    fastdds_localhost.xml says more).
     """
     out = dict(env)
     if domain_id is not None:
@@ -202,6 +209,8 @@ def dds_environment(env: Mapping[str, str], domain_id: int | None = None, *,
         out["ROS_AUTOMATIC_DISCOVERY_RANGE"] = NETWORK_DISCOVERY_RANGE
         if Path(out.get("FASTDDS_DEFAULT_PROFILES_FILE", "")).name == LOCALHOST_PROFILE:
             del out["FASTDDS_DEFAULT_PROFILES_FILE"]  # ours (inherited): not what --network asks for
+        if not out.get("FASTDDS_DEFAULT_PROFILES_FILE"):
+            out.setdefault("FASTDDS_BUILTIN_TRANSPORTS", BUILTIN_TRANSPORTS)
         return out
     if out.get("FASTDDS_DEFAULT_PROFILES_FILE"):  # the user's own Fast DDS profile decides
         out.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -209,6 +218,7 @@ def dds_environment(env: Mapping[str, str], domain_id: int | None = None, *,
     profile = localhost_profile()
     if profile is None:  # a broken install: at least discovery stays on this machine
         out.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        out.setdefault("FASTDDS_BUILTIN_TRANSPORTS", BUILTIN_TRANSPORTS)
         return out
     out["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
     # The profile limits discovery and every socket to this machine. rmw_fastrtps's LOCALHOST range

@@ -40,9 +40,9 @@ def require_ros() -> None:
 
 def node_output_lines(log: str) -> list[str]:
     """The non-blank lines a node wrote itself: Fast DDS's own ``[RTPS_...]`` diagnostics are dropped.
-    When many participants of one domain start at once, two can pick the same participant id; the
-    loser logs ``Failed init_port ...: open_and_lock_file failed`` for its shared-memory port and takes
-    the next id (a benign race inside Fast DDS, seen under CI load), so the line is not the node's."""
+    They are Fast DDS's, not the node's: e.g. under Fast DDS's default transports, two participants of
+    one domain that start at once can pick the same participant id, and the loser logs
+    ``Failed init_port ...: open_and_lock_file failed`` before it takes the next id (a benign race)."""
     return [ln for ln in log.splitlines() if ln.strip() and "[RTPS_" not in re.sub(r"\x1b\[[0-9;]*m", "", ln)]
 
 

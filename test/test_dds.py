@@ -136,6 +136,9 @@ def test_the_environment_of_a_graph(tmp_path: Path) -> None:
     assert users["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
     net = dds.dds_environment(env, network=True)
     assert net["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and "FASTDDS_DEFAULT_PROFILES_FILE" not in net
+    assert net["FASTDDS_BUILTIN_TRANSPORTS"] == "UDPv4"  # every interface, no shared memory
+    assert dds.dds_environment({"FASTDDS_BUILTIN_TRANSPORTS": "DEFAULT"}, network=True)[
+        "FASTDDS_BUILTIN_TRANSPORTS"] == "DEFAULT"  # the user's choice is kept
     assert dds.dds_environment({"FASTDDS_DEFAULT_PROFILES_FILE": str(own)}, network=True)[
         "FASTDDS_DEFAULT_PROFILES_FILE"] == str(own)
 
@@ -152,21 +155,13 @@ def test_the_profile_binds_every_transport_to_loopback() -> None:
     used = [t.text for t in rtps.findall("f:userTransports/f:transport_id", NS)]
     assert sorted(used) == sorted(transports)
     kinds = {transports[u].findtext("f:type", namespaces=NS): transports[u] for u in used}
-    assert set(kinds) == {"SHM", "UDPv4"}
+    # UDPv4 only: Fast DDS's shared-memory transport loses a participant's port for good when its
+    # listening thread misses its 1 s liveness check (a loaded machine), and with it discovery
+    assert set(kinds) == {"UDPv4"}
     allowed = [i.get("name") for i in kinds["UDPv4"].findall("f:interfaces/f:allowlist/f:interface", NS)]
     assert allowed == ["127.0.0.1"]
     peers = rtps.findall("f:builtin/f:initialPeersList/f:locator/f:udpv4/f:address", NS)
     assert [p.text for p in peers] == ["127.0.0.1"]
-    # a port queue deep enough for a 50-vehicle tick on a loaded machine (Fast DDS's default 512 drops)
-    assert int(kinds["SHM"].findtext("f:port_queue_capacity", namespaces=NS)) >= 4096
-    # a segment that holds several of the largest samples the nodes send (a default camera's depth image,
-    # float32): with Fast DDS's 512 KiB a slow reader (the recorder) lost lidar sweeps, and images did
-    # not fit at all
-    from qrsim_ros.core.sensors.scene_camera import SceneCameraParams
-
-    camera = SceneCameraParams()
-    largest_image_b = camera.width_px * camera.height_px * 4
-    assert int(kinds["SHM"].findtext("f:segment_size", namespaces=NS)) >= 8 * largest_image_b
     # lost samples repaired within 0.1 s (Fast DDS's default heartbeat is every 3 s: after a short run)
     writers = root.findall("f:profiles/f:data_writer", NS)
     assert len(writers) == 1 and writers[0].get("is_default_profile") == "true"
@@ -312,7 +307,9 @@ def test_a_sigint_after_the_run_has_ended_keeps_its_clean_exit_status(tmp_path: 
 
 
 def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tuple[str, str, int]]], int]:
-    """Every process of a running keep_spot graph (and the launcher) -> its UDP/TCP sockets; exit status."""
+    """Every process of a running keep_spot graph (and the launcher) -> its UDP/TCP sockets; exit status.
+    Also asserts that no process maps or holds a Fast DDS shared-memory file (the profile and --network
+    leave its shared-memory transport out; LTTng's, from the tracing hooks, are not DDS's)."""
     tmp_path.mkdir()
     launch = qrsim_launch(tmp_path, ["keep_spot", "--no-autopilot", "--duration", "120", *extra])
     try:
@@ -320,9 +317,25 @@ def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tup
         pids = {"launcher": launch.proc.pid, **launch.child_pids()}
         assert len(pids) == 7, launch.output[-3000:]
         sockets = {name: inet_sockets(pid) for name, pid in pids.items()}
+        shm = {name: _shm_files(pid) for name, pid in pids.items()}
     finally:
         rc = _stop(launch)
+    assert not any(shm.values()), shm
     return sockets, rc
+
+
+def _shm_files(pid: int) -> set[str]:
+    """The Fast DDS files in /dev/shm (ports, segments, their locks) process ``pid`` maps or holds open."""
+    names = set()
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+        names |= {line.split()[-1] for line in maps if " /dev/shm/" in line}
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    names.add(target)
+    return {n for n in names if re.match(r"(sem\.)?fast(dds|rtps|_datasharing)", os.path.basename(n))}
 
 
 def _exposed(address: str) -> bool:

@@ -296,7 +296,10 @@ def _owned_segments(pid: int) -> set[str]:
 @pytest.mark.graph
 def test_shared_memory_of_a_killed_dds_process_is_removed_a_live_ones_is_not(tmp_path: Path) -> None:
     require_ros()
-    env = ros_env(tmp_path, free_domain())
+    # Fast DDS's default transports (shared memory and UDP), as a user's own DDS process would have them:
+    # the project's profile uses loopback UDP only and leaves no segments
+    env = {k: v for k, v in ros_env(tmp_path, free_domain()).items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    env.update(FASTDDS_BUILTIN_TRANSPORTS="DEFAULT", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     procs = [subprocess.Popen([sys.executable, "-c", _DDS_NODE], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     try:

@@ -619,8 +619,8 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         sensors(10, gps=False)  # a GPS tick without GPS: incomplete, no command
         # tick 10 waits for its GPS: past RENEW_AFTER_S of waiting the controller makes the missing
         # sensors' subscriptions again (each had matched our writer); tick 10 then completes through them
-        renewed = ("tick 10: subscribed again to /uav1/gps/fix (1 publisher matched), /uav1/gps/vel "
-                   "(1 publisher matched)")
+        renewed = ("tick 10: subscribed again to /uav1/gps/fix (1 publisher matched; the graph lists "
+                   "/test_probe), /uav1/gps/vel (1 publisher matched; the graph lists /test_probe)")
         assert probe.spin_until(lambda: renewed in graph.log("flight_controller"), RENEW_AFTER_S + 30), \
             graph.log("flight_controller")[-2000:]
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2]

@@ -279,14 +279,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     # subscriptions and must wait for the planned consumers, not for them.
     exclude = "^/parameter_events$|/ground_truth/odom$|^/sim/vehicle_status$"
     # Both extra recorders end without their DDS teardown, by SIGKILL or, under load, by the stop watchdog
-    # of the SIGTERMed one: so not the loopback profile (shared memory) but built-in UDP only, discovery on
-    # localhost. A shared-memory participant that ended so left its port behind, and 15 s later the imu
-    # node was blocked in publish() for good (its stack, printed as the launcher stopped it after 180 s)
-    # and the lockstep run stalled (a flake hunt, and twice here).
-    udp_env = {k: v for k, v in env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
-    udp_env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    # The SIGKILLed recorder takes only /clock and /tf (100 messages a second): with every other topic over
-    # UDP too, beside 2 CPU burners, its first split with /clock came after the 30 s run had ended.
+    # of the SIGTERMed one. Over the project's profile (loopback UDP) that leaves nothing behind that a
+    # live participant depends on; over shared memory a port left so had blocked the imu node in publish()
+    # for good and stalled the lockstep run (a flake hunt, and twice here).
+    # The SIGKILLed recorder takes only /clock and /tf (100 messages a second): with every other topic too,
+    # beside 2 CPU burners, its first split with /clock came after the 30 s run had ended.
     killed_exclude = "^(?!/clock$|/tf$)"
     procs: list[subprocess.Popen[Any]] = []
     launcher: TestProcess | None = None
@@ -296,12 +293,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         with open(tmp / "killed.log", "w") as log:
             killed = subprocess.Popen(_recorder_command(killed_dir, split_period_s=0.3,
                                                         exclude=killed_exclude),
-                                      env=udp_env, stdout=log, stderr=subprocess.STDOUT)
+                                      env=env, stdout=log, stderr=subprocess.STDOUT)
         procs.append(killed)
         with open(tmp / "terminated.log", "w") as log:
             terminated = subprocess.Popen(
                 _recorder_command(terminated_dir, split_period_s=0.3, exclude=exclude, drain_timeout_s=0.5),
-                env=udp_env, stdout=log, stderr=subprocess.STDOUT)
+                env=env, stdout=log, stderr=subprocess.STDOUT)
         procs.append(terminated)
         # the live graph's nodes and type hashes, watched from a process of its own (its DDS teardown is
         # skipped: an rclpy node's destroy_node in the test process once hung in a publisher's deletion)

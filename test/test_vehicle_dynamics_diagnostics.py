@@ -132,7 +132,9 @@ def test_a_late_input_waited_past_renew_after_s_is_subscribed_again(tmp_path: Pa
         "lockstep_timeout_s": 0.5, "lockstep_on_timeout": "wait", "command_timeout_s": 0.0,
         "start_timeout_s": 0.0, "duration_s": 0.2}, ros_env(tmp_path, domain), tmp_path)
     probe = Probe(tmp_path, domain, monkeypatch)
-    renewed = "tick 3: subscribed again to /uav1/wind (1 publisher matched)"
+    # the renewal names what the node's graph knows of the input's publishers: our probe
+    renewed = ("tick 3: subscribed again to /uav1/wind (1 publisher matched; the graph lists "
+               f"/{probe.node.get_name()})")
     try:
         wind = probe.node.create_publisher(Vector3Stamped, "uav1/wind", reliable())
         ticks: list[int] = []

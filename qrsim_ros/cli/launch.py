@@ -45,8 +45,8 @@ launcher looks for another simulator in that domain (a vehicle_dynamics node, a 
 publisher or another launcher) and refuses with one line if it finds one (exit status 2): two graphs in
 one domain fly each other's commands. Fast DDS binds to loopback only (the profile
 config/fastdds_localhost.xml, through FASTDDS_DEFAULT_PROFILES_FILE, unless you set one);
---network leaves Fast DDS's defaults (every interface, discovery range SUBNET) for an autopilot on
-another machine.
+--network opens every interface (Fast DDS's built-in UDPv4 transport, discovery range SUBNET) for an
+autopilot on another machine; neither uses Fast DDS's shared memory (docs/LAUNCH.md says why).
 """
 
 from __future__ import annotations
@@ -166,8 +166,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help=f"ROS_DOMAIN_ID of the graph ({DOMAIN_RANGE_HELP}; default: the environment's "
                    "ROS_DOMAIN_ID, else 0); auto: a free one, printed")
     p.add_argument("--network", action="store_true",
-                   help="let nodes on other machines join: Fast DDS on every interface, discovery range "
-                   "SUBNET (default: loopback only)")
+                   help="let nodes on other machines join: Fast DDS's UDPv4 on every interface, discovery "
+                   "range SUBNET (default: loopback only)")
     return finish_parser(p, run, PROG)
 
 

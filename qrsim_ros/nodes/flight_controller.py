@@ -23,8 +23,8 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
        held at tick k-1 (what arrived since is dropped, as the Simulator's ``drop_commands``).
   out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
        ``/diagnostics``: counters of rejected set points, late/skipped/re-sent ticks and sensor
-       subscriptions made again (``inputs_renewed``: a tick waited over ``RENEW_AFTER_S`` for a sensor,
-       ``qrsim_ros.ros.renewable_inputs``).
+       and vehicle-status subscriptions made again (``inputs_renewed``: a tick waited over
+       ``RENEW_AFTER_S`` for one, ``qrsim_ros.ros.renewable_inputs``).
 
 Set points expire (``FleetControl``, as in the Simulator): a set point's stamp is when it was issued;
 one stamped ahead of the latest tick seen by more than one tick (0.02 s), or older than the scenario's
@@ -186,7 +186,7 @@ class FlightControllerNode(ScenarioNode):
         self._episode_known = False
 
         self._cmd_pubs: dict[int, Any] = {}
-        self._inputs = RenewableInputs(self)  # the sensor subscriptions, made again if one goes deaf
+        self._inputs = RenewableInputs(self)  # the tick inputs' subscriptions, made again if one goes deaf
         for i in self.controlled:
             ns = vehicle_namespace(i)
             for kind, msg_type in ((IMU, Imu), (ALT, Altitude), (FIX, NavSatFix), (VEL, TwistStamped)):
@@ -197,8 +197,9 @@ class FlightControllerNode(ScenarioNode):
             sub(PoseStamped, f"{ns}/cmd/pose", partial(self._on_pose_setpoint, i))
             self._cmd_pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
         self.create_subscription(UInt32, "/sim/episode", self._on_episode, QOS_LATCHED)
-        if self.params.use_vehicle_status and self.controlled:
-            self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_status, QOS_RELIABLE)
+        if self.params.use_vehicle_status and self.controlled:  # a tick input too: renewable like a sensor
+            self._inputs.create((STATUS, -1), VehicleStatus, "/sim/vehicle_status", self._on_status,
+                                QOS_RELIABLE)
         if self._clock_trigger:
             from rosgraph_msgs.msg import Clock as ClockMsg
 

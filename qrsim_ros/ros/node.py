@@ -108,8 +108,8 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None, *,
             # Nothing of the node's is left to save, so no DDS teardown is risked: destroying a
             # participant created a moment ago, while the graph's other processes were still
             # discovering it, once died of SIGSEGV in CI instead of ending with status 1.
-            # Its shared-memory files are removed by the next launcher (``cli.leftovers``); peers drop
-            # its endpoints at the lease's end.
+            # Peers drop its endpoints at the lease's end (shared-memory files, under a user's own
+            # Fast DDS profile, are removed by the next launcher: ``cli.leftovers``).
             _exit_now(status)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -171,7 +171,7 @@ def wait_for_readers(nodes: Sequence[Node], timeout_s: float) -> bool:
     """Wait (at most ``timeout_s`` of wall time in all) until every reliable reader matched with the
     ``nodes``' publishers has acknowledged every sample sent to it; True if all did.
 
-    A reader that lost a sample (a full shared-memory queue under load) holds the samples after it
+    A reader that lost a sample (a full receive queue under load) holds the samples after it
     until the writer repairs the gap; if the writer left first, the reader discards them, so a short
     run's bag kept a topic's first sweeps and nothing after. A node waits for this before it leaves:
     a reader that is stopping or gone stops counting (it is unmatched), a hung one costs the timeout."""

@@ -63,7 +63,9 @@ class RenewableInputs:
         """Called while a tick waits (``waited_s`` wall seconds so far) for the inputs ``missing``: once
         the wait reaches the next renewal time, make the known ones among them again. Returns, for the
         log, each renewed topic with the number of publishers its old subscription had matched (0: it
-        never matched the writer; more: matched, yet nothing arrived)."""
+        never matched the writer; more: matched, yet nothing arrived) and the publishers' nodes this
+        node's graph lists for it: a writer listed but not matched points at QoS or the reader, one not
+        listed at discovery (its announcement never reached this participant)."""
         if waited_s < self._next_renewal_s:
             return []
         self._next_renewal_s = 2.0 * waited_s
@@ -73,10 +75,18 @@ class RenewableInputs:
             if old is None:
                 continue
             topic, matched = old.topic_name, old.get_publisher_count()
+            listed = self._listed_publishers(topic)
             self._node.destroy_subscription(old)
             self._subs[key] = self._make(key)
-            renewed.append(f"{topic} ({matched} publisher{'s' if matched != 1 else ''} matched)")
+            renewed.append(f"{topic} ({matched} publisher{'s' if matched != 1 else ''} matched; "
+                           f"the graph lists {listed})")
         return renewed
+
+    def _listed_publishers(self, topic: str) -> str:
+        """The nodes of ``topic``'s publishers as this node's graph (DDS discovery) knows them."""
+        names = sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                       for i in self._node.get_publishers_info_by_topic(topic))
+        return ", ".join(names) if names else "no publisher"
 
     def wait_ended(self) -> None:
         """The wait is over: the next one starts from ``renew_after_s`` again."""

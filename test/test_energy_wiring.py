@@ -424,3 +424,27 @@ def test_a_rotor_airframe_draws_its_shaft_power_from_the_pack() -> None:
     assert drawn_w == pytest.approx(expected_w, rel=0.02)
     hover_w = np.sqrt(rotor.mass_kg * 9.81 / (4 * rotor.k_f))
     assert 4 * rotor.k_m * hover_w ** 3 / eta + avionics == pytest.approx(expected_w, rel=0.05)
+
+
+def test_the_one_call_step_of_a_pelican_fleet_equals_the_step_by_step_path() -> None:
+    """``FleetEnergy.step`` given the fleet's state and validity takes one fused kernel call (what the
+    plant does every tick); without them it goes kernel by kernel. Bit-identical, tick by tick, for
+    Pelicans flying, climbing, resting on a base and disarmed (charging, thrust 0, a pack draining)."""
+    sc = scenario(initial_soc=0.5, bases=[{"position_ned_m": [3.0, 0.0, 0.0], "radius_m": 1.0}])
+    fleet = build_fleet(replace_vehicles(sc, 3), RandomStreams(1))
+    fleet.set_state(np.array([[0.0, 0.0, -10.0, 0, 0, 0], [3.5, 0.3, -0.2, 0, 0, 0],
+                              [8.0, 0.0, -5.0, 0, 0, 0]]))
+    fleet.disarm([1])
+    by_kernel = FleetEnergy(3, sc.vehicle.battery, sc.bases)
+    fused = FleetEnergy(3, sc.vehicle.battery, sc.bases)
+    u = np.repeat(HOVER_CONTROL[None, :], 3, axis=0)
+    for k in range(300):
+        u[2, 2] = 0.59 + 0.2 * np.sin(k / 20.0)  # a throttle that swings the power draw
+        fleet.step(by_kernel.apply(u.copy()))
+        state, valid = np.array(fleet.state, float), np.array(fleet.valid, bool)
+        by_kernel.step(fleet, BASE_DT_S)
+        fused.step(fleet, BASE_DT_S, state, valid)
+        for name in ("voltage_v", "current_a", "percentage", "empty", "charging"):
+            assert np.array_equal(getattr(fused, name), getattr(by_kernel, name)), (k, name)
+        assert (fused.low, fused._any_empty) == (by_kernel.low, by_kernel._any_empty)
+    assert by_kernel.charging.tolist() == [False, True, False]  # every branch was taken

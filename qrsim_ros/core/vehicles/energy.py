@@ -198,7 +198,7 @@ def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, 
 def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, bases, radii, on_bases,
                         dt_s, power, charging, lipo, bank_power, bank_charging, soc, v_state, drop, empty,
                         volts, amps, pct, tab_soc, tab_v, consts, v_in, v_lo, v_hi, low_below):
-    """``FleetEnergy.step`` of a fleet with rotor-level vehicles in one call (each Python-level step costs
+    """``FleetEnergy.step`` in one call (each Python-level step costs
     a microsecond or more, every tick): power (``_power_kernel``) into ``power``, charging
     (``_charging_kernel``, if ``on_bases``) into ``charging``, the bank's step (``bank_step``, the bank's
     arrays after ``charging``), the latch (``_latch_kernel``). Returns the latch's flags, or 4 + the index
@@ -266,6 +266,8 @@ class FleetEnergy:
         self._power_w = np.empty(n)
         self._fused_tail = (() if self.bank is None else
                             (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
+        # a fleet without rotor vehicles: no rotor speeds, so the kernel takes the momentum-theory power
+        self._no_rotor_speeds = np.full((n, 1), np.nan)
         #: V_ref [V]: a rotor airframe's motors reach omega_max at this voltage (``reference_voltage_v``)
         self.reference_v = reference_voltage_v(self.settings.pack)
 
@@ -363,10 +365,13 @@ class FleetEnergy:
         if bank is None:
             return
         n = self.num_vehicles
-        if (getattr(fleet, "rotor", None) is not None and type(state) is np.ndarray
-                and state.dtype == np.float64 and state.shape == (n, 13) and type(valid) is np.ndarray
-                and valid.dtype == np.bool_ and valid.shape == (n,) and math.isfinite(dt_s) and dt_s > 0):
-            self._fused_step(fleet, float(dt_s), state, valid)
+        if (type(state) is np.ndarray and state.dtype == np.float64 and state.shape == (n, 13)
+                and type(valid) is np.ndarray and valid.dtype == np.bool_ and valid.shape == (n,)
+                and math.isfinite(dt_s) and dt_s > 0):
+            if getattr(fleet, "rotor", None) is not None:
+                self._fused_step(fleet.rotor_speeds_view(), float(fleet.rotor_k_m), float(dt_s), state, valid)
+            else:
+                self._fused_step(self._no_rotor_speeds, 0.0, float(dt_s), state, valid)
             return
         power = self.power_w(fleet, state, valid)
         if self.bases:
@@ -376,16 +381,18 @@ class FleetEnergy:
             bank.step(power, dt_s)
         self._latch()
 
-    def _fused_step(self, fleet: Any, dt_s: float, state: Array, valid: NDArray[np.bool_]) -> None:
-        """``step`` of a fleet with rotor-level vehicles on checked inputs: ``_energy_step_kernel``."""
+    def _fused_step(self, omega: Array, k_m: float, dt_s: float, state: Array, valid: NDArray[np.bool_]
+                    ) -> None:
+        """``step`` on checked inputs in one call, ``_energy_step_kernel`` (the same kernels as the other
+        path, in the same order: bit-identical): rotor speeds ``omega`` (N, R) [rad/s], NaN rows for Pelican
+        vehicles (a fleet without rotor vehicles passes (N, 1) NaN), drag-torque coefficient ``k_m``."""
         bank = self.bank
         assert bank is not None
         power = self._power_w
         pp = self._power_params
         flags = _energy_step_kernel(
-            state, valid, fleet.rotor_speeds_view(), float(fleet.rotor_k_m),
-            self.settings.rotor_motor_efficiency, pp.coefficient, pp.avionics_w, self._bases, self._radii,
-            bool(self.bases), dt_s, power, self._charging, *self._fused_tail)
+            state, valid, omega, k_m, self.settings.rotor_motor_efficiency, pp.coefficient, pp.avionics_w,
+            self._bases, self._radii, bool(self.bases), dt_s, power, self._charging, *self._fused_tail)
         if flags >= 4:  # as ``BatteryBank.step`` raises it
             bank.step_checked(power, dt_s, self._charging if self.bases else None)
         self._any_empty, self.low = bool(flags & 1), bool(flags & 2)

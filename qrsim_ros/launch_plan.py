@@ -266,16 +266,46 @@ class ResolvedScenario:
 
 #: What a given run identity may contain (it is printed, logged and compared, never parsed).
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: Words a ROS parameter (YAML) reads as a boolean or null, not as text.
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"})
+_HEX_FLOAT = re.compile(r"[-+]?0x[0-9a-f.]*p[-+]?[0-9]+")
+
+
+def reads_as_non_string(text: str) -> bool:
+    """True if ROS's parameter parser (rcl's YAML: ``-p name:=value``, a parameter file) would read
+    ``text`` as a number, a boolean or null rather than as the string it is: an integer (any base),
+    a float (``47460593096426e8``, ``inf``, ``nan``, a hex float) or a YAML word (``on``, ``no``).
+    Over-strict on purpose (Python's own number syntax is wider): such a string fails a string
+    parameter's type check in every node."""
+    lowered = text.lower()
+    if lowered in _YAML_WORDS or _HEX_FLOAT.fullmatch(lowered):
+        return True
+    for parse in (float, lambda t: int(t, 0)):
+        try:
+            parse(text)
+        except ValueError:
+            continue
+        return True
+    return False
 
 
 def resolve_run_id(run_id: str | None = None) -> str:
-    """The run's identity: ``run_id`` as given (1-64 characters of A-Z a-z 0-9 _ . -), or, for None or
-    '', a random 64-bit hex string drawn once here for every node of the run (like seed 0)."""
+    """The run's identity: ``run_id`` as given (1-64 characters of A-Z a-z 0-9 _ . -, not one a ROS
+    parameter reads as a number or boolean: ``reads_as_non_string``), or, for None or '', a random
+    64-bit hex string drawn once here for every node of the run (like seed 0), drawn again in the rare
+    case it reads as a number (all digits, or digits around one ``e``: about 1 in 700 draws, which every
+    node refused as "must be a string")."""
     if run_id is None or run_id == "":
-        return secrets.token_hex(8)
+        drawn = secrets.token_hex(8)
+        while reads_as_non_string(drawn):
+            drawn = secrets.token_hex(8)
+        return drawn
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         raise PlanError(f"run_id={run_id!r} must be 1-64 characters of A-Z, a-z, 0-9, '_', '.', '-' "
                         "(or empty: a random one)")
+    if reads_as_non_string(run_id):
+        raise PlanError(f"run_id={run_id!r} would reach the nodes as a number or boolean, not as text: "
+                        "give one with a letter that is not a lone 'e' (or empty: a random one)")
     return run_id
 
 

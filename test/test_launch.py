@@ -249,6 +249,23 @@ def test_one_run_identity_per_plan() -> None:
             lp.resolve_scenario("keep_spot", run_id=bad)
 
 
+def test_a_run_identity_never_reaches_the_nodes_as_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI run drew ``47460593096426e8``: passed as ``-p run_id:=...``, ROS read it as the double
+    4.746e+21 and every node refused it ("must be a string"). Such draws are drawn again; a given one is
+    refused with one line."""
+    for numeric in ("47460593096426e8", "0123456789012345", "1e5", "0x1f", "0x1.8p3", "inf", "NaN", "-3",
+                    "1.5", "true", "On", "no"):
+        assert lp.reads_as_non_string(numeric), numeric
+    for text in ("4746059309a426e8", "e", "nightly-7", "1e5a", "deadbeef00112233", "1.2.3"):
+        assert not lp.reads_as_non_string(text), text
+    draws = iter(["47460593096426e8", "0123456789012345", "00000000000000ab"])
+    monkeypatch.setattr(lp.secrets, "token_hex", lambda n: next(draws))
+    assert lp.resolve_run_id() == "00000000000000ab"
+    for bad in ("1e5", "123", "true"):
+        with pytest.raises(PlanError, match=r"^run_id=.* would reach the nodes as a number or boolean"):
+            lp.resolve_scenario("keep_spot", run_id=bad)
+
+
 def test_file_values_are_resolved_for_every_node() -> None:
     # num_vehicles 0 -> the file's (2C flies three); seed -1 -> the file's, which is 0 ("from the
     # clock"): drawn once so every node builds the same random streams

@@ -280,13 +280,16 @@ def reads_as_non_string(text: str) -> bool:
     lowered = text.lower()
     if lowered in _YAML_WORDS or _HEX_FLOAT.fullmatch(lowered):
         return True
-    for parse in (float, lambda t: int(t, 0)):
-        try:
-            parse(text)
-        except ValueError:
-            continue
+    try:
+        float(text)
         return True
-    return False
+    except ValueError:
+        pass
+    try:
+        int(text, 0)
+        return True
+    except ValueError:
+        return False
 
 
 def resolve_run_id(run_id: str | None = None) -> str:

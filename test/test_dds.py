@@ -326,16 +326,9 @@ def _graph_sockets(tmp_path: Path, extra: list[str]) -> tuple[dict[str, list[tup
 
 def _shm_files(pid: int) -> set[str]:
     """The Fast DDS files in /dev/shm (ports, segments, their locks) process ``pid`` maps or holds open."""
-    names = set()
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
-        names |= {line.split()[-1] for line in maps if " /dev/shm/" in line}
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/"):
-                    names.add(target)
-    return {n for n in names if re.match(r"(sem\.)?fast(dds|rtps|_datasharing)", os.path.basename(n))}
+    from qrsim_ros.cli.leftovers import files_used_by
+
+    return {n for n in files_used_by(pid) if re.match(r"(sem\.)?fast(dds|rtps|_datasharing)", n)}
 
 
 def _exposed(address: str) -> bool:

@@ -187,19 +187,26 @@ def _remove_orphan_ports(root: Path, names: list[str], now: float, min_age_s: fl
 def shm_in_use(root: str | os.PathLike[str] = "/dev/shm") -> set[str]:
     """Names of the files in ``root`` that some live process maps or holds open (``/proc/<pid>/maps``
     and ``/proc/<pid>/fd``)."""
-    prefix = f"{os.fspath(root).rstrip('/')}/"
     names: set[str] = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8",
-                                                errors="replace") as maps:
-            for line in maps:
-                i = line.find(prefix)
-                if i >= 0:
-                    names.add(line[i + len(prefix):].strip().removesuffix(" (deleted)"))
-        with contextlib.suppress(OSError):  # gone, or not ours to read
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith(prefix):
-                        names.add(target[len(prefix):])
+        names |= files_used_by(int(pid), root)
+    return names
+
+
+def files_used_by(pid: int, root: str | os.PathLike[str] = "/dev/shm") -> set[str]:
+    """Names of the files in ``root`` that process ``pid`` maps or holds open (none once it is gone or
+    not ours to read)."""
+    prefix = f"{os.fspath(root).rstrip('/')}/"
+    names: set[str] = set()
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            i = line.find(prefix)
+            if i >= 0:
+                names.add(line[i + len(prefix):].strip().removesuffix(" (deleted)"))
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(prefix):
+                    names.add(target[len(prefix):])
     return names

@@ -173,6 +173,10 @@ def test_every_kind_refuses_bad_parameters_naming_the_key(item: dict, key: str) 
      "faults[1].trigger.probabilistic.period_s"),
     ({"trigger": {"probabilistic": {"period_s": 1}}}, "faults[1].trigger.probabilistic.probability"),
     ({"trigger": {"probabilistic": {"probability": 0.5, "rate": 1}}}, "faults[1].trigger.probabilistic.rate"),
+    ({"trigger": {"probabilistic": {"probability": 0.5, "period_s": 1, "clock": "flying"}}},
+     "faults[1].trigger.probabilistic.clock"),
+    ({"trigger": {"probabilistic": {"probability": 0.5, "clock": "airborne"}}},  # a one-shot has no clock
+     "faults[1].trigger.probabilistic.clock"),
     ({"trigger": {"condition": {"battery_below_v": -1}}}, "faults[1].trigger.condition.battery_below_v"),
     ({"trigger": {"condition": {"battery_below_fraction": 1.5}}},
      "faults[1].trigger.condition.battery_below_fraction"),
@@ -369,6 +373,49 @@ def test_adding_a_fault_does_not_change_an_existing_faults_firings() -> None:
     before = _first_firings(11, [{**other, "id": "first"}, PROB], 30, 250, "prob")  # ids keep the streams
     np.testing.assert_array_equal(base, after)
     np.testing.assert_array_equal(base, before)
+
+
+AIRBORNE = {**PROB, "trigger": {"probabilistic": {"probability": 0.4, "period_s": 2.0, "clock": "airborne"}}}
+
+
+def test_an_airborne_clock_round_trips_and_defaults_to_always() -> None:
+    spec = _one(AIRBORNE)
+    assert spec.trigger == Probabilistic(0.4, 2.0, "airborne") and spec.trigger.airborne_clock
+    assert FaultSpec.from_dict(spec.as_dict(), "again").trigger == spec.trigger
+    assert _one(PROB).trigger.clock == "always" and "clock" not in _one(PROB).as_dict()["trigger"]["probabilistic"]
+
+
+def test_an_airborne_clock_stands_still_on_the_ground() -> None:
+    """Each vehicle's first firing tick with the clock held for its first G ticks on the ground is its
+    firing tick with the clock always running, plus G: the same draws, counted over airborne ticks."""
+    n, ticks = 30, 400
+    grounded_ticks = np.arange(n) % 4 * 25  # 0, 25, 50, 75 ticks on the ground, then airborne
+    always = _first_firings(13, [PROB], n, ticks, "prob")
+    sched = FaultSchedule(parse_faults([AIRBORNE], num_vehicles=n), n, RandomStreams(13))
+    first = np.zeros(n, int)
+    for k in range(1, ticks + 1):
+        airborne = k > grounded_ticks  # tick k starts on the ground while k <= G
+        for a in sched.step(k, k * DT, FaultConditions(airborne=airborne)).started:
+            first[a.vehicle] = first[a.vehicle] or k
+    fired = (always > 0) & (always + grounded_ticks <= ticks)
+    assert np.count_nonzero(fired) > 10 and np.count_nonzero(fired & (grounded_ticks > 0)) > 5
+    np.testing.assert_array_equal(first[fired], always[fired] + grounded_ticks[fired])
+    # airborne throughout: exactly the clock that always runs
+    steady = FaultSchedule(parse_faults([AIRBORNE], num_vehicles=n), n, RandomStreams(13))
+    flying = np.ones(n, bool)
+    first_flying = np.zeros(n, int)
+    for k in range(1, ticks + 1):
+        for a in steady.step(k, k * DT, FaultConditions(airborne=flying)).started:
+            first_flying[a.vehicle] = first_flying[a.vehicle] or k
+    np.testing.assert_array_equal(first_flying, always)
+
+
+def test_an_airborne_clock_without_its_input_is_an_error() -> None:
+    sched = FaultSchedule(parse_faults([AIRBORNE], num_vehicles=2), 2, RandomStreams(1))
+    with pytest.raises(ValueError, match="'prob' .clock: airborne. needs FaultConditions.airborne"):
+        sched.step(1, DT, FaultConditions())
+    with pytest.raises(ValueError, match=r"airborne must have shape \(2,\)"):
+        sched.step(1, DT, FaultConditions(airborne=np.ones(3, bool)))
 
 
 def test_a_repeating_fault_fires_again_after_it_ends_but_never_while_active() -> None:

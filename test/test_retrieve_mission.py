@@ -325,6 +325,23 @@ def test_a_rotor_loss_ends_the_mission_in_an_emergency_landing():
     assert result.sim_time_s < 30.0  # it did not fly on
 
 
+def test_an_airborne_fault_clock_waits_for_the_lift_off():
+    """A rotor loss certain at every tick of its clock, with ``clock: airborne``, starts at the first
+    tick that begins off the pad (section 5.2.2: no actuator fault in Idle), not at t = 0.02 s."""
+    fault = {"id": "actuator", "kind": "rotor_loss", "rotor": 0,
+             "trigger": {"probabilistic": {"probability": 1.0, "period_s": 60.0, "clock": "airborne"}}}
+    sim = Simulator.from_scenario("retrieve_simplified", {"seed": 3, "faults": [fault]})
+    rest_z = sim.true_state()[0, 2]
+    heights: list[tuple[float, float]] = []
+    result = run_episode(sim, "mission", on_step=lambda s, _: heights.append((s.time, s.true_state()[0, 2])))
+    assert result.outcome == "actuator_fault"
+    (start,) = [e for e in sim.fault_log() if e.event == "started"]
+    t_fault = start.fault.since_s
+    # the first task step (0.1 s) that ends 5 cm or more above the pad (Airframes.on_ground's tolerance)
+    t_lift = next(t for t, z in heights if z < rest_z - 0.05)
+    assert t_fault > 0.1 and t_lift - 0.1 < t_fault <= t_lift + 0.02, (t_fault, t_lift)
+
+
 def test_a_failing_self_test_with_abort_is_a_system_fault():
     sim = Simulator.from_scenario("retrieve_simplified", {
         "seed": 3, "faults": [],

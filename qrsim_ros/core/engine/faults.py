@@ -76,11 +76,13 @@ from qrsim_ros.core.faults import (
     FaultEvents,
     FaultSchedule,
     FaultSpec,
+    Probabilistic,
 )
 from qrsim_ros.core.faults.schedule import condition_field, rotor_thrust_factors
 from qrsim_ros.core.sensors.ahars import Ahars
 from qrsim_ros.core.sensors.gps import GpsReceiver
 from qrsim_ros.core.sensors.registry import SENSORS
+from qrsim_ros.core.vehicles.airframes import Airframes
 from qrsim_ros.core.vehicles.emergency_land import (
     MAX_YAW_RATE_RADPS,
     ROTOR_LOSS_FAILSAFES,
@@ -89,7 +91,7 @@ from qrsim_ros.core.vehicles.emergency_land import (
     pair_factors,
     unbalanced_yaw_rate_radps,
 )
-from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_THRUST, PelicanFleet, steady_thrust_si
+from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_THRUST, steady_thrust_si
 from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 
 #: Invalid reason of a vehicle whose start-up self test failed.
@@ -113,7 +115,7 @@ class Battery(Protocol):
 class FaultModels:
     """The models a ``FaultEffects`` acts on; a front end gives the ones it owns (None: not here)."""
 
-    fleet: PelicanFleet | None = None
+    fleet: Airframes | None = None
     gps: GpsReceiver | None = None
     ahars: Ahars | None = None
     battery: Battery | None = None
@@ -288,9 +290,13 @@ class FaultEffects:
 
     # --- internals ------------------------------------------------------------------------------------
     def _needed_condition_fields(self) -> frozenset[str]:
-        """The ``FaultConditions`` fields the schedule's condition triggers read (empty: none)."""
-        return frozenset(condition_field(s.trigger) for s in self.schedule.specs
-                         if isinstance(s.trigger, Condition))
+        """The ``FaultConditions`` fields the schedule's triggers read (empty: none): the condition
+        triggers' fields, and ``airborne`` for a probabilistic trigger with ``clock: airborne``."""
+        triggers = [s.trigger for s in self.schedule.specs]
+        fields = {condition_field(t) for t in triggers if isinstance(t, Condition)}
+        if any(isinstance(t, Probabilistic) and t.airborne_clock for t in triggers):
+            fields.add("airborne")
+        return frozenset(fields)
 
     def _conditions(self) -> FaultConditions:
         """This tick's conditions: only the fields a condition trigger reads. The battery's are the pack
@@ -300,7 +306,7 @@ class FaultEffects:
         if not needed:
             return NO_CONDITIONS
         bank = getattr(self.models.battery, "bank", None)
-        if bank is not None and "position_ned_m" not in needed:
+        if bank is not None and "position_ned_m" not in needed and "airborne" not in needed:
             volts, fraction, _ = bank.readings_view()
             key = (volts if "battery_v" in needed else None,
                    fraction if "battery_fraction" in needed else None)
@@ -316,7 +322,10 @@ class FaultEffects:
             volts = np.full(n, np.nan) if battery is None else battery.voltage_v
         if "battery_fraction" in needed:
             fraction = np.full(n, np.nan) if battery is None else battery.percentage
-        return FaultConditions(volts, fraction, pos)
+        airborne = None
+        if "airborne" in needed:  # (no fleet: nothing rests on a ground, every vehicle counts as flying)
+            airborne = np.ones(n, bool) if fleet is None else ~fleet.on_ground(fleet.state)
+        return FaultConditions(volts, fraction, pos, airborne)
 
     def _reset_state(self) -> None:
         n = self.num_vehicles

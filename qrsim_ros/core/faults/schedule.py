@@ -25,10 +25,12 @@ Randomness: each probabilistic fault draws, for each vehicle it applies to, from
 trial per tick whatever the fault's state (a success while the fault is active, or after a fault that
 fires once has fired, starts nothing); the trials are drawn as geometric waiting times between
 successes (``_BernoulliTicks``), the same process at one draw per success (a new episode draws fresh
-waiting times). A one-shot trigger is the first tick's trial, with p = P. So a fault's firings depend
-only on the seed, its id, its trigger and the vehicle: adding another fault changes nothing else.
-``reset`` keeps the streams going (the next episode of the same streams, as the Simulator's other
-models do) and drops the faults injected at run time.
+waiting times). With ``clock: airborne`` a vehicle's clock stands still on the ticks it starts on the
+ground (``FaultConditions.airborne`` False): its waiting time counts airborne ticks only. A one-shot
+trigger is the first tick's trial, with p = P. So a fault's firings depend only on the seed, its id,
+its trigger and the vehicle: adding another fault changes nothing else. ``reset`` keeps the streams
+going (the next episode of the same streams, as the Simulator's other models do) and drops the faults
+injected at run time.
 
 Vectorised over vehicles: each fault keeps (N,) arrays (applies, fired, active, since, until); the loop
 is over faults, which are few, and skips the array work where scalars say nothing can change (no fault:
@@ -91,14 +93,16 @@ NO_EVENTS = FaultEvents()
 
 
 class FaultConditions(NamedTuple):
-    """What condition triggers read at a tick, per vehicle: ``battery_v`` (N,) terminal voltage [V],
-    ``battery_fraction`` (N,) state of charge 0..1, ``position_ned_m`` (N, 3) true position NED [m]. A
-    field left None may only be missing when no condition trigger needs it. (A named tuple, not a frozen
-    dataclass: one is built every tick, and this costs a quarter.)"""
+    """What triggers read at a tick, per vehicle: ``battery_v`` (N,) terminal voltage [V],
+    ``battery_fraction`` (N,) state of charge 0..1, ``position_ned_m`` (N, 3) true position NED [m] (the
+    condition triggers), ``airborne`` (N,) bool: off the ground (the clock of a probabilistic trigger with
+    ``clock: airborne``). A field left None may only be missing when no trigger needs it. (A named tuple,
+    not a frozen dataclass: one is built every tick, and this costs a quarter.)"""
 
     battery_v: ArrayLike | None = None
     battery_fraction: ArrayLike | None = None
     position_ned_m: ArrayLike | None = None
+    airborne: ArrayLike | None = None
 
 
 NO_CONDITIONS = FaultConditions()
@@ -125,6 +129,13 @@ class _BernoulliTicks:
         self._tick = 0
         self._next = np.array([self._wait(rng) for rng in self._rngs])
         self._soonest = float(self._next.min())
+
+    def hold(self, held: Array) -> None:
+        """Stop the clock of the vehicles ``held`` (bool, one per vehicle) for the next tick: its trial
+        is not drawn, so their waiting times count only the ticks they are not held."""
+        if held.any():
+            self._next[held] += 1.0
+            self._soonest = float(self._next.min())
 
     def quiet_tick(self) -> bool:
         """Count the next tick and return True if no vehicle succeeds in it; else False, uncounted (then
@@ -161,6 +172,8 @@ class _Fault:
                        if isinstance(trig, Probabilistic) else None)
         self.one_shot = isinstance(trig, Probabilistic) and trig.period_s is None
         self.periodic = self.trials is not None and not self.one_shot  # a trial every tick after tick 0
+        # ``clock: airborne``: a vehicle's trials stand still on the ticks it starts on the ground
+        self.airborne_clock = self.periodic and trig.airborne_clock  # type: ignore[union-attr]
         # a timed trigger is false before its time (s) or tick: ``step`` skips it until then
         self.quiet_before_s = trig.time_s - TIME_EPS_S if isinstance(trig, AtTime) else -math.inf
         self.at_tick = trig.step * ticks_per_task_step if isinstance(trig, AtStep) else -1
@@ -255,6 +268,16 @@ class _Fault:
         self.previous = now
         self.any_previous = bool(now.any())
         return rising if rising.any() else None
+
+    def hold_grounded(self, conditions: FaultConditions) -> None:
+        """``clock: airborne``: stop the trials' clock of the vehicles on the ground this tick."""
+        airborne = conditions.airborne
+        if airborne is None:
+            raise ValueError(f"fault {self.spec.id!r} (clock: airborne) needs FaultConditions.airborne")
+        a = np.asarray(airborne, dtype=bool)
+        if a.shape != self.applies.shape:
+            raise ValueError(f"FaultConditions.airborne must have shape {self.applies.shape}, got {a.shape}")
+        self.trials.hold(~a[self.rows])  # type: ignore[union-attr]
 
     def below_quiet(self, conditions: FaultConditions) -> bool:
         """A "below" condition trigger: True when it cannot fire this tick (its field's minimum is at or
@@ -367,6 +390,8 @@ class FaultSchedule:
             if f.any_active and (f.any_clearing or t_s >= f.next_end_s - TIME_EPS_S):  # ``end``'s own test
                 f.end(t_s, ended)
             if f.armed:
+                if f.airborne_clock and k != 0:
+                    f.hold_grounded(conditions)
                 if ((f.periodic and k != 0 and f.trials.quiet_tick())  # type: ignore[union-attr]
                         or t_s < f.quiet_before_s or k < f.at_tick
                         or (f.below_field is not None and f.below_quiet(conditions))):

@@ -9,7 +9,10 @@ A trigger is written in the scenario as a mapping with exactly one key:
   dt [s] draws once, firing with ``p_dt = 1 - (1 - P)^(dt / T)`` (ireland_2016 section 4.8.2), so the
   chance that it has fired by time t = K dt is exactly ``1 - (1 - P)^(t / T)``. Without ``period_s``
   the trigger draws once, at the first tick, with probability P (ireland_2016's system fault: its
-  probability is "independent of time", checked once in the Initialise mode);
+  probability is "independent of time", checked once in the Initialise mode). With ``clock: airborne``
+  (default ``always``) a periodic trigger's clock runs only on the ticks its vehicle is off the ground:
+  a tick that starts with the vehicle resting on the ground draws nothing (ireland_2016 section 5.2.2:
+  the actuator fault cannot occur in Idle, the rotors stopped on the landing site);
 - ``{condition: {...}}`` with exactly one of ``battery_below_v: V`` (terminal voltage < V [V]),
   ``battery_below_fraction: f`` (state of charge < f, 0..1) or ``inside_box_ned_m: [xmin, xmax, ymin,
   ymax, zmin, zmax]`` (position inside the NED box [m], limits included): fires on the tick the
@@ -61,12 +64,18 @@ class AtStep:
         set_frozen_field(self, "step", integer("trigger.at_step", self.step, 0))
 
 
+#: The clocks of a periodic probabilistic trigger: every tick, or the ticks the vehicle is airborne.
+CLOCKS = ("always", "airborne")
+
+
 @dataclass(frozen=True)
 class Probabilistic:
-    """Probability ``probability`` per ``period_s`` [s] (None: one draw at the first tick)."""
+    """Probability ``probability`` per ``period_s`` [s] (None: one draw at the first tick) of ``clock``
+    time (CLOCKS: "always", or "airborne": only the ticks the vehicle starts off the ground)."""
 
     probability: float
     period_s: float | None = None
+    clock: str = "always"
 
     def __post_init__(self) -> None:
         set_frozen_field(self, "probability",
@@ -74,6 +83,17 @@ class Probabilistic:
         if self.period_s is not None:
             period = single_positive("trigger.probabilistic.period_s", self.period_s)
             set_frozen_field(self, "period_s", period)
+        if self.clock not in CLOCKS:
+            raise ConfigError(f"trigger.probabilistic.clock={shorten(self.clock)} is not one of "
+                              f"{', '.join(CLOCKS)}")
+        if self.clock != "always" and self.period_s is None:
+            raise ConfigError("trigger.probabilistic.clock: only a trigger with period_s has a clock "
+                              "(this one draws once, at the first tick)")
+
+    @property
+    def airborne_clock(self) -> bool:
+        """True when the trials run only on the ticks the vehicle is airborne (``clock: airborne``)."""
+        return self.clock == "airborne"
 
     def per_tick(self, dt_s: float) -> float:
         """Firing probability of one tick of ``dt_s`` [s]: 1 - (1 - P)^(dt/T) (ireland_2016 4.8.2),
@@ -148,14 +168,14 @@ def parse_trigger(where: str, value: object) -> Trigger:
         if key == "probabilistic":
             if not isinstance(inner, Mapping):
                 raise ConfigError(f"{where}.probabilistic={shorten(inner)} must be a mapping "
-                                  "{probability: P, period_s: T}")
-            extra = set(inner) - {"probability", "period_s"}
+                                  "{probability: P, period_s: T, clock: C}")
+            extra = set(inner) - {"probability", "period_s", "clock"}
             if extra:
                 raise ConfigError(f"{where}.probabilistic.{sorted(extra)[0]}: unknown key "
-                                  "(allowed: probability, period_s)")
+                                  "(allowed: probability, period_s, clock)")
             if "probability" not in inner:
                 raise ConfigError(f"{where}.probabilistic.probability: missing")
-            return Probabilistic(inner["probability"], inner.get("period_s"))
+            return Probabilistic(inner["probability"], inner.get("period_s"), inner.get("clock", "always"))
         cond, limit = _one_key(f"{where}.condition", inner, CONDITIONS)
         return Condition(cond, limit)
     except ConfigError as exc:
@@ -180,6 +200,8 @@ def trigger_dict(trigger: Trigger) -> dict[str, Any]:
         inner: dict[str, Any] = {"probability": trigger.probability}
         if trigger.period_s is not None:
             inner["period_s"] = trigger.period_s
+        if trigger.clock != "always":
+            inner["clock"] = trigger.clock
         return {"probabilistic": inner}
     value = list(trigger.value) if isinstance(trigger.value, tuple) else trigger.value
     return {"condition": {trigger.kind: value}}

@@ -24,7 +24,6 @@ import pytest
 from test_cli_run_batch import failing_policy_file, qrsim  # the CLI tests' helpers
 
 from qrsim_ros.batch import engine_dask, jobs
-from qrsim_ros.batch.engine_local import run_in_process
 from qrsim_ros.core.config.scenario import load_scenario
 
 distributed = pytest.importorskip("distributed",
@@ -156,11 +155,6 @@ def still_running(pids: set[int], timeout_s: float = 30.0) -> list[int]:
     return alive
 
 
-def local_records(steps: int, seeds: list[int]) -> list[jobs.Record]:
-    sc = load_scenario("keep_spot", {"task": {"duration_steps": steps}})
-    return run_in_process(jobs.make_jobs(sc, "auto", seeds))
-
-
 def test_results_are_the_same_for_every_engine_and_worker_count(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     runs: dict[str, Path] = {}
@@ -211,25 +205,38 @@ def test_an_external_cluster_gives_the_local_results(dask_cluster: Cluster, tmp_
         assert (reports["local"] / name).read_bytes() == (reports["cluster"] / name).read_bytes()
 
 
-def test_a_worker_killed_mid_batch_loses_no_episode(dask_cluster: Cluster) -> None:
-    seeds = list(range(21, 31))
-    expected = local_records(LONG_STEPS, seeds)
-    sc = load_scenario("keep_spot", {"task": {"duration_steps": LONG_STEPS}})
+@pytest.mark.timeout(300)  # two batches and a cluster
+def test_a_worker_killed_mid_batch_loses_no_episode(dask_cluster: Cluster, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """As a user runs it: ``qrsim batch --scheduler`` in its own process against the external cluster, one
+    ``dask worker`` killed (SIGKILL) when the first episode is back; results.csv is byte-identical to the
+    in-process run of the same seeds."""
+    # 8 episodes of 600 steps (about 0.6 s of CPU each): 7 are in flight or queued when the first is back
+    batch = ["batch", "keep_spot", "--runs", "8", "--steps", "600", "--seed", "21"]
+    rc, _, err = qrsim(capsys, *batch, "--workers", "1", "--out", str(tmp_path / "local.csv"),
+                       "--no-progress")
+    assert rc == 0, err
     victim = dask_cluster.workers[0]
-    killed_at: list[int] = []
-
-    def kill_on_first(done: int) -> None:
-        if not killed_at:  # the first episode is back: the batch is under way on both workers
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(timeout=30)
-            killed_at.append(done)
-
-    with engine_dask.remote_client(dask_cluster.address) as client:
-        assert engine_dask.worker_count(client) == 2
-        records = engine_dask.run_dask(client, jobs.make_jobs(sc, "auto", seeds), kill_on_first)
-        assert killed_at == [1] and victim.returncode == -signal.SIGKILL
+    proc = subprocess.Popen([sys.executable, "-m", "qrsim_ros.cli.batch", *batch[1:], "--scheduler",
+                             dask_cluster.address, "--out", str(tmp_path / "cluster.csv")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=child_env())
+    try:
+        err_lines, out_lines = LineWatcher(proc.stderr), LineWatcher(proc.stdout)
+        err_lines.wait_for(r"^qrsim batch: 1/8 ", 120.0)  # the batch is under way on both workers
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        rc = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert victim.returncode == -signal.SIGKILL
+    assert rc == 0, err_lines.lines
+    out_lines.wait_for(rf"^keep_spot, policy auto: 8 episodes .* \(dask scheduler {dask_cluster.address}\)",
+                       5.0)
+    with distributed.Client(dask_cluster.address, timeout=START_TIMEOUT_S) as client:
         assert engine_dask.worker_count(client) == 1  # the scheduler lost wA; wB ran the rest
-    assert records == expected
+    assert (tmp_path / "cluster.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
 
 
 def default_sigint() -> None:

@@ -382,7 +382,8 @@ def test_an_airborne_clock_round_trips_and_defaults_to_always() -> None:
     spec = _one(AIRBORNE)
     assert spec.trigger == Probabilistic(0.4, 2.0, "airborne") and spec.trigger.airborne_clock
     assert FaultSpec.from_dict(spec.as_dict(), "again").trigger == spec.trigger
-    assert _one(PROB).trigger.clock == "always" and "clock" not in _one(PROB).as_dict()["trigger"]["probabilistic"]
+    plain = _one(PROB)
+    assert plain.trigger.clock == "always" and "clock" not in plain.as_dict()["trigger"]["probabilistic"]
 
 
 def test_an_airborne_clock_stands_still_on_the_ground() -> None:
@@ -412,7 +413,7 @@ def test_an_airborne_clock_stands_still_on_the_ground() -> None:
 
 def test_an_airborne_clock_without_its_input_is_an_error() -> None:
     sched = FaultSchedule(parse_faults([AIRBORNE], num_vehicles=2), 2, RandomStreams(1))
-    with pytest.raises(ValueError, match="'prob' .clock: airborne. needs FaultConditions.airborne"):
+    with pytest.raises(ValueError, match=r"'prob' \(clock: airborne\) needs FaultConditions\.airborne"):
         sched.step(1, DT, FaultConditions())
     with pytest.raises(ValueError, match=r"airborne must have shape \(2,\)"):
         sched.step(1, DT, FaultConditions(airborne=np.ones(3, bool)))

@@ -94,6 +94,8 @@ from qrsim_ros.core.vehicles.emergency_land import (
 from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED, STATE_THRUST, steady_thrust_si
 from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 
+#: ``_conditions``'s fast path: the only field the schedule reads is the airborne clock's.
+_AIRBORNE_ONLY = frozenset({"airborne"})
 #: Invalid reason of a vehicle whose start-up self test failed.
 SELF_TEST_FAILURE = "self_test_failure"
 #: The fault kinds that switch a sensor off (``off_mask``).
@@ -305,6 +307,8 @@ class FaultEffects:
         needed = self._condition_fields
         if not needed:
             return NO_CONDITIONS
+        if needed == _AIRBORNE_ONLY and self.models.fleet is not None:  # the retrieve scenarios' every tick
+            return FaultConditions(None, None, None, self.models.fleet.off_ground())
         bank = getattr(self.models.battery, "bank", None)
         if bank is not None and "position_ned_m" not in needed and "airborne" not in needed:
             volts, fraction, _ = bank.readings_view()
@@ -324,7 +328,7 @@ class FaultEffects:
             fraction = np.full(n, np.nan) if battery is None else battery.percentage
         airborne = None
         if "airborne" in needed:  # (no fleet: nothing rests on a ground, every vehicle counts as flying)
-            airborne = np.ones(n, bool) if fleet is None else ~fleet.on_ground(fleet.state)
+            airborne = np.ones(n, bool) if fleet is None else fleet.off_ground()
         return FaultConditions(volts, fraction, pos, airborne)
 
     def _reset_state(self) -> None:

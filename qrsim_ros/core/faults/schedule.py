@@ -133,9 +133,8 @@ class _BernoulliTicks:
     def hold(self, held: Array) -> None:
         """Stop the clock of the vehicles ``held`` (bool, one per vehicle) for the next tick: its trial
         is not drawn, so their waiting times count only the ticks they are not held."""
-        if held.any():
-            self._next[held] += 1.0
-            self._soonest = float(self._next.min())
+        self._next += held  # +1 where held (numpy's bool-to-float add; no fancy indexing)
+        self._soonest = float(self._next.min())
 
     def quiet_tick(self) -> bool:
         """Count the next tick and return True if no vehicle succeeds in it; else False, uncounted (then
@@ -167,6 +166,7 @@ class _Fault:
         self.rows = np.asarray(spec.vehicle_indices(num_vehicles), dtype=np.intp)
         self.applies = np.zeros(num_vehicles, bool)
         self.applies[self.rows] = True
+        self.all_rows = bool(np.array_equal(self.rows, np.arange(num_vehicles)))  # every vehicle, in order
         trig = spec.trigger
         self.trials = (_BernoulliTicks(streams, STREAM_PREFIX + spec.id, self.rows, trig.per_tick(dt_s))
                        if isinstance(trig, Probabilistic) else None)
@@ -274,10 +274,13 @@ class _Fault:
         airborne = conditions.airborne
         if airborne is None:
             raise ValueError(f"fault {self.spec.id!r} (clock: airborne) needs FaultConditions.airborne")
-        a = np.asarray(airborne, dtype=bool)
+        a = airborne if type(airborne) is np.ndarray and airborne.dtype == np.bool_ else np.asarray(
+            airborne, dtype=bool)
         if a.shape != self.applies.shape:
             raise ValueError(f"FaultConditions.airborne must have shape {self.applies.shape}, got {a.shape}")
-        self.trials.hold(~a[self.rows])  # type: ignore[union-attr]
+        if a.size <= 64 and False not in a.tolist():  # all flying (the common tick): a list scan is cheap
+            return
+        self.trials.hold(~a if self.all_rows else ~a[self.rows])  # type: ignore[union-attr]
 
     def below_quiet(self, conditions: FaultConditions) -> bool:
         """A "below" condition trigger: True when it cannot fire this tick (its field's minimum is at or

@@ -487,6 +487,14 @@ class Airframes:
         height on the ground (within ``ON_GROUND_TOLERANCE_M``): placed on the ground, not flying."""
         return placed_on_ground(state, self._landed_z_ned_m)
 
+    def off_ground(self) -> NDArray[np.bool_]:
+        """(N,) vehicles not ``on_ground`` now: the complement of ``on_ground(state)``, with the down
+        coordinates read in place (a fault clock asks every tick; ``state`` copies all 13 columns)."""
+        if self._only is None:
+            return ~self.on_ground(self.state)
+        x = self.rotor.state_view() if self._only is self.rotor else self.pelican._x  # type: ignore[union-attr]
+        return x[:, STATE_DOWN] < self._landed_z_ned_m - ON_GROUND_TOLERANCE_M  # (a NaN state: grounded)
+
     def _rest_pelicans(self) -> None:
         """Ground rest (module doc) of the Pelican vehicles after their step."""
         fleet = self.pelican

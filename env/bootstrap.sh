@@ -125,9 +125,16 @@ _qrsim_ensure_build() {
     if [ -f "$QRSIM_ROOT/install/setup.bash" ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$want" ]; then
         return 0
     fi
-    local t0=$SECONDS pkgs=()
+    local t0=$SECONDS pkgs=() kernels_pid kernels_rc=0
     mapfile -t pkgs < <(_qrsim_local_pkgs)
-    _qrsim_say "building the qrsim_ros package with colcon (messages, install tree)"
+    # The core's numba kernels, compiled once here into their on-disk cache rather than by every
+    # process that first uses one (each would compile its own copy at the same time). The core needs
+    # only the venv, so they compile beside colcon, whose configure and generate steps use one core.
+    PYTHONPATH="$QRSIM_ROOT" "$QRSIM_VENV/bin/python" -c \
+        'from qrsim_ros.core.common import jit; print(jit.load_all(), "kernels")' \
+        >"$QRSIM_ROOT/log/qrsim-kernels.log" 2>&1 &
+    kernels_pid=$!
+    _qrsim_say "building the qrsim_ros package with colcon (messages, install tree) and the core's kernels"
     (
         cd "$QRSIM_ROOT" &&
             _qrsim_env_vars &&
@@ -136,21 +143,18 @@ _qrsim_ensure_build() {
                 --cmake-args -DPython3_EXECUTABLE="$QRSIM_VENV/bin/python" -DBUILD_TESTING=OFF \
                 >"$QRSIM_ROOT/log/qrsim-build.log" 2>&1
     ) || {
+        wait "$kernels_pid" || true
         tail -n 40 "$QRSIM_ROOT/log/qrsim-build.log" >&2
         _qrsim_die "colcon build failed; full log in log/qrsim-build.log"
     }
-    echo "$want" >"$stamp_file"
     _qrsim_say "build ready in $((SECONDS - t0)) s"
-    # The core's numba kernels, compiled once here into their on-disk cache rather than by every
-    # process that first uses one (each would compile its own copy at the same time).
-    t0=$SECONDS
-    PYTHONPATH="$QRSIM_ROOT" "$QRSIM_VENV/bin/python" -c \
-        'from qrsim_ros.core.common import jit; print(jit.load_all(), "kernels")' \
-        >"$QRSIM_ROOT/log/qrsim-kernels.log" 2>&1 || {
+    wait "$kernels_pid" || kernels_rc=$?
+    if [ "$kernels_rc" -ne 0 ]; then
         tail -n 20 "$QRSIM_ROOT/log/qrsim-kernels.log" >&2
         _qrsim_die "compiling the core's kernels failed; full log in log/qrsim-kernels.log"
-    }
-    _qrsim_say "kernels ready in $((SECONDS - t0)) s"
+    fi
+    echo "$want" >"$stamp_file"
+    _qrsim_say "kernels ready in $((SECONDS - t0)) s (with the build)"
 }
 
 _qrsim_env_vars() {

@@ -129,7 +129,8 @@ _qrsim_ensure_build() {
     mapfile -t pkgs < <(_qrsim_local_pkgs)
     # The core's numba kernels, compiled once here into their on-disk cache rather than by every
     # process that first uses one (each would compile its own copy at the same time). The core needs
-    # only the venv, so they compile beside colcon, whose configure and generate steps use one core.
+    # only the venv, so they compile beside colcon (one core); make runs a job per core without
+    # colcon's load limit (-l), which would leave a core idle while the kernels compile.
     PYTHONPATH="$QRSIM_ROOT" "$QRSIM_VENV/bin/python" -c \
         'from qrsim_ros.core.common import jit; print(jit.load_all(), "kernels")' \
         >"$QRSIM_ROOT/log/qrsim-kernels.log" 2>&1 &
@@ -138,6 +139,7 @@ _qrsim_ensure_build() {
     (
         cd "$QRSIM_ROOT" &&
             _qrsim_env_vars &&
+            export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" &&
             colcon --log-base log build --symlink-install --event-handlers console_direct- \
                 --base-paths . "${pkgs[@]}" \
                 --cmake-args -DPython3_EXECUTABLE="$QRSIM_VENV/bin/python" -DBUILD_TESTING=OFF \

@@ -437,14 +437,33 @@ def test_the_one_call_step_of_a_pelican_fleet_equals_the_step_by_step_path() -> 
     fleet.disarm([1])
     by_kernel = FleetEnergy(3, sc.vehicle.battery, sc.bases)
     fused = FleetEnergy(3, sc.vehicle.battery, sc.bases)
+    # given the fleet's own arrays (``views``: the same objects every tick) it keeps the kernel's call
+    # and checks only their identity; it must still follow new bases, another tick length, another fleet
+    kept = FleetEnergy(3, sc.vehicle.battery, sc.bases)
+    twin = build_fleet(replace_vehicles(sc, 3), RandomStreams(1))
+    other_base = [ChargingBase((8.0, 0.0, 0.0), 1.0)]  # none under vehicle 2 (disarmed on the first)
     u = np.repeat(HOVER_CONTROL[None, :], 3, axis=0)
     for k in range(300):
         u[2, 2] = 0.59 + 0.2 * np.sin(k / 20.0)  # a throttle that swings the power draw
         fleet.step(by_kernel.apply(u.copy()))
+        if k == 120:
+            for energy in (by_kernel, fused, kept):
+                energy.set_bases(other_base)
+        dt_s = BASE_DT_S if k < 220 else 2 * BASE_DT_S
         state, valid = np.array(fleet.state, float), np.array(fleet.valid, bool)
-        by_kernel.step(fleet, BASE_DT_S)
-        fused.step(fleet, BASE_DT_S, state, valid)
+        by_kernel.step(fleet, dt_s)
+        fused.step(fleet, dt_s, state, valid)
+        stepped = fleet
+        if k % 50 == 25:  # now and then another fleet in the same state
+            stepped = twin
+            twin.set_state(np.array(fleet.state, float))
+            twin.disarm(np.flatnonzero(~fleet.valid).tolist())
+        views = stepped.views()
+        assert k < 2 or views[0] is stepped.views()[0]  # what keeping the call relies on
+        kept.step(stepped, dt_s, views[0], views[1])
         for name in ("voltage_v", "current_a", "percentage", "empty", "charging"):
             assert np.array_equal(getattr(fused, name), getattr(by_kernel, name)), (k, name)
+            assert np.array_equal(getattr(kept, name), getattr(by_kernel, name)), (k, name)
         assert (fused.low, fused._any_empty) == (by_kernel.low, by_kernel._any_empty)
-    assert by_kernel.charging.tolist() == [False, True, False]  # every branch was taken
+        assert (kept.low, kept._any_empty) == (by_kernel.low, by_kernel._any_empty)
+        assert by_kernel.charging.tolist() == [False, k < 120, False]  # every branch was taken

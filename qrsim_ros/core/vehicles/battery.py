@@ -309,31 +309,48 @@ def bank_step(power_in, charging_in, dt_s, lipo, power, charging, soc, v_state, 
     return -1
 
 
+#: The rows of a bank's float block (``BatteryBank``, each row a pack's value per vehicle): lipo state of
+#: charge [0..1], linear model voltage before cell-failure drops [V], cumulative cell-failure voltage
+#: steps [V], terminal voltage [V], current [A], last step's power [W], linear charge left [0..1].
+BANK_FLOAT_ROWS = ("soc", "v_state", "drop", "volts", "amps", "power", "linear_pct")
+#: The rows of its bool block: empty (latched), charging during the last step.
+BANK_BOOL_ROWS = ("empty", "charging")
+
+
 class BatteryBank:
     """The battery packs of N vehicles (one ``BatteryParams`` for all), advanced together.
 
     ``step(power_w, dt_s, charging)`` once per simulation step; read ``voltage_v``, ``current_a``,
     ``percentage`` and ``empty`` afterwards. Arrays are (N,), copies.
+
+    The packs' state lives in two blocks, a float (``BANK_FLOAT_ROWS``, N) and a bool (``BANK_BOOL_ROWS``,
+    N) one, updated in place, never replaced. ``blocks``: C-contiguous (R, N) float64 and bool arrays of
+    at least those rows, zeros, whose first rows the bank takes (a caller that steps the bank inside its
+    own kernel passes it the blocks, with rows of its own after the bank's: ``energy.FleetEnergy``).
     """
 
-    def __init__(self, num_vehicles: int, params: BatteryParams | None = None) -> None:
+    def __init__(self, num_vehicles: int, params: BatteryParams | None = None,
+                 blocks: tuple[Array, NDArray[np.bool_]] | None = None) -> None:
         if isinstance(num_vehicles, bool) or not isinstance(num_vehicles, (int, np.integer)) \
                 or num_vehicles < 1:
             raise ConfigError(f"num_vehicles={num_vehicles!r} must be an integer >= 1")
         self.params = params if params is not None else BatteryParams()
         n = int(num_vehicles)
         self.num_vehicles = n
-        self._soc = np.zeros(n)  # lipo: state of charge [0..1]
-        self._v_state = np.zeros(n)  # linear: model voltage before cell-failure drops [V]
-        self._drop = np.zeros(n)  # cumulative cell-failure voltage steps [V]
-        self._empty = np.zeros(n, np.bool_)
-        self._volts = np.zeros(n)
-        self._amps = np.zeros(n)
-        self._power = np.zeros(n)  # last step's power [W]
-        # the charge left [0..1] ``percentage`` reads: lipo the state of charge itself, linear its own array
+        if blocks is None:
+            blocks = (np.zeros((len(BANK_FLOAT_ROWS), n)), np.zeros((len(BANK_BOOL_ROWS), n), np.bool_))
+        floats, flags = blocks
+        for block, rows, dtype in ((floats, BANK_FLOAT_ROWS, np.float64), (flags, BANK_BOOL_ROWS, np.bool_)):
+            if (block.dtype != dtype or block.ndim != 2 or block.shape[0] < len(rows) or block.shape[1] != n
+                    or not block.flags.c_contiguous):
+                raise ValueError(f"a bank's {np.dtype(dtype).name} block must be C-contiguous "
+                                 f"(>= {len(rows)}, {n}), got {block.dtype} {block.shape}")
+        (self._soc, self._v_state, self._drop, self._volts, self._amps, self._power,
+         linear_pct) = floats[:len(BANK_FLOAT_ROWS)]
+        self._empty, self._charging = flags[:len(BANK_BOOL_ROWS)]
+        # the charge left [0..1] ``percentage`` reads: lipo the state of charge itself, linear its own row
         # (``_linear_step`` writes it)
-        self._pct = self._soc if self.params.model == "lipo" else np.zeros(n)
-        self._charging = np.zeros(n, np.bool_)
+        self._pct = self._soc if self.params.model == "lipo" else linear_pct
         self._no_charging = np.zeros(n, np.bool_)
         self._no_charging.flags.writeable = False
         self._tab_soc = np.ascontiguousarray(self.params.ocv[:, 0])
@@ -348,11 +365,15 @@ class BatteryBank:
             self._consts = (p.linear_max_v, p.linear_charge_v_per_s, p.linear_discharge_v_per_s,
                             p.linear_empty_v)
         self._lipo = p.model == "lipo"
-        #: ``bank_step``'s arguments after the inputs and dt (its arrays are updated in place, never
-        #: replaced) for a caller that runs it inside its own kernel (``energy.FleetEnergy``)
-        self.kernel_args = (self._lipo, self._power, self._charging, self._soc, self._v_state, self._drop,
-                             self._empty, self._volts, self._amps, self._pct, self._tab_soc, self._tab_v,
-                             np.array(self._consts, float))
+        #: the model's constants (``_consts``) as an array, for a caller's kernel
+        self.constants = np.array(self._consts, float)
+        self.constants.flags.writeable = False
+        #: the blocks (the state, see the class doc)
+        self.float_block, self.bool_block = floats, flags
+        # ``bank_step``'s arguments after the inputs and dt (arrays updated in place, never replaced)
+        self._step_args = (self._lipo, self._power, self._charging, self._soc, self._v_state, self._drop,
+                           self._empty, self._volts, self._amps, self._pct, self._tab_soc, self._tab_v,
+                           self.constants)
         self.reset()
 
     voltage_v = copy_of("_volts", "Terminal voltage of each pack at the end of the last step [V], (N,).")
@@ -399,7 +420,7 @@ class BatteryBank:
         """``step`` on inputs already checked for shape and type (float (N,), bool (N,) or None) and a
         finite ``dt_s`` > 0, for a per-tick caller; the power values are still checked."""
         c = self._no_charging if charging is None else charging
-        bad = bank_step(power_w, c, dt_s, *self.kernel_args)
+        bad = bank_step(power_w, c, dt_s, *self._step_args)
         if bad >= 0:
             raise ValueError(f"power_w[{bad}]={power_w[bad]!r} must be finite and >= 0 [W]")
 

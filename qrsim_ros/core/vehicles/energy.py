@@ -53,7 +53,13 @@ from qrsim_ros.core.common.validation import (
     set_frozen_field,
     single_positive,
 )
-from qrsim_ros.core.vehicles.battery import BatteryBank, BatteryParams, bank_step
+from qrsim_ros.core.vehicles.battery import (
+    BANK_BOOL_ROWS,
+    BANK_FLOAT_ROWS,
+    BatteryBank,
+    BatteryParams,
+    bank_step,
+)
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, STATE_THRUST
 from qrsim_ros.core.vehicles.power import PelicanPowerParams, momentum_theory_power
 
@@ -190,27 +196,36 @@ def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, 
         out[i] = on_base and (not valid[i] or speed < charge_speed_mps)
 
 
-@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, float64, float64, float64, "
-      f"float64, {F8_2D_IN}, {F8_1D_IN}, boolean, float64, float64[:], boolean[:], "
-      "boolean, float64[:], boolean[:], float64[:], float64[:], "
-      f"{F8_1D_IN}, boolean[:], float64[:], float64[:], float64[:], {F8_1D_IN}, {F8_1D_IN}, {F8_1D_IN}, "
-      "float64[:], float64, float64, float64)", writable_twins=True)
-def _energy_step_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, bases, radii, on_bases,
-                        dt_s, power, charging, lipo, bank_power, bank_charging, soc, v_state, drop, empty,
-                        volts, amps, pct, tab_soc, tab_v, consts, v_in, v_lo, v_hi, low_below):
-    """``FleetEnergy.step`` in one call (each Python-level step costs
-    a microsecond or more, every tick): power (``_power_kernel``) into ``power``, charging
-    (``_charging_kernel``, if ``on_bases``) into ``charging``, the bank's step (``bank_step``, the bank's
-    arrays after ``charging``), the latch (``_latch_kernel``). Returns the latch's flags, or 4 + the index
-    of a bad power (the bank unchanged)."""
-    _power_kernel(x, valid, omega, k_m, efficiency, coefficient, avionics_w, power)
-    if on_bases:
-        _charging_kernel(x, valid, bases, radii, CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, charging)
-    bad = bank_step(power, charging, dt_s, lipo, bank_power, bank_charging, soc, v_state, drop, empty, volts,
-                     amps, pct, tab_soc, tab_v, consts)
+#: ``FleetEnergy``'s blocks: the bank's rows (``battery.BANK_FLOAT_ROWS``, ``BANK_BOOL_ROWS``), then
+#: the power drawn [W] and the voltage ``apply`` writes [V] (float), charging now (bool)
+_POWER_ROW, _V_IN_ROW = len(BANK_FLOAT_ROWS), len(BANK_FLOAT_ROWS) + 1
+_CHARGING_ROW = len(BANK_BOOL_ROWS)
+#: ``_energy_tick_kernel``'s scalars: k_m [N m s^2], motor efficiency, the thrust power coefficient,
+#: avionics [W], the failsafe's highest charge threshold, lipo (1) or linear (0); the bank's constants
+#: follow (``BatteryBank.constants``)
+_SCALARS = ("k_m", "efficiency", "coefficient", "avionics_w", "low_below", "lipo")
+
+
+@njit(f"int64({F8_2D_IN}, Array(boolean, 1, 'A', readonly=True), {F8_2D_IN}, float64, float64[:, ::1], "
+      f"boolean[:, ::1], {F8_1D_IN}, {F8_2D_IN}, {F8_2D_IN})", writable_twins=True)
+def _energy_tick_kernel(x, valid, omega, dt_s, f, b, s, ocv, bases):
+    """``FleetEnergy.step`` in one call of few arguments (a numba call costs about 0.1 us per argument):
+    power (``_power_kernel``) into its row, charging (``_charging_kernel``, if there are ``bases``: (B, 4)
+    north, east, down [m], radius [m]) into its row, the bank's step (``bank_step``; the bank's rows of
+    the blocks ``f`` and ``b``, the OCV table ``ocv`` (2, K)), the latch (``_latch_kernel``). ``s``:
+    ``_SCALARS``, then the bank's constants. Returns the latch's flags, or 4 + the index of a bad power
+    (the bank unchanged)."""
+    power, charging = f[_POWER_ROW], b[_CHARGING_ROW]
+    _power_kernel(x, valid, omega, s[0], s[1], s[2], s[3], power)
+    if bases.shape[0] > 0:
+        _charging_kernel(x, valid, bases[:, 0:3], bases[:, 3], CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, charging)
+    lipo = s[5] != 0.0
+    pct = f[0] if lipo else f[6]  # lipo: the state of charge (``BatteryBank._pct``)
+    bad = bank_step(power, charging, dt_s, lipo, f[5], b[1], f[0], f[1], f[2], b[0], f[3], f[4], pct, ocv[0],
+                    ocv[1], s[len(_SCALARS):])
     if bad >= 0:
         return 4 + bad
-    return _latch_kernel(volts, pct, empty, v_in, v_lo, v_hi, low_below)
+    return _latch_kernel(f[3], pct, b[0], f[_V_IN_ROW], _V_MIN, _V_MAX, s[4])
 
 
 @njit(f"void({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64[::1])")
@@ -249,23 +264,30 @@ class FleetEnergy:
         self.settings = settings if settings is not None else BatterySettings()
         self.num_vehicles = n = int(num_vehicles)
         self.on = bool(self.settings.on)
+        # the packs' state and this wiring's per-tick rows, in two blocks (``_energy_tick_kernel``)
+        self._floats = np.zeros((_V_IN_ROW + 1, n))
+        self._flags = np.zeros((_CHARGING_ROW + 1, n), np.bool_)
+        self._tick_call: tuple[Any, ...] | None = None  # ``step``'s kernel arguments, kept (see there)
         self.set_bases(bases)
-        self.bank: BatteryBank | None = BatteryBank(n, self.settings.pack) if self.on else None
-        self._charging = np.zeros(n, bool)
-        self._power_params = self.settings.pelican_power
+        self.bank: BatteryBank | None = (BatteryBank(n, self.settings.pack, (self._floats, self._flags))
+                                         if self.on else None)
+        self._charging = self._flags[_CHARGING_ROW]
+        self._power_params = pp = self.settings.pelican_power
         # per tick, from ``step``: the voltage ``apply`` writes, whether a pack is empty, whether a charge
         # is at or below the low-battery failsafe's highest threshold (``low``)
-        self._v_in = np.full(n, _V_MAX)
+        self._v_in = self._floats[_V_IN_ROW]
+        self._v_in[:] = _V_MAX
+        self._power_w = self._floats[_POWER_ROW]
         self._any_empty = False
         b = self.settings
         self._low_below = max(b.return_below, b.land_below) if b.failsafe_on else -math.inf
         #: True once some pack is at or below the low-battery failsafe's thresholds (the front ends call
         #: ``FleetControl.update_battery`` only then)
         self.low = False
-        # ``_fused_step``'s scratch power and its kernel's last arguments (arrays updated in place), once
-        self._power_w = np.empty(n)
-        self._fused_tail = (() if self.bank is None else
-                            (*self.bank.kernel_args, self._v_in, _V_MIN, _V_MAX, self._low_below))
+        self._scalars = np.array([math.nan, b.rotor_motor_efficiency, pp.coefficient, pp.avionics_w,
+                                  self._low_below, float(b.pack.model == "lipo"),
+                                  *(self.bank.constants if self.bank is not None else ())], float)
+        self._ocv = np.ascontiguousarray(b.pack.ocv.T)
         # a fleet without rotor vehicles: no rotor speeds, so the kernel takes the momentum-theory power
         self._no_rotor_speeds = np.full((n, 1), np.nan)
         #: V_ref [V]: a rotor airframe's motors reach omega_max at this voltage (``reference_voltage_v``)
@@ -274,8 +296,11 @@ class FleetEnergy:
     def set_bases(self, bases: Sequence[ChargingBase]) -> None:
         """Replace the charging bases (a task that places its landing site per episode)."""
         self.bases = tuple(bases)
-        self._bases = bases_array(self.bases)
-        self._radii = np.array([b.radius_m for b in self.bases], float)
+        # (B, 4): north, east, down [m], radius [m] (``_energy_tick_kernel``)
+        self._bases_block = np.column_stack([bases_array(self.bases),
+                                             np.array([b.radius_m for b in self.bases], float)])
+        self._bases, self._radii = self._bases_block[:, 0:3], self._bases_block[:, 3]
+        self._tick_call = None
 
     # --- per episode / per tick ------------------------------------------------------------------------
     def reset(self) -> None:
@@ -364,38 +389,43 @@ class FleetEnergy:
         bank = self.bank
         if bank is None:
             return
-        n = self.num_vehicles
-        if (type(state) is np.ndarray and state.dtype == np.float64 and state.shape == (n, 13)
-                and type(valid) is np.ndarray and valid.dtype == np.bool_ and valid.shape == (n,)
-                and math.isfinite(dt_s) and dt_s > 0):
-            if getattr(fleet, "rotor", None) is not None:
-                self._fused_step(fleet.rotor_speeds_view(), float(fleet.rotor_k_m), float(dt_s), state, valid)
-            else:
-                self._fused_step(self._no_rotor_speeds, 0.0, float(dt_s), state, valid)
-            return
+        call = self._tick_call
+        if call is not None and state is call[0] and valid is call[1] and dt_s == call[3]:
+            flags = _energy_tick_kernel(*call)  # the last tick's arguments, checked then (below)
+        else:
+            n = self.num_vehicles
+            if not (type(state) is np.ndarray and state.dtype == np.float64 and state.shape == (n, 13)
+                    and type(valid) is np.ndarray and valid.dtype == np.bool_ and valid.shape == (n,)
+                    and math.isfinite(dt_s) and dt_s > 0):
+                self._checked_step(fleet, dt_s, state, valid)
+                return
+            rotor = getattr(fleet, "rotor", None) is not None
+            omega = fleet.rotor_speeds_view() if rotor else self._no_rotor_speeds
+            self._scalars[0] = float(fleet.rotor_k_m) if rotor else 0.0
+            call = (state, valid, omega, float(dt_s), self._floats, self._flags, self._scalars, self._ocv,
+                    self._bases_block)
+            flags = _energy_tick_kernel(*call)
+            # Kept for the next tick when the rotor speeds are an array the fleet updates in place (one
+            # airframe for all: ``rotor_speeds_view``, as ``Airframes.views``): then the identity of the
+            # fleet's state and validity is the whole check (they are that fleet's own arrays).
+            stable = not rotor or fleet.rotor_speeds_view() is omega
+            self._tick_call = call if stable else None
+        if flags >= 4:  # as ``BatteryBank.step`` raises it
+            bank.step_checked(self._power_w, float(dt_s), self._charging if self.bases else None)
+        self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
+
+    def _checked_step(self, fleet: Any, dt_s: float, state: Array | None, valid: NDArray[np.bool_] | None
+                      ) -> None:
+        """``step`` for inputs of other types or shapes (checked and converted by the parts)."""
+        bank = self.bank
+        assert bank is not None
         power = self.power_w(fleet, state, valid)
         if self.bases:
-            self._charging = self.charging_now(fleet, state, valid)
+            self._charging[:] = self.charging_now(fleet, state, valid)
             bank.step(power, dt_s, self._charging)
         else:
             bank.step(power, dt_s)
         self._latch()
-
-    def _fused_step(self, omega: Array, k_m: float, dt_s: float, state: Array, valid: NDArray[np.bool_]
-                    ) -> None:
-        """``step`` on checked inputs in one call, ``_energy_step_kernel`` (the same kernels as the other
-        path, in the same order: bit-identical): rotor speeds ``omega`` (N, R) [rad/s], NaN rows for Pelican
-        vehicles (a fleet without rotor vehicles passes (N, 1) NaN), drag-torque coefficient ``k_m``."""
-        bank = self.bank
-        assert bank is not None
-        power = self._power_w
-        pp = self._power_params
-        flags = _energy_step_kernel(
-            state, valid, omega, k_m, self.settings.rotor_motor_efficiency, pp.coefficient, pp.avionics_w,
-            self._bases, self._radii, bool(self.bases), dt_s, power, self._charging, *self._fused_tail)
-        if flags >= 4:  # as ``BatteryBank.step`` raises it
-            bank.step_checked(power, dt_s, self._charging if self.bases else None)
-        self._any_empty, self.low = bool(flags & 1), bool(flags & 2)
 
     def cell_failure(self, vehicle: int, volts_drop: float) -> None:
         """A cell failure of ``vehicle`` (the fault ``battery_cell_failure``, docs/FAULTS.md): its pack's

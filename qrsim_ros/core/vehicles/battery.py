@@ -312,9 +312,11 @@ def bank_step(power_in, charging_in, dt_s, lipo, power, charging, soc, v_state, 
 #: The rows of a bank's float block (``BatteryBank``, each row a pack's value per vehicle): lipo state of
 #: charge [0..1], linear model voltage before cell-failure drops [V], cumulative cell-failure voltage
 #: steps [V], terminal voltage [V], current [A], last step's power [W], linear charge left [0..1].
-BANK_FLOAT_ROWS = ("soc", "v_state", "drop", "volts", "amps", "power", "linear_pct")
+SOC_ROW, V_STATE_ROW, DROP_ROW, VOLTS_ROW, AMPS_ROW, POWER_ROW, LINEAR_PCT_ROW = range(7)
+BANK_FLOAT_ROWS = 7
 #: The rows of its bool block: empty (latched), charging during the last step.
-BANK_BOOL_ROWS = ("empty", "charging")
+EMPTY_ROW, CHARGING_ROW = range(2)
+BANK_BOOL_ROWS = 2
 
 
 class BatteryBank:
@@ -338,19 +340,19 @@ class BatteryBank:
         n = int(num_vehicles)
         self.num_vehicles = n
         if blocks is None:
-            blocks = (np.zeros((len(BANK_FLOAT_ROWS), n)), np.zeros((len(BANK_BOOL_ROWS), n), np.bool_))
+            blocks = (np.zeros((BANK_FLOAT_ROWS, n)), np.zeros((BANK_BOOL_ROWS, n), np.bool_))
         floats, flags = blocks
         for block, rows, dtype in ((floats, BANK_FLOAT_ROWS, np.float64), (flags, BANK_BOOL_ROWS, np.bool_)):
-            if (block.dtype != dtype or block.ndim != 2 or block.shape[0] < len(rows) or block.shape[1] != n
+            if (block.dtype != dtype or block.ndim != 2 or block.shape[0] < rows or block.shape[1] != n
                     or not block.flags.c_contiguous):
                 raise ValueError(f"a bank's {np.dtype(dtype).name} block must be C-contiguous "
-                                 f"(>= {len(rows)}, {n}), got {block.dtype} {block.shape}")
-        (self._soc, self._v_state, self._drop, self._volts, self._amps, self._power,
-         linear_pct) = floats[:len(BANK_FLOAT_ROWS)]
-        self._empty, self._charging = flags[:len(BANK_BOOL_ROWS)]
+                                 f"(>= {rows}, {n}), got {block.dtype} {block.shape}")
+        self._soc, self._v_state, self._drop = floats[SOC_ROW], floats[V_STATE_ROW], floats[DROP_ROW]
+        self._volts, self._amps, self._power = floats[VOLTS_ROW], floats[AMPS_ROW], floats[POWER_ROW]
+        self._empty, self._charging = flags[EMPTY_ROW], flags[CHARGING_ROW]
         # the charge left [0..1] ``percentage`` reads: lipo the state of charge itself, linear its own row
         # (``_linear_step`` writes it)
-        self._pct = self._soc if self.params.model == "lipo" else linear_pct
+        self._pct = self._soc if self.params.model == "lipo" else floats[LINEAR_PCT_ROW]
         self._no_charging = np.zeros(n, np.bool_)
         self._no_charging.flags.writeable = False
         self._tab_soc = np.ascontiguousarray(self.params.ocv[:, 0])
@@ -368,8 +370,6 @@ class BatteryBank:
         #: the model's constants (``_consts``) as an array, for a caller's kernel
         self.constants = np.array(self._consts, float)
         self.constants.flags.writeable = False
-        #: the blocks (the state, see the class doc)
-        self.float_block, self.bool_block = floats, flags
         # ``bank_step``'s arguments after the inputs and dt (arrays updated in place, never replaced)
         self._step_args = (self._lipo, self._power, self._charging, self._soc, self._v_state, self._drop,
                            self._empty, self._volts, self._amps, self._pct, self._tab_soc, self._tab_v,

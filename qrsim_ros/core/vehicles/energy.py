@@ -54,8 +54,17 @@ from qrsim_ros.core.common.validation import (
     single_positive,
 )
 from qrsim_ros.core.vehicles.battery import (
+    AMPS_ROW,
     BANK_BOOL_ROWS,
     BANK_FLOAT_ROWS,
+    CHARGING_ROW,
+    DROP_ROW,
+    EMPTY_ROW,
+    LINEAR_PCT_ROW,
+    POWER_ROW,
+    SOC_ROW,
+    V_STATE_ROW,
+    VOLTS_ROW,
     BatteryBank,
     BatteryParams,
     bank_step,
@@ -198,8 +207,8 @@ def _charging_kernel(x, valid, bases, radii, charge_height_m, charge_speed_mps, 
 
 #: ``FleetEnergy``'s blocks: the bank's rows (``battery.BANK_FLOAT_ROWS``, ``BANK_BOOL_ROWS``), then
 #: the power drawn [W] and the voltage ``apply`` writes [V] (float), charging now (bool)
-_POWER_ROW, _V_IN_ROW = len(BANK_FLOAT_ROWS), len(BANK_FLOAT_ROWS) + 1
-_CHARGING_ROW = len(BANK_BOOL_ROWS)
+_POWER_ROW, _V_IN_ROW = BANK_FLOAT_ROWS, BANK_FLOAT_ROWS + 1
+_CHARGING_ROW = BANK_BOOL_ROWS
 #: ``_energy_tick_kernel``'s scalars: k_m [N m s^2], motor efficiency, the thrust power coefficient,
 #: avionics [W], the failsafe's highest charge threshold, lipo (1) or linear (0); the bank's constants
 #: follow (``BatteryBank.constants``)
@@ -220,12 +229,13 @@ def _energy_tick_kernel(x, valid, omega, dt_s, f, b, s, ocv, bases):
     if bases.shape[0] > 0:
         _charging_kernel(x, valid, bases[:, 0:3], bases[:, 3], CHARGE_HEIGHT_M, CHARGE_SPEED_MPS, charging)
     lipo = s[5] != 0.0
-    pct = f[0] if lipo else f[6]  # lipo: the state of charge (``BatteryBank._pct``)
-    bad = bank_step(power, charging, dt_s, lipo, f[5], b[1], f[0], f[1], f[2], b[0], f[3], f[4], pct, ocv[0],
-                    ocv[1], s[len(_SCALARS):])
+    pct = f[SOC_ROW] if lipo else f[LINEAR_PCT_ROW]  # as ``BatteryBank._pct``
+    bad = bank_step(power, charging, dt_s, lipo, f[POWER_ROW], b[CHARGING_ROW], f[SOC_ROW], f[V_STATE_ROW],
+                    f[DROP_ROW], b[EMPTY_ROW], f[VOLTS_ROW], f[AMPS_ROW], pct, ocv[0], ocv[1],
+                    s[len(_SCALARS):])
     if bad >= 0:
         return 4 + bad
-    return _latch_kernel(f[3], pct, b[0], f[_V_IN_ROW], _V_MIN, _V_MAX, s[4])
+    return _latch_kernel(f[VOLTS_ROW], pct, b[EMPTY_ROW], f[_V_IN_ROW], _V_MIN, _V_MAX, s[4])
 
 
 @njit(f"void({F8_1D_IN}, Array(boolean, 1, 'A', readonly=True), float64, float64[::1])")

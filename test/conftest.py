@@ -245,6 +245,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed phase's report gets the native backtrace of any program the test started that died of a
+    native crash (``rosenv.crash_reports``: gdb on its core file)."""
+    from rosenv import crash_reports, forget_ended
+
+    report = yield
+    if report.failed:
+        text = crash_reports()
+        if text:
+            report.sections.append(("native crash", text))
+    if report.when == "teardown":
+        forget_ended()
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     result = yield
     if _Tier.violation is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -300,6 +302,55 @@ def assert_exit_0(graph: Any, codes: dict[str, int]) -> None:
 
 #: ``qrsim launch``'s line for each process it started (its name and pid).
 STARTED_LINE = re.compile(r"\[qrsim launch\] started (\S+) \(pid (\d+)\)")
+#: The signals of a native crash (``qrsim launch``'s "killed by SIG..."), after which a core file is read.
+CRASH_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")
+_CRASH_LINE = re.compile(rf"killed by ({'|'.join(CRASH_SIGNALS)})")
+#: Every TestProcess not yet ended and checked (``crash_reports``): a test's failure report gets the native
+#: backtrace of any of them that crashed.
+_RUNNING: list[TestProcess] = []
+
+
+def _core_limit_prefix() -> list[str]:
+    """``prlimit`` raising the core-file limit to its hard limit for the program and what it starts
+    (a test's cwd, ``tmp_path``, holds the cores), so that a native crash leaves a core gdb can read.
+    Empty where there is no prlimit or the hard limit is 0."""
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+    prlimit = shutil.which("prlimit")
+    if prlimit is None or hard == 0:
+        return []
+    limit = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    return [prlimit, f"--core={limit}", "--"]
+
+
+def native_backtrace(core: Path, timeout_s: float = 120.0) -> str:
+    """gdb's thread list and the crashing thread's native stack from ``core`` (a Python process of this
+    venv: a node, ``qrsim launch``): which library a crash in a thread without Python code (Fast DDS,
+    rclpy's executor) happened in, which faulthandler's Python stacks cannot tell."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return f"(a core file is at {core}; no gdb to read it)"
+    exe = os.path.realpath(sys.executable)  # the venv's python is a link; gdb needs the real binary
+    try:
+        res = subprocess.run([gdb, "-batch", "-nx", "-ex", "set pagination off", "-ex", "info threads",
+                              "-ex", "bt 40", exe, str(core)], capture_output=True, text=True,
+                             timeout=timeout_s, errors="replace")
+    except subprocess.TimeoutExpired:
+        return f"(gdb did not read {core} within {timeout_s:g} s)"
+    keep = [ln for ln in res.stdout.splitlines()
+            if not ln.startswith(("[New LWP", "[Thread debugging", "warning:", "Using host libthread"))]
+    return f"gdb {exe} {core}:\n" + "\n".join(keep)
+
+
+def crash_reports() -> str:
+    """The native backtraces of the TestProcesses that crashed (``CRASH_SIGNALS``: a line of ``qrsim
+    launch`` or the program's own exit status) and are not yet reported, read from the core files in
+    their working directories."""
+    return "\n\n".join(text for text in (proc.native_backtraces() for proc in _RUNNING) if text)
+
+
+def forget_ended() -> None:
+    """Drop the TestProcesses that have ended from ``crash_reports``'s list (after each test)."""
+    _RUNNING[:] = [proc for proc in _RUNNING if proc.proc.poll() is None]
 
 
 def _start_time(pid: int) -> int | None:
@@ -327,7 +378,9 @@ class TestProcess:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *, log: Path | None = None,
                  stderr_log: Path | None = None) -> None:
         self.argv = [str(a) for a in argv]
+        self.cwd = cwd
         self.lines: list[str] = []
+        self._crash_reported = False
         self._seen = threading.Condition()
         self._children: dict[int, int | None] = {}  # pid -> start time, of what it reported starting
         self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
@@ -338,12 +391,31 @@ class TestProcess:
             self.proc = self._start(env, cwd, subprocess.STDOUT)
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"read-{Path(argv[0]).name}")
         self._reader.start()
+        _RUNNING.append(self)
 
     def _start(self, env: dict[str, str], cwd: Path, stderr: Any) -> subprocess.Popen[str]:
         # die_with_parent: a test worker killed (a stopped flake hunt, CI's limit) takes its programs with
         # it; a node started here once ran on, orphaned, for 38 min after its hunt was stopped
-        return process_group.start(self.argv, die_with_parent=True, env=env, cwd=cwd, stdout=subprocess.PIPE,
+        argv = [*_core_limit_prefix(), *self.argv]
+        return process_group.start(argv, die_with_parent=True, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                    stderr=stderr, text=True, errors="replace")
+
+    def native_backtraces(self) -> str:
+        """Once, if it or a process it started died of a native crash: the crash and gdb's reading of the
+        core files in its working directory (``native_backtrace``); else empty."""
+        rc = self.proc.poll()
+        died_by = signal.Signals(-rc).name if rc is not None and rc < 0 else None
+        crashed = _CRASH_LINE.search(self.output)
+        if self._crash_reported or not (crashed or died_by in CRASH_SIGNALS):
+            return ""
+        self._crash_reported = True
+        what = crashed.group(0) if crashed else f"{Path(self.argv[0]).name} killed by {died_by}"
+        cores = sorted(self.cwd.glob("core*"))
+        if not cores:
+            pattern = Path("/proc/sys/kernel/core_pattern")
+            where = pattern.read_text().strip() if pattern.exists() else "?"
+            return f"{what}: no core file in {self.cwd} (kernel.core_pattern {where!r})"
+        return f"{what}:\n" + "\n\n".join(native_backtrace(core) for core in cores)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -173,6 +173,13 @@ def test_results_are_the_same_for_every_engine_and_worker_count(tmp_path: Path,
     assert len((runs["dask_2"] / "results.csv").read_text().splitlines()) == 6
 
 
+def _config_values(keys: list[str]) -> dict[str, object]:
+    """Run on a worker: its Dask configuration's values of ``keys``."""
+    import dask
+
+    return {key: dask.config.get(key) for key in keys}
+
+
 def test_dask_local_cluster_leaves_no_worker_process(capsys: pytest.CaptureFixture[str]) -> None:
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
@@ -183,6 +190,9 @@ def test_dask_local_cluster_leaves_no_worker_process(capsys: pytest.CaptureFixtu
         seen = {p.pid for p in me.children(recursive=True)
                 if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline())}
         assert engine_dask.worker_count(client) == 2
+        # the workers run with the quiet settings (no profiler taking the GIL every 10 ms, ...)
+        settings = client.run(_config_values, list(engine_dask.QUIET_WORKERS))
+        assert list(settings.values()) == [engine_dask.QUIET_WORKERS] * 2, settings
         sc = load_scenario("keep_spot", {"task": {"duration_steps": 20}})
         records = engine_dask.run_dask(client, jobs.make_jobs(sc, "auto", [7, 8, 9]))
     assert [r["seed"] for r in records] == [7, 8, 9]

@@ -25,6 +25,20 @@ if TYPE_CHECKING:  # distributed itself is imported when a client is made (it ta
 
 #: How long to wait for an existing scheduler to answer and to have a worker [s].
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: Dask settings of the LocalCluster. An episode is CPU-bound Python in the worker's one task thread, and
+#: every periodic job of the worker's event loop takes the GIL from it: the statistical profiler (a stack
+#: sample every 10 ms), the event-loop watchdog's tick (20 ms), the memory monitor (0.1 s) and the
+#: system monitor (0.5 s). Here they run rarely or not at all, and work stealing (the scheduler moving
+#: queued tasks between workers every 0.1 s) is off: the tasks are alike and the queue is shared out as
+#: workers free up. The same keys work for ``dask worker`` on a cluster as ``DASK_*`` variables
+#: (docs/BATCH.md).
+QUIET_WORKERS: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.scheduler.work-stealing": False,
+}
 SCHEMES = ("tcp", "tls")
 
 
@@ -90,15 +104,19 @@ def _sigint_ignored_by_children() -> Iterator[None]:
 
 @contextmanager
 def local_client(workers: int) -> Iterator[Client]:
-    """A LocalCluster of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard) and
-    a client of it; both closed on the way out, Ctrl-C included (no worker process outlives it)."""
+    """A LocalCluster of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard),
+    configured by ``QUIET_WORKERS``, and a client of it; both closed on the way out, Ctrl-C included
+    (no worker process outlives it)."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with _sigint_ignored_by_children():
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR)
-    with cluster, Client(cluster) as client:
-        yield client
+    # the nannies hand this configuration to the worker processes they start
+    with dask.config.set(QUIET_WORKERS):
+        with _sigint_ignored_by_children():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, silence_logs=logging.ERROR)
+        with cluster, Client(cluster) as client:
+            yield client
 
 
 @contextmanager

@@ -110,7 +110,8 @@ def local_client(workers: int) -> Iterator[Client]:
     import dask
     from distributed import Client, LocalCluster
 
-    # the nannies hand this configuration to the worker processes they start
+    # the nannies hand this configuration to the worker processes they start (distributed is imported
+    # first: defaults it loads inside a config.set block would be dropped when the block ends)
     with dask.config.set(QUIET_WORKERS):
         with _sigint_ignored_by_children():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",

@@ -155,6 +155,7 @@ _qrsim_ensure_build() {
             colcon --log-base log build --symlink-install --event-handlers console_direct- \
                 --base-paths . "${pkgs[@]}" \
                 --cmake-args -DPython3_EXECUTABLE="$QRSIM_VENV/bin/python" -DBUILD_TESTING=OFF \
+                -DQRSIM_INTERFACES_C_AND_PYTHON_ONLY=ON \
                 >"$QRSIM_ROOT/log/qrsim-build.log" 2>&1
     ) || {
         wait "$kernels_pid" || true

@@ -269,3 +269,19 @@ def test_a_stop_request_ends_the_loading_between_two_kernels() -> None:
     loaded, with_overloads, total, asked, none = map(int, _fresh_interpreter(code, REPO_ROOT).split())
     assert total > 1 and loaded == 1 and 1 <= with_overloads < total and asked == 3
     assert none == 0
+
+
+@needs_jit
+def test_numba_is_imported_without_coverage_unless_coverage_runs(tmp_path: Path) -> None:
+    """numba imports coverage.py when it is installed; the core's kernels do not make every process pay
+    for it, but a process that runs coverage (imported first) keeps numba's coverage support."""
+    probe = ("import sys, qrsim_ros.core.common.jit as jit, numba.misc.coverage_support as c\n"
+             "print(jit.JIT_ENABLED, 'coverage' in sys.modules, c.coverage_available)\n"
+             "try:\n import coverage\nexcept ImportError:\n print(False)\nelse:\n print(True)")
+    enabled, loaded, numba_sees, installed = _fresh_interpreter(probe, REPO_ROOT).split()
+    assert (enabled, loaded, numba_sees) == ("True", "False", "False")
+    if installed == "True":  # coverage imports afterwards, and numba uses it when it is imported first
+        seen = _fresh_interpreter("import coverage, qrsim_ros.core.common.jit\n"
+                                  "import numba.misc.coverage_support as c\nprint(c.coverage_available)",
+                                  REPO_ROOT)
+        assert seen.strip() == "True"

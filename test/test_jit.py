@@ -285,3 +285,56 @@ def test_numba_is_imported_without_coverage_unless_coverage_runs(tmp_path: Path)
                                   "import numba.misc.coverage_support as c\nprint(c.coverage_available)",
                                   REPO_ROOT)
         assert seen.strip() == "True"
+
+
+_CACHED_RUN = r"""
+import sys, hashlib
+import numpy as np
+from qrsim_ros.core.common import jit
+from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.policies.episode import run_episode
+
+digest = hashlib.sha256()
+mission = Simulator.from_scenario("retrieve_simplified", {"seed": 7})
+scene = Simulator.from_scenario("search_rescue_scene", {"seed": 3})
+loaded = jit.load_kernels_reachable_from(mission, scene)
+print(loaded, "numba.np.arraymath" in sys.modules)
+result = run_episode(mission, "mission")
+digest.update(repr((result.outcome, mission.task.mission_record(float(mission.time)))).encode())
+scene.step(np.full((scene.action_rows, scene.action_spec["width"]), np.nan))
+digest.update(scene.true_state().tobytes())
+digest.update(scene.estimated_state().tobytes())
+def arrays(value, depth=0):  # a sensor's latest readings: arrays in its attributes, lists and dicts
+    if isinstance(value, np.ndarray):
+        yield value
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from arrays(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for key in sorted(value, key=repr):
+            yield from arrays(value[key], depth + 1)
+    elif depth < 3 and hasattr(value, "__dict__"):
+        yield from arrays({k: v for k, v in vars(value).items() if k not in ("scene", "params")}, depth + 1)
+for name in sorted(scene.sensors):  # lidar, range finders, fisheye camera
+    for array in arrays(scene.sensors[name]):
+        digest.update(array.tobytes())
+print(digest.hexdigest())
+"""
+
+
+@needs_jit
+def test_cached_kernels_load_without_numbas_library_and_fly_the_same(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A process that loads its kernels from the cache (every node) does not import numba's library of
+    typing and lowering implementations (``numba.np.arraymath`` and the rest: about 0.4 s of CPU), and
+    flies exactly what numba's own way flies (its target made complete first, as here in the test's
+    process): a retrieve mission (its record) and a step of the search-and-rescue scene (ray-cast
+    sensors and cameras), bit for bit."""
+    light = _fresh_interpreter(_CACHED_RUN, REPO_ROOT).split()
+    assert int(light[0]) > 20 and light[1] == "False", light
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
+    exec(compile(_CACHED_RUN, "cached_run", "exec"), {"__name__": "cached_run"})
+    full = capsys.readouterr().out.split()
+    assert full[1] == "True" and light[2] == full[2]

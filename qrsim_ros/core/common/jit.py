@@ -145,8 +145,37 @@ def _install_cache_locator(numba: Any) -> None:
         classes.insert(0, _CorePackageLocator)
 
 
+def _runtime_only_loads(numba: Any) -> type | None:
+    """numba's cache class with a lighter ``load_overload``, or None if its internals differ.
+
+    numba's own first makes the CPU target complete (``refresh``: it imports numba's whole library of
+    typing and lowering implementations, about 0.4 s of CPU), though rebuilding cached machine code needs
+    only numba's runtime (NRT, whose symbols the code links to). A compilation still makes the target
+    complete itself (numba's compiler refreshes both contexts first), so a kernel missing from the cache
+    compiles as before. Every node process loads its kernels this way: about a quarter of its start.
+    """
+    try:
+        from numba.core.caching import FunctionCache
+        from numba.core.runtime import rtsys
+    except ImportError:
+        return None
+    if not all(hasattr(FunctionCache, name) for name in
+               ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        return None
+
+    class RuntimeOnlyLoads(FunctionCache):  # type: ignore[misc, valid-type]
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+            return None  # (numba's: an I/O error the guard swallowed)
+
+    return RuntimeOnlyLoads
+
+
 if _numba is not None:
     _install_cache_locator(_numba)
+_RUNTIME_ONLY_LOADS = _runtime_only_loads(_numba) if _numba is not None else None
 
 
 def writable_twin(signature: str) -> str:
@@ -177,6 +206,8 @@ def njit(*signatures: str, writable_twins: bool = False) -> Callable[[F], F]:
         if _numba is None:
             return func
         dispatcher = _numba.njit(**NJIT_OPTIONS)(func)
+        if _RUNTIME_ONLY_LOADS is not None and type(dispatcher._cache).__name__ == "FunctionCache":
+            dispatcher._cache.__class__ = _RUNTIME_ONLY_LOADS
         _load_on_first_use(dispatcher, signatures)
         _DECLARED.append(dispatcher)
         return dispatcher  # type: ignore[no-any-return]
@@ -263,13 +294,14 @@ def load_kernels_reachable_from(*roots: object, max_depth: int = 6,
                              if hasattr(obj, name))
         level = following
     from numba.core.registry import cpu_target
+    from numba.core.runtime import rtsys
 
     def stopped() -> bool:
         return stop is not None and stop()
 
     if stopped():
         return 0
-    cpu_target.target_context.refresh()  # the one-time import of numba's typing registries
+    rtsys.initialize(cpu_target.target_context)  # the one-time set-up: numba's runtime
     loaded = 0
     for dispatcher in (d for d in _DECLARED if d.__module__ in modules):
         if stopped():
@@ -304,6 +336,8 @@ def foreign_function(function: Any, signature: str) -> Any:
     import ctypes
 
     from numba.core import sigutils, types
+    from numba.experimental import function_type  # noqa: F401  (how numba types _Address: without
+    # this, a process whose kernels came from the cache would see it as a Python object)
 
     address = ctypes.cast(function, ctypes.c_void_p).value
     args, restype = sigutils.normalize_signature(signature)

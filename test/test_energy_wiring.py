@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from qrsim_ros.core.common.jit import JIT_ENABLED
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario, load_scenario, scenario_from_mapping
 from qrsim_ros.core.engine.builders import build_fleet
 from qrsim_ros.core.engine.simulator import Simulator
+from qrsim_ros.core.vehicles import energy as energy_module
 from qrsim_ros.core.vehicles.energy import BatterySettings, ChargingBase, FleetEnergy
 from qrsim_ros.core.vehicles.pelican import HOVER_CONTROL, PelicanFleet
 
@@ -467,3 +469,5 @@ def test_the_one_call_step_of_a_pelican_fleet_equals_the_step_by_step_path() -> 
         assert (fused.low, fused._any_empty) == (by_kernel.low, by_kernel._any_empty)
         assert (kept.low, kept._any_empty) == (by_kernel.low, by_kernel._any_empty)
         assert by_kernel.charging.tolist() == [False, k < 120, False]  # every branch was taken
+    if JIT_ENABLED:  # the kept call ran the kernel's compiled code directly (``jit.overload_for``)
+        assert kept._tick_entry not in (None, energy_module._energy_tick_kernel)

@@ -330,11 +330,40 @@ def test_cached_kernels_load_without_numbas_library_and_fly_the_same(
     flies exactly what numba's own way flies (its target made complete first, as here in the test's
     process): a retrieve mission (its record) and a step of the search-and-rescue scene (ray-cast
     sensors and cameras), bit for bit."""
-    light = _fresh_interpreter(_CACHED_RUN, REPO_ROOT).split()
-    assert int(light[0]) > 20 and light[1] == "False", light
     from numba.core.registry import cpu_target
 
     cpu_target.target_context.refresh()
+    # first here: a kernel missing from the cache (a kernel module just edited) compiles into it now
     exec(compile(_CACHED_RUN, "cached_run", "exec"), {"__name__": "cached_run"})
     full = capsys.readouterr().out.split()
+    light = _fresh_interpreter(_CACHED_RUN, REPO_ROOT).split()
+    assert int(light[0]) > 20 and light[1] == "False", light
     assert full[1] == "True" and light[2] == full[2]
+
+
+@needs_jit
+def test_overload_for_gives_the_code_a_call_would_run_or_the_kernel() -> None:
+    """``overload_for`` picks the overload the dispatcher picks (a C-contiguous array for an 'A' one, a
+    readonly array for the readonly twin), whose code computes what the call computes; for arguments no
+    declared signature takes (a readonly output array), it gives the kernel back, which refuses them."""
+    from qrsim_ros.core.common.jit import all_finite, overload_for
+    from qrsim_ros.core.vehicles.energy import _supply_fraction_kernel
+
+    x = np.array([[1.0, 2.0], [3.0, np.nan]])
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    for args in ((x,), (x[:1],), (readonly,), (x[:, ::2],)):
+        code = overload_for(all_finite, args)
+        assert code is not all_finite and code(*args) == all_finite(*args) == np.isfinite(args[0]).all()
+    assert overload_for(all_finite, (x,)) is not overload_for(all_finite, (readonly,))
+
+    volts, empty, out = np.array([11.0, 12.0]), np.array([False, True]), np.zeros(2)
+    code = overload_for(_supply_fraction_kernel, (volts, empty, 12.0, out))
+    assert code is not _supply_fraction_kernel
+    code(volts, empty, 12.0, out)
+    assert out.tolist() == [11.0 / 12.0, 0.0]
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    assert overload_for(_supply_fraction_kernel, (volts, empty, 12.0, frozen)) is _supply_fraction_kernel
+    with pytest.raises(TypeError):
+        _supply_fraction_kernel(volts, empty, 12.0, frozen)

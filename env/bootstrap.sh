@@ -119,7 +119,7 @@ _qrsim_build_stamp() {
     # Contents of what generates code, names of what is symlinked (edits to those are live).
     (
         cd "$QRSIM_ROOT" || exit 1
-        cat CMakeLists.txt package.xml msg/*.msg srv/*.srv scripts/executable.py.in
+        cat CMakeLists.txt cmake/*.cmake package.xml msg/*.msg srv/*.srv scripts/executable.py.in
         local p
         for p in $(_qrsim_local_pkgs); do
             echo "$p"

@@ -551,3 +551,80 @@ def test_a_spec_can_be_injected_as_is() -> None:
     sched.inject(spec, 0.0)
     assert _run(sched, 3) == [(1, "start", "manual", 1)]
     assert math.isclose(sched.active[0].since_s, DT)
+
+
+def test_the_quiet_ticks_give_the_firings_of_the_rules_drawn_from_the_streams() -> None:
+    """A schedule that skips the ticks where nothing can happen (module docstring, "Quiet ticks") starts
+    and ends every fault at the ticks the trigger rules give, computed here from the streams' own
+    waiting times: an airborne clock held on the ground, a repeating voltage condition that dips and
+    recovers, a time and a step trigger, and a fault injected mid-run."""
+    n, seed, ticks, inject_after = 4, 21, 600, 200
+    items = [
+        {"kind": "comm_loss", "id": "prob", "repeat": True, "duration_s": 0.1,
+         "trigger": {"probabilistic": {"probability": 0.5, "period_s": 1.0, "clock": "airborne"}}},
+        {"kind": "battery_cell_failure", "id": "low", "repeat": True, "duration_s": 0.1,
+         "trigger": {"condition": {"battery_below_v": 10.5}}},
+        {"kind": "gps_outage", "id": "timed", "duration_s": 0.5, "trigger": {"at_time_s": 2.0}},
+        {"kind": "lidar_off", "id": "stepped", "trigger": {"at_step": 150}},
+    ]
+    late = {"kind": "camera_off", "id": "late", "vehicles": [3],
+            "trigger": {"probabilistic": {"probability": 0.9, "period_s": 1.0}}}
+
+    def volts(k: int) -> np.ndarray:  # vehicle 0 sags below 10.5 V from tick 301; vehicle 1 dips twice
+        dip = 250 <= k <= 260 or 400 <= k <= 402
+        return np.array([12.0 - 0.005 * k, 10.4 if dip else 11.0, 12.0, 12.0])
+
+    def airborne(k: int) -> np.ndarray:  # vehicle 2 rests on the ground for ticks 100-160
+        return np.array([True, True, not 100 <= k <= 160, True])
+
+    sched = FaultSchedule(parse_faults(items, num_vehicles=n), n, RandomStreams(seed))
+    got = []
+    for k in range(1, ticks + 1):
+        ev = sched.step(k, k * DT, FaultConditions(battery_v=volts(k), airborne=airborne(k)))
+        got += [(k, "start", a.id, a.vehicle) for a in ev.started]
+        got += [(k, "end", a.id, a.vehicle) for a in ev.ended]
+        if k == inject_after:
+            sched.inject(late, k * DT)
+
+    expected = [(100, "start", "timed", v) for v in range(n)] + [(125, "end", "timed", v) for v in range(n)]
+    expected += [(150, "start", "stepped", v) for v in range(n)]
+    streams = RandomStreams(seed)
+    p_tick = Probabilistic(0.5, 1.0).per_tick(DT)
+    for v in range(n):
+        rng, count, until = streams.get("fault.prob", v), 0, None
+        rng.geometric(p_tick)  # construction draws twice (the trials, then the reset): the second counts
+        success = int(rng.geometric(p_tick))
+        was_low = False
+        for k in range(1, ticks + 1):
+            if until == k:  # ends first, then may start again at once
+                expected.append((k, "end", "prob", v))
+                until = None
+            if airborne(k)[v]:
+                count += 1
+                if count == success:
+                    success += int(rng.geometric(p_tick))
+                    if until is None:
+                        expected.append((k, "start", "prob", v))
+                        until = k + 5
+        low_until = None
+        for k in range(1, ticks + 1):
+            if low_until == k:
+                expected.append((k, "end", "low", v))
+                low_until = None
+            is_low = volts(k)[v] < 10.5
+            if is_low and not was_low and low_until is None:
+                expected.append((k, "start", "low", v))
+                low_until = k + 5
+            was_low = is_low
+    late_rng, late_p = streams.get("fault.late", 3), Probabilistic(0.9, 1.0).per_tick(DT)
+    late_rng.geometric(late_p)  # (as above)
+    first_late = inject_after + int(late_rng.geometric(late_p))
+    expected.append((first_late, "start", "late", 3))
+
+    def order(e: tuple) -> tuple:
+        return e[0], e[1], e[2], e[3]
+    assert sorted(got, key=order) == sorted(expected, key=order)
+    lows = [e for e in expected if e[2] == "low" and e[1] == "start"]
+    assert sorted((k, v) for k, _, _, v in lows) == [(250, 1), (301, 0), (400, 1)]
+    assert sum(1 for e in expected if e[2] == "prob" and e[1] == "start") > 20
+    assert any(100 <= k <= 160 for k, what, fid, v in expected if fid == "prob" and v != 2)  # vehicle 2 held

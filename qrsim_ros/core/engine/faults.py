@@ -96,6 +96,8 @@ from qrsim_ros.core.vehicles.rotor_mixer import normalised_to_speeds
 
 #: ``_conditions``'s fast path: the only field the schedule reads is the airborne clock's.
 _AIRBORNE_ONLY = frozenset({"airborne"})
+#: The ``FaultConditions`` fields a pack bank gives as its own arrays (built once: ``_plan_conditions``).
+_BATTERY_FIELDS = frozenset({"battery_v", "battery_fraction"})
 #: Invalid reason of a vehicle whose start-up self test failed.
 SELF_TEST_FAILURE = "self_test_failure"
 #: The fault kinds that switch a sensor off (``off_mask``).
@@ -169,8 +171,10 @@ class FaultEffects:
         self.any_active = False
         self._stuck_thrust_n: dict[tuple[str, int], float] = {}
         self._stuck_speed_radps: dict[tuple[str, int], float] = {}  # rotor airframe: the held motor speed
-        self._condition_fields = self._needed_condition_fields()
-        self._live_conditions: FaultConditions | None = None  # ``_conditions`` on the bank's own arrays
+        self._condition_fields: frozenset[str] = frozenset()
+        #: the conditions of every tick when they are the same object throughout (None: built per tick)
+        self._fixed_conditions: FaultConditions | None = NO_CONDITIONS
+        self._plan_conditions()
         self._lost_at_issue: NDArray[np.bool_] | None = None
         self._reset_state()
 
@@ -193,7 +197,7 @@ class FaultEffects:
         if self.emergency_land:  # a latched landing keeps its pair off after its fault ended: undo that too
             latched = bool((self.models.fleet.emergency_land_rotor >= 0).any())  # type: ignore[union-attr]
             self.models.fleet.clear_emergency_land()  # type: ignore[union-attr]
-        self._condition_fields = self._needed_condition_fields()
+        self._plan_conditions()
         if self.any_active or latched:
             self.any_active = False
             self._reset_state()
@@ -205,7 +209,10 @@ class FaultEffects:
         what started and ended (see the module docstring for where in the tick)."""
         # the links as they were at t_(k-1), when this tick's set points were issued (``drop_commands``)
         self._lost_at_issue = self._comm_lost if self.any_active and self._any_comm_lost else None
-        events = self.schedule.step(k, k * self.dt_s, self._conditions())  # no faults: returns at once
+        conditions = self._fixed_conditions
+        if conditions is None:
+            conditions = self._conditions()
+        events = self.schedule.step(k, k * self.dt_s, conditions)  # no faults: returns at once
         self.last_events = events
         if events is not NO_EVENTS:  # the schedule returns this one object for a tick without events
             self._apply(k, events)
@@ -214,7 +221,7 @@ class FaultEffects:
     def inject(self, fault: FaultSpec | Mapping[str, Any], t_s: float) -> str:
         """``FaultSchedule.inject`` (starts at the next step); returns the fault's id."""
         fault_id = self.schedule.inject(fault, t_s)
-        self._condition_fields = self._needed_condition_fields()
+        self._plan_conditions()
         return fault_id
 
     def clear(self, fault_id: str | None = None, *, kind: str | None = None,
@@ -291,33 +298,32 @@ class FaultEffects:
         return valid if off is None else valid & ~off
 
     # --- internals ------------------------------------------------------------------------------------
-    def _needed_condition_fields(self) -> frozenset[str]:
-        """The ``FaultConditions`` fields the schedule's triggers read (empty: none): the condition
-        triggers' fields, and ``airborne`` for a probabilistic trigger with ``clock: airborne``."""
+    def _plan_conditions(self) -> None:
+        """The ``FaultConditions`` fields the schedule's triggers read (the condition triggers' fields,
+        and ``airborne`` for a probabilistic trigger with ``clock: airborne``), and whether one object
+        serves every tick: none needed, or the battery's alone from a pack bank (its own arrays,
+        ``BatteryBank.readings_view``, updated in place; the schedule only reads them)."""
         triggers = [s.trigger for s in self.schedule.specs]
         fields = {condition_field(t) for t in triggers if isinstance(t, Condition)}
         if any(isinstance(t, Probabilistic) and t.airborne_clock for t in triggers):
             fields.add("airborne")
-        return frozenset(fields)
+        self._condition_fields = needed = frozenset(fields)
+        bank = getattr(self.models.battery, "bank", None)
+        if not needed:
+            self._fixed_conditions = NO_CONDITIONS
+        elif bank is not None and needed <= _BATTERY_FIELDS:
+            volts, fraction, _ = bank.readings_view()
+            self._fixed_conditions = FaultConditions(volts if "battery_v" in needed else None,
+                                                     fraction if "battery_fraction" in needed else None)
+        else:
+            self._fixed_conditions = None
 
     def _conditions(self) -> FaultConditions:
-        """This tick's conditions: only the fields a condition trigger reads. The battery's are the pack
-        bank's own arrays (``BatteryBank.readings_view``, updated in place every tick; the schedule only
-        reads them), so conditions on the battery alone are built once, not every tick."""
+        """This tick's conditions (those ``_plan_conditions`` found not fixed): only the fields the
+        schedule's triggers read."""
         needed = self._condition_fields
-        if not needed:
-            return NO_CONDITIONS
         if needed == _AIRBORNE_ONLY and self.models.fleet is not None:  # the retrieve scenarios' every tick
             return FaultConditions(None, None, None, self.models.fleet.off_ground())
-        bank = getattr(self.models.battery, "bank", None)
-        if bank is not None and "position_ned_m" not in needed and "airborne" not in needed:
-            volts, fraction, _ = bank.readings_view()
-            key = (volts if "battery_v" in needed else None,
-                   fraction if "battery_fraction" in needed else None)
-            cached = self._live_conditions
-            if cached is None or cached.battery_v is not key[0] or cached.battery_fraction is not key[1]:
-                cached = self._live_conditions = FaultConditions(key[0], key[1], None)
-            return cached
         n = self.num_vehicles
         fleet, battery = self.models.fleet, self.models.battery
         pos = fleet.state[:, STATE_POSITION_NED] if fleet is not None and "position_ned_m" in needed else None

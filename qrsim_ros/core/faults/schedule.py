@@ -35,6 +35,13 @@ injected at run time.
 Vectorised over vehicles: each fault keeps (N,) arrays (applies, fired, active, since, until); the loop
 is over faults, which are few, and skips the array work where scalars say nothing can change (no fault:
 ``step`` returns at once; a time trigger before its time; no end due; a fault that cannot fire again).
+
+Quiet ticks: after each tick it looks at, ``step`` works out how long nothing can happen (``_plan``):
+until a time (the next planned end, the next ``at_time_s``), a tick (the next ``at_step``), a number of
+calls (the fewest trials before a periodic trigger's next success) and while a few scalar watches hold
+(each "below" condition's field at or above its threshold; every vehicle airborne, for an airborne
+clock). A tick within all of them returns at once, counting the call; the trials skipped are counted on
+at the next tick looked at, so the draws and firings are those of looking at every tick.
 """
 
 from __future__ import annotations
@@ -106,6 +113,10 @@ class FaultConditions(NamedTuple):
 
 
 NO_CONDITIONS = FaultConditions()
+#: The index of each ``FaultConditions`` field (the quiet ticks' watches read them by index).
+_FIELD_INDEX = {name: i for i, name in enumerate(FaultConditions._fields)}
+#: Up to this many vehicles, a watch reads its field as a Python list (cheaper than numpy's reductions).
+_FEW_VEHICLES = 64
 
 
 class _BernoulliTicks:
@@ -135,6 +146,14 @@ class _BernoulliTicks:
         is not drawn, so their waiting times count only the ticks they are not held."""
         self._next += held  # +1 where held (numpy's bool-to-float add; no fancy indexing)
         self._soonest = float(self._next.min())
+
+    def skip(self, ticks: int) -> None:
+        """Count ``ticks`` ticks in which no vehicle succeeds (``quiet_ticks`` of them at most)."""
+        self._tick += ticks
+
+    def quiet_ticks(self) -> float:
+        """How many of the next ticks no vehicle succeeds in (inf: none ever does)."""
+        return self._soonest - self._tick - 1
 
     def quiet_tick(self) -> bool:
         """Count the next tick and return True if no vehicle succeeds in it; else False, uncounted (then
@@ -364,6 +383,15 @@ class FaultSchedule:
         #: ``step`` has nothing to look at before this time [s]: no fault armed or clearing, the first
         #: active one ends then (-inf: look; set again after every look, and by reset, inject and clear)
         self._quiet_until_s = -math.inf
+        #: the other bounds of the quiet ticks (module docstring): before tick ``_quiet_until_k``, for
+        #: ``_quiet_calls`` calls (``_skipped`` of them taken), while every ``_watches`` holds: (index of
+        #: a FaultConditions field, threshold: its minimum must be >= it; None: every element true)
+        self._quiet_until_k: float = -math.inf
+        self._quiet_calls: float = 0.0
+        self._skipped = 0
+        self._watches: tuple[tuple[int, float | None], ...] = ()
+        self._time_only = False  # the time is the only bound (``_plan``)
+        self._shape = (self.num_vehicles,)
         self._injections = 0
         for i, spec in enumerate(specs):
             self._add(spec, f"faults[{i}]", injected=False)
@@ -380,15 +408,36 @@ class FaultSchedule:
         for f in self._faults:
             f.reset()
         self._quiet_until_s = -math.inf
+        self._skipped = 0
 
     def step(self, k: int, t_s: float, conditions: FaultConditions = NO_CONDITIONS) -> FaultEvents:
         """Tick ``k`` at simulated time ``t_s`` [s]: end the cleared and expired faults, evaluate every
         trigger, start the faults fired; returns the tick's events."""
-        if not self._faults or t_s < self._quiet_until_s:  # (the per-tick case of permanent faults)
-            return NO_EVENTS
+        if t_s < self._quiet_until_s:
+            if self._time_only:  # no fault, or only timed ones (ends, at_time_s): the time says it all
+                return NO_EVENTS
+            if not (k < self._quiet_until_k and self._skipped < self._quiet_calls):
+                return self._look(k, t_s, conditions)
+            for field, low in self._watches:  # (inline: the per-tick case of faults that wait)
+                value = conditions[field]
+                if type(value) is not np.ndarray or value.shape != self._shape:
+                    break  # (the look raises for a missing or bad field)
+                if value.size <= _FEW_VEHICLES:
+                    values = value.tolist()
+                    if (False in values) if low is None else not min(values) >= low:  # (NaN: look)
+                        break
+                elif not (value.all() if low is None else value.min() >= low):
+                    break
+            else:
+                self._skipped += 1
+                return NO_EVENTS
+        return self._look(k, t_s, conditions)
+
+    def _look(self, k: int, t_s: float, conditions: FaultConditions) -> FaultEvents:
+        """``step``'s full evaluation of every fault, then the quiet ticks that follow (``_plan``)."""
+        self._take_skipped()
         started: list[ActiveFault] = []
         ended: list[ActiveFault] = []
-        quiet_until_s = math.inf
         for f in self._faults:
             if f.any_active and (f.any_clearing or t_s >= f.next_end_s - TIME_EPS_S):  # ``end``'s own test
                 f.end(t_s, ended)
@@ -401,12 +450,45 @@ class FaultSchedule:
                     f.evaluated = True  # what ``start`` would have done on a tick its trigger is false
                 else:
                     f.start(k, t_s, conditions, started)
-            if f.any_clearing or f.armed:
-                quiet_until_s = -math.inf
-            elif f.any_active:
-                quiet_until_s = min(quiet_until_s, f.next_end_s - TIME_EPS_S)
-        self._quiet_until_s = quiet_until_s
+        self._plan(k, t_s)
         return FaultEvents(tuple(started), tuple(ended)) if started or ended else NO_EVENTS
+
+    def _plan(self, k: int, t_s: float) -> None:
+        """The quiet ticks after tick ``k`` (module docstring): the bounds within which no fault can end
+        or start, so ``step`` need not look."""
+        until_s = until_k = calls = math.inf
+        watches: list[tuple[int, float | None]] = []
+        for f in self._faults:
+            if f.any_clearing:
+                calls = 0.0
+            if f.any_active:
+                until_s = min(until_s, f.next_end_s - TIME_EPS_S)
+            if not f.armed or f.one_shot:  # (a one-shot trigger drew at the first tick it was looked at)
+                continue
+            trig = f.spec.trigger
+            if f.periodic:
+                calls = min(calls, f.trials.quiet_ticks())  # type: ignore[union-attr]
+                if f.airborne_clock:
+                    watches.append((_FIELD_INDEX["airborne"], None))
+            elif isinstance(trig, AtTime):
+                until_s = min(until_s, f.quiet_before_s)  # (at or after it: -inf, look every tick)
+            elif isinstance(trig, AtStep):
+                until_k = min(until_k, f.at_tick if k < f.at_tick else -math.inf)
+            elif f.below_field is not None and not f.any_previous:
+                watches.append((_FIELD_INDEX[f.below_field], float(trig.value)))  # type: ignore[union-attr,arg-type]
+            else:  # a box, or a "below" condition true somewhere: look every tick
+                calls = 0.0
+        self._quiet_until_s, self._quiet_until_k, self._quiet_calls = until_s, until_k, calls
+        self._watches = tuple(dict.fromkeys(watches))
+        self._time_only = until_k == calls == math.inf and not watches
+
+    def _take_skipped(self) -> None:
+        """Count the quiet ticks skipped since the last look on the trials that would have run in them."""
+        if self._skipped:
+            for f in self._faults:
+                if f.armed and f.periodic:
+                    f.trials.skip(self._skipped)  # type: ignore[union-attr]
+            self._skipped = 0
 
     # --- what is active -------------------------------------------------------------------------------
     @property
@@ -475,6 +557,7 @@ class FaultSchedule:
         spec.vehicle_indices(self.num_vehicles, where)  # checks the indices against the fleet
         if "rotor" in spec.params:
             integer(f"{where}.rotor", spec.params["rotor"], 0, self.num_rotors - 1)
+        self._take_skipped()  # (the new fault's trials start now, not with the others' skipped ones)
         self._faults.append(_Fault(spec, self.num_vehicles, self._streams, self.dt_s,
                                    self.ticks_per_task_step, injected))
         self._quiet_until_s = -math.inf

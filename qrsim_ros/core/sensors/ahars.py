@@ -290,6 +290,8 @@ def _noiseless_step_kernel(x, accel_body, acc_due, gyro_due, euler_due, alt_due,
 _ACC, _GYRO, _EULER, _ALT = 1, 2, 4, 8
 _ACC_BIAS, _GYRO_BIAS, _ALT_OFFSET = 0, 3, 6  # first columns (biases: 3 each)
 _ACC_STUCK, _GYRO_STUCK, _ALT_STUCK = 0, 1, 2
+#: The fault states (accelerometer, gyroscope, altimeter) of sensors without a fault.
+_UNFAULTED = (None, None, None)
 
 
 @njit(f"void({F8_2D_IN}, {F8_2D_IN}, int64, float64[:, :], float64[:, :], float64[:, :], float64[:], "
@@ -658,10 +660,6 @@ class Ahars:
         updated |= self.altimeter.step(k, x)
         return updated
 
-    def _unfaulted(self) -> bool:
-        return (self.accelerometer._fault is None and self.gyroscope._fault is None
-                and self.altimeter._fault is None)
-
     def _step_noiseless(self, k: int, x: ArrayLike, accel_body: ArrayLike) -> bool:
         """``step`` of four noiseless sensors: the true values in one kernel (the sensors' own ``step`` do
         the same, a few numpy calls each); with faults, ``_noiseless_faulted_kernel`` applies them as each
@@ -678,25 +676,25 @@ class Ahars:
         acc, gyro, alt = self.accelerometer, self.gyroscope, self.altimeter
         outputs = (acc._meas, gyro._meas, self.orientation_estimator._meas, alt._height, alt._speed,
                    alt.params.ground_z_ned_m)
-        if self._unfaulted():
+        faults = acc._fault, gyro._fault, alt._fault
+        if faults == _UNFAULTED:  # (a tuple of Nones: compared by identity, element by element)
             _noiseless_step_kernel(x, accel, acc_due, gyro_due, euler_due, alt_due, *outputs)
             return True
-        add, fault_value, stuck = self._packed_faults()
+        add, fault_value, stuck = self._packed_faults(faults)
         due = (_ACC if acc_due else 0) | (_GYRO if gyro_due else 0) | (_EULER if euler_due else 0) | (
             _ALT if alt_due else 0)
         _noiseless_faulted_kernel(x, accel, due, *outputs, add, fault_value, stuck)
         return True
 
-    def _packed_faults(self) -> tuple[int, Array, NDArray[np.bool_]]:
-        """The sensors' fault states as ``_noiseless_faulted_kernel`` takes them (``add``, ``fault_value``,
-        ``stuck``), packed again only when a ``set_fault_state`` changed one (it sets a new tuple)."""
-        acc, gyro, alt = self.accelerometer._fault, self.gyroscope._fault, self.altimeter._fault
+    def _packed_faults(self, states: tuple[Any, Any, Any]) -> tuple[int, Array, NDArray[np.bool_]]:
+        """The fault states ``states`` of the accelerometer, gyroscope and altimeter as
+        ``_noiseless_faulted_kernel`` takes them (``add``, ``fault_value``, ``stuck``), packed again only
+        when a ``set_fault_state`` changed one (it sets a new tuple)."""
         pack = self._fault_pack
         if pack is not None:
             seen = pack[0]
-            if seen[0] is acc and seen[1] is gyro and seen[2] is alt:
+            if seen[0] is states[0] and seen[1] is states[1] and seen[2] is states[2]:
                 return pack[1], pack[2], pack[3]
-        states = (acc, gyro, alt)
         n = self.num_vehicles
         value, stuck, add = np.zeros((n, 7)), np.zeros((n, 3), bool), 0
         for bit, col, width, row, state in ((_ACC, _ACC_BIAS, 3, _ACC_STUCK, states[0]),

@@ -780,8 +780,10 @@ class GpsReceiver:
         bias_rows = self._f_bias_rows if self._faulted else None
         if not outage and all_finite(x):  # every update of a mocap fleet (a bias: still every row)
             self._set_outputs_noiseless(slice(None), x[:, STATE_POSITION_NED], _velocity_ned(x))
-            if bias_rows is not None and bias_rows.size:
-                self.position_ned[bias_rows] += self._f_bias[bias_rows]  # its lla follows (``lla``)
+            if bias_rows is not None and bias_rows.size == self.position_ned.shape[0]:
+                self.position_ned += self._f_bias  # every row (no fancy indexing); its lla follows (``lla``)
+            elif bias_rows is not None and bias_rows.size:
+                self.position_ned[bias_rows] += self._f_bias[bias_rows]
             return
         ok = np.all(np.isfinite(x), axis=1)
         if outage:

@@ -388,7 +388,8 @@ class BatteryBank:
 
     def readings_view(self) -> tuple[Array, Array, NDArray[np.bool_]]:
         """``voltage_v``, ``percentage`` and ``empty`` without copies, for a per-tick reader that only
-        reads them (``energy.FleetEnergy``); they change at the next ``step``, ``reset``, ``cell_failure``."""
+        reads them (``energy.FleetEnergy``, the fault conditions): the same arrays for the bank's life,
+        updated in place by ``step``, ``reset`` and ``cell_failure``."""
         return self._volts, self._pct, self._empty
 
     def reset(self, vehicles: ArrayLike | None = None) -> None:

@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from qrsim_ros.batch.stats import Distribution
+from qrsim_ros.batch.summary import OUTCOMES
 from qrsim_ros.cli import CliError, batch, run
 from qrsim_ros.cli.main import main
+from qrsim_ros.core.common.intervals import wilson_interval
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config import scenario
 from qrsim_ros.core.config.scenario import load_scenario
@@ -211,9 +214,9 @@ def test_batch_prints_outcome_probabilities_and_distributions(tmp_path: Path,
     assert rc == 0, err
     _, rows = read_csv(path)
     lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
-    for name in batch.OUTCOMES:
+    for name in OUTCOMES:
         k = sum(r[3] == name for r in rows)
-        lo, hi = batch.wilson_interval(k, 4)
+        lo, hi = wilson_interval(k, 4)
         assert lines[name][1:] == [str(k), f"{k / 4:.3f}", f"[{lo:.3f},", f"{hi:.3f}]"]
     rewards = np.array([float(r[2]) for r in rows])
     stats = [float(v) for v in lines["reward"][1:]]  # mean std min q1 median q3 max
@@ -245,7 +248,7 @@ def test_episode_seeds_never_use_the_clock() -> None:
 
 @pytest.mark.parametrize(("k", "n"), [(0, 10), (10, 10), (5, 10), (3, 50), (1, 1), (37, 120)])
 def test_wilson_interval(k: int, n: int) -> None:
-    lo, hi = batch.wilson_interval(k, n)
+    lo, hi = wilson_interval(k, n)
     ref = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
     assert lo == pytest.approx(ref.low, abs=1e-12) and hi == pytest.approx(ref.high, abs=1e-12)
     z2 = 1.959963984540054**2
@@ -256,11 +259,11 @@ def test_wilson_interval(k: int, n: int) -> None:
 
 
 def test_distribution_summary() -> None:
-    d = batch.Distribution.of([4.0, 1.0, 3.0, 2.0])
+    d = Distribution.of([4.0, 1.0, 3.0, 2.0])
     assert (d.mean, d.min, d.max, d.median) == (2.5, 1.0, 4.0, 2.5)
     assert d.std == pytest.approx(math.sqrt(5.0 / 3.0))  # sample std of 1..4
     assert (d.q1, d.q3) == (1.75, 3.25)  # linear interpolation
-    assert batch.Distribution.of([7.0]).std == 0.0
+    assert Distribution.of([7.0]).std == 0.0
 
 
 def test_scenarios_exist_for_the_tests() -> None:

@@ -15,7 +15,8 @@ from scipy.stats import binomtest
 
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.comms import BROADCAST, CommsParams, Radio
+from qrsim_ros.core.comms import BROADCAST, CommsParams
+from qrsim_ros.core.comms.radio import Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import scenario_from_mapping
 from qrsim_ros.core.engine.simulator import Simulator

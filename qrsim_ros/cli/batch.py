@@ -39,14 +39,11 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from qrsim_ros.batch import engine_dask
 from qrsim_ros.batch.engine_local import run_in_process, run_pool, usable_cpus
 from qrsim_ros.batch.jobs import BASE_COLUMNS, EpisodeJob, OnDone, Record, make_jobs
-from qrsim_ros.batch.missions import columns_for, extras_for
-from qrsim_ros.batch.report import BatchInfo, build_report, results_table
-from qrsim_ros.batch.stats import Distribution
-from qrsim_ros.batch.summary import OUTCOMES, outcomes_for, summarise, table_lines
 from qrsim_ros.cli import (
     CliError,
     check_output_path,
@@ -55,6 +52,7 @@ from qrsim_ros.cli import (
     write_bytes_atomic,
     write_csv_atomic,
 )
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.run import (
     ProgressBar,
     add_common_arguments,
@@ -66,7 +64,6 @@ from qrsim_ros.cli.run import (
     seed_argument,
 )
 from qrsim_ros.cli.subcommand import Subcommand
-from qrsim_ros.core.common.intervals import wilson_interval
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.config.scenario import (
     MAX_SEED,
@@ -76,8 +73,10 @@ from qrsim_ros.core.config.scenario import (
 )
 from qrsim_ros.policies import PolicyError
 
-__all__ = ["OUTCOMES", "RESULTS_HEADER", "Distribution", "episode_seeds", "resolve_base_seed", "usable_cpus",
-           "wilson_interval"]
+if TYPE_CHECKING:
+    from qrsim_ros.batch.report import BatchInfo
+
+__all__ = ["RESULTS_HEADER", "episode_seeds", "resolve_base_seed", "usable_cpus"]
 
 PROG = "qrsim batch"
 ENGINES = ("dask", "multiprocessing")
@@ -157,8 +156,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim batch``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "many seeded episodes on Dask or local processes, with outcome statistics",
-                     __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["batch"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
@@ -202,6 +200,9 @@ def _check_report_dir(path: str) -> None:
 
 def _write_outputs(args: argparse.Namespace, records: list[Record], info: BatchInfo) -> list[str]:
     """--out and --report; the lines saying what was written."""
+    from qrsim_ros.batch.missions import extras_for
+    from qrsim_ros.batch.report import build_report, results_table
+
     said = []
     if args.out is not None:
         write_csv_atomic(args.out, *results_table(records))
@@ -238,6 +239,11 @@ def run(args: argparse.Namespace) -> int:
             _check_report_dir(args.report)
     except (CliError, ConfigError) as exc:
         return report(PROG, exc)
+    # the statistics and figures (scipy, matplotlib) only once the arguments hold: a usage error is quick
+    from qrsim_ros.batch.missions import columns_for
+    from qrsim_ros.batch.report import BatchInfo
+    from qrsim_ros.batch.summary import outcomes_for, summarise, table_lines
+
     bar = ProgressBar(args.runs, PROG, enabled=not args.no_progress, eta=True)
     wall0 = time.perf_counter()
     try:

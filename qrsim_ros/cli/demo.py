@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from qrsim_ros.cli import CliError, report, subcommand_parser
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.vehicles.pelican import (
     HOVER_THROTTLE,
@@ -43,9 +44,7 @@ FLIGHT_PLAN: tuple[tuple[float, str, tuple[float, float, float, float, float]], 
 
 def build_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``demo`` subcommand."""
-    p = subcommand_parser(subparsers, "demo",
-                          "fly a Pelican open loop through the core model and print a trajectory summary",
-                          __doc__)
+    p = subcommand_parser(subparsers, "demo", HELP_LINES["demo"], __doc__)
     p.add_argument("--vehicles", type=int, default=1, help="fly this many identical Pelicans (default 1)")
     p.set_defaults(func=run)
     return p

@@ -72,6 +72,7 @@ import yaml
 
 from qrsim_ros.bag.info import describe_bag
 from qrsim_ros.cli import CliError, finish_parser, report
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.leftovers import LockedTempDir, remove_stale_shm, remove_stale_tempdirs
 from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.limits import LIMITS
@@ -172,7 +173,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim launch``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "start a scenario's ROS 2 node graph (embedded launcher)", __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["launch"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 

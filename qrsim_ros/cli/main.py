@@ -1,5 +1,7 @@
 """``qrsim``: the project's command-line tool. Each subcommand lives in its own module, imported only
-when it runs (or for ``qrsim --help``): ``qrsim launch`` does not pay for Dask and matplotlib."""
+when it runs: ``qrsim launch`` does not pay for Dask and matplotlib, and ``qrsim --version``, ``qrsim
+help``, ``qrsim --help`` and a mistyped command import no subcommand (their lines come from
+``cli.commands``)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ import sys
 from collections.abc import Sequence
 
 from qrsim_ros import __version__
+from qrsim_ros.cli.commands import HELP_LINES, module_name
 
 #: The subcommands in ``qrsim --help`` order: NAME -> its module (``build_parser(subparsers)``).
-SUBCOMMANDS = {name: f"qrsim_ros.cli.{name}" for name in
-               ("demo", "replay", "run", "batch", "launch", "plot", "verify")}
+SUBCOMMANDS = {name: module_name(name) for name in HELP_LINES}
 
 
 def build_parser(names: Sequence[str] = tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
-    """The top-level parser with the subcommands ``names`` registered (default: every one)."""
+    """The top-level parser listing every subcommand; those in ``names`` (default: every one) with their
+    arguments (their modules imported), the others by name and help line only."""
     parser = argparse.ArgumentParser(
         prog="qrsim",
         description="QRSim for ROS 2: simulate, replay and inspect Pelican quadrotor runs.",
@@ -27,8 +30,11 @@ def build_parser(names: Sequence[str] = tuple(SUBCOMMANDS)) -> argparse.Argument
     )
     parser.add_argument("--version", action="version", version=f"qrsim_ros {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in names:
-        importlib.import_module(SUBCOMMANDS[name]).build_parser(sub)
+    for name, module in SUBCOMMANDS.items():
+        if name in names:
+            importlib.import_module(module).build_parser(sub)
+        else:  # listed in --help; never parsed (main loads the subcommand its arguments name)
+            sub.add_parser(name, help=HELP_LINES[name], add_help=False)
     return parser
 
 
@@ -36,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the subcommand named in ``argv``; return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
     _enable_stack_dumps()
-    parser = build_parser([argv[0]] if argv and argv[0] in SUBCOMMANDS else tuple(SUBCOMMANDS))
+    parser = build_parser([argv[0]] if argv and argv[0] in SUBCOMMANDS else ())
     if not argv or argv[0] == "help":
         parser.print_help()
         return 0

@@ -51,6 +51,7 @@ import sys
 import time
 
 from qrsim_ros.cli import CliError, finish_parser, report
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.subcommand import Subcommand
 
 PROG = "qrsim plot"
@@ -69,8 +70,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim plot``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "render PNG figures of a recorded run from its bag or a retrieve run's CSV",
-                     __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["plot"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 

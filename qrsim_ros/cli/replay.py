@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qrsim_ros.cli import CliError, check_output_path, one_line_errors, report, write_csv_atomic
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.frames import Array, dcm_from_state, ned_to_body
 from qrsim_ros.core.common.ticks import BASE_DT_S
@@ -290,8 +291,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim replay``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "replay logged controls through the Pelican model and write the trajectory as CSV",
-                     __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["replay"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import yaml
 
 from qrsim_ros.cli import CliError, check_output_path, finish_parser, report, write_csv_atomic
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.subcommand import Subcommand
 from qrsim_ros.core.common.ticks import BASE_DT_S as TICK_S
 from qrsim_ros.core.common.validation import ConfigError, shorten
@@ -272,8 +273,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim run``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "fly one episode of a scenario with a policy (in process)",
-                     __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["run"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from qrsim_ros.cli import CliError, finish_parser, report, write_bytes_atomic
+from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.subcommand import Subcommand
 
 PROG = "qrsim verify"
@@ -37,8 +38,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 #: ``qrsim verify``: ``build_parser`` registers it on the ``qrsim`` parser, ``main`` runs it standalone.
-COMMAND = Subcommand(PROG, "model-check a batch's abstract mission model beside its Monte Carlo results",
-                     __doc__, _add_arguments)
+COMMAND = Subcommand(PROG, HELP_LINES["verify"], __doc__, _add_arguments)
 build_parser, main = COMMAND.build_parser, COMMAND.main
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError
-from qrsim_ros.core.comms import Radio
+from qrsim_ros.core.comms.radio import Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import Scenario
 from qrsim_ros.core.sensors.ahars import Ahars

@@ -40,7 +40,8 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.comms import Inboxes, Packet, Radio
+from qrsim_ros.core.comms import Inboxes, Packet
+from qrsim_ros.core.comms.radio import Radio
 from qrsim_ros.core.config.loader import ScenarioError
 from qrsim_ros.core.config.scenario import CONTROL_MODES, Scenario, load_scenario
 from qrsim_ros.core.engine.builders import (

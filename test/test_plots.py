@@ -557,3 +557,39 @@ def test_qrsim_plot_renders_a_recorded_plume_run(tmp_path: Path, capsys: pytest.
     if "/plume/field" in run.topics:
         assert run.plume_field is not None and run.plume_field.concentration.size > 0
         assert np.all(run.plume_field.concentration > 0)
+
+
+def test_many_fault_intervals_draw_a_few_artists_per_kind_with_the_spans_merged(tmp_path: Path) -> None:
+    """A repeating fault fired thousands of times draws a bounded number of artists (each kind's spans
+    in one collection, merged where they overlap; a bounded number of labels), and both figures render."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.figure import Figure
+
+    from qrsim_ros.plots.bagdata import RunData
+    from qrsim_ros.plots.faults import FaultInterval
+    from qrsim_ros.plots.timelines import MAX_INTERVAL_LABELS, faults_timeline, shade_faults
+
+    # disjoint spans of 5 ms every 10 ms
+    outages = [FaultInterval("gps_outage.0", k % 3, "gps_outage", "{}", 0.01 * k, 0.01 * k + 0.005,
+                             math.nan, 0) for k in range(3000)]
+    # two overlapping rotor faults and one still active at the end: three intervals, two merged spans
+    rotor = [FaultInterval("r", 0, "rotor_loss", "{rotor: 0}", 1.0, 3.0, math.nan, 0),
+             FaultInterval("r2", 1, "rotor_loss", "{rotor: 1}", 2.0, 4.0, 5.0, 0),
+             FaultInterval("r3", 2, "rotor_loss", "{rotor: 2}", 20.0, math.nan, math.nan, 0)]
+    run = RunData(tmp_path / "bag", {"/sim/faults": "qrsim_ros/msg/ActiveFaults"}, [], faults=outages + rotor)
+    ax = Figure().add_subplot()
+    assert shade_faults(ax, run) == len(run.faults)
+    spans = {c.get_label(): c for c in ax.collections if isinstance(c, PolyCollection)}
+    assert set(spans) == {"fault: gps_outage", "fault: rotor_loss"}
+    assert len(spans["fault: gps_outage"].get_paths()) == 3000  # disjoint: none merged
+    assert len(spans["fault: rotor_loss"].get_paths()) == 2      # [1, 4] and [20, the run's end]
+    starts = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert sum(len(c.get_segments()) for c in starts) == 3000 + 3
+    assert len(ax.collections) == 4 and len(ax.texts) == MAX_INTERVAL_LABELS
+    assert faults_timeline(run, tmp_path / "faults.png") is None
+    assert (tmp_path / "faults.png").stat().st_size > 1000

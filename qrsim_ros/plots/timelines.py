@@ -7,6 +7,10 @@
 - ``shade_faults(ax, run)``: the intervals as shaded vertical spans on any axes whose x is simulated
   time [s] (the battery and the altitude/speed figures).
 
+However many intervals a run has, each figure draws a few artists per fault kind: the spans and bars
+of a kind are one collection (its overlapping spans merged), their start lines another, and only the
+first ``MAX_INTERVAL_LABELS`` intervals are written out (the legend names every kind).
+
 Every figure function returns ``None`` after writing its PNG, or a one-line reason (nothing written).
 An interval still active when the recording ends (``end_s`` NaN) is drawn to the run's last sample.
 """
@@ -17,7 +21,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.collections import PatchCollection
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from qrsim_ros.plots.bagdata import RunData
@@ -29,6 +34,8 @@ FAULT_COLOURS = ("#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a65628
                  "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#17becf", "#bcbd22")
 #: Opacity of the fault spans on the time plots (the data stay readable through them).
 SPAN_ALPHA = 0.15
+#: Intervals written out on a figure at most (a run with many firings: the first ones).
+MAX_INTERVAL_LABELS = 40
 
 
 def fault_colour(kind: str) -> str:
@@ -45,22 +52,38 @@ def _end(f: FaultInterval, run_end_s: float) -> float:
     return f.end_s if math.isfinite(f.end_s) else max(run_end_s, f.start_s)
 
 
+def merged_spans(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of the closed intervals ``(start, end)`` as sorted, disjoint ``(start, end)`` pairs."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def shade_faults(ax, run: RunData, *, labels: bool = True, legend: bool = True) -> int:  # type: ignore[no-untyped-def]
-    """Shade every fault interval of the run on ``ax`` (x: simulated time [s]) in its kind's colour;
-    with ``labels`` the vehicle, kind and id are written at the top of each span; with ``legend`` the
-    first span of each kind carries a legend label. Returns the number of spans drawn."""
-    seen: set[str] = set()
+    """Shade every fault interval of the run on ``ax`` (x: simulated time [s]) in its kind's colour: per
+    kind one collection of spans (overlapping ones merged) and one of start lines; with ``labels`` the
+    vehicle, kind and id of the first ``MAX_INTERVAL_LABELS`` intervals are written at the top of their
+    spans; with ``legend`` each kind carries a legend label. Returns the number of intervals shaded."""
     top = blended_transform_factory(ax.transData, ax.transAxes)
     end_s = run.end_s
+    by_kind: dict[str, list[FaultInterval]] = {}
     for f in run.faults:
-        colour = fault_colour(f.kind)
-        label = f"fault: {f.kind}" if legend and f.kind not in seen else None
-        seen.add(f.kind)
-        ax.axvspan(f.start_s, _end(f, end_s), color=colour, alpha=SPAN_ALPHA, lw=0, zorder=0, label=label)
-        ax.axvline(f.start_s, color=colour, lw=0.8, alpha=0.7, zorder=0)
-        if labels:
+        by_kind.setdefault(f.kind, []).append(f)
+    for kind, intervals in by_kind.items():
+        colour = fault_colour(kind)
+        spans = merged_spans([(f.start_s, _end(f, end_s)) for f in intervals])
+        ax.broken_barh([(a, b - a) for a, b in spans], (0.0, 1.0), transform=top, facecolors=colour,
+                       alpha=SPAN_ALPHA, lw=0, zorder=0, label=f"fault: {kind}" if legend else None)
+        ax.vlines(sorted({f.start_s for f in intervals}), 0.0, 1.0, transform=top, colors=colour, lw=0.8,
+                  alpha=0.7, zorder=0)
+    if labels:
+        for f in run.faults[:MAX_INTERVAL_LABELS]:
             ax.text(f.start_s, 0.98, f" {f.name} {f.label}", transform=top, rotation=90, va="top", ha="left",
-                    fontsize=7, color=colour, clip_on=True)
+                    fontsize=7, color=fault_colour(f.kind), clip_on=True)
     return len(run.faults)
 
 
@@ -129,19 +152,29 @@ def faults_timeline(run: RunData, path: Path) -> str | None:
     fig = new_figure("faults")
     ax = fig.add_subplot()
     span = max(end_s, 1e-9)
-    for f, lane in zip(run.faults, lanes, strict=True):
+    # one collection of bars per kind and state (still active: hatched), one of dotted planned ends
+    bars: dict[tuple[str, bool], tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
+    planned: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for i, (f, lane) in enumerate(zip(run.faults, lanes, strict=True)):
         h = 0.8 / depth[f.vehicle]
         y = row[f.vehicle] - 0.4 + lane * h
         x1 = _end(f, end_s)
-        still = not math.isfinite(f.end_s)
-        ax.broken_barh([(f.start_s, max(x1 - f.start_s, span * 2e-3))], (y + 0.05 * h, 0.9 * h),
-                       facecolors=fault_colour(f.kind), edgecolors="black", linewidth=0.6,
-                       hatch="//" if still else None, zorder=3)
+        xs, ys = bars.setdefault((f.kind, not math.isfinite(f.end_s)), ([], []))
+        xs.append((f.start_s, max(x1 - f.start_s, span * 2e-3)))
+        ys.append((y + 0.05 * h, 0.9 * h))
         if math.isfinite(f.planned_end_s) and abs(f.planned_end_s - x1) > 1e-6:  # cleared early / reset
-            ax.plot([f.planned_end_s] * 2, [y + 0.05 * h, y + 0.95 * h], color="black", lw=1.0,
-                    linestyle=":", zorder=4)
-        ax.text(f.start_s, y + 0.5 * h, f" {f.label}", va="center", ha="left", fontsize=8, zorder=5,
-                clip_on=True, bbox={"facecolor": "white", "alpha": 0.75, "linewidth": 0, "pad": 1.0})
+            for column, value in zip(planned, (f.planned_end_s, y + 0.05 * h, y + 0.95 * h), strict=True):
+                column.append(value)
+        if i < MAX_INTERVAL_LABELS:
+            ax.text(f.start_s, y + 0.5 * h, f" {f.label}", va="center", ha="left", fontsize=8, zorder=5,
+                    clip_on=True, bbox={"facecolor": "white", "alpha": 0.75, "linewidth": 0, "pad": 1.0})
+    for (kind, still), (xs, ys) in bars.items():
+        rects = [((x, y), w, hgt) for (x, w), (y, hgt) in zip(xs, ys, strict=True)]
+        ax.add_collection(PatchCollection([Rectangle(*r) for r in rects], facecolors=fault_colour(kind),
+                                          edgecolors="black", linewidths=0.6, hatch="//" if still else None,
+                                          zorder=3))
+    if planned[0]:
+        ax.vlines(*planned, colors="black", lw=1.0, linestyles=":", zorder=4)
     ax.set_yticks([row[v] for v in vehicles], [f"uav{v + 1}" for v in vehicles])
     for v in vehicles:
         ax.get_yticklabels()[vehicles.index(v)].set_color(vehicle_colour(v))

@@ -72,8 +72,9 @@ def test_build_report_files_and_extras() -> None:
     rows = [record(i, "time_limit", float(i)) for i in range(4)]
     info = BatchInfo("keep_spot", "auto", (10, 11, 12, 13), "dask LocalCluster", 2, 2.0)
     files = build_report(rows, info, [extra_transitions])
-    assert list(files) == ["results.csv", "summary.json", "outcomes.png", "distributions.png",
-                           "transitions.csv", "report.md"]
+    # written in this order: the data, report.md, the figures last (a full disk loses figures, not data)
+    assert list(files) == ["results.csv", "summary.json", "transitions.csv", "report.md", "outcomes.png",
+                           "distributions.png"]
     md = files["report.md"].decode()
     assert "Engine dask LocalCluster, 2 worker(s): 2.0 s wall, 2.00 episodes/s." in md
     assert "| time_limit | 4 | 1.000 | [0.510, 1.000] |" in md
@@ -139,3 +140,28 @@ def test_progress_eta() -> None:
         bar.update(k)
     assert stream.getvalue().splitlines() == ["b: 1/4 (25%) ETA 0:09", "b: 2/4 (50%) ETA 0:06",
                                               "b: 3/4 (75%) ETA 0:03", "b: 4/4 (100%) took 0:12"]
+
+
+def test_a_disk_full_at_the_first_figure_keeps_every_data_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's files are written data first: when the disk fills up at the first PNG, results.csv,
+    summary.json and report.md are there, the run says so in one line and ends with status 1."""
+    from qrsim_ros.cli import CliError
+    from qrsim_ros.cli import batch as batch_cli
+
+    real = batch_cli.write_bytes_atomic
+    written: list[str] = []
+
+    def disk_fills_at_the_first_figure(path: str, data: bytes) -> None:
+        if path.endswith(".png"):
+            raise CliError(f"{path}: cannot write: No space left on device")
+        real(path, data)
+        written.append(Path(path).name)
+
+    monkeypatch.setattr(batch_cli, "write_bytes_atomic", disk_fills_at_the_first_figure)
+    out_dir = tmp_path / "report"
+    rc, _, err = qrsim(capsys, "batch", "keep_spot", "--runs", "2", "--workers", "1", "--steps", "5",
+                       "--seed", "4", "--report", str(out_dir), "--no-progress")
+    assert rc == 1 and err.count("\n") == 1 and "No space left on device" in err
+    assert written == ["results.csv", "summary.json", "report.md"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["report.md", "results.csv", "summary.json"]

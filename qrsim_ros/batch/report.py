@@ -120,7 +120,9 @@ def _markdown(info: BatchInfo, summary: Summary, figures: Sequence[str], columns
 
 def build_report(records: Sequence[Record], info: BatchInfo,
                  extras: Sequence[ReportExtra] = ()) -> dict[str, bytes]:
-    """Every file of the report, name -> content, report.md last."""
+    """Every file of the report, name -> content, in the order to write them: the data (results.csv,
+    summary.json, the extras' files), report.md, then the figures, so that a disk that fills up while
+    the report is written loses figures, never data."""
     summary = summarise(records, outcomes_for(info.task_type))
     title = f"{info.scenario} ({info.policy})"
     files = {"results.csv": results_csv(records), "summary.json": summary_json(info, summary),
@@ -138,4 +140,5 @@ def build_report(records: Sequence[Record], info: BatchInfo,
         files.update(part.files)
         markdown += ["", *part.markdown]
     files["report.md"] = ("\n".join(markdown) + "\n").encode("utf-8")
-    return files
+    return {**{n: d for n, d in files.items() if not n.endswith(".png")},
+            **{n: d for n, d in files.items() if n.endswith(".png")}}

@@ -370,3 +370,22 @@ def test_run_and_batch_refuse_to_write_over_the_scenario_or_policy(
                f"{policy}:make", "--out", str(policy)])
     err = capsys.readouterr().err
     assert rc == 2 and "over the input --policy" in err, err
+
+
+def test_a_battery_of_a_million_cells_is_refused_and_the_largest_pack_flies() -> None:
+    """The pack's cell count comes from the limits table: 1,000,000 cells (which reported 3.98 MV) is
+    refused in one line naming the key and the range; the largest allowed pack steps to a voltage of
+    its cells (24 of them, each between its cut-off and full charge)."""
+    from qrsim_ros.core.engine.simulator import Simulator
+
+    limit = LIMITS["battery_cells"]
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario("keep_spot", {"vehicle": {"battery": {"cells": 1_000_000}}})
+    text = str(refused.value)
+    assert "\n" not in text and "battery.cells=1000000" in text and limit.allowed() in text
+    sc = load_scenario("keep_spot", {"vehicle": {"battery": {"cells": int(limit.hi)}}})
+    sim = Simulator(sc)
+    sim.reset()
+    volts = float(sim.battery.bank.voltage_v[0])
+    pack = sc.vehicle.battery.pack
+    assert int(limit.hi) * pack.cutoff_v_per_cell < volts < int(limit.hi) * pack.ocv[-1, 1]

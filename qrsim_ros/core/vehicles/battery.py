@@ -65,6 +65,7 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.jit import F8_1D_IN, njit
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import (
     ConfigError,
     between,
@@ -110,6 +111,11 @@ def _discharge_rate(name: str, value: float) -> float:
     return vd
 
 
+def _cells_limit(name: str, value: int) -> int:
+    """Rule: at most ``LIMITS["battery_cells"]`` cells (a pack of a million cells is no vehicle's)."""
+    return int(LIMITS["battery_cells"].check(value, name))
+
+
 @dataclass(frozen=True)
 class BatteryParams:
     """One battery configuration shared by every vehicle of a bank (see the module doc for the models).
@@ -125,7 +131,7 @@ class BatteryParams:
     """
 
     model: str = checked("lipo", _model)
-    cells: int = checked(3, integer_at_least(1), store=True)
+    cells: int = checked(3, integer_at_least(1), _cells_limit, store=True)
     capacity_ah: float = checked(6.0, single_positive, store=True)
     ocv_table: Any = DEFAULT_OCV_TABLE
     internal_resistance_ohm: float = checked(0.030, single_non_negative, store=True)

@@ -628,3 +628,34 @@ def test_the_quiet_ticks_give_the_firings_of_the_rules_drawn_from_the_streams() 
     assert sorted((k, v) for k, _, _, v in lows) == [(250, 1), (301, 0), (400, 1)]
     assert sum(1 for e in expected if e[2] == "prob" and e[1] == "start") > 20
     assert any(100 <= k <= 160 for k, what, fid, v in expected if fid == "prob" and v != 2)  # vehicle 2 held
+
+
+def test_fault_parameters_are_numbers_not_booleans_or_strings() -> None:
+    """As strict as the rest of the scenario: ``duration_s: true`` is not 1 s and ``offset_m: '12'`` is
+    not 12 m; each is refused in one line naming its key."""
+    cases = [({"kind": "gps_outage", "duration_s": True}, r"faults\[0\]\.duration_s=True must be a number"),
+             ({"kind": "altimeter_offset", "offset_m": "12"}, r"faults\[0\]\.offset_m='12' must be a number"),
+             ({"kind": "imu_bias_step", "gyro_bias_radps": [0.01, True, 0]},
+              r"faults\[0\]\.gyro_bias_radps=.* must be a number or a list of numbers")]
+    for item, message in cases:
+        with pytest.raises(ConfigError, match=message) as refused:
+            parse_faults([{**item, "trigger": AT_1S}], num_vehicles=2)
+        assert "\n" not in str(refused.value)
+
+
+def test_an_injected_faults_yaml_is_read_as_a_scenario_file_is() -> None:
+    """The /sim/inject_fault request's YAML goes through the scenario loader's YAML 1.2 reader with its
+    limits: ``1e3`` is a number, and a short request whose aliases would expand into gigabytes is
+    refused at once with one line (it froze the clock for 100 s and reached 4.4 GB)."""
+    from qrsim_ros.ros.from_messages import fault_request
+
+    item = fault_request("{kind: gps_outage, vehicles: [0], duration_s: 1e3}")
+    assert isinstance(item, dict) and item["duration_s"] == 1000.0
+    assert parse_faults([{**item, "trigger": AT_1S}], num_vehicles=1)[0].duration_s == 1000.0
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)) + "kind: *i\n"
+    assert len(bomb) < 600
+    answer = fault_request(bomb)
+    assert isinstance(answer, str) and answer.startswith("fault_yaml is not valid YAML: ")
+    assert "alias" in answer and "\n" not in answer and len(answer) < 300

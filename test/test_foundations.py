@@ -98,8 +98,16 @@ def test_validators_name_the_parameter() -> None:
             validation.positive("k_f", text)
         with pytest.raises(validation.ConfigError, match=r"sigma=.* must be a number or a list of numbers"):
             validation.non_negative("sigma", text)
-    with pytest.raises(validation.ConfigError, match="k_f=None must be finite"):
+    with pytest.raises(validation.ConfigError, match="k_f=None must be a number or a list of numbers"):
         validation.positive("k_f", None)
+    # true/false and numeric strings are refused, as the scenario loader refuses them, not read as numbers
+    for coerced in (True, "12", [1.0, True], ["1", "2"]):
+        with pytest.raises(validation.ConfigError, match="must be a number"):
+            validation.positive("k_f", coerced)
+    for coerced in (True, False, "12", "1e3", None):
+        with pytest.raises(validation.ConfigError, match=r"^x=.* must be a number$"):
+            validation.finite("x", coerced)
+    assert validation.finite("x", 3) == 3.0 and validation.finite("x", np.float32(0.5)) == 0.5
     with pytest.raises(validation.ConfigError, match=r"mask=95 must be in \[0, 90\]"):
         validation.in_range("mask", 95, 0, 90)
     with pytest.raises(validation.ConfigError, match="limits"):

@@ -18,6 +18,7 @@ import yaml
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, flu_to_frd, quaternion_enu_flu_to_euler_ned_frd
+from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.core.faults import ActiveFault
 from qrsim_ros.core.vehicles.pelican import (
     STATE_EULER,
@@ -110,9 +111,11 @@ def active_faults_of(faults: Sequence[Any]) -> list[ActiveFault]:
 
 def fault_request(fault_yaml: str) -> dict[str, Any] | str:
     """The fault of an InjectFault request (one ``faults:`` item as YAML) as a mapping for
-    ``FaultEffects.inject``, or why it is not one (the schedule checks the item itself)."""
+    ``FaultEffects.inject``, or why it is not one (the schedule checks the item itself). Read as a
+    scenario file is (``load_yaml``: YAML 1.2, so ``1e3`` is a number; size and aliases bounded, so a
+    small request cannot expand into gigabytes)."""
     try:
-        item = yaml.safe_load(fault_yaml)
+        item = load_yaml(fault_yaml)
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"fault_yaml is not valid YAML: {first}"

@@ -56,13 +56,15 @@ def ticks_per_update(name: str, dt_s: float, base_dt_s: float = BASE_DT_S) -> in
 
 
 def finite(name: str, value: float) -> float:
-    """``value`` as a finite float, else ConfigError."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} must be a number") from None
+    """``value`` as a finite float, else ConfigError. A number only, as the scenario loader takes it:
+    true/false and numeric strings ('12') are refused, not read as 1 and 12."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{name}={shorten(value)} must be a number")
+    v = float(value)
     if not math.isfinite(v):
-        raise ConfigError(f"{name}={value!r} must be finite")
+        raise ConfigError(f"{name}={shorten(value)} must be finite")
     return v
 
 
@@ -84,11 +86,18 @@ def set_frozen_field(obj: object, field_name: str, value: object) -> None:
 
 
 def _numbers(name: str, value: ArrayLike) -> NDArray[np.float64]:
-    """``value`` as a float array, else ConfigError (a string or None is not a ValueError deep inside)."""
+    """``value`` as a float array, else ConfigError (a string or None is not a ValueError deep inside;
+    true/false and numeric strings are refused, not read as 1 and their number)."""
     try:
-        return np.asarray(value, dtype=float)
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":  # bools, strings, None and mixed lists (object)
+            raise ValueError(raw.dtype)
+        if isinstance(value, (list, tuple)) and any(  # [1.0, true]: numpy made the bool a number
+                isinstance(x, (bool, np.bool_)) for x in np.asarray(value, dtype=object).ravel()):
+            raise ValueError("a bool among numbers")
+        return raw.astype(float)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} must be a number or a list of numbers") from None
+        raise ConfigError(f"{name}={shorten(value)} must be a number or a list of numbers") from None
 
 
 def non_negative(name: str, value: ArrayLike) -> NDArray[np.float64]:
@@ -133,10 +142,7 @@ def in_range(name: str, value: float, lo: float, hi: float) -> float:
 
 def shape(name: str, value: ArrayLike, expected: tuple[int, ...]) -> NDArray[np.float64]:
     """Finite float array of exactly ``expected`` shape, else ConfigError."""
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be numeric with shape {expected}") from None
+    a = _numbers(name, value)
     if a.shape != expected:
         raise ConfigError(f"{name} must be a finite array of shape {expected}, got shape {a.shape}")
     if not np.all(np.isfinite(a)):

@@ -659,3 +659,21 @@ def test_an_injected_faults_yaml_is_read_as_a_scenario_file_is() -> None:
     answer = fault_request(bomb)
     assert isinstance(answer, str) and answer.startswith("fault_yaml is not valid YAML: ")
     assert "alias" in answer and "\n" not in answer and len(answer) < 300
+
+
+def test_huge_values_in_a_fault_request_give_a_short_message() -> None:
+    """A 5 MB kind, id or key is named in at most a line of about 80 characters of it, not echoed whole
+    (the clear_fault reply echoed a 5 MB id)."""
+    huge = "x" * 5_000_000
+    sched = FaultSchedule(parse_faults([{"kind": "gps_outage", "trigger": AT_1S}], num_vehicles=1), 1)
+    with pytest.raises(ValueError, match="unknown fault kind") as kind:
+        sched.clear(kind=huge)
+    with pytest.raises(ConfigError, match="unknown key for gps_outage") as key:
+        parse_faults([{"kind": "gps_outage", huge: 1, "trigger": AT_1S}], num_vehicles=1)
+    with pytest.raises(ConfigError, match="is unknown") as spec_kind:
+        FaultSpec("a", huge, {}, "all", AtStep(0))
+    with pytest.raises(ConfigError, match="must be 1-64 characters") as fault_id:
+        sched.inject({"kind": "gps_outage", "id": huge}, 0.0)
+    for refused in (kind, key, spec_kind, fault_id):
+        assert len(str(refused.value)) < 400 and "\n" not in str(refused.value)
+    assert sched.clear(huge) == []  # an id nothing has: nothing to clear, and nothing echoed

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from rclpy.node import Node
 
-from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.engine.faults import FaultEffects
 from qrsim_ros.ros.from_messages import fault_request
 from qrsim_ros.srv import ClearFault, InjectFault
@@ -62,7 +62,7 @@ class FaultServices:
         except ValueError as exc:
             response.message = str(exc)
             return response
-        what = f"id={fault_id!r}" if fault_id is not None else f"kind={kind!r}"
+        what = f"id={shorten(fault_id)}" if fault_id is not None else f"kind={shorten(kind)}"  # (80 chars)
         where = "" if vehicle is None else f" on vehicle {vehicle}"
         if not cleared:
             response.message = f"no active fault with {what}{where} (nothing to clear)"

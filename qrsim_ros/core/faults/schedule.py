@@ -57,7 +57,7 @@ from numpy.typing import ArrayLike
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
-from qrsim_ros.core.common.validation import ConfigError
+from qrsim_ros.core.common.validation import ConfigError, shorten
 from qrsim_ros.core.faults.kinds import DEFAULT_NUM_ROTORS, KINDS, integer
 from qrsim_ros.core.faults.spec import FaultSpec
 from qrsim_ros.core.faults.triggers import TIME_EPS_S, AtStep, AtTime, Condition, Probabilistic
@@ -499,7 +499,7 @@ class FaultSchedule:
     def active_mask(self, kind: str) -> Array:
         """(N,) bool: vehicles with at least one active fault of ``kind``."""
         if kind not in KINDS:
-            raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
+            raise ValueError(f"unknown fault kind {shorten(kind)} (one of {', '.join(KINDS)})")
         mask = np.zeros(self.num_vehicles, bool)
         for f in self._faults:
             if f.spec.kind == kind:
@@ -534,7 +534,7 @@ class FaultSchedule:
         if (fault_id is None) == (kind is None):
             raise ValueError("clear needs a fault id or a kind (not both)")
         if kind is not None and kind not in KINDS:
-            raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
+            raise ValueError(f"unknown fault kind {shorten(kind)} (one of {', '.join(KINDS)})")
         if vehicle is not None and not 0 <= vehicle < self.num_vehicles:
             raise ValueError(f"vehicle {vehicle} is not in [0, {self.num_vehicles - 1}]")
         out: list[ActiveFault] = []

@@ -53,7 +53,7 @@ class FaultSpec:
     def __post_init__(self) -> None:
         _check_id("fault.id", self.id)
         if self.kind not in KINDS:
-            raise ConfigError(f"fault.kind={self.kind!r} is unknown (one of {', '.join(KINDS)})")
+            raise ConfigError(f"fault.kind={shorten(self.kind)} is unknown (one of {', '.join(KINDS)})")
         set_frozen_field(self, "params", KINDS[self.kind].check_params("fault", dict(self.params),
                                                                              Context(num_rotors=None)))
         set_frozen_field(self, "vehicles", _vehicles("fault.vehicles", self.vehicles, None))
@@ -88,7 +88,7 @@ class FaultSpec:
         for key in item:
             if key not in COMMON_KEYS and key not in kind.params:
                 allowed = ", ".join((*COMMON_KEYS, *kind.params))
-                raise ConfigError(f"{where}.{key}: unknown key for {kind_name} (allowed: {allowed})")
+                raise ConfigError(f"{where}.{shorten(key)}: unknown key for {kind_name} (allowed: {allowed})")
         params = kind.check_params(where, {k: v for k, v in item.items() if k in kind.params},
                                    Context(num_rotors=int(num_rotors)))
         fault_id = item.get("id", default_id if default_id is not None else f"{kind_name}.{where}")

@@ -4,6 +4,7 @@ height maps, generated obstacles, collisions, and the scene in the Simulator."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +224,26 @@ def test_a_bad_scene_section_names_the_file_and_key() -> None:
     with pytest.raises(ScenarioError,
                        match=r"scene\.obstacles\[0\]: center_ne_m must be finite, got \[nan, 0\.0\]"):
         load_scenario("search_rescue_2a", {"scene": {"obstacles": [{"center_ne_m": [math.nan, 0.0]}]}})
+
+
+def test_sizes_are_bounded_and_the_largest_obstacle_reads_its_true_range() -> None:
+    """Sizes beyond the limits table's ``scene_size_m`` are refused naming the key: a cylinder of radius
+    1e30 raised ZeroDivisionError while its mesh was built, and a box of height 1e20 19 m ahead read inf.
+    The largest allowed box reads its range as a small one does; a circle too large for the chord error
+    gets the most sections instead of a division by zero."""
+    from qrsim_ros.core.common.limits import LIMITS as TABLE
+    from qrsim_ros.core.world.scene import MAX_SECTIONS, sections_for
+
+    top = TABLE["scene_size_m"].hi
+    refused = [(lambda: ObstacleParams(type="cylinder", radius_m=1e30), "radius_m=1e+30"),
+               (lambda: ObstacleParams(type="box", size_m=(2.0, 4.0, 1e20)), "size_m=1e+20"),
+               (lambda: PersonBodyParams(radius_m=1e14), "radius_m=100000000000000.0"),
+               (lambda: GenerateParams(count=1, building_height_m=(6.0, 1e12)),
+                "building_height_m=1000000000000.0")]
+    for build, name in refused:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(name)} must be a number in \[0, 10000\] m"):
+            build()
+    tall = scene(obstacles=(ObstacleParams(type="box", center_ne_m=(20.0, 0.0), size_m=(2.0, 4.0, top)),))
+    hits = tall.cast([[0.0, 0.0, -5.0], [0.0, 0.0, -9000.0]], [[1, 0, 0], [1, 0, 0]])
+    np.testing.assert_allclose(hits.range_m, [19.0, 19.0], atol=2e-3)
+    assert sections_for(top) == MAX_SECTIONS and sections_for(1e30) == MAX_SECTIONS

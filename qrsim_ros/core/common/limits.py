@@ -96,6 +96,9 @@ _ROWS = (
     Limit("start_timeout_s", 0.0, 3600.0, "s", "wall time the start gate waits for them"),
     Limit("tf_every_n_ticks", 0, 100000, "ticks", "/tf decimation; 0: never", integer=True),
     Limit("battery_every_n_ticks", 0, 100000, "ticks", "uavN/battery decimation; 0: never", integer=True),
+    Limit("scene_size_m", 0.0, 10000.0, "m",
+          "an obstacle's or person's size (length, width, height, radius): the ray caster works in float32 "
+          "(about 1 mm at 10 km)"),
     Limit("battery_cells", 1, 24, "cells",
           "LiPo cells in series (vehicle.battery.cells): 1S to 24S, the packs multirotors fly", integer=True),
     Limit("domain_id", 0, 232, "",

@@ -24,7 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from qrsim_ros.core.common.validation import ConfigError, finite, flag, set_frozen_field, shorten
+from qrsim_ros.core.common.validation import (
+    SHORT_VALUE_CHARS,
+    ConfigError,
+    finite,
+    flag,
+    set_frozen_field,
+    shorten,
+)
 from qrsim_ros.core.faults.kinds import DEFAULT_NUM_ROTORS, KINDS, Context, integer
 from qrsim_ros.core.faults.triggers import Trigger, check_repeat, parse_trigger, trigger_dict
 
@@ -88,7 +95,8 @@ class FaultSpec:
         for key in item:
             if key not in COMMON_KEYS and key not in kind.params:
                 allowed = ", ".join((*COMMON_KEYS, *kind.params))
-                raise ConfigError(f"{where}.{shorten(key)}: unknown key for {kind_name} (allowed: {allowed})")
+                name = key if isinstance(key, str) and len(key) <= SHORT_VALUE_CHARS else shorten(key)
+                raise ConfigError(f"{where}.{name}: unknown key for {kind_name} (allowed: {allowed})")
         params = kind.check_params(where, {k: v for k, v in item.items() if k in kind.params},
                                    Context(num_rotors=int(num_rotors)))
         fault_id = item.get("id", default_id if default_id is not None else f"{kind_name}.{where}")

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.raycast import RayCaster, RayHits
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.validation import ConfigError, finite, positive, shape
@@ -143,6 +144,7 @@ class PersonBodyParams:
             raise ConfigError(f"shape={self.shape!r} must be one of {', '.join(PERSON_SHAPES)}")
         positive("height_m", self.height_m)
         positive("radius_m", self.radius_m)
+        scene_sizes(("height_m", self.height_m), ("radius_m", self.radius_m))
         if self.shape == "capsule" and 2 * self.radius_m >= self.height_m:
             raise ConfigError("a capsule needs height_m > 2 radius_m")
 
@@ -167,6 +169,7 @@ class ObstacleParams:
         positive("size_m", self.size_m)
         positive("radius_m", self.radius_m)
         positive("height_m", self.height_m)
+        scene_sizes(("size_m", self.size_m), ("radius_m", self.radius_m), ("height_m", self.height_m))
         finite("yaw_rad", self.yaw_rad)
 
     @property
@@ -206,6 +209,7 @@ class GenerateParams:
         for name in ("box_size_m", "cylinder_radius_m", "cylinder_height_m", "building_size_m",
                      "building_height_m"):
             _range_pair(name, getattr(self, name))
+            scene_sizes((name, getattr(self, name)))
         if not (math.isfinite(self.keep_out_m) and self.keep_out_m >= 0):
             raise ConfigError(f"keep_out_m={self.keep_out_m!r} must be >= 0")
         if not (math.isfinite(self.margin_m) and self.margin_m >= 0):
@@ -380,11 +384,23 @@ def _prism(footprint_ne: Array, top_z: float, bottom_z: float) -> tuple[Array, N
 
 
 def sections_for(radius_m: float) -> int:
-    """Sides of a polygon within CYLINDER_CHORD_ERROR_M of a circle of ``radius_m``."""
+    """Sides of a polygon within CYLINDER_CHORD_ERROR_M of a circle of ``radius_m`` (at most
+    MAX_SECTIONS: a circle too large for that many is drawn with them)."""
     if radius_m <= CYLINDER_CHORD_ERROR_M:
         return MIN_SECTIONS
-    n = math.ceil(math.pi / math.acos(1.0 - CYLINDER_CHORD_ERROR_M / radius_m))
-    return int(min(max(n, MIN_SECTIONS), MAX_SECTIONS))
+    half_angle = math.acos(1.0 - CYLINDER_CHORD_ERROR_M / radius_m)  # 0 once the ratio is below 1e-16
+    if half_angle <= math.pi / MAX_SECTIONS:
+        return MAX_SECTIONS
+    return int(max(math.ceil(math.pi / half_angle), MIN_SECTIONS))
+
+
+def scene_sizes(*named: tuple[str, ArrayLike]) -> None:
+    """Every size (a number or numbers, [m]) at most ``LIMITS["scene_size_m"]``, else ConfigError naming it:
+    the ray caster works in float32, and an obstacle of 1e20 m read inf on a range finder 19 m away."""
+    limit = LIMITS["scene_size_m"]
+    for name, value in named:
+        for v in np.atleast_1d(np.asarray(value, float)).ravel():
+            limit.check(float(v), name)
 
 
 def _circle(radius: float, sections: int | None = None) -> Array:

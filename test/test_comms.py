@@ -178,7 +178,7 @@ def test_reliable_over_a_lossy_link_loses_nothing_and_keeps_the_order() -> None:
 def test_datagram_loss_frequency_is_the_configured_probability(kw: dict, distance_m: float,
                                                                 p_loss: float) -> None:
     n = 4000
-    radio = make_radio(2, seed=11, mode="datagram", **kw)
+    radio = make_radio(2, seed=11, mode="datagram", queue_limit=n, **kw)  # all n in flight at once
     for _ in range(n):
         radio.send(0, 1, b"d")
     got = step(radio, 1, [[0, 0, -10], [0, distance_m, -10]])
@@ -188,7 +188,7 @@ def test_datagram_loss_frequency_is_the_configured_probability(kw: dict, distanc
 
 
 def test_no_loss_inside_loss_start() -> None:
-    radio = make_radio(2, mode="datagram", loss_start_m=50.0)
+    radio = make_radio(2, mode="datagram", loss_start_m=50.0, queue_limit=500)
     for _ in range(500):
         radio.send(0, 1, b"d")
     assert len(step(radio, 1, [[0, 0, -10], [0, 49.9, -10]])) == 500
@@ -226,6 +226,26 @@ def test_bandwidth_queues_a_senders_packets(mode: str) -> None:
     for k in range(1, 21):
         got += [(k, p.source, p.sequence) for p in step(radio, k, NEAR3)]
     assert got == [(7, 0, 0), (7, 2, 0), (12, 0, 1), (17, 0, 2)]
+
+
+def test_datagrams_a_sender_cannot_carry_are_dropped_at_the_queue_limit() -> None:
+    """A sender that sends faster than its bit rate holds at most queue_limit datagrams not yet due:
+    at 8000 bit/s a 100-byte datagram takes 0.1 s, so 572 sent at once queued 57 s of transmissions
+    (1.57e6 s with larger floods); with queue_limit 5 the sixth and later are dropped and counted at once,
+    a broadcast on every link, and once the five are delivered the sender may send again."""
+    radio = make_radio(3, bandwidth_bps=8000.0, queue_limit=5, mode="datagram")
+    for i in range(8):
+        radio.send(0, 1, bytes([i]) * 100)
+    radio.send(0, BROADCAST, bytes(100))
+    assert (radio.sent[0, 1], radio.dropped[0, 1], radio.queued[0, 1]) == (9, 4, 5)
+    assert (radio.sent[0, 2], radio.dropped[0, 2], radio.queued[0, 2]) == (1, 1, 0)
+    got = []
+    for k in range(1, 30):
+        got += [(k, p.payload[0]) for p in step(radio, k, NEAR3)]
+    assert [payload for _, payload in got] == [0, 1, 2, 3, 4]  # the first five, in order, 0.1 s apart
+    assert [k for k, _ in got] == [5, 10, 15, 20, 25]
+    radio.send(0, 1, bytes([9]) * 100)  # room again
+    assert radio.queued[0, 1] == 1 and radio.dropped[0, 1] == 4
 
 
 # --- broadcast and silencing --------------------------------------------------------------------------------

@@ -48,8 +48,8 @@ class CommsParams:
     bandwidth_bps: each sender's bit rate [bit/s]: a payload of L bytes takes 8 L / bandwidth_bps seconds
     to send, queued behind the sender's previous packets; None (default): unlimited.
     mode: the delivery mode of a send that names none, one of MODES (default ``reliable``, the paper's).
-    queue_limit: reliable mode: most packets held per directed link; a send beyond it is dropped (counted
-    in the link's ``dropped``) (default 100).
+    queue_limit: most packets held: reliable mode, per directed link; datagrams, per sender (sent and not
+    yet due); a send beyond it is dropped (counted in the link's ``dropped``) (default 100).
     """
 
     on: bool = False

@@ -18,8 +18,10 @@ Rules, with the source each follows (siegemund_2011, docs/COMMS.md):
   and is decided at the first tick at or after that time (never the tick it was sent in).
 - ``datagram``: at its due tick a packet whose link is down, or lost (a draw against
   ``links.loss_probability``, section 5.1's error probability growing towards the range's edge), is
-  dropped. A ``BROADCAST`` is a datagram to every other vehicle (section 4.1.1: "either a message is
-  broadcast to all communication adapters, or to a specified ID"), each receiver decided on its own.
+  dropped. A sender holds at most ``queue_limit`` datagrams not yet due (sent faster than its bit rate
+  carries them); a send beyond that is dropped at once, so memory and delivery times stay bounded. A
+  ``BROADCAST`` is a datagram to every other vehicle (section 4.1.1: "either a message is broadcast to
+  all communication adapters, or to a specified ID"), each receiver decided on its own.
 - ``reliable`` (section 4.1.1: "the sender can be sure that the data is delivered (similar to TCP)"): a
   packet waits in its directed link's FIFO (at most ``queue_limit``; a send to a full queue is dropped)
   and is delivered, in order, at the first due tick its link is up and its transmission not lost; a loss
@@ -97,6 +99,7 @@ class Radio:
         self._order = 0  # tie-break of equal due times: send order
         # datagrams in flight, one per send (a broadcast once), a heap on (due, order)
         self._datagrams: list[tuple[float, int, _InFlight]] = []
+        self._datagrams_waiting = np.zeros(n, np.int64)  # per sender: sent, not yet due (queue_limit)
         self._queues: dict[tuple[int, int], deque[_InFlight]] = {}
         self._busy_until_s = np.zeros(n)
         self._next_sequence = np.zeros(n, np.int64)
@@ -142,6 +145,12 @@ class Radio:
             if len(queue) >= self.params.queue_limit:
                 self._dropped[s, dst] += 1
                 return seq
+        elif self._datagrams_waiting[s] >= self.params.queue_limit:  # the sender's queue is full: dropped
+            if dst == BROADCAST:
+                self._dropped[s] += self._others[s]
+            else:
+                self._dropped[s, dst] += 1
+            return seq
         due = self._transmit(s, len(data)) + self.params.latency_s
         packet = _InFlight(s, dst, seq, mode, data, self.now_s, due)
         if mode == "reliable":
@@ -149,6 +158,7 @@ class Radio:
         else:
             heapq.heappush(self._datagrams, (due, self._order, packet))
             self._order += 1
+            self._datagrams_waiting[s] += 1
         return seq
 
     def _transmit(self, source: int, num_bytes: int) -> float:
@@ -205,6 +215,7 @@ class Radio:
         # one row per (packet, receiver): a broadcast to every other vehicle, expanded at once
         m = len(due)
         src = np.fromiter((q.source for q in due), np.intp, m)
+        np.subtract.at(self._datagrams_waiting, src, 1)
         dst = np.fromiter((q.destination for q in due), np.intp, m)
         wide = dst == BROADCAST
         reach = np.zeros((m, self.num_vehicles), bool)

@@ -297,7 +297,7 @@ class _Fault:
             airborne, dtype=bool)
         if a.shape != self.applies.shape:
             raise ValueError(f"FaultConditions.airborne must have shape {self.applies.shape}, got {a.shape}")
-        if a.size <= 64 and False not in a.tolist():  # all flying (the common tick): a list scan is cheap
+        if _watch_holds(a, None, self.applies.shape):  # all flying (the common tick)
             return
         self.trials.hold(~a if self.all_rows else ~a[self.rows])  # type: ignore[union-attr]
 
@@ -307,14 +307,23 @@ class _Fault:
         the array work; False when that work must run (also for a missing field: it raises there)."""
         if self.any_previous:
             return False
-        value = getattr(conditions, self.below_field)  # type: ignore[arg-type]
-        if value is None:
-            return False
-        # Python's min over a short list is several times cheaper than a numpy reduction; a NaN gives
-        # NaN or is passed over, and either is right (NaN never fires; NaN >= x sends it the full way)
-        values = value.tolist() if isinstance(value, np.ndarray) and value.size <= 64 else value
-        low = min(values) if isinstance(values, list) and values else np.min(values)
-        return bool(low >= self.spec.trigger.value)  # type: ignore[union-attr,operator]
+        low = self.spec.trigger.value  # type: ignore[union-attr]
+        return _watch_holds(getattr(conditions, self.below_field), low, self.applies.shape)  # type: ignore[arg-type]
+
+
+def _watch_holds(value: object, low: float | None, shape: tuple[int, ...]) -> bool:
+    """Whether a field of ``FaultConditions`` shows that nothing can fire: an array of ``shape`` whose
+    minimum is at or above ``low`` (a "below" condition), or with ``low`` None all true (every vehicle
+    airborne, for an airborne clock). False for anything else, so that the full evaluation decides (and
+    raises for a missing or malformed field). Python's min over a short list is several times cheaper
+    than a numpy reduction; a NaN gives NaN or is passed over, and either is right (NaN never fires;
+    NaN >= x sends it the full way)."""
+    if type(value) is not np.ndarray or value.shape != shape:
+        return False
+    if value.size <= _FEW_VEHICLES:
+        values = value.tolist()
+        return (False not in values) if low is None else bool(min(values) >= low)
+    return bool(value.all()) if low is None else bool(value.min() >= low)
 
 
 #: The FaultConditions field each condition reads.
@@ -418,15 +427,8 @@ class FaultSchedule:
                 return NO_EVENTS
             if not (k < self._quiet_until_k and self._skipped < self._quiet_calls):
                 return self._look(k, t_s, conditions)
-            for field, low in self._watches:  # (inline: the per-tick case of faults that wait)
-                value = conditions[field]
-                if type(value) is not np.ndarray or value.shape != self._shape:
-                    break  # (the look raises for a missing or bad field)
-                if value.size <= _FEW_VEHICLES:
-                    values = value.tolist()
-                    if (False in values) if low is None else not min(values) >= low:  # (NaN: look)
-                        break
-                elif not (value.all() if low is None else value.min() >= low):
+            for field, low in self._watches:
+                if not _watch_holds(conditions[field], low, self._shape):
                     break
             else:
                 self._skipped += 1

@@ -46,10 +46,12 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
     calling the reset service once tick ``reset_after_tick`` arrived); returns the states of every
     (episode, tick) and the ticks/s of the run."""
     from nav_msgs.msg import Odometry
-    from qrsim_ros.msg import AttitudeCommand
+    from qrsim_ros.msg import AttitudeCommand, TickProgress
     from std_srvs.srv import Trigger
 
     from qrsim_ros.ros.from_messages import state_from_odometry
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(actions)
@@ -58,10 +60,16 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
     arrivals: list[float] = []
     stop = threading.Event()
     conflicts: list[tuple[int, int, int]] = []  # a tick received twice with different states
+    # with a reset: the probe is a lockstep consumer (its /sim/tick_progress: the ticks whose odometry it
+    # took), and holds at tick reset_after_tick until the reset is answered, so the reset lands within
+    # the lockstep window after it however far the probe lags (a fast run used to end first under load)
+    resetting = threading.Event()
     total_steps = round(duration_s / 0.02)
     with lockstep_run(tmp_path, monkeypatch, scenario, n, duration_s, SEED, domain_id) as graph:
         try:
             node = graph.node
+            progress = (node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+                        if reset_after_tick is not None else None)
 
             def on_odom(i: int, msg: Any) -> None:
                 k = tick_of_stamp(msg.header.stamp)
@@ -74,6 +82,8 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
                     conflicts.append((episode, k, i))
                 if i == 0 and k != previous:
                     arrivals.append(time.monotonic())
+                    if progress is not None and (episode > 1 or k <= reset_after_tick or resetting.is_set()):
+                        progress.publish(TickProgress(node="/test_probe", episode=episode, tick=k))
 
             for i in range(n):
                 node.create_subscription(Odometry, f"/uav{i + 1}/ground_truth/odom",
@@ -107,6 +117,7 @@ def run_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, ac
                 wait_for(lambda: (1, reset_after_tick, 0) in states, 60, f"tick {reset_after_tick}",
                          graph.procs)
                 answer = reset.call_async(Trigger.Request())
+                resetting.set()
                 # the answer; or, when the run ended right after the reset (0.4 s later in a CI run),
                 # the second episode's ticks: the node may exit before the probe takes its reply
                 wait_for(lambda: answer.done() or any(e == 2 for (e, _, _) in list(states)), 10, "the reset",

@@ -533,16 +533,25 @@ def test_bad_parameters_stop_the_nodes_with_exit_1(ros: Path) -> None:
 def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the rest of the graph, fed by this process: the flight controller answers every
-    complete tick (IMU + altimeter every tick, GPS on GPS ticks) with one command stamped t_k; the
+    complete tick (the fleet topics' IMU + altimeter every tick, GPS on GPS ticks) with one command stamped
+    t_k, on the fleet topic and on uav1/cmd/attitude (which has a reader: this test); the
     example autopilot answers a task step with a velocity set point and a final 'done' with a stop;
     the referee, fed ground truth and vehicle status, publishes the terrain, the persons and a find
     (``_referee_finds_a_person``); SIGTERM ends all three nodes cleanly (exit 0)."""
     from builtin_interfaces.msg import Time
     from geometry_msgs.msg import TwistStamped
-    from qrsim_ros.msg import Altitude, AttitudeCommand, TaskStatus, TickProgress
+    from qrsim_ros.msg import (
+        Altitude,
+        AttitudeCommand,
+        FleetAttitudeCommand,
+        FleetSamples,
+        TaskStatus,
+        TickProgress,
+    )
     from sensor_msgs.msg import Imu, NavSatFix
 
     from qrsim_ros.core.common.geodesy import QRSIM_ORIGIN, ned_to_lla
+    from qrsim_ros.ros import fleet_topics as ft
     from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
     from qrsim_ros.ros.qos import QOS_LATCHED, QOS_TICK_PROGRESS
     from qrsim_ros.ros.renewable_inputs import RENEW_AFTER_S
@@ -560,15 +569,25 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         cmds: list[Any] = []
         setpoints: list[Any] = []
         node.create_subscription(AttitudeCommand, "uav1/cmd/attitude", cmds.append, reliable_qos())
+        fleet_cmds: list[Any] = []
+        node.create_subscription(FleetAttitudeCommand, ft.FLEET_ATTITUDE_COMMAND_TOPIC, fleet_cmds.append,
+                                 reliable_qos())
+        fleet_cmds: list[Any] = []
+        node.create_subscription(FleetAttitudeCommand, ft.FLEET_ATTITUDE_COMMAND_TOPIC, fleet_cmds.append,
+                                 reliable_qos())
         node.create_subscription(TwistStamped, "uav1/cmd/velocity", setpoints.append, reliable_qos())
         pubs = {"imu": node.create_publisher(Imu, "uav1/imu/data", reliable_qos(100)),
                 "alt": node.create_publisher(Altitude, "uav1/altimeter", reliable_qos(100)),
                 "fix": node.create_publisher(NavSatFix, "uav1/gps/fix", reliable_qos(100)),
                 "vel": node.create_publisher(TwistStamped, "uav1/gps/vel", reliable_qos(100)),
                 "status": node.create_publisher(TaskStatus, "/referee/status", QOS_LATCHED)}
+        # the flight controller reads the fleet topics, the autopilot the per-vehicle ones
+        pubs.update({kind: node.create_publisher(FleetSamples, topic, reliable_qos(100)) for kind, topic in
+                     (("fleet_imu", ft.FLEET_IMU_TOPIC), ("fleet_alt", ft.FLEET_ALTIMETER_TOPIC),
+                      ("fleet_gps", ft.FLEET_GPS_TOPIC))})
 
-        def matched() -> bool:  # sensors: the flight controller and the autopilot; status: the autopilot
-            return all(p.get_subscription_count() >= (1 if k == "status" else 2) for k, p in pubs.items())
+        def matched() -> bool:  # each topic: its reader (the flight controller or the autopilot)
+            return all(p.get_subscription_count() >= 1 for p in pubs.values())
 
         assert probe.spin_until(matched, STARTUP_S), {k: p.get_subscription_count() for k, p in pubs.items()}
 
@@ -611,6 +630,14 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
                 vel.header.frame_id = "map"
                 pubs["vel"].publish(vel)
 
+            def fleet(kind: str, columns: tuple[str, ...], values: list[float]) -> None:
+                pubs[kind].publish(ft.fleet_samples(FleetSamples(), stamp(k), "", columns, [0], [values]))
+
+            fleet("fleet_imu", ft.IMU_COLUMNS, [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.81])
+            fleet("fleet_alt", ft.ALTIMETER_COLUMNS, [45.0, 0.0])
+            if gps:
+                fleet("fleet_gps", ft.GPS_COLUMNS, [*(float(v) for v in lla), 1.0, 0.0, 0.0, 0.0])
+
         sensors(0, gps=True)
         assert probe.spin_until(lambda: len(cmds) >= 1, 60)
         sensors(1, gps=False)  # tick 1 is no GPS tick: IMU and altimeter complete it
@@ -619,8 +646,8 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         sensors(10, gps=False)  # a GPS tick without GPS: incomplete, no command
         # tick 10 waits for its GPS: past RENEW_AFTER_S of waiting the controller makes the missing
         # sensors' subscriptions again (each had matched our writer); tick 10 then completes through them
-        renewed = ("tick 10: subscribed again to /uav1/gps/fix (1 publisher matched; the graph lists "
-                   "/test_probe), /uav1/gps/vel (1 publisher matched; the graph lists /test_probe)")
+        renewed = ("tick 10: subscribed again to /sim/fleet/gps (1 publisher matched; the graph lists "
+                   "/test_probe)")
         assert probe.spin_until(lambda: renewed in graph.log("flight_controller"), RENEW_AFTER_S + 30), \
             graph.log("flight_controller")[-2000:]
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2]
@@ -630,12 +657,19 @@ def test_autopilot_and_controller_on_fake_sensors_then_sigterm(ros: Path,
         assert [grid_tick(c.header.stamp) for c in cmds] == [0, 1, 2, 10]
         # tick 10's first input (its re-send trigger without vehicle status) came twice while it was
         # incomplete: the controller named what it lacked
-        lacking = "tick 10 re-sent; still waiting for fix of uav1, vel of uav1"
+        lacking = "tick 10 re-sent; still waiting for gps"
         assert probe.spin_until(lambda: lacking in graph.log("flight_controller"), 10), \
             graph.log("flight_controller")[-2000:]
         for c in cmds:
             assert c.header.frame_id == "uav1/base_link_frd" and 0.0 < c.throttle < 1.0
             assert abs(c.pitch) <= 0.34 and abs(c.roll) <= 0.34 and c.battery_voltage == 12.0
+        # the fleet topic carried the same commands (vehicle_dynamics reads that one)
+        assert probe.spin_until(lambda: len(fleet_cmds) >= 4, 10)
+        assert [grid_tick(c.header.stamp) for c in fleet_cmds] == [0, 1, 2, 10]
+        for f, c in zip(fleet_cmds, cmds, strict=True):
+            assert list(f.vehicles) == [0] and list(f.failsafe) == [c.failsafe]
+            assert [f.pitch[0], f.roll[0], f.throttle[0], f.yaw_rate[0], f.battery_voltage[0]] == \
+                [c.pitch, c.roll, c.throttle, c.yaw_rate, c.battery_voltage]
 
         # the autopilot flies a task step (lawn-mower: a set point in map) and stops when done
         st = TaskStatus(scenario=scenario, episode=3, step=1, time=1.0, vehicle_names=["uav1"],

@@ -382,9 +382,14 @@ def test_every_topic_is_recorded_at_its_rate(run: Run) -> None:
     rates = _expected_rates_hz()
     expected = set(rates) | set(LATCHED) | {f"/uav{i}/cmd/velocity" for i in range(1, NUM_VEHICLES + 1)}
     assert expected <= set(bag.times), sorted(expected - set(bag.times))
-    # ... and every topic the live graph published (but ROS's parameter events and the lockstep progress
-    # reports, excluded by default) is in the bag
-    published = {t for t in run.live_topics if t not in ("/parameter_events", "/sim/tick_progress")}
+    # ... and every topic the live graph published (but those excluded by default: ROS's parameter events,
+    # the lockstep progress reports, the fleet topics) is in the bag, and no excluded one
+    from qrsim_ros.nodes.recorder import DEFAULT_EXCLUDE
+
+    excluded = {t for t in run.live_topics if re.match(DEFAULT_EXCLUDE, t)}
+    assert {"/parameter_events", "/sim/tick_progress", "/sim/fleet/imu"} <= excluded, sorted(excluded)
+    assert not excluded & set(bag.times), sorted(excluded & set(bag.times))
+    published = set(run.live_topics) - excluded
     assert published <= set(bag.times) | set(bag.meta_counts), sorted(published - set(bag.times))
     # counts: rate x duration, +1 for tick 0 (every stream publishes at t = 0 too), within 10 %
     for topic, hz in rates.items():

@@ -106,7 +106,7 @@ def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
         wait_for(stepped, 30, "/diagnostics of vehicle_dynamics after 100 steps", [node])
         v = _latest(arrays, "/vehicle_dynamics")
         assert v is not None and int(v["lockstep_timeouts"]) == 0, v
-        assert "still air (no mean wind, no turbulence): uavN/wind is not read" in node.stderr()
+        assert "still air (no mean wind, no turbulence): /sim/fleet/wind is not read" in node.stderr()
     finally:
         probe.close()
         assert node.stop() == 0, node.stderr()
@@ -114,15 +114,15 @@ def test_in_still_air_lockstep_does_not_wait_for_a_wind(tmp_path: Path,
 
 def test_a_late_input_waited_past_renew_after_s_is_subscribed_again(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lockstep that waits: the probe is keep_spot's wind_field (uav1/wind stamped t_k for each tick's
+    """Lockstep that waits: the probe is keep_spot's wind_field (/sim/fleet/wind stamped t_k for each tick's
     /sim/vehicle_status) but withholds tick 3's wind until vehicle_dynamics says it made that subscription
     again. The tick is re-sent every lockstep_timeout_s; past RENEW_AFTER_S of waiting the wind
     subscription is made again (the log names it with the publishers its old reader had matched), and the
     run completes through the new one."""
     require_ros()
-    from geometry_msgs.msg import Vector3Stamped
-    from qrsim_ros.msg import VehicleStatus
+    from qrsim_ros.msg import FleetSamples, VehicleStatus
 
+    from qrsim_ros.ros.fleet_topics import FLEET_WIND_TOPIC, WIND_COLUMNS, fleet_samples
     from qrsim_ros.ros.renewable_inputs import RENEW_AFTER_S
     from qrsim_ros.ros.stamps import stamp_from_tick
 
@@ -133,10 +133,10 @@ def test_a_late_input_waited_past_renew_after_s_is_subscribed_again(tmp_path: Pa
         "start_timeout_s": 0.0, "duration_s": 0.2}, ros_env(tmp_path, domain), tmp_path)
     probe = Probe(tmp_path, domain, monkeypatch)
     # the renewal names what the node's graph knows of the input's publishers: our probe
-    renewed = ("tick 3: subscribed again to /uav1/wind (1 publisher matched; the graph lists "
+    renewed = ("tick 3: subscribed again to /sim/fleet/wind (1 publisher matched; the graph lists "
                f"/{probe.node.get_name()})")
     try:
-        wind = probe.node.create_publisher(Vector3Stamped, "uav1/wind", reliable())
+        wind = probe.node.create_publisher(FleetSamples, FLEET_WIND_TOPIC, reliable())
         ticks: list[int] = []
         answered_after_renewal: list[int] = []
 
@@ -147,9 +147,7 @@ def test_a_late_input_waited_past_renew_after_s_is_subscribed_again(tmp_path: Pa
                 if renewed not in node.stderr():
                     return  # withheld
                 answered_after_renewal.append(k)
-            answer = Vector3Stamped()
-            answer.header.stamp = stamp_from_tick(k)
-            answer.header.frame_id = "map"
+            answer = fleet_samples(FleetSamples(), stamp_from_tick(k), "", WIND_COLUMNS, [0], [[0.0] * 3])
             wind.publish(answer)
 
         probe.node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())

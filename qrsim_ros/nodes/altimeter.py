@@ -4,7 +4,9 @@ Subscribes ``uavN/ground_truth/odom`` and ``/sim/vehicle_status`` (the tick's ep
 ``ros.ground_truth.GroundTruthSync``); on every update tick of the altimeter (50 Hz with the QRSim
 configs) publishes ``uavN/altimeter`` (qrsim_ros/Altitude, frame ``uavN/base_link``) stamped t_k:
 height above the scenario's ground [m, up], vertical speed [m/s, up] and the stationary height-error
-variance [m^2] (0 for a noiseless altimeter).
+variance [m^2] (0 for a noiseless altimeter); built only for vehicles whose topic has a reader. The same
+values of every vehicle go on ``/sim/fleet/altimeter`` (qrsim_ros/FleetSamples, ``ros.fleet_topics``), one
+message per update tick, for the flight controller.
 
 The model is the altimeter of the core's ``Ahars`` built with the Simulator's streams
 (``RandomStreams(seed)``, stream ``altimeter``), so with the same seed and ground truth the output
@@ -21,6 +23,7 @@ import numpy as np
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.core.engine.faults import FaultModels
+from qrsim_ros.ros.fleet_topics import ALTIMETER_COLUMNS, FLEET_ALTIMETER_TOPIC, SampleOutput, listened
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -41,6 +44,8 @@ class AltimeterNode(GroundTruthNode):
         self._variance_m2 = self.altimeter.variances()[0]
         self._frames = [base_link_frame(i) for i in range(self.num_vehicles)]
         self._pubs = self.per_vehicle_publishers(Altitude, "altimeter")
+        self._output = SampleOutput(self, FLEET_ALTIMETER_TOPIC, ALTIMETER_COLUMNS, self.params.run_id,
+                                    self._per_vehicle)
         self.follow_ground_truth("barometric altimeter", fault_models=FaultModels(ahars=ahars))
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
@@ -50,10 +55,18 @@ class AltimeterNode(GroundTruthNode):
             alt.reset(x)
         elif not alt.step(k, x):
             return []
-        stamp = stamp_from_tick(k)
-        h, v = alt.height_m, alt.vertical_speed_mps
-        return [(self._pubs[i], altitude_message(stamp, self._frames[i], h[i], v[i], self._variance_m2))
-                for i in np.flatnonzero(present)]
+        rows = np.flatnonzero(present)
+        values = np.column_stack([alt.height_m[rows], alt.vertical_speed_mps[rows]])
+        return self._output.outgoing(k, stamp_from_tick(k), rows, values)
+
+    def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
+        return self._output.repeated(k, first)
+
+    def _per_vehicle(self, stamp: object, rows: np.ndarray, values: np.ndarray) -> Outgoing:
+        """``uavN/altimeter`` of the vehicles ``rows`` whose topic has a reader."""
+        heard = listened(self._pubs, rows)
+        return [(self._pubs[i], altitude_message(stamp, self._frames[i], h, v, self._variance_m2))
+                for i, (h, v) in zip(rows[heard].tolist(), values[heard].tolist(), strict=True)]
 
 
 def main() -> int:

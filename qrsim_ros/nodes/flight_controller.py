@@ -4,11 +4,12 @@ For every vehicle whose scenario control mode is ``velocity``, ``velocity_height
 (``Scenario.control_modes()``) the node turns the latest set point into ``cmd/attitude`` at 50 Hz,
 exactly as ``Simulator._controls``: one core controller per mode (``VelocityPID``,
 ``VelocityHeightPID``, ``WaypointPID``) over the vehicles in that mode, fed with the estimated state
-eX assembled from the sensor topics only (``estimated_state.EstimatedStateAssembler``).
+eX assembled from the sensors' outputs only (``estimated_state.EstimatedStateAssembler``).
 
-Topics (per controlled vehicle, relative names ``uavN/...``):
-  in   ``imu/data`` (sensor_msgs/Imu), ``gps/fix`` (NavSatFix), ``gps/vel`` (TwistStamped, ENU),
-       ``altimeter`` (qrsim_ros/Altitude): the estimated state;
+Topics (per controlled vehicle, relative names ``uavN/...``, and the fleet topics of ``ros.fleet_topics``):
+  in   ``/sim/fleet/imu``, ``/sim/fleet/altimeter``, ``/sim/fleet/gps`` (qrsim_ros/FleetSamples, one
+       message per sensor and update tick, from the sensor nodes): the values ``imu/data``,
+       ``altimeter``, ``gps/fix`` and ``gps/vel`` carry, of every vehicle: the estimated state;
        ``cmd/velocity`` (geometry_msgs/TwistStamped): ``velocity`` / ``velocity_height`` set point,
        frame ``map`` (ENU world velocity) or ``uavN/base_link`` (FLU body velocity, turned into the
        world with the estimated heading when received); ``velocity_height`` uses east/north only and
@@ -21,7 +22,9 @@ Topics (per controlled vehicle, relative names ``uavN/...``):
        start-up. A new episode resets the PIDs, the set points and the held sensor values. The
        status's ``faults``: a vehicle whose link is lost (comm_loss) at tick k keeps the set point it
        held at tick k-1 (what arrived since is dropped, as the Simulator's ``drop_commands``).
-  out  ``cmd/attitude`` (qrsim_ros/AttitudeCommand) stamped t_k, frame ``uavN/base_link_frd``;
+  out  ``/sim/fleet/attitude_command`` (qrsim_ros/FleetAttitudeCommand) stamped t_k: every controlled
+       vehicle's command, for vehicle_dynamics; ``cmd/attitude`` (qrsim_ros/AttitudeCommand), the same
+       command, frame ``uavN/base_link_frd``, built only while the topic has a reader (a bag, a user);
        ``/diagnostics``: counters of rejected set points, late/skipped/re-sent ticks and sensor
        and vehicle-status subscriptions made again (``inputs_renewed``: a tick waited over
        ``RENEW_AFTER_S`` for one, ``qrsim_ros.ros.renewable_inputs``).
@@ -35,21 +38,21 @@ and the vehicle's counts of rejected and clamped set points; vehicle_dynamics re
 /sim/vehicle_status. Clamped velocity set points (beyond the controller's 3 m/s per body axis) are
 counted once each and warned about (throttled).
 
-Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``stamps.tick_of_stamp``; a stamp off
-the tick grid is counted and dropped); tick k is computed once every input due at k has arrived: the
-vehicle status of t_k, then for every valid controlled vehicle IMU and altimeter on their update ticks
-(50 Hz) and GPS fix and velocity on GPS ticks (5 Hz), and in cats and mouse the mouse's ``cmd/velocity``
-stamped t_k from the referee (awaited every tick, as the Simulator recomputes the mouse's escape every
-tick), and with ``await_task_setpoints`` (a lockstep run with an autopilot) on every task-step tick
-the ``cmd/velocity`` stamped t_k of every valid velocity-controlled vehicle (a non-finite one says "no
-new set point this step"), so a step's set point flies from the step's first tick and counts as issued
-at every tick of its step (it expires only after a step without one), as in process. The
-sensors of all vehicles of a tick are converted together (one rotation, one projection call).
-Set points of the other vehicles are held (the latest valid one). If a later tick completes first
-(free-running dynamics, a lost message), the older ticks are applied to the held sensor values and
-skipped (counted); when vehicle_dynamics re-sends a tick already answered (lockstep timeout), the
-commands of that tick are published again. ``use_vehicle_status: false`` runs without vehicle_dynamics
-(every vehicle valid; /clock triggers ticks on which no sensor is due).
+Lockstep (docs/NODE_GRAPH.md step 5): inputs are buffered by tick (``stamps.tick_of_stamp``; a stamp off the
+tick grid is counted and dropped); tick k is computed once every input due at k has arrived: the vehicle
+status of t_k, then (while a controlled vehicle is valid) the fleet IMU and altimeter messages on their update
+ticks (50 Hz) and the fleet GPS message on GPS ticks (5 Hz), and in cats and mouse the mouse's
+``cmd/velocity`` stamped t_k from the referee (awaited every tick, as the Simulator recomputes the mouse's
+escape every tick), and with ``await_task_setpoints`` (a lockstep run with an autopilot) on every task-step
+tick the ``cmd/velocity`` stamped t_k of every valid velocity-controlled vehicle (a non-finite one says "no
+new set point this step"), so a step's set point flies from the step's first tick and counts as issued at
+every tick of its step (it expires only after a step without one), as in process. The sensors of all vehicles
+of a tick are converted together (one rotation, one projection call); a fleet message whose columns or rows do
+not fit is dropped and counted (``fleet_rejected``). Set points of the other vehicles are held (the latest
+valid one). If a later tick completes first (free-running dynamics, a lost message), the older ticks are
+applied to the held sensor values and skipped (counted); when vehicle_dynamics re-sends a tick already
+answered (lockstep timeout), the commands of that tick are published again. ``use_vehicle_status: false`` runs
+without vehicle_dynamics (every vehicle valid; /clock triggers ticks on which no sensor is due).
 
 Held heading: the velocity controllers hold each vehicle's heading of the episode start, as the
 Simulator (``task.initial_headings()``, or the listed ``vehicle.initial_states``' yaw). It is computed
@@ -70,7 +73,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.clock import Clock, ClockType
-from sensor_msgs.msg import Imu, NavSatFix
 from std_msgs.msg import UInt32
 
 from qrsim_ros.core.common.frames import enu_to_ned, quaternion_enu_flu_to_euler_ned_frd
@@ -83,9 +85,21 @@ from qrsim_ros.core.tasks.rules import PLACEMENT_STREAM, TaskContext, initial_pl
 from qrsim_ros.core.vehicles.controllers import MAX_SPEED_MPS
 from qrsim_ros.core.vehicles.estimated_state import HEADING, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES, TARGET_WIDTH, FleetControl
-from qrsim_ros.msg import Altitude, AttitudeCommand, VehicleStatus
+from qrsim_ros.msg import AttitudeCommand, FleetAttitudeCommand, FleetSamples, VehicleStatus
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
 from qrsim_ros.ros.fault_follower import FaultFollower
+from qrsim_ros.ros.fleet_topics import (
+    ALTIMETER_COLUMNS,
+    FLEET_ALTIMETER_TOPIC,
+    FLEET_ATTITUDE_COMMAND_TOPIC,
+    FLEET_GPS_TOPIC,
+    FLEET_IMU_TOPIC,
+    GPS_COLUMNS,
+    IMU_COLUMNS,
+    FleetMessageError,
+    listened,
+    read_samples,
+)
 from qrsim_ros.ros.names import (
     FIRST_EPISODE,  # the episode number of the launch's placement
     MAP_FRAME,
@@ -99,11 +113,19 @@ from qrsim_ros.ros.qos import QOS_CLOCK, QOS_LATCHED, QOS_RELIABLE
 from qrsim_ros.ros.renewable_inputs import RenewableInputs
 from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL, SensorSchedule
 from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
-from qrsim_ros.ros.step_inputs import TOPICS
+from qrsim_ros.ros.to_messages import float64_array, uint32_array
 
-#: Keys of the buffered inputs of a tick (besides the sensors' IMU, FIX, VEL, ALT): the mouse's escape
-#: command, a mission's task-step set point, /clock and the vehicle status.
+#: Keys of the buffered inputs of a tick (besides the fleet sensor messages IMU, ALT and GPS): the mouse's
+#: escape command, a mission's task-step set point, /clock and the vehicle status.
 MOUSE, SETPOINT, CLOCK, STATUS = "mouse", "setpoint", "clock", "status"
+#: The GPS's fleet message (its fix and velocity, due together: the schedule's FIX and VEL).
+GPS = "gps"
+#: The fleet sensor messages: key -> (topic, columns, the assembler's kind).
+FLEET_SENSORS = {IMU: (FLEET_IMU_TOPIC, IMU_COLUMNS, "imu"),
+                 ALT: (FLEET_ALTIMETER_TOPIC, ALTIMETER_COLUMNS, "alt"),
+                 GPS: (FLEET_GPS_TOPIC, GPS_COLUMNS, "gps")}
+#: The schedule's sensors (``SensorSchedule.due``) -> the fleet message bringing them.
+FLEET_OF = {IMU: IMU, ALT: ALT, FIX: GPS, VEL: GPS}
 
 
 #: The node's parameters (declared in one call at start-up).
@@ -178,7 +200,7 @@ class FlightControllerNode(ScenarioNode):
                                         "setpoint_rejected_mode", "setpoint_rejected_no_attitude",
                                         "setpoint_rejected_stamp", "setpoints_clamped", "failsafe_onsets",
                                         "late_inputs", "skipped_ticks", "ticks_resent", "status_rejected",
-                                        "inputs_renewed"],
+                                        "fleet_rejected", "inputs_renewed"],
                                 self.params.report_period_s)
         self.ticks_computed = 0
         self._start_episode(FIRST_EPISODE)
@@ -186,16 +208,23 @@ class FlightControllerNode(ScenarioNode):
         self._episode_known = False
 
         self._cmd_pubs: dict[int, Any] = {}
+        # the attitude commands of the vehicles under a controller: one message per tick to vehicle_dynamics
+        self._controlled_rows = np.array(self.controlled, np.intp)
+        self._fleet_cmd = FleetAttitudeCommand()
+        self._fleet_cmd_pub = self.create_publisher(FleetAttitudeCommand, FLEET_ATTITUDE_COMMAND_TOPIC,
+                                                    QOS_RELIABLE)
         self._inputs = RenewableInputs(self)  # the tick inputs' subscriptions, made again if one goes deaf
+        if self.controlled:  # the fleet's sensors: one message per sensor and tick (ros.fleet_topics)
+            for kind, (topic, _, _) in FLEET_SENSORS.items():
+                self._inputs.create((kind, -1), FleetSamples, topic, partial(self._on_sensor, kind),
+                                    QOS_RELIABLE)
         for i in self.controlled:
             ns = vehicle_namespace(i)
-            for kind, msg_type in ((IMU, Imu), (ALT, Altitude), (FIX, NavSatFix), (VEL, TwistStamped)):
-                self._inputs.create((kind, i), msg_type, f"{ns}/{TOPICS[kind]}",
-                                    partial(self._on_sensor, kind, i), QOS_RELIABLE)
             sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
             sub(TwistStamped, f"{ns}/cmd/velocity", partial(self._on_velocity_setpoint, i))
             sub(PoseStamped, f"{ns}/cmd/pose", partial(self._on_pose_setpoint, i))
             self._cmd_pubs[i] = self.create_publisher(AttitudeCommand, f"{ns}/cmd/attitude", QOS_RELIABLE)
+        self._cmd_pub_list = [self._cmd_pubs.get(i) for i in range(n)]
         self.create_subscription(UInt32, "/sim/episode", self._on_episode, QOS_LATCHED)
         if self.params.use_vehicle_status and self.controlled:  # a tick input too: renewable like a sensor
             self._inputs.create((STATUS, -1), VehicleStatus, "/sim/vehicle_status", self._on_status,
@@ -230,7 +259,7 @@ class FlightControllerNode(ScenarioNode):
         self._pending: dict[int, _TickInputs] = {}
         self._valid = np.ones(n, bool)
         self._last_tick = -1
-        self._last_cmds: list[tuple[Any, AttitudeCommand]] = []
+        self._last_cmds: list[tuple[Any, Any]] = []  # the last tick's commands (re-sent with it)
         self._max_tick_seen = -1
         self._await_tick0 = True
 
@@ -268,8 +297,17 @@ class FlightControllerNode(ScenarioNode):
         return True
 
     # --- inputs ---------------------------------------------------------------------------------------
-    def _on_sensor(self, kind: str, i: int, msg: Any) -> None:
-        self._buffer(kind, i, msg, tick_of_stamp(msg.header.stamp))
+    def _on_sensor(self, kind: str, msg: FleetSamples) -> None:
+        topic, columns, _ = FLEET_SENSORS[kind]
+        if self.foreign_run(msg.run_id, topic):
+            return
+        try:
+            rows = read_samples(msg, topic, columns, self.num_vehicles)
+        except FleetMessageError as exc:
+            self.counters.count("fleet_rejected")
+            self.get_logger().warning(f"{exc}: ignored", throttle_duration_sec=self.params.report_period_s)
+            return
+        self._buffer(kind, -1, rows, tick_of_stamp(msg.header.stamp))
 
     def _on_clock(self, msg: Any) -> None:
         self._buffer(CLOCK, -1, msg, tick_of_stamp(msg.clock))
@@ -328,10 +366,8 @@ class FlightControllerNode(ScenarioNode):
         mouse's command (cats and mouse), the vehicle status (``use_vehicle_status``); /clock when
         nothing else would come."""
         keys: list[tuple[str, int]] = [(STATUS, -1)] if self.params.use_vehicle_status else []
-        due = self._sensors.due(k)
-        for i in self.controlled:
-            if valid is None or valid[i]:
-                keys += [(kind, i) for kind in due]
+        if any(valid is None or valid[i] for i in self.controlled):
+            keys += [(kind, -1) for kind in dict.fromkeys(FLEET_OF[due] for due in self._sensors.due(k))]
         if self.mouse is not None:
             keys.append((MOUSE, self.mouse))
         if k % self._step_ticks == 0:
@@ -465,10 +501,9 @@ class FlightControllerNode(ScenarioNode):
 
     def _apply(self, msgs: dict[tuple[str, int], Any]) -> None:
         """One tick's inputs into the held values (the sensors of all vehicles converted together)."""
-        by_kind: dict[str, list[tuple[int, Any]]] = {IMU: [], ALT: [], FIX: [], VEL: []}
         for (kind, i), msg in msgs.items():
-            if kind in by_kind:
-                by_kind[kind].append((i, msg))
+            if kind in FLEET_SENSORS:
+                self.assembler.update_fleet(FLEET_SENSORS[kind][2], *msg)
             elif kind in (MOUSE, SETPOINT):
                 if msg is not None:  # (None: a step answered with no new set point)
                     self._velocity_sp[i], self._sp_stamp_s[i] = msg  # already validated, NED
@@ -477,7 +512,6 @@ class FlightControllerNode(ScenarioNode):
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
                 self._fault_follower.update(msg.faults)
-        self.assembler.update(imu=by_kind[IMU], fix=by_kind[FIX], vel=by_kind[VEL], alt=by_kind[ALT])
 
     def controls(self, ex: np.ndarray, now_s: float | None = None) -> np.ndarray:
         """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20):
@@ -516,17 +550,32 @@ class FlightControllerNode(ScenarioNode):
         self._report_failsafe(k)
         failsafe = fc.failsafe
         stamp = stamp_from_tick(k)
-        self._last_cmds = []
-        for i in self.controlled:
+        rows = self._controlled_rows
+        cmd = self._fleet_cmd
+        cmd.header.stamp = stamp
+        cmd.run_id = self.params.run_id
+        cmd.vehicles = uint32_array(rows)
+        u_rows = u[rows]
+        cmd.pitch, cmd.roll, cmd.throttle, cmd.yaw_rate, cmd.battery_voltage = (
+            float64_array(u_rows[:, c]) for c in range(5))
+        cmd.failsafe = [failsafe[i] for i in self.controlled]
+        cmd.disarm = fc.landed[rows].tolist()
+        cmd.setpoints_rejected = uint32_array(self.setpoints_rejected[rows])
+        cmd.setpoints_clamped = uint32_array(fc.setpoints_clamped[rows])
+        self._last_cmds = [(self._fleet_cmd_pub, cmd)] if rows.size else []
+        # uavN/cmd/attitude, the same command, for its readers (a bag, ros2 topic echo)
+        for j in listened(self._cmd_pub_list, rows).tolist():
+            i = self.controlled[j]
             msg = AttitudeCommand()
             msg.header.stamp = stamp
             msg.header.frame_id = base_link_frd_frame(i)
-            msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = (float(v) for v in u[i])
+            msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage = u_rows[j].tolist()
             msg.failsafe, msg.disarm = failsafe[i], bool(fc.landed[i])
             msg.setpoints_rejected = int(self.setpoints_rejected[i])
             msg.setpoints_clamped = int(fc.setpoints_clamped[i])
-            self._cmd_pubs[i].publish(msg)
             self._last_cmds.append((self._cmd_pubs[i], msg))
+        for pub, msg in self._last_cmds:
+            pub.publish(msg)
         self.ticks_computed += 1
 
     def _report_failsafe(self, k: int) -> None:
@@ -568,7 +617,8 @@ class FlightControllerNode(ScenarioNode):
         waited = now - self._waiting[1]
         entry = self._pending[k]
         missing = sorted(entry.missing) if entry.missing is not None else [(STATUS, -1)]
-        names = ", ".join(f"{vehicle_namespace(i)}/{kind}" if i >= 0 else kind for kind, i in missing)
+        names = ", ".join(f"{vehicle_namespace(i)}/{kind}" if i >= 0 else FLEET_SENSORS.get(kind, (kind,))[0]
+                          for kind, i in missing)
         self.get_logger().warning(f"tick {k} (t = {k * BASE_DT_S:.2f} s) still waits for: "
                                   f"{names or 'nothing'} after {waited:.1f} s")
         renewed = self._inputs.wait_went_on(waited, missing)

@@ -8,7 +8,11 @@ shared space segment (one per scenario, in this node) and the receivers, and pub
   [deg], ellipsoidal altitude [m], diagonal ENU position covariance [m^2] from the receiver's error
   model (``UERE^2 diag(R Q R^T)``), status NO_FIX when the receiver has no fix (fewer than 4
   satellites; it then repeats its last solution, NaN before the first);
-- ``uavN/gps/vel`` (geometry_msgs/TwistStamped, frame ``map``): ground velocity, ENU [m/s].
+- ``uavN/gps/vel`` (geometry_msgs/TwistStamped, frame ``map``): ground velocity, ENU [m/s];
+
+each built only for vehicles whose topic has a reader; the same values of every vehicle (and the fix
+status) go on ``/sim/fleet/gps`` (qrsim_ros/FleetSamples, ``ros.fleet_topics``), one message per receiver
+tick, for the flight controller.
 
 Visualisation: ``/viz/gps`` (visualization_msgs/MarkerArray, latched, ``markers.gps_markers``): every
 vehicle's latest estimated position and the track of estimates in ``map``, at most once per
@@ -32,6 +36,7 @@ from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_gps
 from qrsim_ros.core.engine.faults import FaultModels
 from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.fleet_topics import FLEET_GPS_TOPIC, GPS_COLUMNS, SampleOutput, listened
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -57,6 +62,7 @@ class GpsNode(GroundTruthNode):
         self._frames = [base_link_frame(i) for i in range(n)]
         self._fix_pubs = self.per_vehicle_publishers(NavSatFix, "gps/fix")
         self._vel_pubs = self.per_vehicle_publishers(TwistStamped, "gps/vel")
+        self._output = SampleOutput(self, FLEET_GPS_TOPIC, GPS_COLUMNS, self.params.run_id, self._per_vehicle)
         self.viz_period_s = self.params.viz_period_s
         self._viz = viz.VizThrottle(self.viz_period_s) if self.viz_period_s > 0 else None
         self._viz_tracks = viz.TrackHistory(n)
@@ -74,15 +80,28 @@ class GpsNode(GroundTruthNode):
             self.space.step(k)
             if not rx.step(k, x):
                 return []
-        stamp = stamp_from_tick(k)
-        out: Outgoing = []
-        for i in np.flatnonzero(present):
-            fix = navsatfix_message(stamp, self._frames[i], rx.lla[i], rx.position_variance_ned[i],
-                                    bool(rx.has_fix[i]))
-            out.append((self._fix_pubs[i], fix))
-            out.append((self._vel_pubs[i], velocity_message(stamp, MAP_FRAME, rx.velocity_ned[i])))
+        rows = np.flatnonzero(present)
+        values = np.column_stack([rx.lla[rows], rx.has_fix[rows], ned_to_enu(rx.velocity_ned[rows])])
+        out = self._output.outgoing(k, stamp_from_tick(k), rows, values)
         if self._viz is not None and self._viz.due(k * BASE_DT_S):
             out += self._viz_messages(k, reset)
+        return out
+
+    def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
+        return self._output.repeated(k, first)
+
+    def _per_vehicle(self, stamp: object, rows: np.ndarray, values: np.ndarray) -> Outgoing:
+        """``uavN/gps/fix`` and ``uavN/gps/vel`` of the vehicles ``rows`` whose topics have readers."""
+        rx = self.receiver
+        out: Outgoing = []
+        for j in listened(self._fix_pubs, rows).tolist():
+            i = int(rows[j])
+            fix = navsatfix_message(stamp, self._frames[i], values[j, 0:3], rx.position_variance_ned[i],
+                                    bool(values[j, 3]))
+            out.append((self._fix_pubs[i], fix))
+        for j in listened(self._vel_pubs, rows).tolist():
+            i = int(rows[j])
+            out.append((self._vel_pubs[i], velocity_message(stamp, MAP_FRAME, values[j, 4:7], enu=True)))
         return out
 
     def _viz_messages(self, k: int, reset: bool) -> Outgoing:

@@ -8,7 +8,11 @@ AHARS (50 Hz with the QRSim configs) publishes ``uavN/imu/data`` (sensor_msgs/Im
 - orientation: FLU body in ENU from the orientation estimator's ZYX Euler angles;
 - angular_velocity: the gyroscope, FLU [rad/s];
 - linear_acceleration: the accelerometer's specific force, FLU [m/s^2] (+9.81 on z at rest);
-- covariances: diagonal, from the sensors' error variances (all zero for noiseless sensors).
+- covariances: diagonal, from the sensors' error variances (all zero for noiseless sensors);
+
+built only for vehicles whose topic has a reader, and the same values of every vehicle on
+``/sim/fleet/imu`` (qrsim_ros/FleetSamples, ``ros.fleet_topics``), one message per update tick, for the
+flight controller.
 
 The models are the core's ``Ahars`` sensors built with the Simulator's streams (``RandomStreams(seed)``,
 stream names ``accelerometer``, ``gyroscope``, ``orientation_estimator``), so with the same seed and
@@ -27,11 +31,12 @@ import numpy as np
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.core.engine.faults import FaultModels
+from qrsim_ros.ros.fleet_topics import FLEET_IMU_TOPIC, IMU_COLUMNS, SampleOutput, listened
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
 from qrsim_ros.ros.stamps import stamp_from_tick
-from qrsim_ros.ros.to_messages import imu_messages
+from qrsim_ros.ros.to_messages import imu_columns, imu_messages
 
 
 class ImuNode(GroundTruthNode):
@@ -48,6 +53,7 @@ class ImuNode(GroundTruthNode):
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = self.per_vehicle_publishers(Imu, "imu/data")
         self._msgs: dict[int, Imu] = {}  # refilled every tick (published at once; see imu_messages)
+        self._output = SampleOutput(self, FLEET_IMU_TOPIC, IMU_COLUMNS, self.params.run_id, self._per_vehicle)
         self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True,
                                  fault_models=FaultModels(ahars=self.ahars))
 
@@ -65,10 +71,20 @@ class ImuNode(GroundTruthNode):
             updated |= orient.step(k, x)
             if not updated:
                 return []
-        msgs = imu_messages(stamp_from_tick(k), self._frames, np.flatnonzero(present), orient.measurement,
-                            gyro.measurement, acc_sensor.measurement, orient.variance(), gyro.variance(),
-                            acc_sensor.variance(), reuse=self._msgs)
-        return list(zip([self._pubs[i] for i in np.flatnonzero(present)], msgs, strict=True))
+        rows = np.flatnonzero(present)
+        values = imu_columns(orient.measurement[rows], gyro.measurement[rows], acc_sensor.measurement[rows])
+        return self._output.outgoing(k, stamp_from_tick(k), rows, values)
+
+    def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
+        return self._output.repeated(k, first)
+
+    def _per_vehicle(self, stamp: object, rows: np.ndarray, values: np.ndarray) -> Outgoing:
+        """``uavN/imu/data`` of the vehicles ``rows`` whose topic has a reader."""
+        acc, gyro, orient = self._sensors
+        heard = listened(self._pubs, rows)
+        msgs = imu_messages(stamp, self._frames, rows[heard], None, None, None, orient.variance(),
+                            gyro.variance(), acc.variance(), reuse=self._msgs, columns=values[heard])
+        return list(zip([self._pubs[i] for i in rows[heard]], msgs, strict=True))
 
 
 def main() -> int:

@@ -9,14 +9,14 @@ face (``mavlink.vehicles.MavlinkVehicles``: vehicle i is PX4 SITL instance i, sy
 14580+i -> 14540+i, ground-station link 18570+i -> 14550). One process holds the autopilots and their
 links, as a PX4 holds its commander and its mavlink module.
 
-Per computed tick k (the flight controller's, at t_k): what arrived on the links becomes autopilot
-calls; the autopilots step on eX; their velocity set points and headings replace the agent vehicles'
-set points (issued at t_k); after the controllers, offboard attitude set points replace the attitude
-commands and disarmed vehicles' motors stop (throttle 0); then the telemetry that is due goes out,
-reporting eX (never the ground truth). What a vehicle says beyond eX: the battery (its pack's voltage and
-charge, the values ``uavN/battery`` carries, read from /sim/vehicle_status: one message for the fleet), the
-GPS fix from ``uavN/gps/fix``'s status, and, for arming, the vehicle's validity and invalid reason from
-/sim/vehicle_status.
+Per computed tick k (the flight controller's, at t_k): what arrived on the links becomes autopilot calls;
+the autopilots step on eX; their velocity set points and headings replace the agent vehicles' set points
+(issued at t_k); after the controllers, offboard attitude set points replace the attitude commands and
+disarmed vehicles' motors stop (throttle 0); then the telemetry that is due goes out, reporting eX (never
+the ground truth). What a vehicle says beyond eX: the battery (its pack's voltage and charge, the values
+``uavN/battery`` carries, read from /sim/vehicle_status: one message for the fleet), the GPS fix status
+(``/sim/fleet/gps``, as ``uavN/gps/fix``'s status), and, for arming, the vehicle's validity and invalid
+reason from /sim/vehicle_status.
 
 Parameters: the flight controller's, and ``mavlink_instance_offset`` (vehicle i is PX4 instance offset + i:
 its ports), ``mavlink_network`` (bind every interface instead of loopback; the scenario's
@@ -26,11 +26,9 @@ its ports), ``mavlink_network`` (bind every interface instead of loopback; the s
 from __future__ import annotations
 
 import sys
-from functools import partial
 from typing import Any
 
 import numpy as np
-from sensor_msgs.msg import NavSatFix, NavSatStatus
 
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.common.validation import ConfigError
@@ -41,10 +39,8 @@ from qrsim_ros.mavlink.vehicles import MavlinkPorts, MavlinkVehicles, Telemetry
 from qrsim_ros.msg import VehicleStatus
 from qrsim_ros.nodes.flight_controller import PARAMETERS as FLIGHT_CONTROLLER_PARAMETERS
 from qrsim_ros.nodes.flight_controller import FlightControllerNode
-from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.node import run_node
 from qrsim_ros.ros.parameters import Param, ParamTable
-from qrsim_ros.ros.qos import QOS_RELIABLE
 
 #: GPS satellites reported with a fix (the receiver model tracks no count).
 SATELLITES_WITH_FIX = 10
@@ -83,15 +79,10 @@ class MavlinkBridgeNode(FlightControllerNode):
         self._rest_z_m = rest_z_ned_m(sc.ground_z_ned_m)
         self._battery_v = np.full(m, np.nan)
         self._battery_fraction = np.full(m, np.nan)
-        self._gps_fix = np.ones(m, bool)
         self._invalid_reason = [""] * m
         self._battery_empty = np.zeros(m, bool)
         self._setpoints: Setpoints | None = None
         self._reset_onboard()
-        for j, i in enumerate(self.onboard_rows.tolist()):
-            ns = vehicle_namespace(i)
-            sub = partial(self.create_subscription, qos_profile=QOS_RELIABLE)
-            sub(NavSatFix, f"{ns}/gps/fix", partial(self._on_fix, j))
         self.get_logger().info(f"MAVLink: {m} vehicle(s), API links from UDP {ports.api_local}.. to "
                                f"{ports.host}:{ports.api_remote}.., ground station {ports.host}:"
                                f"{ports.gcs_remote}; bound on {host}")
@@ -124,9 +115,6 @@ class MavlinkBridgeNode(FlightControllerNode):
         return u
 
     # --- what the vehicle knows besides eX ----------------------------------------------------------
-    def _on_fix(self, j: int, msg: NavSatFix) -> None:
-        self._gps_fix[j] = msg.status.status != NavSatStatus.STATUS_NO_FIX
-
     def _status_accepted(self, msg: VehicleStatus) -> None:
         # the flight controller's own subscription (run and fleet checked): the invalid reasons for arming
         if len(msg.invalid_reason) != self.num_vehicles:
@@ -142,14 +130,14 @@ class MavlinkBridgeNode(FlightControllerNode):
     def _telemetry(self) -> Telemetry:
         from pymavlink.dialects.v20 import common as mavlink
 
-        fix = self._gps_fix
+        fix = self.assembler.gps_fix[self.onboard_rows]  # as the fleet GPS message said
         return Telemetry(battery_v=self._battery_v.copy(), battery_fraction=self._battery_fraction.copy(),
                          gps_fix=fix.copy(), satellites=np.where(fix, SATELLITES_WITH_FIX, 0),
                          unhealthy_bits=np.where(fix, 0, mavlink.MAV_SYS_STATUS_SENSOR_GPS))
 
     def _preflight(self, j: int) -> list[str]:
         failed = []
-        if not self._gps_fix[j]:
+        if not self.assembler.gps_fix[self.onboard_rows[j]]:
             failed.append("GPS: no fix")
         if self._invalid_reason[j]:
             failed.append(f"vehicle: {self._invalid_reason[j]}")

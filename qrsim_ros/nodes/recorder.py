@@ -66,6 +66,9 @@ MAX_DISCOVERY_S = 0.5
 #: A drain ends once nothing arrived during this long [s].
 DRAIN_IDLE_S = 0.1
 CLOCK_TOPIC = "/clock"
+#: Topics not recorded by default: ROS's parameter events, the lockstep progress reports (one per node per
+#: tick) and the fleet topics (the simulator's internal traffic: the per-vehicle topics recorded hold it).
+DEFAULT_EXCLUDE = "^/(parameter_events|sim/tick_progress|sim/fleet/.*)$"
 #: The clock owner's start gate counts subscriptions of /sim/vehicle_status: that one is created last in
 #: a discovery pass, after every other topic discovered with it (/clock, /tf, uavN/ground_truth/odom...).
 #: DDS announces a participant's readers in creation order, so by the time the gate sees this one
@@ -89,7 +92,7 @@ PARAMETERS = ParamTable(
           "wall seconds per MCAP file: a SIGKILL loses at most the file being written [s]",
           lo=0.05, hi=86400.0),
     Param("compression", "zstd", "MCAP chunk compression", choices=COMPRESSIONS),
-    Param("exclude", "^/(parameter_events|sim/tick_progress)$",
+    Param("exclude", DEFAULT_EXCLUDE,
           "regular expression of topics not to record (empty: record everything)"),
     Param("queue_depth", 1000, "history depth of every subscription (messages held while busy)",
           lo=1, hi=1_000_000),

@@ -8,8 +8,12 @@ I/O around it (docs/NODE_GRAPH.md):
 
 - in: ``uavN/cmd/attitude``, ``uavN/cmd/rates_thrust``, ``uavN/cmd/motors`` (checked, converted and held:
   ``ros.command_intake``; flown while fresh, else hover or the scenario's failsafe:
-  ``ros.command_failsafe``) and ``uavN/wind`` (``ros.wind_intake``; not read in still air: the scenario's
-  mean wind and turbulence both off). In lockstep, ``/sim/tick_progress`` of the ground-truth consumers.
+  ``ros.command_failsafe``); the attitude commands of the vehicles flown through the flight controller
+  (control mode velocity, velocity_height, waypoint) come on ``/sim/fleet/attitude_command`` instead, one
+  message per tick for all of them (their ``uavN/cmd/attitude`` is not read: it is the controller's copy
+  for readers); the air velocity of every vehicle on ``/sim/fleet/wind`` from wind_field, one message per
+  tick (``ros.wind_intake``; not read in still air: the scenario's mean wind and turbulence both off).
+  In lockstep, ``/sim/tick_progress`` of the ground-truth consumers.
 - out: ``/clock``, the ground truth, ``/sim/vehicle_status``, ``/tf``, ``/tf_static``, ``/sim/episode``,
   ``/sim/faults`` and ``uavN/battery`` (``ros.fleet_outputs``); ``/diagnostics`` every wall second,
   stamped with the simulated time: the input counters summed over vehicles (commands_rejected,
@@ -41,7 +45,6 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from geometry_msgs.msg import Vector3Stamped
 from std_srvs.srv import Trigger
 
 from qrsim_ros.core.common.frames import dcm_from_state, ned_to_body
@@ -60,11 +63,24 @@ from qrsim_ros.core.vehicles.airframes import ROTOR
 from qrsim_ros.core.vehicles.energy import FleetEnergy
 from qrsim_ros.core.vehicles.fleet_control import CONTROLLED_MODES
 from qrsim_ros.core.vehicles.pelican import PelicanInputError
-from qrsim_ros.msg import AttitudeCommand, MotorCommand, RatesThrustCommand
+from qrsim_ros.msg import (
+    AttitudeCommand,
+    FleetAttitudeCommand,
+    FleetSamples,
+    MotorCommand,
+    RatesThrustCommand,
+)
 from qrsim_ros.ros.command_failsafe import CommandFailsafe
 from qrsim_ros.ros.command_intake import COMMAND_TOPICS, MOTORS, RATES_THRUST, CommandIntake, HeldCommands
 from qrsim_ros.ros.fault_services import FaultServices
 from qrsim_ros.ros.fleet_outputs import FleetOutputs
+from qrsim_ros.ros.fleet_topics import (
+    FLEET_ATTITUDE_COMMAND_TOPIC,
+    FLEET_WIND_TOPIC,
+    WIND_COLUMNS,
+    FleetMessageError,
+    read_samples,
+)
 from qrsim_ros.ros.lockstep import LockstepGate
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.node import Counters, ParameterError, ScenarioNode, ThrottledWarnings, run_node
@@ -78,6 +94,8 @@ from qrsim_ros.ros.wind_intake import WindIntake
 
 #: Longest the final acknowledgements are waited for at ``duration_s`` [s].
 FINAL_ACK_S = 2.0
+#: The keys of the flight_controller's commands and wind_field's winds among the renewable inputs.
+FLEET_COMMAND, FLEET_WIND = ("fleet/attitude_command", -1), ("fleet/wind", -1)
 #: The counters on /diagnostics (summed over vehicles; per vehicle they are in /sim/vehicle_status).
 DIAGNOSTIC_COUNTERS = ("commands_rejected", "commands_clamped", "command_timeouts", "wind_rejected",
                        "lockstep_timeouts", "inputs_renewed")
@@ -157,7 +175,7 @@ class VehicleDynamicsNode(ScenarioNode):
         self.commands = CommandIntake(self.names, is_rotor, rotor, timeout_s, warn)
         battery = sc.vehicle.battery if p.battery == "scenario" else replace(sc.vehicle.battery, on=False)
         self.command_failsafe = CommandFailsafe(self.names, sc, battery, timeout_s, warn)
-        self.still_air = sc.still_air  # uavN/wind is neither read nor awaited (the air velocity stays 0)
+        self.still_air = sc.still_air  # the wind is neither read nor awaited (the air velocity stays 0)
         self.wind = WindIntake(self.names, p.lockstep, warn)
         self.energy = FleetEnergy(n, battery, sc.bases)  # every vehicle's battery, as Simulator.battery
         # the scenario's faults on the fleet and its batteries (as Simulator.faults; docs/FAULTS.md)
@@ -182,12 +200,15 @@ class VehicleDynamicsNode(ScenarioNode):
 
         # inputs (the lockstep ones made again if one goes deaf)
         self._inputs = RenewableInputs(self)
+        if self.controlled.any():  # the flight_controller's commands: one message per tick
+            self._inputs.create(FLEET_COMMAND, FleetAttitudeCommand, FLEET_ATTITUDE_COMMAND_TOPIC,
+                                self._on_fleet_command, QOS_RELIABLE)
+        if not self.still_air:  # wind_field's air velocities: one message per tick
+            self._inputs.create(FLEET_WIND, FleetSamples, FLEET_WIND_TOPIC, self._on_wind, QOS_RELIABLE)
         for i, ns in enumerate(self.names):
-            self._inputs.create(("cmd/attitude", i), AttitudeCommand, f"{ns}/cmd/attitude",
-                                lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
-            if not self.still_air:
-                self._inputs.create(("wind", i), Vector3Stamped, f"{ns}/wind",
-                                    lambda m, i=i: self._on_wind(i, m), QOS_RELIABLE)
+            if not self.controlled[i]:
+                self._inputs.create(("cmd/attitude", i), AttitudeCommand, f"{ns}/cmd/attitude",
+                                    lambda m, i=i: self._on_command(i, m), QOS_RELIABLE)
         # the rotor airframe's lower-level inputs (every vehicle: a Pelican one rejects and counts them)
         for kind, msg_type in ((RATES_THRUST, RatesThrustCommand), (MOTORS, MotorCommand)):
             for i, ns in enumerate(self.names):
@@ -210,7 +231,8 @@ class VehicleDynamicsNode(ScenarioNode):
             f"scenario {sc.name!r}: {n} vehicles, seed entropy {self.seed_entropy}, "
             f"real_time_factor {p.real_time_factor:g}, lockstep {'on' if p.lockstep else 'off'}"
             + (f" (awaiting cmd/attitude of {', '.join(under)})" if p.lockstep and under else "")
-            + ("; still air (no mean wind, no turbulence): uavN/wind is not read" if self.still_air else ""))
+            + ("; still air (no mean wind, no turbulence): /sim/fleet/wind is not read"
+               if self.still_air else ""))
 
     # --- episodes -------------------------------------------------------------------------------------
     def _place(self) -> None:
@@ -255,22 +277,41 @@ class VehicleDynamicsNode(ScenarioNode):
         if awaited or self.params.wait_for_commands:
             self.clock.on_input()
 
+    def _on_fleet_command(self, msg: FleetAttitudeCommand) -> None:
+        if self.foreign_run(msg.run_id, FLEET_ATTITUDE_COMMAND_TOPIC):
+            return
+        t_ns = stamp_ns(msg.header.stamp)
+        k = self.clock.k
+        vehicles = self.commands.fleet_attitude(msg, t_ns, k * TICK_NS, self.controlled)
+        awaited = [self.lockstep.awaits_command(i, t_ns, k) for i in vehicles]
+        if any(awaited) or self.params.wait_for_commands:
+            self.clock.on_input()
+
     def _on_low_level(self, i: int, kind: int, msg: RatesThrustCommand | MotorCommand) -> None:
         self.commands.low_level(i, kind, msg, stamp_ns(msg.header.stamp), self.clock.k * TICK_NS)
         if self.params.wait_for_commands:
             self.clock.on_input()
 
-    def _on_wind(self, i: int, msg: Vector3Stamped) -> None:
-        if self.wind.receive(i, msg, self.clock.k):
+    def _on_wind(self, msg: FleetSamples) -> None:
+        if self.foreign_run(msg.run_id, FLEET_WIND_TOPIC):
+            return
+        try:
+            vehicles, winds = read_samples(msg, FLEET_WIND_TOPIC, WIND_COLUMNS, self.num_vehicles)
+        except FleetMessageError as exc:
+            self.wind.wind_rejected += 1
+            self.get_logger().warning(f"{exc}: ignored", throttle_duration_sec=5.0)
+            return
+        if self.wind.receive_fleet(vehicles, winds, stamp_ns(msg.header.stamp), self.clock.k):
             self.clock.on_input()
 
     # --- the start gate -----------------------------------------------------------------------------------
     def _graph_missing(self) -> list[str]:
         """Lockstep start: inputs without a publisher, and whether the ground truth has a subscriber."""
-        awaited = [] if self.still_air else [("wind", i) for i in range(self.num_vehicles)]
-        awaited += [("cmd/attitude", int(i)) for i in np.flatnonzero(self.controlled)]
-        missing = [f"a publisher of {self.names[i]}/{topic}" for topic, i in awaited
-                   if self._inputs[topic, i].get_publisher_count() < 1]
+        awaited = [] if self.still_air else [(FLEET_WIND, FLEET_WIND_TOPIC)]
+        if self.controlled.any():
+            awaited.append((FLEET_COMMAND, FLEET_ATTITUDE_COMMAND_TOPIC))
+        missing = [f"a publisher of {topic}" for key, topic in awaited
+                   if self._inputs[key].get_publisher_count() < 1]
         if self.outputs.status_pub.get_subscription_count() < 1:
             missing.append("a subscriber of /sim/vehicle_status")
         return missing
@@ -294,7 +335,8 @@ class VehicleDynamicsNode(ScenarioNode):
     def _renew_late_inputs(self, waited_s: float) -> None:
         """The tick's lockstep inputs are late (``waited_s`` wall seconds since it went out): past
         ``RENEW_AFTER_S`` their subscriptions are made again (a deaf reader, as the flight controller's)."""
-        late = self.lockstep.late_inputs(self.clock.k, self.fleet.valid)
+        late = list(dict.fromkeys(FLEET_COMMAND if topic == "cmd/attitude" else FLEET_WIND
+                                  for topic, _ in self.lockstep.late_inputs(self.clock.k, self.fleet.valid)))
         renewed = self._inputs.wait_went_on(waited_s, late)
         if renewed:
             self.diagnostics.count("inputs_renewed", len(renewed))

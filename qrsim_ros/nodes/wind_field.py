@@ -9,14 +9,16 @@ Topics (docs/NODE_GRAPH.md "Per tick k", step 2):
        the tick) through ``ros.ground_truth.GroundTruthSync``: one handler call per tick with the whole
        fleet; a new episode counter (or a lower tick) starts an episode; a repeated tick re-sends its
        outputs without stepping again.
-  out  ``uavN/wind`` (geometry_msgs/Vector3Stamped, frame ``map``, ENU air velocity [m/s]) stamped t_k:
+  out  ``/sim/fleet/wind`` (qrsim_ros/FleetSamples, ``ros.fleet_topics``: every vehicle's row, one
+       message per tick, for vehicle_dynamics) and ``uavN/wind`` (geometry_msgs/Vector3Stamped, frame
+       ``map``, the same ENU air velocity [m/s]), both stamped t_k:
        the air velocity for the step t_k -> t_k+1, i.e. the mean wind at the vehicle's height plus its
        turbulence stepped with tick k+1 on the states of t_k, as ``Simulator._tick`` does at the start
        of tick k+1. The gust is the turbulence model's body-frame output rotated into the world with the
        state of t_k; vehicle_dynamics rotates the sum back with its exact state (a residual of a few
        1e-16 m/s against the Simulator's body-frame sum; with a turbulence period longer than 0.02 s
-       the held body-frame gust is carried the same way). A vehicle's message is built only while its
-       topic has a reader (in still air vehicle_dynamics does not read it: RViz, a bag or a user may).
+       the held body-frame gust is carried the same way). A vehicle's ``uavN/wind`` is built only while
+       its topic has a reader (RViz, a bag or a user).
 
 At an episode start (and on the first ground truth) the mean wind draws its direction and the
 turbulence spins up from the states of tick 0, as ``Simulator.reset``; the gusts drawn for the step
@@ -45,6 +47,7 @@ from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.engine.builders import build_mean_wind, build_turbulence
 from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.ros import markers as viz
+from qrsim_ros.ros.fleet_topics import FLEET_WIND_TOPIC, WIND_COLUMNS, SampleOutput, listened
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME
 from qrsim_ros.ros.node import run_node
@@ -64,8 +67,10 @@ class WindFieldNode(GroundTruthNode):
         self.wind = build_mean_wind(sc, self.streams)
         self.turbulence = build_turbulence(sc, self.streams)
         self._updated_ahead = False  # the last handled tick drew the gusts of the following step
-        self._last_wind: tuple[Array, Any] | None = None  # the last tick's air velocity (N, 3) ENU, stamp
         self._pubs = self.per_vehicle_publishers(Vector3Stamped, "wind")
+        self._all = np.arange(self.num_vehicles)
+        self._output = SampleOutput(self, FLEET_WIND_TOPIC, WIND_COLUMNS, self.params.run_id,
+                                    self._per_vehicle)
         self._viz = viz.VizThrottle(self.params.viz_period_s)
         self._viz_pub = self.create_publisher(MarkerArray, "/viz/wind", QOS_LATCHED)
         w, t = sc.wind, sc.vehicle.turbulence
@@ -92,36 +97,29 @@ class WindFieldNode(GroundTruthNode):
         self._updated_ahead = updated and self.turbulence.params.on
         v_enu = ned_to_enu(self.air_velocity_ned(x))
         stamp = stamp_from_tick(k)
-        self._last_wind = (v_enu, stamp)
-        out = self._wind_messages()
+        out = self._output.outgoing(k, stamp, self._all, v_enu)
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):
             p_enu = ned_to_enu(np.where(present[:, None], x[:, STATE_POSITION_NED], np.nan))
             if self._viz.changed(k * BASE_DT_S, viz.content_key(p_enu, v_enu, resolution=0.05)):
                 out.append((self._viz_pub, viz.arrow_markers(p_enu, v_enu, MAP_FRAME, stamp)))
         return out
 
-
-    def _wind_messages(self) -> Outgoing:
-        """The last tick's ``uavN/wind`` of every vehicle whose topic has a reader now (in still air
-        vehicle_dynamics does not read it)."""
-        assert self._last_wind is not None
-        v_enu, stamp = self._last_wind
+    def _per_vehicle(self, stamp: Any, vehicles: np.ndarray, v_enu: np.ndarray) -> Outgoing:
+        """``uavN/wind`` of every vehicle whose topic has a reader now (vehicle_dynamics reads the fleet
+        topic: RViz, a bag or a user may)."""
         out: Outgoing = []
-        for i in range(self.num_vehicles):
-            if not self._pubs[i].get_subscription_count():
-                continue
+        for j in listened(self._pubs, vehicles).tolist():
             m = Vector3Stamped()
             m.header.stamp = stamp
             m.header.frame_id = MAP_FRAME
-            m.vector.x, m.vector.y, m.vector.z = (float(c) for c in v_enu[i])
-            out.append((self._pubs[i], m))
+            m.vector.x, m.vector.y, m.vector.z = v_enu[j].tolist()
+            out.append((self._pubs[int(vehicles[j])], m))
         return out
 
     def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
-        """Built again for the readers matched now: vehicle_dynamics re-sends a tick whose wind it misses,
-        and its reader may have matched only after the first answer, which then went to nobody (the first
-        answer's empty list, re-sent, held a lockstep graph at tick 0 for ever)."""
-        return self._wind_messages()
+        """Built again, the per-vehicle ones for the readers matched now: vehicle_dynamics re-sends a tick
+        whose wind it misses (a reader matched only after the first answer must get one too)."""
+        return self._output.repeated(k, first)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,8 @@ Three command topics per vehicle (docs/NODE_GRAPH.md, docs/ROTOR.md):
 - ``uavN/cmd/attitude`` (qrsim_ros/AttitudeCommand): frame ``uavN/base_link_frd`` or empty (FRD, QRSim
   native) or ``uavN/base_link`` (FLU: pitch and yaw rate negated). Values outside QRSim's limits are
   clamped. The flight_controller's commands carry its failsafe, ``disarm`` and set-point counters, which
-  are held with the command.
+  are held with the command; it sends those of all its vehicles in one ``/sim/fleet/attitude_command``
+  (qrsim_ros/FleetAttitudeCommand, FRD), each row checked as a cmd/attitude.
 - ``uavN/cmd/rates_thrust`` (qrsim_ros/RatesThrustCommand: FRD body rates [rad/s], collective thrust [N];
   FLU negates q and r) and ``uavN/cmd/motors`` (qrsim_ros/MotorCommand: 4 normalised motor commands in
   [0, 1]): the rotor airframe's lower-level inputs, clamped into ``rotor_control.low_level_bounds`` (the
@@ -28,7 +29,8 @@ from qrsim_ros.core.common.ticks import TICK_NS
 from qrsim_ros.core.vehicles.pelican import CONTROL_LIMITS, HOVER_CONTROL
 from qrsim_ros.core.vehicles.rotor_control import RATE_LIMITS_RADPS, low_level_bounds
 from qrsim_ros.core.vehicles.rotor_params import RotorParams
-from qrsim_ros.msg import AttitudeCommand, MotorCommand, RatesThrustCommand
+from qrsim_ros.msg import AttitudeCommand, FleetAttitudeCommand, MotorCommand, RatesThrustCommand
+from qrsim_ros.ros.fleet_topics import FLEET_ATTITUDE_COMMAND_TOPIC
 from qrsim_ros.ros.names import base_link_frame, base_link_frd_frame
 from qrsim_ros.ros.node import Warn
 
@@ -106,6 +108,40 @@ class CommandIntake:
         if flu is None:
             return
         u = np.array([msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage], float)
+        self.attitude_values(i, flu, u, msg.failsafe, msg.disarm, msg.setpoints_rejected,
+                             msg.setpoints_clamped, t_ns, now_ns)
+
+    def fleet_attitude(self, msg: FleetAttitudeCommand, t_ns: int, now_ns: int,
+                       controlled: np.ndarray) -> list[int]:
+        """Hold the rows of a /sim/fleet/attitude_command (FRD, as the flight controller sends it) of the
+        vehicles ``controlled`` (N,) bool, each checked as a cmd/attitude; returns the vehicles held or
+        rejected (none if the rows do not fit: counted on every vehicle named, warned). A row of another
+        vehicle (flown by its own cmd/attitude) is rejected."""
+        n = len(self.names)
+        vehicles = [int(i) for i in msg.vehicles]
+        m = len(vehicles)
+        columns = (msg.pitch, msg.roll, msg.throttle, msg.yaw_rate, msg.battery_voltage, msg.failsafe,
+                   msg.disarm, msg.setpoints_rejected, msg.setpoints_clamped)
+        if any(len(c) != m for c in columns) or any(not 0 <= i < n for i in vehicles):
+            for i in {i for i in vehicles if 0 <= i < n}:
+                self.commands_rejected[i] += 1
+            self._warn("fleet_cmd", f"{FLEET_ATTITUDE_COMMAND_TOPIC} rejected: {m} vehicles (each below {n}) "
+                                    f"need {m} values in every field, got {[len(c) for c in columns]}")
+            return []
+        u = np.column_stack([np.asarray(c, float) for c in columns[:5]]) if m else np.zeros((0, 5))
+        for j, i in enumerate(vehicles):
+            if not controlled[i]:
+                self._reject(i, f"it is not flown by the flight controller ({FLEET_ATTITUDE_COMMAND_TOPIC} "
+                                "row ignored)")
+                continue
+            self.attitude_values(i, False, u[j], msg.failsafe[j], bool(msg.disarm[j]),
+                                 int(msg.setpoints_rejected[j]), int(msg.setpoints_clamped[j]), t_ns, now_ns)
+        return vehicles
+
+    def attitude_values(self, i: int, flu: bool, u: np.ndarray, failsafe: str, disarm: bool,
+                        setpoints_rejected: int, setpoints_clamped: int, t_ns: int, now_ns: int) -> None:
+        """Check and hold vehicle ``i``'s attitude command ``u`` = [pitch, roll, throttle, yaw_rate,
+        battery] (FLU signs if ``flu``) stamped ``t_ns`` at the tick ``now_ns`` (or count and warn)."""
         if not np.all(np.isfinite(u)):
             self._reject(i, f"non-finite values (pitch, roll, throttle, yaw_rate, battery) {u.tolist()}")
             return
@@ -114,6 +150,7 @@ class CommandIntake:
             self._reject(i, problem)
             return
         if flu:  # FLU pitch and yaw rate have the opposite sign of QRSim's (AttitudeCommand.msg)
+            u = u.copy()
             u[0], u[3] = -u[0], -u[3]
         clamped = np.clip(u, CONTROL_LIMITS[:, 0], CONTROL_LIMITS[:, 1])
         if np.any(clamped != u):
@@ -122,9 +159,9 @@ class CommandIntake:
                                     f"|pitch| <= 0.9 rad, |yaw_rate| <= 4.5 rad/s, throttle 0..1, battery "
                                     f"9..12 V): {u.tolist()} -> {clamped.tolist()} (FRD; "
                                     f"{self.commands_clamped[i]} clamped so far)")
-        self._hold(i, ATTITUDE, t_ns, clamped, msg.failsafe, msg.disarm)
-        self.setpoints_rejected[i] = msg.setpoints_rejected
-        self.setpoints_clamped[i] = msg.setpoints_clamped
+        self._hold(i, ATTITUDE, t_ns, clamped, failsafe, disarm)
+        self.setpoints_rejected[i] = setpoints_rejected
+        self.setpoints_clamped[i] = setpoints_clamped
 
     def low_level(self, i: int, kind: int, msg: RatesThrustCommand | MotorCommand, t_ns: int,
                   now_ns: int) -> None:

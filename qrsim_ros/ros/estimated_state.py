@@ -51,6 +51,10 @@ Array = NDArray[np.float64]
 MESSAGE_TYPES: dict[str, Any] = {"imu": Imu, "fix": NavSatFix, "vel": TwistStamped, "alt": Altitude}
 
 
+def _rows(pairs: Sequence[tuple[int, Any]]) -> NDArray[np.intp]:
+    return np.fromiter((i for i, _ in pairs), np.intp, len(pairs))
+
+
 class EstimatedStateAssembler:
     """Holds the latest sensor values of N vehicles and assembles eX (N, 20) like the Simulator.
 
@@ -78,6 +82,8 @@ class EstimatedStateAssembler:
         self.has_gps_fix = np.zeros(n, bool)
         self.has_gps_vel = np.zeros(n, bool)
         self.has_altitude = np.zeros(n, bool)
+        #: the receivers' fix status as the fleet GPS message last said (True until told otherwise)
+        self.gps_fix = np.ones(n, bool)
         self._reported = {"imu": self.has_imu, "fix": self.has_gps_fix, "vel": self.has_gps_vel,
                           "alt": self.has_altitude}
 
@@ -117,41 +123,69 @@ class EstimatedStateAssembler:
         receiver reports NaN before its first fix) gives a NaN position. The fix status is not read:
         without a fix the receiver repeats its last solution, which is what the Simulator's eX holds.
         """
-        ex = self._ex
         for kind, given in (("imu", imu), ("fix", fix), ("vel", vel), ("alt", alt)):
             kept = self._unconverted[kind]
             for i, _ in given if kept else ():  # messages set_* kept are older than these: forget them
                 kept.pop(i, None)
         if imu:
-            rows = np.fromiter((i for i, _ in imu), np.intp, len(imu))
-            o = [m.orientation for _, m in imu]
-            w = [m.angular_velocity for _, m in imu]
-            f = [m.linear_acceleration for _, m in imu]
-            q = np.array([[v.x, v.y, v.z, v.w] for v in o], float)
-            w = np.array([[v.x, v.y, v.z] for v in w], float)
-            a = np.array([[v.x, v.y, v.z] for v in f], float)
-            fill_estimated_state(ex, rows, euler=quaternion_enu_flu_to_euler_ned_frd(q),
-                                 angular_velocity_frd=flu_to_frd(w), specific_force_frd=flu_to_frd(a))
-            self.has_imu[rows] = True
+            self._fill_imu(_rows(imu), np.array(
+                [[m.orientation.x, m.orientation.y, m.orientation.z, m.orientation.w, m.angular_velocity.x,
+                  m.angular_velocity.y, m.angular_velocity.z, m.linear_acceleration.x,
+                  m.linear_acceleration.y, m.linear_acceleration.z] for _, m in imu], float))
         if fix:
-            rows = np.fromiter((i for i, _ in fix), np.intp, len(fix))
             lla = np.array([[m.latitude, m.longitude, m.altitude] for _, m in fix], float)
-            ok = np.all(np.isfinite(lla), axis=1) & (np.abs(lla[:, 0]) <= 90.0) & (np.abs(lla[:, 1]) <= 180.0)
-            ned = np.full((len(fix), 3), np.nan)
-            if ok.any():
-                ned[ok] = lla_to_ned(lla[ok], self.origin).reshape(-1, 3)
-            fill_estimated_state(ex, rows, position_ned=ned)
-            self.has_gps_fix[rows] = True
+            self._fill_fix(_rows(fix), lla)
         if vel:
-            rows = np.fromiter((i for i, _ in vel), np.intp, len(vel))
-            v = np.array([[m.twist.linear.x, m.twist.linear.y, m.twist.linear.z] for _, m in vel], float)
-            fill_estimated_state(ex, rows, ground_velocity_ne=enu_to_ned(v)[:, 0:2])
-            self.has_gps_vel[rows] = True
+            self._fill_vel(_rows(vel), np.array([[m.twist.linear.x, m.twist.linear.y, m.twist.linear.z]
+                                                 for _, m in vel], float))
         if alt:
-            rows = np.fromiter((i for i, _ in alt), np.intp, len(alt))
-            fill_estimated_state(ex, rows, height_m=[m.height for _, m in alt],
-                                 vertical_speed_mps=[m.vertical_speed for _, m in alt])
-            self.has_altitude[rows] = True
+            self._fill_alt(_rows(alt), np.array([[m.height, m.vertical_speed] for _, m in alt], float))
+
+    def update_fleet(self, kind: str, vehicles: NDArray[np.intp], values: Array) -> None:
+        """Take one fleet message's rows (``ros.fleet_topics``: ``read_samples``) of ``kind``: "imu"
+        (IMU_COLUMNS), "gps" (GPS_COLUMNS: the fix and the velocity), "alt" (ALTIMETER_COLUMNS). The
+        values are those of the per-vehicle messages, converted by the same code (the same eX)."""
+        kept = self._unconverted
+        for sub in ("fix", "vel") if kind == "gps" else (kind,):
+            for i in vehicles.tolist() if kept[sub] else ():
+                kept[sub].pop(i, None)
+        if not vehicles.size:
+            return
+        if kind == "imu":
+            self._fill_imu(vehicles, values)
+        elif kind == "gps":
+            self._fill_fix(vehicles, values[:, 0:3])
+            self._fill_vel(vehicles, values[:, 4:7])
+            self.gps_fix[vehicles] = values[:, 3] != 0.0
+        else:
+            self._fill_alt(vehicles, values)
+
+    def _fill_imu(self, rows: NDArray[np.intp], values: Array) -> None:
+        """``imu/data``'s values (M, 10): orientation quaternion x y z w (FLU in ENU), angular velocity
+        and specific force (FLU)."""
+        fill_estimated_state(self._ex, rows, euler=quaternion_enu_flu_to_euler_ned_frd(values[:, 0:4]),
+                             angular_velocity_frd=flu_to_frd(values[:, 4:7]),
+                             specific_force_frd=flu_to_frd(values[:, 7:10]))
+        self.has_imu[rows] = True
+
+    def _fill_fix(self, rows: NDArray[np.intp], lla: Array) -> None:
+        """``gps/fix``'s latitude, longitude [deg], altitude [m] (M, 3)."""
+        ok = np.all(np.isfinite(lla), axis=1) & (np.abs(lla[:, 0]) <= 90.0) & (np.abs(lla[:, 1]) <= 180.0)
+        ned = np.full((len(rows), 3), np.nan)
+        if ok.any():
+            ned[ok] = lla_to_ned(lla[ok], self.origin).reshape(-1, 3)
+        fill_estimated_state(self._ex, rows, position_ned=ned)
+        self.has_gps_fix[rows] = True
+
+    def _fill_vel(self, rows: NDArray[np.intp], v_enu: Array) -> None:
+        """``gps/vel``'s ground velocity, map ENU [m/s] (M, 3)."""
+        fill_estimated_state(self._ex, rows, ground_velocity_ne=enu_to_ned(v_enu)[:, 0:2])
+        self.has_gps_vel[rows] = True
+
+    def _fill_alt(self, rows: NDArray[np.intp], values: Array) -> None:
+        """``altimeter``'s height [m, up] and vertical speed [m/s, up] (M, 2)."""
+        fill_estimated_state(self._ex, rows, height_m=values[:, 0], vertical_speed_mps=values[:, 1])
+        self.has_altitude[rows] = True
 
     # --- output -------------------------------------------------------------------------------------
     def estimated_state(self, valid: ArrayLike | None = None) -> Array:

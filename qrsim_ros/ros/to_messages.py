@@ -71,6 +71,11 @@ def float32_array(values: ArrayLike) -> array.array:
     return _typed_array("f", np.float32, values)
 
 
+def uint32_array(values: ArrayLike) -> array.array:
+    """A uint32[] message field from any array of non-negative integers (as ``float64_array``)."""
+    return _typed_array("I", np.uint32, values)
+
+
 def _typed_array(code: str, dtype: type, values: ArrayLike) -> array.array:
     out = array.array(code)
     out.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
@@ -224,39 +229,50 @@ def _diag9(values: Sequence[float]) -> Array:
     return cov
 
 
-def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array,
-                 rates_frd: Array, specific_force_frd: Array, var_orientation: Array, var_rates: Array,
-                 var_accel: Array, reuse: dict[int, Any] | None = None) -> list[Any]:
+def imu_columns(euler_ned_frd: Array, rates_frd: Array, specific_force_frd: Array) -> Array:
+    """The values of ``imu/data`` of M vehicles (M, 10), in ``fleet_topics.IMU_COLUMNS``' order: the
+    orientation (FLU body in ENU, quaternion x, y, z, w) from the estimator's ZYX Euler angles (M, 3), the
+    gyro FRD -> FLU [rad/s] and the accelerometer's specific force FRD -> FLU [m/s^2]."""
+    e = np.asarray(euler_ned_frd, float).reshape(-1, 3)
+    q = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
+    return np.hstack([q, frd_to_flu(np.asarray(rates_frd, float).reshape(-1, 3)),
+                      frd_to_flu(np.asarray(specific_force_frd, float).reshape(-1, 3))])
+
+
+def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array | None,
+                 rates_frd: Array | None, specific_force_frd: Array | None, var_orientation: Array,
+                 var_rates: Array, var_accel: Array, reuse: dict[int, Any] | None = None,
+                 columns: Array | None = None) -> list[Any]:
     """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
 
     orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
     FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
-    z at rest). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
+    z at rest); or ``columns``: these values already converted (``imu_columns``, one row per vehicle of
+    ``vehicles``). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
     ``reuse``: vehicle -> message, refilled instead of built anew (a node publishing every tick: building an
     Imu costs more than filling one), new ones added.
     """
     from sensor_msgs.msg import Imu
 
     idx = np.asarray(vehicles, int)
-    e = euler_ned_frd[idx]
-    q = euler_ned_frd_to_quaternion_enu_flu(e[:, 0], e[:, 1], e[:, 2])
-    w = frd_to_flu(rates_frd[idx])
-    f = frd_to_flu(specific_force_frd[idx])
+    if columns is None:
+        assert euler_ned_frd is not None and rates_frd is not None and specific_force_frd is not None
+        columns = imu_columns(euler_ned_frd[idx], rates_frd[idx], specific_force_frd[idx])
     cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
     reuse = {} if reuse is None else reuse
     out = []
-    for row, i in enumerate(idx.tolist()):
+    for row, i in zip(columns.tolist(), idx.tolist(), strict=True):
         m = reuse.get(i)
         if m is None:
             m = reuse[i] = Imu()
         m.header.stamp = stamp
         m.header.frame_id = frames[i]
         o = m.orientation
-        o.x, o.y, o.z, o.w = (float(v) for v in q[row])
+        o.x, o.y, o.z, o.w = row[0:4]
         a = m.angular_velocity
-        a.x, a.y, a.z = (float(v) for v in w[row])
+        a.x, a.y, a.z = row[4:7]
         la = m.linear_acceleration
-        la.x, la.y, la.z = (float(v) for v in f[row])
+        la.x, la.y, la.z = row[7:10]
         m.orientation_covariance = cov_o
         m.angular_velocity_covariance = cov_w
         m.linear_acceleration_covariance = cov_a
@@ -298,14 +314,15 @@ def navsatfix_message(stamp: Any, frame: str, lla: Array, variance_ned_m2: Array
     return m
 
 
-def velocity_message(stamp: Any, frame: str, velocity_ned: Array) -> Any:
-    """geometry_msgs/TwistStamped: ground velocity in ``frame`` (map, ENU) [m/s]; angular 0."""
+def velocity_message(stamp: Any, frame: str, velocity: Array, enu: bool = False) -> Any:
+    """geometry_msgs/TwistStamped: ground velocity in ``frame`` (map, ENU) [m/s] from ``velocity`` in NED
+    (or ENU with ``enu``); angular 0."""
     from geometry_msgs.msg import TwistStamped
 
     m = TwistStamped()
     m.header.stamp = stamp
     m.header.frame_id = frame
-    v = ned_to_enu(np.asarray(velocity_ned, float))
+    v = np.asarray(velocity, float) if enu else ned_to_enu(np.asarray(velocity, float))
     m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(c) for c in v)
     return m
 

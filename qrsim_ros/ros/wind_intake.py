@@ -1,4 +1,7 @@
-"""The air velocity as vehicle_dynamics takes it: ``uavN/wind`` from wind_field, checked and held.
+"""The air velocity as vehicle_dynamics takes it: from wind_field, checked and held.
+
+wind_field sends every vehicle's in one ``/sim/fleet/wind`` (qrsim_ros/FleetSamples, ``fleet_topics``) per
+tick; each row is taken as that vehicle's ``uavN/wind`` would be (``receive_fleet``, ``receive``).
 
 ``uavN/wind`` (geometry_msgs/Vector3Stamped, ``map``, ENU air velocity) stamped t_k is the air velocity
 for the step t_k -> t_k+1 (vehicle_dynamics rotates it into the body frame with the exact state).
@@ -42,22 +45,38 @@ class WindIntake:
         """Take vehicle ``i``'s wind at the tick ``k``; True when it is lockstep's awaited wind of t_k
         (arrived, even if rejected: the held one then stands for it)."""
         v = msg.vector
-        w: np.ndarray | None = np.array([v.x, v.y, v.z], float)
-        if msg.header.frame_id.lstrip("/") != MAP_FRAME or not np.all(np.isfinite(w)):
+        w = np.array([v.x, v.y, v.z], float)
+        frame = msg.header.frame_id
+        ok = frame.lstrip("/") == MAP_FRAME
+        return self._take(i, w, ok, stamp_ns(msg.header.stamp), k,
+                          f"frame_id {frame!r} (must be {MAP_FRAME!r}), vector")
+
+    def receive_fleet(self, vehicles: np.ndarray, winds_enu: np.ndarray, t_ns: int, k: int) -> bool:
+        """Take the rows of a /sim/fleet/wind message (``fleet_topics.read_samples``: vehicles (M,), map
+        ENU air velocities (M, 3)) stamped ``t_ns`` at the tick ``k``, each as a ``uavN/wind``; True when
+        one of them is lockstep's awaited wind of t_k."""
+        awaited = False
+        for i, w in zip(vehicles.tolist(), winds_enu, strict=True):
+            awaited |= self._take(i, w, True, t_ns, k, "vector")
+        return awaited
+
+    def _take(self, i: int, w: np.ndarray, frame_ok: bool, t_ns: int, k: int, what: str) -> bool:
+        """Vehicle ``i``'s wind ``w`` (ENU) stamped ``t_ns`` (rejected, counted and warned if not
+        ``frame_ok`` or not finite; ``what`` names the rejected values)."""
+        held: np.ndarray | None = w
+        if not frame_ok or not np.all(np.isfinite(w)):
             self.wind_rejected[i] += 1
-            self._warn(f"wind{i}", f"{self.names[i]}/wind rejected: frame_id {msg.header.frame_id!r} "
-                                   f"(must be {MAP_FRAME!r}), vector {w.tolist()} "
+            self._warn(f"wind{i}", f"{self.names[i]}/wind rejected: {what} {w.tolist()} "
                                    f"({self.wind_rejected[i]} so far)")
-            w = None
-        t_ns = stamp_ns(msg.header.stamp)
+            held = None
         tick, rest = divmod(t_ns, TICK_NS)
         if not self.lockstep:
-            if w is not None and tick >= self.tick[i]:
-                self.wind_ned[i] = enu_to_ned(w)
+            if held is not None and tick >= self.tick[i]:
+                self.wind_ned[i] = enu_to_ned(held)
                 self.tick[i] = tick
             return False
         if tick == self.tick[i] and not rest:
-            if w is not None and not np.array_equal(w, self._received_enu[i]):  # not a plain repeat
+            if held is not None and not np.array_equal(held, self._received_enu[i]):  # not a plain repeat
                 self.wind_rejected[i] += 1
                 self._warn(f"wind2{i}", f"{self.names[i]}/wind: two different winds stamped "
                                         f"{t_ns * 1e-9:.2f} s (is a second wind_field running in this "
@@ -65,8 +84,8 @@ class WindIntake:
             return False
         if rest or tick != k:
             return False  # an older tick (or from before a reset): already used
-        if w is not None:
-            self.wind_ned[i] = enu_to_ned(w)
-            self._received_enu[i] = w
+        if held is not None:
+            self.wind_ned[i] = enu_to_ned(held)
+            self._received_enu[i] = held
         self.tick[i] = tick
         return True

@@ -6,7 +6,9 @@ For each N of ``--vehicles`` this runs ``qrsim launch team_search --num-vehicles
 autopilot flying (``auto``: whatever the scenario's autopilot is), once free-running
 (``--real-time-factor 0 --no-lockstep``, ``--free-duration``: the clock does not wait for the autopilot,
 whose set points may go stale; the summary's failsafe onsets and rejected commands say so, "autopilot
-behind" in the table) and once in lockstep (``--real-time-factor 0 --lockstep``), and (unless
+behind" in the table), once in lockstep (``--real-time-factor 0 --lockstep``), once free-running at real
+time (``--real-time-factor 1 --no-lockstep``: whether the graph and the autopilot keep up, the summary's
+commands beside the real-time factor), and (unless
 ``--no-messages``) once more in lockstep with ``--record`` for the message count. Every run is a child
 process in a free ROS domain (``qrsim_ros.dds.free_domain``) and reports:
 
@@ -60,6 +62,8 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 MODES = {
     "free": ("--real-time-factor", "0", "--no-lockstep"),
     "lockstep": ("--real-time-factor", "0", "--lockstep"),
+    # the clock at real time, free-running: whether the graph and the autopilot keep up with it
+    "realtime": ("--real-time-factor", "1", "--no-lockstep"),
 }
 
 
@@ -358,13 +362,14 @@ def bottleneck(res: RunResult) -> str:
 
 
 def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
-    rows = ["| N | RTF free | RTF lockstep | CPU s / sim s (free) | CPU s / sim s (lockstep) "
-            "| CPU use, % of machine (lockstep) "
+    rows = ["| N | RTF free | RTF lockstep | RTF real time (commands) | CPU s / sim s (free) "
+            "| CPU s / sim s (lockstep) | CPU use, % of machine (lockstep) "
             "| memory MB (peak PSS, sum) | node processes | msgs / sim s | msgs / wall s (lockstep + bag) "
             "| bottleneck (free) | bottleneck (lockstep) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+            "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for n, runs in results.items():
-        free, lock, bag = runs.get("free"), runs.get("lockstep"), runs.get("bag")
+        free, lock, bag, real = runs.get("free"), runs.get("lockstep"), runs.get("bag"), runs.get("realtime")
+        realtime = f"{fmt(real.rtf)} ({real.commands or 'n/a'})" if real else "n/a"
 
         def cpu_per_sim(r: RunResult | None) -> str:
             if r is None or not r.sim_s or not cpu_valid(r):
@@ -387,7 +392,8 @@ def summary_table(results: dict[int, dict[str, RunResult]]) -> str:
         behind = free and ("failsafe onsets" in free.commands or "rejected" in free.commands)
         stale = " (autopilot behind)" if behind else ""
         rows.append(f"| {n} | {fmt(free.rtf if free else None)}{stale} | {fmt(lock.rtf if lock else None)} "
-                    f"| {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {machine_pct(lock)} | {fmt(pss, '.0f')} "
+                    f"| {realtime} | {cpu_per_sim(free)} | {cpu_per_sim(lock)} | {machine_pct(lock)} "
+                    f"| {fmt(pss, '.0f')} "
                     f"| {procs or 'n/a'} "
                     f"| {fmt(per_sim, ',.0f')} | {fmt(per_wall, ',.0f')} "
                     f"| {bottleneck(free) if free else 'n/a'} | {bottleneck(lock) if lock else 'n/a'} |")

@@ -10,9 +10,11 @@ free-running clock keeps its rate even when they fall behind).
 Targets (2-core machine, separate processes, lockstep, all sensors): keep spot with one vehicle
 >= 10x at real_time_factor 0; search and rescue 2C with 10 vehicles >= 1x; the scene variant
 with one vehicle, a VLP-16 at 10 Hz and a 640 x 480 fisheye at 20 Hz among 200 obstacles, in real time on
-one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed. MAVLink: whether 1, 10
-and 50 vehicles of ``px4_sitl`` with the mavlink_bridge at PX4's stream rates keep real time (75 and 100:
-the headroom; ``--cases mav1,mav10,mav50``; docs/MAVLINK.md).
+one core (``--cases scene1 --cpus 0``); the sensors' message counts are printed. Scale: search and
+rescue 2C with the example autopilot at 50 and 100 vehicles free-running at real time (``sr50_rt``,
+``sr100_rt``: no stale set point, no failsafe onset) and 50 in lockstep (``sr50``: >= 1x). MAVLink:
+whether 1, 10 and 50 vehicles of ``px4_sitl`` with the mavlink_bridge at PX4's stream rates keep real
+time (75 and 100: the headroom; ``--cases mav1,mav10,mav50``; docs/MAVLINK.md).
 
 Usage: ./qrsim exec -- python scripts/bench_graph.py [--cases keep_spot,sr3,...] [--duration 20]
          [--record]  (the same runs with a bag, to show what recording costs)
@@ -50,7 +52,7 @@ CASES = {
                               "--single-process")),
     **{f"sr{n}": Case(f"search and rescue 2C, {n} vehicles, example autopilot, lockstep, rtf 0",
                       ("search_rescue", "--variant", "2c", "--num-vehicles", str(n), "--lockstep",
-                       "--real-time-factor", "0")) for n in (1, 3, 10)},
+                       "--real-time-factor", "0")) for n in (1, 3, 10, 50)},
     "scene1": Case("search and rescue among 200 obstacles, 1 vehicle, VLP-16 + fisheye 640 x 480 + depth + "
                    "range finder, example autopilot, free-running, rtf 1",
                    ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1"),
@@ -61,9 +63,9 @@ CASES = {
                            "--single-process"),
                           ("/uav1/lidar/points", "/uav1/fisheye/image_raw", "/uav1/depth/image_raw",
                            "/uav1/range/down")),
-    "sr10_rt": Case("search and rescue 2C, 10 vehicles, example autopilot, free-running, rtf 1",
-                    ("search_rescue", "--variant", "2c", "--num-vehicles", "10", "--no-lockstep",
-                     "--real-time-factor", "1")),
+    **{f"sr{n}_rt": Case(f"search and rescue 2C, {n} vehicles, example autopilot, free-running, rtf 1",
+                         ("search_rescue", "--variant", "2c", "--num-vehicles", str(n), "--no-lockstep",
+                          "--real-time-factor", "1")) for n in (10, 50, 100)},
     # every vehicle a PX4 vehicle on MAVLink (mavlink_bridge), on its base, streaming PX4's default rates
     # to ports nobody listens on (as before a client connects); the ports shifted off PX4 SITL's
     **{f"mav{n}": Case(f"px4_sitl, {n} vehicle(s) on MAVLink (mavlink_bridge), free-running, rtf 1",

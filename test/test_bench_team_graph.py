@@ -69,10 +69,12 @@ def test_tables(bench: ModuleType) -> None:
     free = bench.RunResult(5, "free", rtf=3.0, sim_s=5.0, wall_s=3.0, window_s=0.3,
                            commands="failsafe onsets 5")
     bag = bench.RunResult(5, "lockstep + bag", rtf=0.8, sim_s=5.0, messages=10000, window_s=6.0)
+    real = bench.RunResult(5, "realtime", rtf=1.0, sim_s=5.0, wall_s=5.0, commands="set points rejected 3")
     text = bench.node_table(lock)
     assert "| vehicle_dynamics | 1.50 |" in text and "| launcher | 3.00 |" in text
     assert "too short, no CPU figures" in bench.node_table(free)
-    table = bench.summary_table({5: {"free": free, "lockstep": lock, "bag": bag}})
+    table = bench.summary_table({5: {"free": free, "lockstep": lock, "bag": bag, "realtime": real}})
     row = table.splitlines()[-1]
-    assert row.startswith("| 5 | 3.00 (autopilot behind) | 0.90 | n/a | 0.90 |")
+    assert row.startswith("| 5 | 3.00 (autopilot behind) | 0.90 | 1.00 (set points rejected 3) | n/a "
+                          "| 0.90 |")
     assert "| 2,000 | 1,600 |" in row and "vehicle_dynamics (100 %)" in row  # the launcher is no bottleneck

@@ -469,7 +469,9 @@ class SearchPattern:
         free = [r for r in range(len(self.rows)) if self.mode[r] in (SEARCH, CLIMB)]
         if not free:
             return None
-        return min(free, key=lambda r: float(np.linalg.norm(np.nan_to_num(self._positions[r]) - point)))
+        # all at once (a fleet of 100 asked this per vehicle and step); the first of equal distances wins
+        distance = np.linalg.norm(np.nan_to_num(self._positions[free]) - point, axis=1)
+        return free[int(np.argmin(distance))]
 
     def _follow_route(self, r: int, pos: Array, height: float) -> Array:
         route = self.routes[r]

@@ -71,6 +71,10 @@ class EstimatedStateAssembler:
         self.origin = origin
         self._ex = empty_estimated_state(self.num_vehicles)
         self.clear()
+        # The first conversion imports scipy's rotations and builds the UTM projection (0.3-1 s): done now,
+        # at the node's start, not on the first tick of a clock that may not wait (free-running).
+        quaternion_enu_flu_to_euler_ned_frd(np.array([[0.0, 0.0, 0.0, 1.0]]))
+        lla_to_ned(np.array([[origin.lat_deg, origin.lon_deg, origin.alt_m]]), origin)
 
     def clear(self) -> None:
         """Forget every value (new episode): NaN until the sensors report again."""

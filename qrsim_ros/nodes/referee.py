@@ -196,6 +196,9 @@ class RefereeNode(ScenarioNode):
         self._markers_tick = -(10**9)
         self._markers_due = False
         self.display = RefereeDisplay(self, sc, self.params, self._names, self.mouse, self._markers_pub)
+        # the launch's first episode drawn now, before tick 0 (the same draws as at its first tick): the
+        # terrain of a search area takes about a second, which a free-running clock does not wait for
+        self._draw_episodes(FIRST_EPISODE)
         if self.world.scene is not None:  # the 3-D scene's ground and obstacles, once (they never change)
             self._scene_pub = self.create_publisher(MarkerArray, "/scene/markers", QOS_LATCHED)
             self._scene_pub.publish(viz.scene_markers(self.world.scene, MAP_FRAME, stamp_from_tick(0)))
@@ -224,15 +227,19 @@ class RefereeNode(ScenarioNode):
     plume_reward = property(lambda self: self.episode.plume_reward)
     plume_locations_ned = property(lambda self: self.world.plume_locations_ned)
 
+    def _draw_episodes(self, episode: int) -> None:
+        """Draw the areas (and plumes) and task placements of the episodes up to ``episode``, in order."""
+        while self._episode < episode:
+            self.world.new_episode()
+            initial_placement(self.task, self._placement_rng)
+            self._episode += 1
+
     def _new_episode(self, episode: int, k: int, x: Array, valid: Array) -> None:
         """Draw the area (and plume) of ``episode`` (continuing the streams), reset the task on x."""
         if k != 0:
             self.get_logger().warning(f"joined episode {episode} at tick {k} (started after "
                                       "vehicle_dynamics?): rewards and finds count from here")
-        while self._episode < episode:
-            self.world.new_episode()
-            initial_placement(self.task, self._placement_rng)
-            self._episode += 1
+        self._draw_episodes(episode)
         self.episode.set_plume_reference(self.world.plume_reference_samples)
         self.tick = k
         self.episode.begin(x, valid, tick=k)  # joined late: the steps already flown count

@@ -270,7 +270,8 @@ class EvidenceMap:
         if not inside.any():
             return None
         i, j = i[inside], j[inside]
-        np.add.at(self.llkd, (i, j), llkd[ok][inside])
+        # one flat index: numpy's fast path for a 1-D add.at (5-6x the 2-D one), the same sums in order
+        np.add.at(self.llkd.reshape(-1), i * self.shape[1] + j, llkd[ok][inside])
         return (slice(max(0, int(i.min()) - 1), min(self.shape[0] - 1, int(i.max()) + 1)),
                 slice(max(0, int(j.min()) - 1), min(self.shape[1] - 1, int(j.max()) + 1)))
 

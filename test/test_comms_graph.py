@@ -148,6 +148,13 @@ def test_comms_node_delivers_what_the_simulator_delivers(tmp_path: Path, monkeyp
 
         wait_until(heard_all, 60.0, "the comms node's warning about every tx topic (its log)", poll_s=0.005,
                    detail=lambda: procs[0].log()[-2000:])
+        # a packet stamped 1e6 s ahead would wait in the node for ever: refused at once, named
+        future = CommsPacket(source=0, destination=1, payload=b"later")
+        future.header.stamp = stamp_from_tick(50_000_000)
+        tx[0].publish(future)
+        wait_until(lambda: "is ahead of the simulated time 0.00 s by more than 10 s" in procs[0].log(), 30.0,
+                   "the comms node's refusal of a packet stamped 1e6 s ahead",
+                   detail=lambda: procs[0].log()[-2000:])
         for k, (x, a, faults) in enumerate(truth_rows):
             # the sends of tick k go out before its ground truth: the node holds them until it reaches t_k
             for n, (s, d, mode) in enumerate(_sends(k)):
@@ -171,4 +178,7 @@ def test_comms_node_delivers_what_the_simulator_delivers(tmp_path: Path, monkeyp
                    for m in harness.got.get((1, f"/uav{r + 1}/comms/rx", k), [])]
             assert got == sim_rx[(r, k)], (r, k)
     dropped = [line for line in procs[0].log().splitlines() if "packet dropped" in line]
-    assert dropped and all("is not this topic's vehicle" in line for line in dropped)  # the probes only
+    # the probes and the packet from the future only
+    assert sum("header.stamp 1000000.00 s is ahead" in line for line in dropped) == 1
+    assert all("is not this topic's vehicle" in line or "header.stamp 1000000.00 s is ahead" in line
+               for line in dropped)

@@ -26,7 +26,8 @@ Topics:
        most once per ``viz_period_s`` of simulated time and only when changed (0: off).
 
 Bad input (a source that is not the topic's vehicle, a destination out of range or the sender itself, an
-unknown mode, a stamp off the tick grid) is rejected with one warning naming the topic and the field, and
+unknown mode, a stamp off the tick grid or more than ``TX_AHEAD_TICKS`` (10 s) after the last tick handled)
+is rejected with one warning naming the topic and the field, and
 counted on /diagnostics; nothing else changes.
 """
 
@@ -63,6 +64,10 @@ PARAMETERS = ParamTable(
 )
 
 COUNTERS = ("tx_rejected", "tx_late")
+#: A packet stamped more than this many ticks after the last tick handled here is refused: it would wait in
+#: the node for its tick (a stamp 1e6 s ahead: for ever). Wider than the command window (one tick): this
+#: node may lag the clock (by up to the lockstep window, 25 ticks; more, free-running on a loaded machine).
+TX_AHEAD_TICKS = 500
 
 
 class CommsNode(GroundTruthNode):
@@ -102,6 +107,12 @@ class CommsNode(GroundTruthNode):
         if k is None:
             self._reject(i, f"header.stamp {msg.header.stamp.sec}.{msg.header.stamp.nanosec:09d} s is not a "
                             f"tick time (a multiple of {BASE_DT_S} s)")
+            return
+        now = self.sync.last_tick or 0
+        if k > now + TX_AHEAD_TICKS:
+            self._reject(i, f"header.stamp {k * BASE_DT_S:.2f} s is ahead of the simulated time "
+                            f"{now * BASE_DT_S:.2f} s by more than {TX_AHEAD_TICKS * BASE_DT_S:g} s (stamp "
+                            "packets with the tick they are sent at: use_sim_time)")
             return
         if msg.source != i:
             self._reject(i, f"source={msg.source} is not this topic's vehicle ({i})")

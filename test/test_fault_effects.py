@@ -697,3 +697,29 @@ def test_motor_stuck_on_the_rotor_airframe_holds_that_motors_speed(command: floa
     assert speeds[0] == pytest.approx(held, abs=0.01 * abs(held - at_onset) + 1e-6)
     assert abs(free[0] - held) > 5.0  # without the fault rotor 0 turns at another speed
     assert sim.fault_log()[0].note.startswith("rotor 0 held at ")
+
+
+def test_the_fault_log_keeps_its_latest_entries_and_counts_the_folded_ones() -> None:
+    """A fault that starts and ends every tick: a log bounded to 3 entries holds the unbounded log's last 3
+    and counts the others as folded; a reset empties both; the bound is the limits table's."""
+    from collections import deque
+
+    from qrsim_ros.core.common.validation import ConfigError
+    from qrsim_ros.core.engine.faults import FaultEffects, FaultModels
+
+    blink = [{"id": "blink", "kind": "camera_off", "duration_s": 0.02, "repeat": True,
+              "trigger": {"probabilistic": {"probability": 1.0, "period_s": 0.02}}}]
+    full, bounded = sim_with(blink), sim_with(blink)
+    bounded.faults.log = deque(maxlen=3)  # a small bound in place of fault_log_entries' 10,000
+    hover_run(full, 10, lambda s: None)
+    hover_run(bounded, 10, lambda s: None)
+    whole = [e.as_dict() for e in full.fault_log()]
+    assert len(whole) > 10 and full.fault_log_folded == 0
+    assert [e.as_dict() for e in bounded.fault_log()] == whole[-3:]
+    assert bounded.fault_log_folded == len(whole) - 3
+    bounded.reset()
+    assert bounded.fault_log() == [] and bounded.fault_log_folded == 0
+    keeps_none = FaultEffects((), 1, None, FaultModels(), ticks_per_task_step=1, log_entries=0)
+    assert keeps_none.log.maxlen == 0
+    with pytest.raises(ConfigError, match=re.escape("log_entries=10001 must be an integer in [0, 10000]")):
+        FaultEffects((), 1, None, FaultModels(), ticks_per_task_step=1, log_entries=10001)

@@ -181,7 +181,8 @@ class VehicleDynamicsNode(ScenarioNode):
         # the scenario's faults on the fleet and its batteries (as Simulator.faults; docs/FAULTS.md)
         self.faults = FaultEffects(sc.faults, n, streams, FaultModels(fleet=self.fleet, battery=self.energy),
                                    ticks_per_task_step=ticks_per_update("task.dt_s", sc.task.dt_s),
-                                   dt_s=BASE_DT_S, rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe)
+                                   dt_s=BASE_DT_S, rotor_loss_failsafe=sc.vehicle.rotor_loss_failsafe,
+                                   log_entries=0)  # never read here: /sim/faults carries every change
         self.plant = Plant(self.fleet, self.energy, self.faults, self.scene, BASE_DT_S)
         self._link_held: HeldCommands | None = None  # comm_loss: the held commands of the last step
         self.outputs = FleetOutputs(self, sc, run_id=p.run_id, tf_every_n_ticks=p.tf_every_n_ticks,

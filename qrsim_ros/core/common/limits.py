@@ -101,6 +101,9 @@ _ROWS = (
           "(about 1 mm at 10 km)"),
     Limit("battery_cells", 1, 24, "cells",
           "LiPo cells in series (vehicle.battery.cells): 1S to 24S, the packs multirotors fly", integer=True),
+    Limit("fault_log_entries", 0, 10000, "entries",
+          "the episode's fault log keeps the latest this many starts and ends (older ones are counted as "
+          "folded): a repeating fault on 100 vehicles logged 63 MB per 20 simulated s", integer=True),
     Limit("domain_id", 0, 232, "",
           "ROS_DOMAIN_ID: Fast DDS's UDP ports overflow above 232 (101 and up depend on the port base)",
           integer=True),

@@ -57,6 +57,7 @@ reset: a self-test failure disarms the vehicle before anything moves (invalid fr
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,6 +66,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.faults import (
@@ -151,7 +153,8 @@ class FaultEffects:
 
     def __init__(self, specs: Iterable[FaultSpec], num_vehicles: int, streams: RandomStreams | None,
                  models: FaultModels, *, ticks_per_task_step: int, dt_s: float = BASE_DT_S,
-                 rotor_loss_failsafe: str = "none") -> None:
+                 rotor_loss_failsafe: str = "none",
+                 log_entries: int = int(LIMITS["fault_log_entries"].hi)) -> None:
         if rotor_loss_failsafe not in ROTOR_LOSS_FAILSAFES:
             raise ValueError(f"rotor_loss_failsafe={rotor_loss_failsafe!r} must be one of "
                              f"{', '.join(ROTOR_LOSS_FAILSAFES)}")
@@ -163,8 +166,12 @@ class FaultEffects:
         self.models = models
         self.schedule = FaultSchedule(tuple(specs), n, streams, dt_s=dt_s,
                                       ticks_per_task_step=ticks_per_task_step)
-        #: Every start and end of the episode, in order (``FaultLogEntry``).
-        self.log: list[FaultLogEntry] = []
+        #: The episode's starts and ends, in order (``FaultLogEntry``): the latest ``log_entries`` of them
+        #: (limits table ``fault_log_entries``; 0: none kept, a node that never reads them).
+        self.log: deque[FaultLogEntry] = deque(maxlen=LIMITS["fault_log_entries"].check(log_entries,
+                                                                                        "log_entries"))
+        #: How many older entries the episode's log let go (its bound reached).
+        self.log_folded = 0
         #: The last step's events.
         self.last_events: FaultEvents = NO_EVENTS
         #: Whether any fault is active (False: every hook is a no-op).
@@ -190,7 +197,8 @@ class FaultEffects:
         """A new episode: the schedule reset (injected faults dropped), every model's fault state
         cleared, the log emptied, then the start-up step (k = 0) and its effects."""
         self.schedule.reset()
-        self.log = []
+        self.log.clear()
+        self.log_folded = 0
         self._stuck_thrust_n = {}
         self._stuck_speed_radps = {}
         latched = False
@@ -357,13 +365,18 @@ class FaultEffects:
         self._alt_offset = np.zeros(n)
         self._alt_stuck = np.zeros(n, bool)
 
+    def _log(self, entry: FaultLogEntry) -> None:
+        if len(self.log) == self.log.maxlen:
+            self.log_folded += 1  # the oldest goes (or, keeping none, this one)
+        self.log.append(entry)
+
     def _apply(self, k: int, events: FaultEvents) -> None:
         """One-off effects of the events, then every model's fault state from the active set."""
         fleet, battery = self.models.fleet, self.models.battery
         for f in events.ended:
             self._stuck_thrust_n.pop((f.id, f.vehicle), None)
             self._stuck_speed_radps.pop((f.id, f.vehicle), None)
-            self.log.append(FaultLogEntry(k, "ended", f, _ENDED_NOTES.get(f.kind, "")))
+            self._log(FaultLogEntry(k, "ended", f, _ENDED_NOTES.get(f.kind, "")))
         for f in events.started:
             note = ""
             if f.kind == "self_test_failure":
@@ -389,7 +402,7 @@ class FaultEffects:
                     note = f"rotor {f.params['rotor']} held at {speed:.1f} rad/s"
             elif f.kind == "rotor_loss" and self.emergency_land:
                 note = self._start_emergency_land(f)
-            self.log.append(FaultLogEntry(k, "started", f, note))
+            self._log(FaultLogEntry(k, "started", f, note))
         self.apply_active(self.schedule.active)
 
     def apply_active(self, active: list[ActiveFault]) -> None:

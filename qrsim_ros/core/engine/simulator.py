@@ -474,8 +474,14 @@ class Simulator:
         return self.faults.active
 
     def fault_log(self, since_tick: int = 0) -> list[FaultLogEntry]:
-        """The episode's fault starts and ends (tick, event, fault, note) at ticks >= ``since_tick``."""
+        """The episode's fault starts and ends (tick, event, fault, note) at ticks >= ``since_tick``: the
+        latest ``fault_log_entries`` (limits table) of them; ``fault_log_folded`` counts the older ones."""
         return [e for e in self.faults.log if e.tick >= since_tick]
+
+    @property
+    def fault_log_folded(self) -> int:
+        """How many of the episode's oldest fault starts and ends the log let go (``fault_log``)."""
+        return self.faults.log_folded
 
     def camera_observations(self) -> list[CameraObservation | None]:
         """The latest camera observation of every vehicle (search and rescue), None before the first."""

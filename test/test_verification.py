@@ -410,6 +410,10 @@ def _not_utf8(d: Path) -> None:
     ((R, 2, "0,1,success,5.0,0,1,0"), "fault_actuator is 1 in 1 episodes but"),
     ((R, 2, "0,1,success,6.0,0,0,0"), "the mode times add up to 200 s"),
     ((M, 2, "search,99,200.0,425.0"), "mode search is entered 100 and left 100 times, "),
+    ((M, 2, "search,100,200.0,0"), "mode_times.csv:2: mode search: total_sq_time_s2=0 is impossible for 100 "
+                                   "visits totalling 200 s (it lies between total^2 / visits = 400 and "
+                                   "total^2 = 40000 s^2)"),
+    ((M, 2, "search,100,200.0,50000"), "mode search: total_sq_time_s2=50000 is impossible"),
     (_not_utf8, "mode_times.csv: not UTF-8 text"),
 ])
 def test_bad_batch_is_one_error_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],

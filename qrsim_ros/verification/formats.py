@@ -227,8 +227,20 @@ def read_transitions(path: Path) -> tuple[TransitionCount, ...]:
     return tuple(rows)
 
 
+def _check_moments(path: Path, line: int, m: ModeTime) -> None:
+    """n visits of times t_i >= 0 adding up to T have sum(t_i^2) between T^2 / n (all equal) and T^2 (one
+    visit takes it all): anything else cannot come from visits (it would move the time band)."""
+    total, sq = m.total_time_s, m.total_sq_time_s2
+    low, high = total * total / m.visits, total * total
+    slack = 1e-9 * max(high, 1.0)  # the sums' rounding
+    if not low - slack <= sq <= high + slack:
+        raise BatchFormatError(f"{path}:{line}: mode {m.mode}: total_sq_time_s2={sq:g} is impossible for "
+                               f"{m.visits} visits totalling {total:g} s (it lies between total^2 / visits = "
+                               f"{low:g} and total^2 = {high:g} s^2)")
+
+
 def read_mode_times(path: Path) -> tuple[ModeTime, ...]:
-    """mode_times.csv: one ModeTime per row; each mode once."""
+    """mode_times.csv: one ModeTime per row; each mode once; moments visits can have (``_check_moments``)."""
     rows: list[ModeTime] = []
     seen: set[str] = set()
     for line, row in _rows(path, MODE_TIMES_COLUMNS):
@@ -236,9 +248,11 @@ def read_mode_times(path: Path) -> tuple[ModeTime, ...]:
         if mode in seen:
             raise BatchFormatError(f"{path}:{line}: mode {mode} appears twice")
         seen.add(mode)
-        rows.append(ModeTime(mode, _int(path, line, "visits", row["visits"], 1),
-                             _float(path, line, "total_time_s", row["total_time_s"]),
-                             _float(path, line, "total_sq_time_s2", row["total_sq_time_s2"])))
+        m = ModeTime(mode, _int(path, line, "visits", row["visits"], 1),
+                     _float(path, line, "total_time_s", row["total_time_s"]),
+                     _float(path, line, "total_sq_time_s2", row["total_sq_time_s2"]))
+        _check_moments(path, line, m)
+        rows.append(m)
     if not rows:
         raise BatchFormatError(f"{path}: no modes (only a header)")
     return tuple(rows)

@@ -160,9 +160,11 @@ def hover_in_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario
     from tick 0) for ``duration_s``: every tick's status, every uav1/battery message and (``with_odom``)
     every tick's ground-truth position (ENU), by tick; waits up to ``end_timeout_s`` for the run's end."""
     from nav_msgs.msg import Odometry
-    from qrsim_ros.msg import AttitudeCommand, VehicleStatus
+    from qrsim_ros.msg import AttitudeCommand, TickProgress, VehicleStatus
     from sensor_msgs.msg import BatteryState
 
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     statuses: dict[int, Status] = {}
@@ -173,6 +175,20 @@ def hover_in_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario
     with lockstep_run(tmp_path, monkeypatch, scenario, 1, duration_s, SEED,
                       battery_every_n_ticks=EVERY) as run:
         node = run.node
+        # The probe is a lockstep consumer: it reports the last tick up to which it has every message, so
+        # the clock runs at most the lockstep window ahead of it. A run at real_time_factor 0 is otherwise
+        # faster than this process takes its messages, and the writers' history (100) overwrote ticks the
+        # probe had not acknowledged yet (a CI run waited for them in vain).
+        progress = node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        complete = [-1]  # every message of the ticks up to this one is in
+
+        def report() -> None:
+            k = complete[0] + 1
+            while k in statuses and (k in odom or not with_odom) and (k == 0 or k % EVERY or k in batteries):
+                k += 1
+            if k - 1 > complete[0]:
+                complete[0] = k - 1
+                progress.publish(TickProgress(node="/test_probe", episode=1, tick=k - 1))
 
         def on_status(msg: Any) -> None:
             statuses[int(msg.tick)] = (np.array(msg.state).reshape(-1, 13)[0].copy(), bool(msg.valid[0]),
@@ -180,13 +196,16 @@ def hover_in_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario
                                        int(msg.failsafe_onsets[0]))
             if msg.tick > 0:
                 moved.set()
+            report()
 
         def on_battery(msg: Any) -> None:
             batteries[tick_of_stamp(msg.header.stamp)] = msg
+            report()
 
         def on_odom(msg: Any) -> None:
             p = msg.pose.pose.position
             odom[tick_of_stamp(msg.header.stamp)] = np.array([p.x, p.y, p.z])
+            report()
 
         node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
         node.create_subscription(BatteryState, "/uav1/battery", on_battery, reliable())

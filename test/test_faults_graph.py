@@ -79,9 +79,11 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     """With ``emergency_land`` vehicle 0 flies ireland_2016's emergency controller from the rotor loss on
     (latched after the fault ends), in the node as in the Simulator, and says so in its status."""
     require_ros()
-    from qrsim_ros.msg import ActiveFaults, AttitudeCommand, VehicleStatus
+    from qrsim_ros.msg import ActiveFaults, AttitudeCommand, TickProgress, VehicleStatus
 
     from qrsim_ros.ros.from_messages import fleet_arrays
+    from qrsim_ros.ros.names import TICK_PROGRESS_TOPIC
+    from qrsim_ros.ros.qos import QOS_TICK_PROGRESS
     from qrsim_ros.ros.stamps import tick_of_stamp
 
     n = len(ACTIONS)
@@ -94,6 +96,10 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
     total = round(DURATION_S / 0.02)
     with lockstep_run(tmp_path, monkeypatch, scenario, n, DURATION_S, SEED) as run:
         node = run.node
+        # a lockstep consumer: the clock runs at most the lockstep window ahead of the statuses taken here,
+        # so the status writer's history (100) never overwrites one this probe has not taken yet
+        progress = node.create_publisher(TickProgress, TICK_PROGRESS_TOPIC, QOS_TICK_PROGRESS)
+        complete = [-1]
 
         def on_status(msg: Any) -> None:
             arrays = fleet_arrays(msg, n)
@@ -103,6 +109,12 @@ def test_lockstep_faults_agree_with_the_simulator(tmp_path: Path, monkeypatch: p
             failsafes.setdefault(int(msg.tick), list(msg.failsafe))
             if msg.tick >= 1:
                 moved.set()
+            k = complete[0]
+            while k + 1 in states:
+                k += 1
+            if k > complete[0]:
+                complete[0] = k
+                progress.publish(TickProgress(node="/test_probe", episode=1, tick=k))
 
         node.create_subscription(VehicleStatus, "/sim/vehicle_status", on_status, reliable())
         # every change, as a fault log reads it (the writer keeps the last 100 changes; a depth-1 reader

@@ -48,8 +48,8 @@ def test_the_fleet_messages_give_the_estimated_state_of_the_per_vehicle_messages
         sim.step(rng.uniform(-2, 2, (n - 1, 2)))
         a, g = sim.ahars, sim.gps
         has_fix = np.arange(n) != step % n  # one receiver without a fix each step
-        imus = imu_messages(None, ["f"] * n, rows, a.orientation, a.angular_velocity, a.acceleration,
-                            np.zeros(3), np.zeros(3), np.zeros(3))
+        imu = imu_columns(a.orientation, a.angular_velocity, a.acceleration)
+        imus = imu_messages(None, ["f"] * n, rows, imu, np.zeros(3), np.zeros(3), np.zeros(3))
         by_vehicle.update(
             imu=list(enumerate(imus)),
             alt=[(i, altitude_message(None, "f", a.height_m[i], a.vertical_speed_mps[i], 0.0)) for i in rows],
@@ -57,7 +57,7 @@ def test_the_fleet_messages_give_the_estimated_state_of_the_per_vehicle_messages
                  for i in rows],
             vel=[(i, velocity_message(None, "map", g.velocity_ned[i])) for i in rows])
         for kind, columns, values in (
-                ("imu", ft.IMU_COLUMNS, imu_columns(a.orientation, a.angular_velocity, a.acceleration)),
+                ("imu", ft.IMU_COLUMNS, imu),
                 ("alt", ft.ALTIMETER_COLUMNS, np.column_stack([a.height_m, a.vertical_speed_mps])),
                 ("gps", ft.GPS_COLUMNS, np.column_stack([g.lla, has_fix, ned_to_enu(g.velocity_ned)]))):
             msg = _fleet(columns, rows.tolist(), values)

@@ -190,7 +190,13 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
     require_ros()
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
-    from qrsim_ros.ros.to_messages import altitude_message, imu_messages, navsatfix_message, velocity_message
+    from qrsim_ros.ros.to_messages import (
+        altitude_message,
+        imu_columns,
+        imu_messages,
+        navsatfix_message,
+        velocity_message,
+    )
 
     for name, pos_tol in (("cats_mouse_1b", 0.0), ("cats_mouse_1a", 5e-9)):
         sim = Simulator.from_scenario(name, {"seed": 4})
@@ -201,7 +207,8 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
             sim.step(rng.uniform(-2, 2, (n - 1, 2)))
             a, g = sim.ahars, sim.gps
             stamp = None
-            imus = imu_messages(stamp, ["f"] * n, range(n), a.orientation, a.angular_velocity, a.acceleration,
+            imus = imu_messages(stamp, ["f"] * n, range(n),
+                                imu_columns(a.orientation, a.angular_velocity, a.acceleration),
                                 np.zeros(3), np.zeros(3), np.zeros(3))
             for i in range(n):
                 asm.set_imu(i, imus[i])

@@ -82,8 +82,8 @@ class ImuNode(GroundTruthNode):
         """``uavN/imu/data`` of the vehicles ``rows`` whose topic has a reader."""
         acc, gyro, orient = self._sensors
         heard = listened(self._pubs, rows)
-        msgs = imu_messages(stamp, self._frames, rows[heard], None, None, None, orient.variance(),
-                            gyro.variance(), acc.variance(), reuse=self._msgs, columns=values[heard])
+        msgs = imu_messages(stamp, self._frames, rows[heard], values[heard], orient.variance(),
+                            gyro.variance(), acc.variance(), reuse=self._msgs)
         return list(zip([self._pubs[i] for i in rows[heard]], msgs, strict=True))
 
 

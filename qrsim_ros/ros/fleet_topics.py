@@ -50,7 +50,7 @@ def fleet_samples(msg: Any, stamp: Any, run_id: str, columns: Sequence[str], veh
 
     msg.header.stamp = stamp
     msg.run_id = run_id
-    if len(msg.columns) != len(columns):
+    if tuple(msg.columns) != tuple(columns):  # (a reused message keeps them)
         msg.columns = list(columns)
     msg.vehicles = uint32_array(vehicles)
     msg.values = float64_array(np.asarray(values, float).reshape(-1))

@@ -239,25 +239,18 @@ def imu_columns(euler_ned_frd: Array, rates_frd: Array, specific_force_frd: Arra
                       frd_to_flu(np.asarray(specific_force_frd, float).reshape(-1, 3))])
 
 
-def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], euler_ned_frd: Array | None,
-                 rates_frd: Array | None, specific_force_frd: Array | None, var_orientation: Array,
-                 var_rates: Array, var_accel: Array, reuse: dict[int, Any] | None = None,
-                 columns: Array | None = None) -> list[Any]:
-    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU).
-
-    orientation: FLU body in ENU from the estimator's ZYX Euler angles (N, 3); angular_velocity: gyro
-    FRD -> FLU [rad/s]; linear_acceleration: accelerometer specific force FRD -> FLU [m/s^2] (+9.81 on
-    z at rest); or ``columns``: these values already converted (``imu_columns``, one row per vehicle of
-    ``vehicles``). Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw).
-    ``reuse``: vehicle -> message, refilled instead of built anew (a node publishing every tick: building an
-    Imu costs more than filling one), new ones added.
+def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], columns: Array,
+                 var_orientation: Array, var_rates: Array, var_accel: Array,
+                 reuse: dict[int, Any] | None = None) -> list[Any]:
+    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU) from ``columns``, the rows
+    of ``imu_columns`` (one per vehicle of ``vehicles``): orientation (FLU body in ENU), angular velocity
+    (FLU) [rad/s], specific force (FLU) [m/s^2]. Covariances: diagonal error variances (Euler-angle
+    variances for roll, pitch, yaw). ``reuse``: vehicle -> message, refilled instead of built anew (a node
+    publishing every tick: building an Imu costs more than filling one), new ones added.
     """
     from sensor_msgs.msg import Imu
 
     idx = np.asarray(vehicles, int)
-    if columns is None:
-        assert euler_ned_frd is not None and rates_frd is not None and specific_force_frd is not None
-        columns = imu_columns(euler_ned_frd[idx], rates_frd[idx], specific_force_frd[idx])
     cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
     reuse = {} if reuse is None else reuse
     out = []

@@ -327,6 +327,7 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
         resolve_seed,
         run_overrides,
     )
+    from qrsim_ros.core.engine.memory import check_memory
 
     config = config_name(scenario, variant)
     run_id = resolve_run_id(run_id)
@@ -344,6 +345,10 @@ def resolve_scenario(scenario: str, variant: str | None = None, num_vehicles: in
                         f"exceeds the node graph's maximum {MAX_GRAPH_VEHICLES} "
                         "(qrsim run / batch take up to "
                         f"{LIMITS['scenario_num_vehicles'].hi:g} in process)")
+    try:  # the graph's nodes hold together about what one process would
+        check_memory(loaded)
+    except ConfigError as exc:
+        raise PlanError(f"scenario {config!r}: {exc}") from None
     if config.endswith((".yaml", ".yml")) or os.sep in config:
         config = os.path.abspath(config)  # nodes may start elsewhere
     effective = resolve_seed(seed, loaded.seed)

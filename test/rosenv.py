@@ -40,6 +40,30 @@ def require_ros() -> None:
         pytest.skip(f"needs the colcon build and the ROS 2 wheels (run ./qrsim test): {exc}")
 
 
+def sensor_messages(sim: Any, has_fix: Any = None) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The per-vehicle messages the sensor nodes publish for a Simulator's latest readings, unstamped:
+    (sensor_msgs/Imu, the altimeter's Altitude, NavSatFix, TwistStamped velocity), one per vehicle;
+    ``has_fix`` (N,) bools, default all."""
+    import numpy as np
+
+    from qrsim_ros.ros.to_messages import (
+        altitude_message,
+        imu_columns,
+        imu_messages,
+        navsatfix_message,
+        velocity_message,
+    )
+
+    n, a, g = sim.num_vehicles, sim.ahars, sim.gps
+    fix = np.ones(n, bool) if has_fix is None else has_fix
+    imu = imu_columns(a.orientation, a.angular_velocity, a.acceleration)
+    imus = imu_messages(None, ["f"] * n, range(n), imu, np.zeros(3), np.zeros(3), np.zeros(3))
+    alts = [altitude_message(None, "f", a.height_m[i], a.vertical_speed_mps[i], 0.0) for i in range(n)]
+    fixes = [navsatfix_message(None, "f", g.lla[i], g.position_variance_ned[i], fix[i]) for i in range(n)]
+    vels = [velocity_message(None, "map", g.velocity_ned[i]) for i in range(n)]
+    return imus, alts, fixes, vels
+
+
 def node_output_lines(log: str) -> list[str]:
     """The non-blank lines a node wrote itself: Fast DDS's own ``[RTPS_...]`` diagnostics are dropped.
     They are Fast DDS's, not the node's: e.g. under Fast DDS's default transports, two participants of

@@ -109,6 +109,31 @@ def test_small_area_terrain_terminates() -> None:
     assert terrain.grid.shape == (6, 5)
 
 
+def _eager_terrain(limits: list[float], p: list[float], rng: np.random.Generator) -> np.ndarray:
+    """The pouring as QRSim draws it: the whole block of nr nc K uniforms, the start cells, a fresh whole
+    block for each refill; then the nearest-neighbour upsampling."""
+    rows, cols = math.ceil(limits[1] - limits[0]), math.ceil(limits[3] - limits[2])
+    n = rows * cols * len(p)
+    uniforms = 1.0 - rng.random(n)
+    starts = rng.integers(0, 50, size=(len(p), 2))
+    coarse = pour_coarse_map(p, uniforms, starts, refill=lambda: 1.0 - rng.random(n))
+    return upsample_nearest(coarse, rows, cols)
+
+
+@pytest.mark.parametrize("limits", [SR_LIMITS, [0, 6, 0, 5, -10, 0], [0, 400, 0, 300, -10, 0]])
+def test_terrain_read_in_chunks_equals_the_whole_block_drawn(limits: list[float]) -> None:
+    """The terrain reads its blocks of uniforms lazily; the map, and where its Generator is left (the
+    next reset), equal drawing every block whole. The 6 x 5 m area refills many times; the 400 x 300 m
+    one has blocks of 240,000 read in chunks."""
+    p = [0.2, 0.05]
+    reference_rng = np.random.default_rng(11)
+    terrain = PourTerrain(limits, p, np.random.default_rng(11))
+    for _ in range(3):
+        terrain.reset()
+        np.testing.assert_array_equal(terrain.grid, _eager_terrain(limits, p, reference_rng))
+    assert terrain._rng.random() == reference_rng.random()
+
+
 def test_upsampling_is_nearest_neighbour() -> None:
     coarse = np.arange(50)[:, None] * 100 + np.arange(50)[None, :]
     fine = upsample_nearest(coarse, 245, 120)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rosenv import require_ros
+from rosenv import require_ros, sensor_messages
 
 
 def _fleet(columns: tuple[str, ...], vehicles: list[int], values: Any) -> Any:
@@ -30,13 +30,7 @@ def test_the_fleet_messages_give_the_estimated_state_of_the_per_vehicle_messages
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.ros import fleet_topics as ft
     from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
-    from qrsim_ros.ros.to_messages import (
-        altitude_message,
-        imu_columns,
-        imu_messages,
-        navsatfix_message,
-        velocity_message,
-    )
+    from qrsim_ros.ros.to_messages import imu_columns
 
     sim = Simulator.from_scenario("cats_mouse_1b", {"seed": 4})
     n = sim.num_vehicles
@@ -49,13 +43,9 @@ def test_the_fleet_messages_give_the_estimated_state_of_the_per_vehicle_messages
         a, g = sim.ahars, sim.gps
         has_fix = np.arange(n) != step % n  # one receiver without a fix each step
         imu = imu_columns(a.orientation, a.angular_velocity, a.acceleration)
-        imus = imu_messages(None, ["f"] * n, rows, imu, np.zeros(3), np.zeros(3), np.zeros(3))
-        by_vehicle.update(
-            imu=list(enumerate(imus)),
-            alt=[(i, altitude_message(None, "f", a.height_m[i], a.vertical_speed_mps[i], 0.0)) for i in rows],
-            fix=[(i, navsatfix_message(None, "f", g.lla[i], g.position_variance_ned[i], has_fix[i]))
-                 for i in rows],
-            vel=[(i, velocity_message(None, "map", g.velocity_ned[i])) for i in rows])
+        imus, alts, fixes, vels = sensor_messages(sim, has_fix)
+        by_vehicle.update(imu=list(enumerate(imus)), alt=list(enumerate(alts)), fix=list(enumerate(fixes)),
+                          vel=list(enumerate(vels)))
         for kind, columns, values in (
                 ("imu", ft.IMU_COLUMNS, imu),
                 ("alt", ft.ALTIMETER_COLUMNS, np.column_stack([a.height_m, a.vertical_speed_mps])),

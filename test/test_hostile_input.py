@@ -220,9 +220,9 @@ def test_every_row_has_a_unit_or_a_reason_and_a_sound_range(limit: Limit) -> Non
     assert f"`{limit.name}`" in markdown_table()
 
 
-def test_the_launch_doc_prints_the_table() -> None:
-    doc = (REPO_ROOT / "docs" / "LAUNCH.md").read_text(encoding="utf-8")
-    assert markdown_table() in doc, "docs/LAUNCH.md's limits table is out of date: python -m " \
+def test_the_readme_prints_the_table() -> None:
+    doc = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert markdown_table() in doc, "README.md's limits table is out of date: python -m " \
         "qrsim_ros.core.common.limits prints it"
 
 

@@ -30,6 +30,7 @@ from rosenv import (
     require_ros,
     ros_env,
     scenario_with_sensors,
+    sensor_messages,
     spin_until,
 )
 
@@ -190,13 +191,6 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
     require_ros()
     from qrsim_ros.core.engine.simulator import Simulator
     from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
-    from qrsim_ros.ros.to_messages import (
-        altitude_message,
-        imu_columns,
-        imu_messages,
-        navsatfix_message,
-        velocity_message,
-    )
 
     for name, pos_tol in (("cats_mouse_1b", 0.0), ("cats_mouse_1a", 5e-9)):
         sim = Simulator.from_scenario(name, {"seed": 4})
@@ -205,16 +199,12 @@ def test_estimated_state_from_sensor_messages_equals_the_simulators() -> None:
         n = sim.num_vehicles
         for _ in range(3):
             sim.step(rng.uniform(-2, 2, (n - 1, 2)))
-            a, g = sim.ahars, sim.gps
-            stamp = None
-            imus = imu_messages(stamp, ["f"] * n, range(n),
-                                imu_columns(a.orientation, a.angular_velocity, a.acceleration),
-                                np.zeros(3), np.zeros(3), np.zeros(3))
+            imus, alts, fixes, vels = sensor_messages(sim)
             for i in range(n):
                 asm.set_imu(i, imus[i])
-                asm.set_altitude(i, altitude_message(stamp, "f", a.height_m[i], a.vertical_speed_mps[i], 0.0))
-                asm.set_gps_fix(i, navsatfix_message(stamp, "f", g.lla[i], g.position_variance_ned[i], True))
-                asm.set_gps_velocity(i, velocity_message(stamp, "map", g.velocity_ned[i]))
+                asm.set_altitude(i, alts[i])
+                asm.set_gps_fix(i, fixes[i])
+                asm.set_gps_velocity(i, vels[i])
             ex, ref = asm.estimated_state(sim.valid), sim.estimated_state()
             assert np.max(np.abs(ex[:, 0:3] - ref[:, 0:3])) <= pos_tol, name
             ref_angles = ref[:, 3:6].copy()

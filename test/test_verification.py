@@ -447,6 +447,41 @@ def test_too_many_successors_for_the_mdp_is_an_error() -> None:
         interval_vertices(np.full(13, 0.01), np.full(13, 0.2))
 
 
+def _many_successors_batch(directory: Path, modes: int, successors: int, episodes: int) -> Path:
+    """A valid, self-consistent batch whose every mode leads to ``successors`` others (random walk)."""
+    rng = np.random.default_rng(1)
+    names = [f"m{i:02d}" for i in range(modes)]
+    options = {m: [*rng.choice([x for x in names if x != m], successors - 1, replace=False), "end:success"]
+               for m in names}
+    transitions: Counter[tuple[str, str, str]] = Counter()
+    times: defaultdict[str, list[float]] = defaultdict(list)
+    rows = []
+    for e in range(episodes):
+        mode, clock = names[0], 0.0
+        transitions["start", mode, ""] += 1
+        while True:
+            dwell = float(rng.exponential(5.0))
+            times[mode].append(dwell)
+            clock += dwell
+            nxt = str(options[mode][rng.integers(successors)]) if rng.random() > 0.02 else "end:success"
+            transitions[mode, nxt, ""] += 1
+            if nxt.startswith("end:"):
+                break
+            mode = nxt
+        rows.append({"episode": e, "seed": e, "outcome": "success", "mission_time_s": repr(clock)})
+    return write_batch(directory, rows, dict(transitions), dict(times))
+
+
+def test_an_mdp_too_large_for_storm_is_refused_before_it_is_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 40 modes of 12 successors each: Storm ran 200 s to 7.6 GB on the 1.35 million transitions
+    batch = _many_successors_batch(tmp_path / "b", 40, 12, 300)
+    rc, out, err = qrsim(capsys, "verify", str(batch))
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "transitions, more than the 200,000" in err and "mdp_transitions" in err and "12 successors" in err
+    assert not (batch / "abstract_mdp.prism").exists()
+
+
 def test_not_a_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = qrsim(capsys, "verify", str(tmp_path / "nope"))
     assert rc == 2 and out == "" and "not a directory" in err and err.count("\n") == 1

@@ -27,6 +27,7 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from qrsim_ros.core.common.frames import euler_to_quaternion, quaternion_to_euler
 from qrsim_ros.core.common.geodesy import GeodeticOrigin, lla_to_ned, ned_to_lla
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.onboard.autopilot import FORCE_DISARM_MAGIC, OnboardAutopilot, Result
 from qrsim_ros.core.onboard.mission import ItemKind, MissionItem
@@ -59,7 +60,7 @@ STREAM_RATES_HZ: dict[str, dict[str, float]] = {
 #: A mission upload that stalls this long [s, simulated] is abandoned (bounded state, as PX4 times out).
 MISSION_UPLOAD_TIMEOUT_S = 5.0
 #: The most mission items a vehicle takes.
-MAX_MISSION_ITEMS = 500
+MAX_MISSION_ITEMS = int(LIMITS["mission_items"].hi)
 #: SET_POSITION_TARGET_LOCAL_NED type_mask bits (MAVLink's POSITION_TARGET_TYPEMASK).
 _IGNORE_POSITION, _IGNORE_VELOCITY, _IGNORE_ACCEL = 0x7, 0x38, 0x1C0
 _IGNORE_YAW, _IGNORE_YAW_RATE = 0x400, 0x800

@@ -41,6 +41,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from visualization_msgs.msg import MarkerArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.ticks import BASE_DT_S
 from qrsim_ros.core.comms import BROADCAST
 from qrsim_ros.core.engine.builders import build_comms, build_scene
@@ -67,7 +68,7 @@ COUNTERS = ("tx_rejected", "tx_late")
 #: A packet stamped more than this many ticks after the last tick handled here is refused: it would wait in
 #: the node for its tick (a stamp 1e6 s ahead: for ever). Wider than the command window (one tick): this
 #: node may lag the clock (by up to the lockstep window, 25 ticks; more, free-running on a loaded machine).
-TX_AHEAD_TICKS = 500
+TX_AHEAD_TICKS = int(LIMITS["comms_stamp_ahead_ticks"].hi)
 
 
 class CommsNode(GroundTruthNode):

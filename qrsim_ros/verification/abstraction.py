@@ -9,13 +9,13 @@ probability gets its Wilson interval and every mode's sojourn time its Student-t
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from qrsim_ros.core.common.intervals import mean_interval_from_sums, wilson_interval
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.verification.formats import END_PREFIX, START, Batch, TransitionCount
 
 #: the label of every absorbing state (PRISM property ``F "done"``).
@@ -23,7 +23,9 @@ DONE = "done"
 #: label prefix of the states a fault's transitions pass through: ``fault_<event>``.
 FAULT_LABEL_PREFIX = "fault_"
 #: most successors of one state for which the MDP's choices (the interval polytope's vertices) are listed.
-MAX_MDP_SUCCESSORS = 12
+MAX_MDP_SUCCESSORS = int(LIMITS["mdp_successors"].hi)
+#: most transitions (choices times successors) of the whole interval MDP handed to Storm.
+MAX_MDP_TRANSITIONS = int(LIMITS["mdp_transitions"].hi)
 
 
 class AbstractionError(ValueError):
@@ -113,7 +115,8 @@ def interval_vertices(low: np.ndarray, high: np.ndarray, digits: int = 12) -> li
     At a vertex every coordinate but at most one is at a bound: for each coordinate f and each choice of
     low / high bounds for the others, f takes the rest of the mass, kept if within its own bounds
     (k 2^(k-1) candidates for k successors; at most ``MAX_MDP_SUCCESSORS``). The points kept include
-    every vertex and lie in the set, so min / max over them equal min / max over the set.
+    every vertex and lie in the set, so min / max over them equal min / max over the set. Order: by f,
+    then by the others' bounds as binary numbers (high = 1, the first other the most significant).
     """
     k = len(low)
     if k > MAX_MDP_SUCCESSORS:
@@ -123,16 +126,44 @@ def interval_vertices(low: np.ndarray, high: np.ndarray, digits: int = 12) -> li
         raise AbstractionError(f"empty interval set: lower bounds sum to {low.sum()}, upper to {high.sum()}")
     if k == 1:
         return [np.ones(1)]
-    seen: dict[tuple[float, ...], np.ndarray] = {}
     tol = 1e-12
+    bits = (np.arange(2 ** (k - 1))[:, None] >> np.arange(k - 2, -1, -1)) & 1 == 1  # (2^(k-1), k-1)
+    blocks = []
     for f in range(k):
-        others = [j for j in range(k) if j != f]
-        for at_high in itertools.product((False, True), repeat=k - 1):
-            q = np.empty(k)
-            for j, up in zip(others, at_high, strict=True):
-                q[j] = high[j] if up else low[j]
-            q[f] = 1.0 - float(q[others].sum())
-            if low[f] - tol <= q[f] <= high[f] + tol:
-                q[f] = min(max(q[f], float(low[f])), float(high[f]))
-                seen.setdefault(tuple(np.round(q, digits)), q)
-    return list(seen.values())
+        others = np.array([j for j in range(k) if j != f])
+        q = np.empty((len(bits), k))
+        q[:, others] = np.where(bits, high[others], low[others])
+        q[:, f] = 1.0 - q[:, others].sum(axis=1)
+        q = q[(low[f] - tol <= q[:, f]) & (q[:, f] <= high[f] + tol)]
+        q[:, f] = np.clip(q[:, f], float(low[f]), float(high[f]))
+        blocks.append(q)
+    candidates = np.concatenate(blocks)
+    _, first = np.unique(np.round(candidates, digits), axis=0, return_index=True)
+    return list(candidates[np.sort(first)])
+
+
+def mdp_choices(chain: AbstractChain, confidence: float = 0.95) -> list[tuple[list[int], list[np.ndarray]]]:
+    """Every state's successors and its interval MDP choices (``interval_vertices`` of its transitions'
+    Wilson intervals; empty for absorbing states). AbstractionError, naming the largest state, when the
+    whole MDP would have more than ``MAX_MDP_TRANSITIONS`` transitions: found before any model is built."""
+    out: list[tuple[list[int], list[np.ndarray]]] = []
+    for i, bounds in enumerate(chain.probability_intervals(confidence)):
+        targets = list(bounds)
+        if not targets:
+            out.append((targets, []))
+            continue
+        low = np.array([bounds[j][0] for j in targets])
+        high = np.array([bounds[j][1] for j in targets])
+        try:
+            out.append((targets, interval_vertices(low, high)))
+        except AbstractionError as exc:
+            raise AbstractionError(f"state {chain.states[i]}: {exc}") from None
+    sizes = [len(targets) * len(vertices) for targets, vertices in out]
+    if sum(sizes) > MAX_MDP_TRANSITIONS:
+        big = int(np.argmax(sizes))
+        raise AbstractionError(
+            f"the interval MDP would have {sum(sizes):,} transitions, more than the {MAX_MDP_TRANSITIONS:,} "
+            f"Storm is given (limits table mdp_transitions); state {chain.states[big]} alone has "
+            f"{len(out[big][1]):,} choices of {len(out[big][0])} successors: merge modes with many "
+            "successors")
+    return out

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from qrsim_ros.verification.abstraction import DONE, FAULT_LABEL_PREFIX, AbstractChain, interval_vertices
+from qrsim_ros.verification.abstraction import DONE, FAULT_LABEL_PREFIX, AbstractChain, mdp_choices
 from qrsim_ros.verification.formats import SUCCESS
 
 MODULE = "mission"
@@ -90,14 +90,10 @@ def mdp_text(chain: AbstractChain, title: str, confidence: float = 0.95) -> str:
     """The interval MDP: per state, one command per vertex of its probabilities' interval set; rewards
     "time", "time_low" and "time_high"."""
     lines = _header("mdp", chain, title)
-    for i, bounds in enumerate(chain.probability_intervals(confidence)):
-        if not bounds:
+    for i, (targets, vertices) in enumerate(mdp_choices(chain, confidence)):
+        if not targets:
             lines.append(_absorbing_command(i, chain.states[i]))
             continue
-        targets = list(bounds)
-        low = np.array([bounds[j][0] for j in targets])
-        high = np.array([bounds[j][1] for j in targets])
-        vertices = interval_vertices(low, high)
         lines.append(f"  // {chain.states[i]}: {len(vertices)} choice(s)")
         for q in vertices:
             exact = _exact_distribution(q)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import (
     ConfigError,
     flag,
@@ -25,7 +26,7 @@ MODES = ("datagram", "reliable")
 #: The destination of a packet for every vehicle the sender's radio reaches (always a datagram).
 BROADCAST = -1
 #: Largest ``queue_limit`` (packets per directed link).
-MAX_QUEUE_LIMIT = 1_000_000
+MAX_QUEUE_LIMIT = int(LIMITS["comms_queue_limit"].hi)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import yaml
 
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import ConfigError, shorten
 
 T = TypeVar("T")
@@ -47,11 +48,11 @@ Yaml12Loader.add_implicit_resolver(
 
 
 #: Largest YAML document read [bytes] (a scenario file is ~1 KB; the limit is far above any real one).
-MAX_YAML_BYTES = 1_000_000
+MAX_YAML_BYTES = int(LIMITS["yaml_bytes"].hi)
 #: Most nodes a document may have with every alias expanded (as a consumer walking it would see them):
 #: a "billion laughs" alias bomb of 1.5 KB expands to ~1e9 nodes; real files have a few hundred, and a
 #: file within MAX_YAML_BYTES holds at most ~500,000 without aliases, so only aliases can pass this.
-MAX_YAML_NODES = 1_000_000
+MAX_YAML_NODES = int(LIMITS["yaml_nodes"].hi)
 
 
 class YamlLimitError(yaml.YAMLError):

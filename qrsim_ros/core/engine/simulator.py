@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.validation import ConfigError
 from qrsim_ros.core.comms import Inboxes, Packet
 from qrsim_ros.core.comms.radio import Radio
 from qrsim_ros.core.config.loader import ScenarioError
@@ -57,6 +58,7 @@ from qrsim_ros.core.engine.builders import (
     step_registered_sensor,
 )
 from qrsim_ros.core.engine.faults import FaultEffects, FaultLogEntry, FaultModels
+from qrsim_ros.core.engine.memory import check_memory
 from qrsim_ros.core.engine.plant import Plant, PlantInputs
 from qrsim_ros.core.engine.world import ScenarioWorld
 from qrsim_ros.core.faults import ActiveFault, FaultEvents
@@ -127,6 +129,10 @@ class Simulator:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.num_vehicles = scenario.num_vehicles
+        try:  # before any scenario-sized allocation
+            check_memory(scenario)
+        except ConfigError as exc:
+            raise ScenarioError(f"{scenario.source}: {exc}") from None
         self._build(RandomStreams(scenario.seed))
         self.reset()
 

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.validation import ConfigError, finite
 
 #: Lens models by their CameraInfo ``distortion_model`` name.
@@ -81,8 +82,7 @@ class Lens:
             finite(f"{n}.{key}_px", getattr(self, key))
         for key in ("width", "height"):
             v = getattr(self, key)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= 8192:
-                raise ConfigError(f"{n}.{key}_px={v!r} must be an integer in 1..8192")
+            LIMITS["image_size_px"].check(v, f"{n}.{key}_px")
         size = DISTORTION_SIZE[self.distortion_model]
         if len(self.distortion) != size:
             raise ConfigError(f"{n}.distortion={list(self.distortion)!r} must have {size} coefficients "

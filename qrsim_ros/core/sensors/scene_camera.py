@@ -51,6 +51,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from qrsim_ros.core.common.frames import Array, dcm_from_state, dcm_ned_to_body, interpolate_pose
 from qrsim_ros.core.common.jit import F8_2D_IN, njit
+from qrsim_ros.core.common.limits import LIMITS
 from qrsim_ros.core.common.rng import RandomStreams
 from qrsim_ros.core.common.ticks import BASE_DT_S, TICK_NS
 from qrsim_ros.core.common.validation import (
@@ -160,8 +161,7 @@ class SceneCameraParams:
         dist = tuple(float(d) for d in (self.distortion if self.distortion is not None else (0.0,) * size))
         w, h = self.width_px, self.height_px
         for key, v in (("width_px", w), ("height_px", h)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= 8192:
-                raise ConfigError(f"{n}.{key}={v!r} must be an integer in 1..8192")
+            LIMITS["image_size_px"].check(v, f"{n}.{key}")
         fov = math.radians(self.fov_deg)
         if self.fx_px is not None:
             fx, fy, cx, cy = (float(v) for v in (self.fx_px, self.fy_px, self.cx_px, self.cy_px))  # type: ignore[arg-type]

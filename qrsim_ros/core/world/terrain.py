@@ -20,7 +20,10 @@ nr x nc by nearest neighbour: fine row i takes coarse row ``round(i 49 / (nr - 1
 larger index).
 
 Everything, including the start cells (QRSim: the global RNG), comes from the terrain's own seeded
-Generator, so a seed reproduces the map.
+Generator, so a seed reproduces the map. The blocks of uniforms are read as they are used, in chunks, and
+the Generator is advanced past each block as if it had been drawn (the same numbers; the memory no longer
+grows with the area: 1,000 vehicles' area held 1.2e8 uniforms). Only the coarse map and the fine rows'
+and columns' coarse indices are kept; ``grid`` builds the nr x nc map when asked.
 
 ``class_at(points)``: the cell of a point is ``(ceil(x - xmin) - 1, ceil(y - ymin) - 1)`` (0-based),
 clamped to the grid, so points outside the area take the class of the nearest border cell.
@@ -29,13 +32,13 @@ clamped to the grid, so points outside the area take the class of the nearest bo
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from qrsim_ros.core.common.accessors import copy_of
 from qrsim_ros.core.common.validation import ConfigError, area_limits
 
 #: Side of the coarse pouring map [cells] (QRSim ``nr = nc = 50`` in ``pourMap``).
@@ -135,16 +138,61 @@ def pour_coarse_map(class_percentages: ArrayLike, uniforms: ArrayLike, start_cel
     return np.array(smap, dtype=np.int_)
 
 
+def nearest_indices(n_fine: int, n_coarse: int) -> NDArray[np.intp]:
+    """Coarse index of each of ``n_fine`` points spanning the same extent as ``n_coarse`` ones (nearest,
+    ties to the larger index: QRSim's ``meshgrid`` + ``interp2 'nearest'`` along one axis)."""
+    if n_fine == 1:
+        return np.zeros(1, np.intp)
+    pos = np.arange(n_fine) * ((n_coarse - 1) / (n_fine - 1))
+    return np.minimum(np.floor(pos + 0.5).astype(np.intp), n_coarse - 1)
+
+
 def upsample_nearest(coarse: NDArray[np.int_], rows: int, cols: int) -> NDArray[np.int_]:
     """Nearest-neighbour resampling of a coarse map spanning [0, rows] x [0, cols] onto rows x cols
     points spanning the same extent (QRSim's ``meshgrid`` + ``interp2 'nearest'``)."""
-    def index(n_fine: int, n_coarse: int) -> NDArray[np.intp]:
-        if n_fine == 1:
-            return np.zeros(1, np.intp)
-        pos = np.arange(n_fine) * ((n_coarse - 1) / (n_fine - 1))
-        return np.minimum(np.floor(pos + 0.5).astype(np.intp), n_coarse - 1)
+    return coarse[np.ix_(nearest_indices(rows, coarse.shape[0]), nearest_indices(cols, coarse.shape[1]))]
 
-    return coarse[np.ix_(index(rows, coarse.shape[0]), index(cols, coarse.shape[1]))]
+
+#: Uniforms drawn at a time from a block (the pouring reads 20,000-75,000 of a block).
+UNIFORM_CHUNK = 65536
+
+
+class UniformBlocks:
+    """The pouring's blocks of ``n`` U(0, 1] numbers (``1 - rng.random(n)``, as MATLAB's ``rand``), read
+    in chunks of ``UNIFORM_CHUNK`` as they are used. ``skip()`` reserves the next block of ``rng``: the
+    Generator moves past it as if ``random(n)`` had drawn it (PCG64 spends one 64-bit output per double).
+    ``next_chunk()`` returns the current block's next part, reserving the next block of ``rng`` when the
+    reserved ones are used up (as a refill drawing ``random(n)`` then would)."""
+
+    def __init__(self, rng: np.random.Generator, n: int) -> None:
+        self._rng = rng
+        self._n = int(n)
+        self._reserved: deque[np.random.Generator] = deque()
+        self._current: np.random.Generator | None = None
+        self._left = 0
+
+    def skip(self) -> None:
+        """Reserve the next block of ``rng``'s numbers (``rng`` then continues after it)."""
+        bit_generator = self._rng.bit_generator
+        state = bit_generator.state
+        block = np.random.Generator(type(bit_generator)())
+        block.bit_generator.state = state
+        bit_generator.advance(self._n)
+        advanced = bit_generator.state  # advance() empties the 32-bit buffer, which random() leaves alone
+        advanced["has_uint32"], advanced["uinteger"] = state["has_uint32"], state["uinteger"]
+        bit_generator.state = advanced
+        self._reserved.append(block)
+
+    def next_chunk(self) -> NDArray[np.float64]:
+        """The next up to ``UNIFORM_CHUNK`` numbers of the stream of blocks."""
+        if self._left == 0:
+            if not self._reserved:
+                self.skip()
+            self._current = self._reserved.popleft()
+            self._left = self._n
+        take = min(UNIFORM_CHUNK, self._left)
+        self._left -= take
+        return 1.0 - self._current.random(take)  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
@@ -171,14 +219,19 @@ class PourTerrain:
         self.cols = math.ceil(self.limits[3] - self.limits[2])
         self.geometry = GridGeometry(float(self.limits[0]), float(self.limits[2]), self.rows, self.cols)
         self._rng = rng
-        self._grid = np.zeros((self.rows, self.cols), dtype=np.int_)
+        self._coarse = np.zeros((COARSE_CELLS, COARSE_CELLS), dtype=np.int_)
+        self._row_index = nearest_indices(self.rows, COARSE_CELLS)
+        self._col_index = nearest_indices(self.cols, COARSE_CELLS)
 
     @property
     def num_classes(self) -> int:
         """Number of classes including the background class 0."""
         return self.class_percentages.size + 1
 
-    grid = copy_of("_grid", "Class of every cell, (nr, nc) ints in 0..K (a copy); geometry in ``geometry``.")
+    @property
+    def grid(self) -> NDArray[np.int_]:
+        """Class of every cell, (nr, nc) ints in 0..K (built on each call); geometry in ``geometry``."""
+        return self._coarse[np.ix_(self._row_index, self._col_index)]
 
     def reseed(self, rng: np.random.Generator) -> None:
         """Replace the Generator (QRSim ``resetSeed``); call ``reset()`` afterwards."""
@@ -187,14 +240,14 @@ class PourTerrain:
     def reset(self) -> None:
         """Pour a new map: nr nc K uniforms, then the K start cells, from the terrain's Generator
         (then further blocks of nr nc K uniforms if the pouring needs more: only in areas smaller
-        than about 150 x 150 m for p = [0.2, 0.05], where QRSim reuses the vector)."""
+        than about 150 x 150 m for p = [0.2, 0.05], where QRSim reuses the vector). The blocks are
+        read as used (``UniformBlocks``): the Generator ends where drawing them whole leaves it."""
         k = self.class_percentages.size
-        n = self.rows * self.cols * k
-        uniforms = 1.0 - self._rng.random(n)  # (0, 1], as MATLAB's rand
+        blocks = UniformBlocks(self._rng, self.rows * self.cols * k)
+        blocks.skip()
         starts = self._rng.integers(0, COARSE_CELLS, size=(k, 2))
-        coarse = pour_coarse_map(self.class_percentages, uniforms, starts,
-                                 refill=lambda: 1.0 - self._rng.random(n))
-        self._grid = upsample_nearest(coarse, self.rows, self.cols)
+        self._coarse = pour_coarse_map(self.class_percentages, blocks.next_chunk(), starts,
+                                       refill=blocks.next_chunk)
 
     def cell_of(self, points_ned: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
         """0-based (row, column) of points (M, 2 or 3) [m, NED], clamped to the grid."""
@@ -210,7 +263,7 @@ class PourTerrain:
     def class_at(self, points_ned: ArrayLike) -> NDArray[np.int_]:
         """Terrain class (M,) of points (M, 2 or 3) [m, NED] (QRSim ``getClass``, z ignored)."""
         r, c = self.cell_of(points_ned)
-        return self._grid[r, c]
+        return self._coarse[self._row_index[r], self._col_index[c]]
 
 
 def make_terrain(terrain_type: str, limits_ned: ArrayLike, class_percentages: ArrayLike,

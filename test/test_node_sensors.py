@@ -206,7 +206,7 @@ class GroundTruthPublisher:
         status = VehicleStatus(episode=episode, tick=k, names=[f"uav{i + 1}" for i in range(self.n)],
                                valid=[True] * self.n, state=np.asarray(x, float)[: self.n].ravel().tolist(),
                                specific_force=np.asarray(a, float)[: self.n].ravel().tolist(),
-                               faults=active_fault_messages(faults or []))
+                               faults_listed=True, faults=active_fault_messages(faults or []))
         status.header.stamp = stamp
         self.status.publish(status)
 

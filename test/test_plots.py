@@ -376,8 +376,8 @@ def _mission_messages(ts, z_commands: dict[int, tuple[str, float]]):  # type: ig
             header=_header(ts, tk), run_id="", episode=0, tick=k, names=["uav1"], valid=np.array([True]),
             invalid_reason=[""], command_fresh=np.array([True]), commands_rejected=u32, commands_clamped=u32,
             command_timeouts=u32, wind_rejected=u32, failsafe=[""], setpoints_rejected=u32,
-            setpoints_clamped=u32, failsafe_onsets=u32, faults=[], battery_fraction=np.zeros(0, np.float32),
-            battery_voltage_v=np.zeros(0, np.float32),
+            setpoints_clamped=u32, failsafe_onsets=u32, faults_listed=True, faults=[],
+            battery_fraction=np.zeros(0, np.float32), battery_voltage_v=np.zeros(0, np.float32),
             state=state, specific_force=np.zeros(3))))
         msgs.append(("/referee/status", "qrsim_ros/msg/TaskStatus", tk, _status(ts, tk, k, 0.0, 0.0)))
     return msgs

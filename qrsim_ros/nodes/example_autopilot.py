@@ -84,7 +84,7 @@ from qrsim_ros.msg import (
 from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
-from qrsim_ros.ros.from_messages import cloud_points
+from qrsim_ros.ros.from_messages import cloud_points, listed_faults
 from qrsim_ros.ros.latest_samples import LatestSamples
 from qrsim_ros.ros.names import MAP_FRAME, TICK_PROGRESS_TOPIC, base_link_frd_frame, vehicle_namespace
 from qrsim_ros.ros.node import ParameterError, ScenarioNode, run_node
@@ -281,7 +281,7 @@ class ExampleAutopilotNode(ScenarioNode):
             return
         self.view.failsafes = list(msg.failsafe)
         if self._inputs is not None:
-            self._inputs.vehicle_status(msg.tick, msg.valid, msg.faults)
+            self._inputs.vehicle_status(msg.tick, msg.valid, listed_faults(msg))
         if int(msg.episode) != self._episode:  # a new episode: ticks restart at 0
             self._episode = int(msg.episode)
             self._answered_tick = self._clock_tick = -1

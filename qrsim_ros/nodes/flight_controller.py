@@ -511,7 +511,8 @@ class FlightControllerNode(ScenarioNode):
                     self._step_given[i] = msg is not None
             elif kind == STATUS:
                 self._valid = np.asarray(msg.valid, bool)
-                self._fault_follower.update(msg.faults)
+                if msg.faults_listed:  # else the last listed set holds
+                    self._fault_follower.update(msg.faults)
 
     def controls(self, ex: np.ndarray, now_s: float | None = None) -> np.ndarray:
         """Controls (N, 5) ``[pitch, roll, throttle, yaw_rate, battery]`` for this tick from eX (N, 20):

@@ -74,6 +74,7 @@ from qrsim_ros.core.world.area import BoxArea, BoxWithPersonsArea
 from qrsim_ros.msg import AttitudeCommand, CommsPacket, TaskStatus, VehicleStatus
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.estimated_state import EstimatedStateAssembler
+from qrsim_ros.ros.from_messages import listed_faults
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_SOURCE, GroundTruthSync, Outgoing
 from qrsim_ros.ros.names import (
     FIRST_EPISODE,  # the episode number of the launch's placement
@@ -379,7 +380,7 @@ class RefereeNode(ScenarioNode):
             self._joined = True
             self._new_episode(episode, k, x, valid)
             if self.retrieve is not None:
-                self.retrieve.new_episode(episode, k, status.faults)
+                self.retrieve.new_episode(episode, k, listed_faults(status))
                 self.retrieve.publish_devices(k)
             self._publish_status(k)
         else:
@@ -387,7 +388,7 @@ class RefereeNode(ScenarioNode):
                 return
             self.tick = k
             if self.retrieve is not None and not self.done:
-                self.retrieve.faults_of_tick(status.faults)
+                self.retrieve.faults_of_tick(listed_faults(status))
             self.episode.observe(x, valid)
             if not self.done and self._steps_ticks:
                 controls = (self._applied_controls(k, np.asarray(status.command_fresh, bool))

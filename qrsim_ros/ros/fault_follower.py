@@ -1,4 +1,4 @@
-"""A node's copy of the active faults, from the ``faults`` of every tick's /sim/vehicle_status.
+"""A node's copy of the active faults, from the ``faults`` each /sim/vehicle_status lists (``faults_listed``).
 
 vehicle_dynamics owns the fault schedule; every other node that a fault acts on (the sensor nodes, the
 flight_controller) keeps a ``FaultEffects.follower`` over its own models and hands it the tick's list

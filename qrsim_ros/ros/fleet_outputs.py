@@ -74,6 +74,8 @@ from qrsim_ros.ros.wind_intake import WindIntake
 QOS_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: /sim/vehicle_status, the fleet's ground truth: a writer history for the readers' bursts of ticks.
 QOS_FLEET = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: /sim/vehicle_status lists the active faults at least this often [ticks] (and whenever they change).
+FAULTS_LISTED_EVERY_TICKS = 50
 
 
 class FleetOutputs:
@@ -200,7 +202,10 @@ class FleetOutputs:
         s.failsafe_onsets = fs.failsafe_onsets.tolist()
         if self.faults_due:  # the list is rebuilt only when the active set changed
             self._fault_msgs = active_fault_messages(self.faults.active)
-        s.faults = self._fault_msgs
+        # listed when it changed, on the episode's first tick and once a second (a late reader catches
+        # up): 2,000 active faults in every tick's status cost each reader more than the tick
+        s.faults_listed = self.faults_due or k % FAULTS_LISTED_EVERY_TICKS == 0
+        s.faults = self._fault_msgs if s.faults_listed else []
         if self.energy.bank is not None:  # the battery is on
             volts, charge, _empty = self.energy.bank.readings_view()
             s.battery_fraction = float32_array(charge)

@@ -97,6 +97,12 @@ def active_faults(msg: Any) -> list[ActiveFault]:
     return active_faults_of(msg.faults)
 
 
+def listed_faults(status: Any) -> Sequence[Any] | None:
+    """A /sim/vehicle_status's ActiveFault messages when it lists the active set, else None (the last
+    listed set holds)."""
+    return status.faults if status.faults_listed else None
+
+
 def active_faults_of(faults: Sequence[Any]) -> list[ActiveFault]:
     """qrsim_ros/ActiveFault messages (of /sim/faults or /sim/vehicle_status) as the core's
     ``ActiveFault``: parameters parsed from YAML (lists as tuples), until_s NaN -> None."""

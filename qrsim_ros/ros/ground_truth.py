@@ -52,6 +52,7 @@ from qrsim_ros.ros.fault_follower import FaultFollower
 from qrsim_ros.ros.from_messages import (
     RAW_ODOM_WIDTH,
     fleet_arrays,
+    listed_faults,
     raw_odometry,
     specific_force_from_accel,
     states_from_raw_odometry,
@@ -131,7 +132,7 @@ class GroundTruthSync:
         self.node = node
         self.source = source
         self.on_status = on_status
-        self.on_faults = on_faults  # the tick's ActiveFault messages, before the handler (FaultFollower)
+        self.on_faults = on_faults  # a tick's listed ActiveFault messages, before the handler (FaultFollower)
         # the outputs of a repeated tick (vehicle_dynamics re-sent it): by default the first answer's
         self.on_repeat = on_repeat
         self.num_vehicles = n = int(num_vehicles)
@@ -265,7 +266,7 @@ class GroundTruthSync:
             self.on_status(msg)
         x, accel = arrays
         self._status_count += 1
-        status = (self._status_count, int(msg.episode), np.array(msg.valid, bool), msg.faults)
+        status = (self._status_count, int(msg.episode), np.array(msg.valid, bool), listed_faults(msg))
         self._handle_arrays(ns // TICK_NS, x, accel, np.ones(self.num_vehicles, bool), status, admitted=True)
 
     def _on_status(self, msg: Any) -> None:
@@ -284,7 +285,7 @@ class GroundTruthSync:
         self._status_count += 1
         self._last_status_tick = ns // TICK_NS
         self._statuses[ns // TICK_NS] = (self._status_count, int(msg.episode), np.array(msg.valid, bool),
-                                         msg.faults)
+                                         listed_faults(msg))
         while len(self._statuses) > 2 * MAX_PENDING_TICKS:
             del self._statuses[next(iter(self._statuses))]  # the oldest arrival
         self._flush()
@@ -373,7 +374,7 @@ class GroundTruthSync:
         episode = None
         if status is not None:
             _, episode, self._valid, faults = status
-            if self.on_faults is not None:
+            if self.on_faults is not None and faults is not None:  # None: the last listed set holds
                 self.on_faults(faults)
         valid = present & self._valid
         last = self._last_tick

@@ -93,13 +93,15 @@ class RetrieveReferee:
                                      lambda m, i=i: self._on_mode(i, m), QOS_LATCHED)
             node.create_service(Trigger, f"{ns}/{SELF_TEST_SERVICE}",
                                 lambda req, resp, i=i: self._on_self_test(i, resp))
-        self._active: set[tuple[str, int, float]] = set()  # the faults active at the last tick stepped
+        #: the faults active at the last tick stepped (None: unknown, after joining between listings)
+        self._active: set[tuple[str, int, float]] | None = set()
 
     # --- the referee's calls ----------------------------------------------------------------------------
-    def new_episode(self, episode: int, k: int, faults: Sequence[Any]) -> None:
+    def new_episode(self, episode: int, k: int, faults: Sequence[Any] | None) -> None:
         """After the task's placement and reset, on the episode's first tick k (its ActiveFault messages:
-        faults active from the start did not start during a tick): brief the mission."""
-        self._active = {_fault_key(f) for f in faults}
+        faults active from the start did not start during a tick; None: not listed, as when joining an
+        episode between listings): brief the mission."""
+        self._active = None if faults is None else {_fault_key(f) for f in faults}
         self._markers_key = None
         self._command_tick = [-1] * len(self._names)
         t = self.task
@@ -119,11 +121,16 @@ class RetrieveReferee:
             f"episode {episode}: landing site ({base[0]:.4f}, {base[1]:.4f}), drop site "
             f"({drop[0]:.4f}, {drop[1]:.4f}), targets {targets} (north, east; m)")
 
-    def faults_of_tick(self, faults: Sequence[Any]) -> None:
-        """The ActiveFault messages of a tick's vehicle status: those that started at this tick go to the
-        task (before the tick's ground truth is stepped)."""
-        new = [f for f in faults if _fault_key(f) not in self._active]
+    def faults_of_tick(self, faults: Sequence[Any] | None) -> None:
+        """The ActiveFault messages of a tick's vehicle status (None: not listed, unchanged): those that
+        started at this tick go to the task (before the tick's ground truth is stepped)."""
+        if faults is None:
+            return
+        known = self._active
         self._active = {_fault_key(f) for f in faults}
+        if known is None:  # the first listing after joining mid-episode: nothing known to have started
+            return
+        new = [f for f in faults if _fault_key(f) not in known]
         if new:
             self.task.on_fault_started(tuple(active_faults_of(new)))
 

@@ -70,11 +70,13 @@ class StepInputs:
             self._resume = (-1, 0)
 
     def vehicle_status(self, tick: int, valid: Any, faults: Any) -> None:
-        """The /sim/vehicle_status of ``tick``: its validity flags and active faults (ActiveFault list)."""
+        """The /sim/vehicle_status of ``tick``: its validity flags and active faults (ActiveFault list;
+        None: the status did not list them, the last listed set holds)."""
         self.status_tick = int(tick)
         self.valid = np.asarray(valid, bool)
         self._resume = (-1, 0)
-        self._camera_off = frozenset(int(f.vehicle) for f in faults if f.kind == "camera_off")
+        if faults is not None:
+            self._camera_off = frozenset(int(f.vehicle) for f in faults if f.kind == "camera_off")
 
     def awaited(self, k: int, i: int) -> list[tuple[str, int]]:
         """(key, tick) of every input of vehicle ``i`` awaited for the task step at tick ``k``."""

@@ -67,6 +67,9 @@ MISSION_AUTOPILOTS = {"retrieve": "mission_autopilot"}
 #: on a loaded machine. It costs the graph's pipelining: measured real-time factor 1.1-1.3 at
 #: real_time_factor 0 with two such graphs on 2 cores.
 MISSION_WINDOW_TICKS = 1
+#: The foxglove_bridge's port when none is named (``qrsim launch --foxglove``, ``foxglove:=true``): the
+#: Foxglove app's default connection, ws://localhost:8765.
+FOXGLOVE_PORT = 8765
 #: In a lockstep run with an autopilot these nodes' parameters make the autopilot a lockstep input (the
 #: inputs of every task step awaited before it answers, its set point of every step awaited by the flight
 #: controller; a mission's grasper commands by the referee): the run is the in-process one.
@@ -367,7 +370,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
          use_rviz: bool = False, record: bool | str | os.PathLike[str] = False, autopilot: bool = True,
          lockstep: bool | None = None, real_time_factor: float | None = None, duration_s: float = 0.0,
          node_parameters: Mapping[str, Mapping[str, Any]] | None = None,
-         resolved: ResolvedScenario | None = None, mavlink: bool = False) -> list[NodeSpec]:
+         resolved: ResolvedScenario | None = None, mavlink: bool = False, foxglove: int | None = None,
+         foxglove_address: str = "127.0.0.1") -> list[NodeSpec]:
     """The nodes of one scenario run, in start order.
 
     scenario/variant: a family and its variant, or a config name / YAML path (no variant).
@@ -382,6 +386,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     mavlink); its ``run_id`` (else a random one, ``resolve_run_id``) goes to every simulator node.
     mavlink: every agent vehicle a PX4 vehicle on MAVLink (the scenario's ``mavlink.on``; False: the
     file's): ``mavlink_bridge`` flies them in place of the flight controller, and no example autopilot.
+    foxglove: the TCP port of a ``foxglove_bridge`` serving the graph on a Foxglove WebSocket (0: any
+    free one; None: no bridge), bound to ``foxglove_address``.
 
     Raises PlanError naming the bad argument.
     """
@@ -395,6 +401,8 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
     _check_limit("duration_s", duration_s)
     if not isinstance(record, (bool, str, os.PathLike)) or (isinstance(record, str) and not record.strip()):
         raise PlanError(f"record={record!r} must be true, false or an output directory")
+    if foxglove is not None:
+        _check_limit("foxglove_port", foxglove)
 
     res = resolved or resolve_scenario(scenario, variant, num_vehicles, seed, mavlink=mavlink)
     if mavlink and not res.mavlink:
@@ -470,6 +478,9 @@ def plan(scenario: str, variant: str | None = None, num_vehicles: int = 0, seed:
         if lockstep:  # a lockstep run's bag holds every tick: the clock waits for the recorder as well
             specs[-1].parameters["report_progress"] = True
             dynamics["lockstep_consumers"] += 1
+    if foxglove is not None:  # not a ground-truth consumer: the clock never waits for it or its clients
+        specs.append(NodeSpec("foxglove_bridge", "foxglove_bridge", parameters={
+            "use_sim_time": True, "port": foxglove, "address": foxglove_address}))
     if use_rviz:
         cfg = rviz_config(res.task_type, Path(res.config).stem)
         specs.append(NodeSpec("rviz2", "rviz2", package="rviz2", parameters={"use_sim_time": True},

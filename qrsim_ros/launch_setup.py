@@ -12,7 +12,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from qrsim_ros.dds import DomainError, dds_environment, domain_id_from_environment
-from qrsim_ros.launch_plan import FAMILY_VARIANTS, LAUNCH_FAMILIES, PACKAGE, NodeSpec, PlanError, plan
+from qrsim_ros.launch_plan import (
+    FAMILY_VARIANTS,
+    FOXGLOVE_PORT,
+    LAUNCH_FAMILIES,
+    PACKAGE,
+    NodeSpec,
+    PlanError,
+    plan,
+)
 
 #: The launch files' arguments: (name, description). Defaults come from ``launch_defaults``.
 LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
@@ -26,6 +34,8 @@ LAUNCH_ARGUMENTS: tuple[tuple[str, str], ...] = (
     ("autopilot", "fly the built-in example autopilot (true/false)"),
     ("mavlink", "every agent vehicle a PX4 vehicle on MAVLink, as PX4 SITL instance i (API link udp 14540+i, "
                 "ground station 14550; true/false; docs/MAVLINK.md)"),
+    ("foxglove", f"serve the graph on a Foxglove WebSocket on 127.0.0.1: false, true (port {FOXGLOVE_PORT}) "
+                 "or a port (0: any free one); open ws://localhost:PORT in Foxglove or Lichtblick"),
 )
 
 #: Launch arguments of the supervision (how a launch ends), not of the plan: (name, description).
@@ -44,7 +54,8 @@ def launch_defaults(family: str) -> dict[str, str]:
     if family not in LAUNCH_FAMILIES:
         raise PlanError(f"no launch file for {family!r}; families: {', '.join(LAUNCH_FAMILIES)}")
     return {"variant": FAMILY_VARIANTS[family][1] or "", "num_vehicles": "0", "seed": "-1",
-            "use_rviz": "false", "record": "false", "autopilot": "true", "mavlink": "false"}
+            "use_rviz": "false", "record": "false", "autopilot": "true", "mavlink": "false",
+            "foxglove": "false"}
 
 
 def parse_bool(name: str, text: str | bool) -> bool:
@@ -76,6 +87,19 @@ def parse_record(text: str | bool) -> bool | str:
     return t
 
 
+def parse_foxglove(text: str | bool) -> int | None:
+    """The launch files' ``foxglove``: false/no/off/'' (None: no bridge), true/yes/on (``FOXGLOVE_PORT``)
+    or a port number (0 included: any free port)."""
+    if isinstance(text, bool):
+        return FOXGLOVE_PORT if text else None
+    t = str(text).strip().lower()
+    if t in ("true", "yes", "on"):
+        return FOXGLOVE_PORT
+    if t in ("false", "no", "off", ""):
+        return None
+    return parse_int("foxglove", text)
+
+
 def plan_from_launch_arguments(family: str, values: Mapping[str, str]) -> list[NodeSpec]:
     """``plan`` from the launch files' string arguments (``ros2 launch ... seed:=3 use_rviz:=true``)."""
     args = {**launch_defaults(family), **{k: v for k, v in values.items() if v is not None}}
@@ -91,6 +115,7 @@ def plan_from_launch_arguments(family: str, values: Mapping[str, str]) -> list[N
         record=parse_record(args["record"]),
         autopilot=parse_bool("autopilot", args["autopilot"]),
         mavlink=parse_bool("mavlink", args["mavlink"]),
+        foxglove=parse_foxglove(args["foxglove"]),
     )
 
 

@@ -26,8 +26,9 @@ from qrsim_ros.core.config.scenario import MAX_SEED
 from qrsim_ros.launch_plan import NodeSpec, PlanError, plan
 
 LAUNCH_DIR = REPO_ROOT / "launch"
-#: the launch files' arguments: the node graph's six, and the MAVLink face's
-ISSUE_ARGUMENTS = {"variant", "num_vehicles", "seed", "use_rviz", "record", "autopilot", "mavlink"}
+#: the launch files' arguments: the node graph's six, the MAVLink face's and the Foxglove WebSocket's
+LAUNCH_ARGUMENTS = {"variant", "num_vehicles", "seed", "use_rviz", "record", "autopilot", "mavlink",
+                    "foxglove"}
 SENSORS_AND_CLOCK = ["vehicle_dynamics", "wind_field", "imu", "gps", "altimeter"]
 
 
@@ -392,10 +393,35 @@ def test_split_installed(tmp_path: Path) -> None:
 
 # --- launch files ---------------------------------------------------------------------------------
 
-def test_launch_arguments_are_the_issues_seven() -> None:
-    assert {name for name, _ in ls.LAUNCH_ARGUMENTS} == ISSUE_ARGUMENTS
+def test_launch_arguments_are_the_documented_ones() -> None:
+    assert {name for name, _ in ls.LAUNCH_ARGUMENTS} == LAUNCH_ARGUMENTS
     for family in lp.LAUNCH_FAMILIES:
-        assert set(ls.launch_defaults(family)) == ISSUE_ARGUMENTS
+        assert set(ls.launch_defaults(family)) == LAUNCH_ARGUMENTS
+
+
+@pytest.mark.parametrize(("value", "port"), [("false", None), ("true", 8765), ("0", 0), ("9000", 9000)])
+def test_foxglove_argument_adds_the_bridge_on_its_port(value: str, port: int | None) -> None:
+    specs = ls.plan_from_launch_arguments("keep_spot", {"foxglove": value})
+    bridges = [s for s in specs if s.executable == "foxglove_bridge"]
+    if port is None:
+        assert bridges == []
+        return
+    (bridge,) = bridges
+    assert bridge.parameters == {"use_sim_time": True, "port": port, "address": "127.0.0.1"}
+    dynamics = next(s for s in specs if s.executable == "vehicle_dynamics")
+    plain = next(s for s in ls.plan_from_launch_arguments("keep_spot", {})
+                 if s.executable == "vehicle_dynamics")
+    # not a ground-truth consumer: the start gate and the lockstep window do not wait for it
+    assert dynamics.parameters["start_subscribers"] == plain.parameters["start_subscribers"]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("65536", "foxglove_port=65536 must be an integer in [0, 65535]"),
+    ("ws", "foxglove='ws' must be an integer"),
+])
+def test_a_bad_foxglove_argument_is_refused(value: str, message: str) -> None:
+    with pytest.raises(PlanError, match=re.escape(message)):
+        ls.plan_from_launch_arguments("keep_spot", {"foxglove": value})
 
 
 def _without_run_id(specs: list[NodeSpec]) -> list[NodeSpec]:

@@ -89,6 +89,7 @@ from qrsim_ros.dds import (
     parse_domain_id,
 )
 from qrsim_ros.launch_plan import (
+    FOXGLOVE_PORT,
     PACKAGE,
     NodeSpec,
     PlanError,
@@ -114,6 +115,8 @@ STATUS_PERIOD_S = 5.0
 CLOCK_OWNER = "vehicle_dynamics"
 #: The node that records the bag: stopped last, after the nodes it records.
 RECORDER = "recorder"
+#: Nodes the clock owner does not wait for: they read no input of the simulation before it runs.
+NOT_AWAITED = ("foxglove_bridge",)
 #: Wall seconds to wait for the other nodes before starting the clock owner anyway.
 STARTUP_TIMEOUT_S = 60.0
 #: Wall seconds the launcher listens at most for another simulator in its domain (only while DDS
@@ -140,6 +143,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--use-rviz", action="store_true", help="start rviz2 too (needs an rviz2 on PATH)")
     p.add_argument("--record", nargs="?", const=True, default=False, metavar="DIR",
                    help="record a rosbag2 bag (to DIR; default bags/<scenario>_<time>)")
+    p.add_argument("--foxglove", nargs="?", type=int, const=FOXGLOVE_PORT, default=None, metavar="PORT",
+                   help=f"serve the graph on a Foxglove WebSocket (default port {FOXGLOVE_PORT}; 0: any free "
+                   "one) for Foxglove or Lichtblick; 127.0.0.1 only unless --network")
     p.add_argument("--record-required", action="store_true",
                    help="if the recorder cannot write the bag (a full disk), stop the run as a failure "
                    "(exit status 1; default: the simulation goes on without it, exit status 3); implies "
@@ -674,7 +680,8 @@ class Launcher:
         self._spawn(first)
         if not last:
             return
-        awaited = [s for s in self.specs if s.package == PACKAGE and s.name != CLOCK_OWNER]
+        skip = (CLOCK_OWNER, *NOT_AWAITED)
+        awaited = [s for s in self.specs if s.package == PACKAGE and s.name not in skip]
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         next_status = 0.0
         while listener is not None and self.stop_reason is None:
@@ -898,7 +905,9 @@ def plan_for_args(args: argparse.Namespace) -> tuple[list[NodeSpec], ResolvedSce
         specs = plan(args.scenario, args.variant, args.num_vehicles, args.seed, use_rviz=args.use_rviz,
                      record=record, autopilot=args.autopilot, lockstep=args.lockstep,
                      real_time_factor=args.real_time_factor, duration_s=float(args.duration or 0.0),
-                     node_parameters=node_parameters, resolved=resolved, mavlink=mavlink)
+                     node_parameters=node_parameters, resolved=resolved, mavlink=mavlink,
+                     foxglove=getattr(args, "foxglove", None),
+                     foxglove_address="0.0.0.0" if getattr(args, "network", False) else "127.0.0.1")
     except PlanError as exc:
         raise CliError(str(exc)) from None
     return specs, resolved

@@ -38,7 +38,6 @@ to the bag's ``custom_data`` (the scenario is not loaded).
 
 from __future__ import annotations
 
-import importlib
 import re
 import signal
 import sys
@@ -53,6 +52,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
+from qrsim_ros.ros.message_types import message_class
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC
 from qrsim_ros.ros.node import Counters, ParameterError, run_node
 from qrsim_ros.ros.parameters import RUN_ID, Param, ParamTable, declare_parameters, limited
@@ -268,7 +268,7 @@ class RecorderNode(RunMemberNode):
                    for info in self.get_publishers_info_by_topic(name))
 
     def _subscribe(self, name: str, msgtype: str, infos: list[Any]) -> None:
-        cls = _message_class(msgtype)
+        cls = message_class(msgtype)
         if cls is None or not ensure_type(self._store, msgtype):
             self._warn_once(name, f"not recording {name}: message type {msgtype} is unknown here")
             self._ignored.add(name)
@@ -557,17 +557,6 @@ class ClockGaps:
         """(ticks missing, ticks expected) over every episode so far."""
         expected = self._done_expected + self._expected()
         return expected - self._done_received - self._received, expected
-
-
-def _message_class(msgtype: str) -> type | None:
-    """The generated Python class of ``pkg/msg/Name`` (None if it is not installed)."""
-    parts = msgtype.split("/")
-    if len(parts) != 3:
-        return None
-    try:
-        return getattr(importlib.import_module(f"{parts[0]}.{parts[1]}"), parts[2])
-    except (ImportError, AttributeError):
-        return None
 
 
 def _hash_text(type_hash: Any) -> str:

@@ -111,6 +111,7 @@ _ROWS = (
           "comms.queue_limit, per directed link or sender; more are dropped and counted", integer=True),
     Limit("comms_stamp_ahead_ticks", 0, 500, "ticks",
           "a packet's stamp after the comms node's last tick (10 s); later: refused, counted", integer=True),
+    Limit("foxglove_port", 0, 65535, "", "the Foxglove WebSocket's TCP port; 0: any free one", integer=True),
     Limit("mission_items", 0, 500, "items", "MAVLink mission items one vehicle takes", integer=True),
     Limit("yaml_bytes", 0, 1_000_000, "bytes", "a YAML document (scenario, --set value, fault request)",
           integer=True),

@@ -138,19 +138,26 @@ def test_the_qrsim_executable_runs() -> None:
     assert result.stdout.startswith("usage: qrsim")
 
 
+#: The bad parameter each node executable is started with: ``seed`` (every simulation node has the row),
+#: but for the nodes that simulate nothing and have no seed.
+BAD_PARAMETER = {"foxglove_bridge": ("port", "-7", "outside [0, 65535]")}
+
+
 #: every node executable's interpreter starts at once: about 17 start-ups (rclpy, numpy, numba, the
 #: core) on 2 cores took up to 120 s beside 2 CPU burners and another test tier (a flake hunt's round)
 @pytest.mark.timeout(300)
 @pytest.mark.graph
 def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path) -> None:
     """Each node executable, run directly (shebang, mode), imports its module and declares its
-    parameters: ``-p seed:=-7`` (every node has the seed row) ends it with status 1 and one line."""
+    parameters: ``-p seed:=-7`` (every simulation node has the seed row; ``BAD_PARAMETER`` for the others)
+    ends it with status 1 and one line."""
     lib = lib_dir()
     env = ros_env(tmp_path)  # a free domain
     procs = {}
     for name in declared_nodes() + declared_sensors():
         log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed below)
-        procs[name] = (subprocess.Popen([str(lib / name), "--ros-args", "-p", "seed:=-7"], env=env,
+        param, value, _ = BAD_PARAMETER.get(name, ("seed", "-7", ""))
+        procs[name] = (subprocess.Popen([str(lib / name), "--ros-args", "-p", f"{param}:={value}"], env=env,
                                         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path), log)
     results = {}
     deadline = time.monotonic() + 240.0  # for all of them together
@@ -170,8 +177,9 @@ def test_every_node_executable_starts_and_rejects_a_bad_parameter(tmp_path: Path
         output = (tmp_path / f"{name}.log").read_text()
         lines = node_output_lines(output)
         assert code == 1, f"{name} ended with status {code}; its output:\n{output}"  # (a string: in full)
+        param, value, allowed = BAD_PARAMETER.get(name, ("seed", "-7", "outside [-1, 2147483647]"))
         assert len(lines) == 1 and lines[0].endswith(
-            "error: parameter 'seed'=-7 outside [-1, 2147483647]"), (name, lines)
+            f"error: parameter '{param}'={value} {allowed}"), (name, lines)
 
 
 @pytest.mark.graph

@@ -2,13 +2,14 @@
 // decoding each channel from its advertised ros2msg schema with @foxglove/rosmsg and
 // @foxglove/rosmsg2-serialization (none of it written here).
 //
-//   node client.mjs URL --topics /a,/b [--count N] [--timeout-ms T] [--stall-ms S] [--brief]
+//   node client.mjs URL (--topics /a,/b | --all) [--count N] [--timeout-ms T] [--stall-ms S] [--brief]
 //
 // Prints JSON lines on stdout: {"channels": [...]} once advertised, then one {"topic", "logTimeNs",
 // "message", "raw"} per message (raw: the CDR bytes, base64; bigints as strings, byte arrays as base64),
 // {"time": ns} for each server time broadcast, and {"done": true, "counts": {...}} at the end. Exits 0
 // once every topic has N messages, 2 on timeout. --stall-ms S: after subscribing, stop reading the
-// socket for S ms from the first message on (a slow client), then read again. --brief: messages as {"topic", "logTimeNs"} only.
+// socket for S ms from the first message on (a slow client), then read again. --brief: messages as
+// {"topic", "logTimeNs"} only. --all: every channel advertised, until the timeout (exit 2) or the end.
 import wsProtocol from "@foxglove/ws-protocol"; // a CommonJS package: its named exports need the default
 import { parse } from "@foxglove/rosmsg";
 import { MessageReader } from "@foxglove/rosmsg2-serialization";
@@ -26,6 +27,7 @@ const count = Number(option("--count", "5"));
 const timeoutMs = Number(option("--timeout-ms", "30000"));
 const stallMs = Number(option("--stall-ms", "0"));
 const brief = argv.includes("--brief");
+const all = argv.includes("--all");
 
 const out = (obj) => process.stdout.write(
   JSON.stringify(obj, (_, v) => (typeof v === "bigint" ? v.toString()
@@ -47,13 +49,14 @@ const finish = (code) => {
 const timer = setTimeout(() => finish(2), timeoutMs);
 
 client.on("error", (e) => { process.stderr.write(`client error: ${e}\n`); finish(1); });
+client.on("close", () => { if (all) finish(0); }); // --all: the run ended
 client.on("time", ({ timestamp }) => { if (!stalled) out({ time: timestamp }); });
 client.on("advertise", (channels) => {
   advertised = advertised.concat(channels);
   out({ channels: channels.map((c) => ({ id: c.id, topic: c.topic, encoding: c.encoding,
     schemaName: c.schemaName, schemaEncoding: c.schemaEncoding })) });
   for (const ch of channels) {
-    if (!topics.includes(ch.topic)) continue;
+    if (!all && !topics.includes(ch.topic)) continue;
     const reader = new MessageReader(parse(ch.schema, { ros2: true }));
     readers.set(client.subscribe(ch.id), { topic: ch.topic, reader });
   }
@@ -73,9 +76,9 @@ client.on("message", ({ subscriptionId, timestamp, data }) => {
   out(brief ? { topic: r.topic, logTimeNs: timestamp }
     : { topic: r.topic, logTimeNs: timestamp, message: r.reader.readMessage(bytes),
         raw: Buffer.from(bytes).toString("base64") });
-  counts[r.topic] += 1;
+  counts[r.topic] = (counts[r.topic] ?? 0) + 1;
   stallOnce();
-  if (topics.every((t) => counts[t] >= count)) {
+  if (!all && topics.every((t) => counts[t] >= count)) {
     clearTimeout(timer);
     finish(0);
   }

@@ -29,9 +29,9 @@ const stallMs = Number(option("--stall-ms", "0"));
 const brief = argv.includes("--brief");
 const all = argv.includes("--all");
 
-const out = (obj) => process.stdout.write(
+const out = (obj, written) => process.stdout.write(
   JSON.stringify(obj, (_, v) => (typeof v === "bigint" ? v.toString()
-    : v instanceof Uint8Array ? { base64: Buffer.from(v).toString("base64") } : v)) + "\n");
+    : v instanceof Uint8Array ? { base64: Buffer.from(v).toString("base64") } : v)) + "\n", written);
 
 // foxglove-sdk's server accepts the current subprotocol name; the ws-protocol client offers the old one
 const ws = new WebSocket(url, ["foxglove.sdk.v1", FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
@@ -41,10 +41,14 @@ const counts = Object.fromEntries(topics.map((t) => [t, 0]));
 let advertised = [];
 let stalled = false;
 
+let finished = false;
 const finish = (code) => {
-  out({ done: code === 0, counts, advertised: advertised.length });
+  if (finished) return;
+  finished = true;
   client.close();
-  process.stdout.write("", () => process.exit(code)); // after what was written reached the pipe
+  // exit once the last line is written: the stream writes in order, so every line before it is out too
+  // (process.exit at once cut a 300 KB cloud line short in a pipe)
+  out({ done: code === 0, counts, advertised: advertised.length }, () => process.exit(code));
 };
 const timer = setTimeout(() => finish(2), timeoutMs);
 
@@ -71,7 +75,7 @@ const stallOnce = () => {
 };
 client.on("message", ({ subscriptionId, timestamp, data }) => {
   const r = readers.get(subscriptionId);
-  if (!r) return;
+  if (!r || finished) return;
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   out(brief ? { topic: r.topic, logTimeNs: timestamp }
     : { topic: r.topic, logTimeNs: timestamp, message: r.reader.readMessage(bytes),

@@ -80,6 +80,13 @@ def clock_ns(data: bytes | memoryview) -> int:
     return sec * _NS_PER_S + nanosec
 
 
+def left_out(name: str, exclude: re.Pattern[str] | None) -> bool:
+    """Whether topic ``name`` is matched by ``exclude`` or hidden (a part starting with ``_``, left out as
+    ``ros2 bag record --all`` leaves it out): not recorded, not served."""
+    return ((exclude is not None and exclude.search(name) is not None)
+            or any(part.startswith("_") for part in name.split("/")))
+
+
 def split_type(msgtype: str) -> tuple[str, str, str]:
     """``pkg/msg/Name`` -> (pkg, msg, Name); ValueError for anything else."""
     parts = msgtype.split("/")

@@ -40,7 +40,14 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.bag.topics import bag_qos, clock_ns, ensure_type, message_definition, subscription_policy
+from qrsim_ros.bag.topics import (
+    bag_qos,
+    clock_ns,
+    ensure_type,
+    left_out,
+    message_definition,
+    subscription_policy,
+)
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.ros.message_types import message_class
 from qrsim_ros.ros.node import ParameterError, run_node
@@ -122,8 +129,7 @@ class FoxgloveBridgeNode(Node):
         for name, types in self.get_topic_names_and_types():
             if name in self._channels or name in self._ignored:
                 continue
-            if (self._exclude is not None and self._exclude.search(name)) \
-                    or any(part.startswith("_") for part in name.split("/")):
+            if left_out(name, self._exclude):
                 self._ignored.add(name)
                 continue
             if len(types) != 1 or not self.count_publishers(name):

@@ -49,7 +49,7 @@ from typing import Any
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, subscription_policy
+from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, left_out, subscription_policy
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
 from qrsim_ros.ros.message_types import message_class
@@ -258,8 +258,7 @@ class RecorderNode(RunMemberNode):
     def _left_out(self, name: str) -> bool:
         """Whether ``name`` is excluded by the ``exclude`` pattern or hidden (a part starting with ``_``,
         left out as ``ros2 bag record --all`` leaves it out)."""
-        return ((self._exclude is not None and self._exclude.search(name) is not None)
-                or any(part.startswith("_") for part in name.split("/")))
+        return left_out(name, self._exclude)
 
     def _matchable_publishers(self, name: str) -> int:
         """Publishers of ``name`` in the graph whose QoS the recorder's subscription matches."""

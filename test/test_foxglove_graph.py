@@ -7,6 +7,7 @@ official ``@foxglove/ws-protocol`` client, decoding with ``@foxglove/rosmsg`` an
 from __future__ import annotations
 
 import base64
+import collections
 import itertools
 import json
 import re
@@ -46,6 +47,9 @@ def _client(script: Path, port: int, topics: list[str], *extra: str, timeout_s: 
     proc = subprocess.run(["node", str(script), f"ws://127.0.0.1:{port}", "--topics", ",".join(topics),
                            *extra], capture_output=True, text=True, timeout=timeout_s)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    # shown with a failure (pytest's captured stdout): what the client said and what it got
+    kinds = collections.Counter(line.get("topic", next(iter(line), "?")) for line in lines)
+    print(f"foxglove client exit {proc.returncode}; lines {dict(kinds)}; stderr:\n{proc.stderr[-3000:]}")
     assert proc.returncode == 0, (proc.stderr[-3000:], lines[-3:])
     return lines
 
@@ -74,6 +78,7 @@ def test_a_foxglove_client_sees_the_run_the_bag_records(client: Path, tmp_path: 
         port = int(SERVER_LINE.search(run.wait_for_line(SERVER_LINE, 120)).group(1))
         lines = _client(client, port, list(WATCHED), "--count", "5")
         assert run.wait(120) == 0, run.tail()
+    print(f"the run's output ends:\n{run.tail()}")  # shown with a failure
     assert re.search(r"forwarded [1-9]\d* messages on \d+ channels", run.output)
 
     channels = {c["topic"]: c for line in lines if "channels" in line for c in line["channels"]}

@@ -15,6 +15,7 @@ def test_generated_types_have_the_documented_fields() -> None:
         Altitude,
         AttitudeCommand,
         Concentration,
+        GrasperCommand,
         MissionMode,
         MotorCommand,
         RatesThrustCommand,
@@ -47,8 +48,11 @@ def test_generated_types_have_the_documented_fields() -> None:
     assert "samples" in SubmitPlumeEstimates.Request.get_fields_and_field_types()
     # the retrieve mission's mode report, with Figure 9's height command (docs/RETRIEVE.md)
     assert MissionMode.get_fields_and_field_types() == {
-        "header": "std_msgs/Header", "run_id": "string", "mode": "string", "number": "uint8",
-        "mission_over": "string", "height_command_z_ned_m": "double"}
+        "header": "std_msgs/Header", "run_id": "string", "sequence": "uint32", "mode": "string",
+        "number": "uint8", "mission_over": "string", "height_command_z_ned_m": "double"}
+    # the grasper command names the latest mode report sent before it (a lockstep referee waits for it)
+    assert GrasperCommand.get_fields_and_field_types() == {
+        "header": "std_msgs/Header", "closed": "boolean", "mode_sequence": "uint32"}
 
 
 def test_comms_packet_has_the_documented_fields_and_constants() -> None:

@@ -368,8 +368,8 @@ def _mission_messages(ts, z_commands: dict[int, tuple[str, float]]):  # type: ig
         if k in z_commands:
             mode, z = z_commands[k]
             msgs.append(("/uav1/mission/mode", "qrsim_ros/msg/MissionMode", tk, mission_mode(
-                header=_header(ts, tk), run_id="", mode=mode, number=mode_number(mode), mission_over="",
-                height_command_z_ned_m=z)))
+                header=_header(ts, tk), run_id="", sequence=len(msgs), mode=mode, number=mode_number(mode),
+                mission_over="", height_command_z_ned_m=z)))
         state = np.zeros(13)
         state[2] = -0.1 * k
         msgs.append(("/sim/vehicle_status", "qrsim_ros/msg/VehicleStatus", tk, vehicle_status(

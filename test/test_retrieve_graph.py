@@ -197,20 +197,22 @@ def test_the_referee_ignores_a_mode_with_a_non_finite_height_command(capfd: pyte
 
     require_ros()
     import rclpy
-    from qrsim_ros.msg import MissionMode
+    from qrsim_ros.msg import GrasperCommand, MissionMode
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
     from visualization_msgs.msg import MarkerArray
 
     from qrsim_ros.ros.node import Counters
     from qrsim_ros.ros.retrieve_referee import RetrieveReferee
+    from qrsim_ros.ros.stamps import stamp_from_tick
 
     class RefereeHost(Node):
         run_id = "test-run"
+        tick = 0  # the last tick the referee stepped
 
         def __init__(self, context: rclpy.Context) -> None:
             super().__init__("retrieve_referee_host", context=context)
-            self.counters = Counters(self, ["modes_rejected"])
+            self.counters = Counters(self, ["modes_rejected", "modes_late"])
 
         def foreign_run(self, msg_run_id: str, topic: str) -> bool:
             return False
@@ -228,7 +230,34 @@ def test_the_referee_ignores_a_mode_with_a_non_finite_height_command(capfd: pyte
         err = capfd.readouterr().err
         assert "uav1/mission/mode: height_command_z_ned_m is not finite (nan)" in err, err[-2000:]
         referee._on_mode(0, MissionMode(mode="take_off", number=number, height_command_z_ned_m=-1.0))
+        assert sim.task.mode[0] == "idle"  # stamped t_0: it holds from tick 1
+        referee.apply_modes(1)
         assert sim.task.mode[0] == "take_off" and node.counters.values["modes_rejected"] == 1
+
+        # a report is booked from the tick after its stamp, whenever it arrives; one that arrives after
+        # that tick was stepped counts from now, and is counted
+        def mode(name: str, sequence: int, tick: int) -> MissionMode:
+            msg = MissionMode(mode=name, number=MODES.index(name) + 1, sequence=sequence,
+                              height_command_z_ned_m=-1.0)
+            msg.header.stamp = stamp_from_tick(tick)
+            return msg
+
+        node.tick = 3
+        referee._on_mode(0, mode("initialise", 2, 5))
+        referee.apply_modes(5)
+        assert sim.task.mode[0] == "take_off"
+        referee.apply_modes(6)
+        assert sim.task.mode[0] == "initialise" and node.counters.values["modes_late"] == 0
+        node.tick = 10
+        referee._on_mode(0, mode("search", 3, 7))
+        assert sim.task.mode[0] == "search" and node.counters.values["modes_late"] == 1
+        # lockstep: a grasper command naming report 4 is in only once report 4 is
+        command = GrasperCommand(closed=False, mode_sequence=4)
+        command.header.stamp = stamp_from_tick(50)
+        referee._on_grasper_command(0, command)
+        assert not referee.commands_in(50)
+        referee._on_mode(0, mode("identify", 4, 50))
+        assert referee.commands_in(50) and sim.task.mode[0] == "search"
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)

@@ -144,7 +144,7 @@ class RefereeNode(ScenarioNode):
         self.ticks_per_task_step = self.episode.ticks_per_task_step
         self.tick = 0
         self.counters = Counters(self, ["status_rejected", "commands_rejected", "ticks_dropped",
-                                        "task_steps_missed", "modes_rejected"])
+                                        "task_steps_missed", "modes_rejected", "modes_late"])
         self.counters.sim_time_s = 0.0  # stamped with the ground truth's time (see _on_ground_truth)
         self._names = [vehicle_namespace(i) for i in range(n)]
         self._episode = FIRST_EPISODE - 1  # episode whose area/plume were drawn last
@@ -387,8 +387,10 @@ class RefereeNode(ScenarioNode):
             if k <= self.tick:  # a tick of this episode already refereed (re-sent): nothing new
                 return
             self.tick = k
-            if self.retrieve is not None and not self.done:
-                self.retrieve.faults_of_tick(listed_faults(status))
+            if self.retrieve is not None:
+                self.retrieve.apply_modes(k)
+                if not self.done:
+                    self.retrieve.faults_of_tick(listed_faults(status))
             self.episode.observe(x, valid)
             if not self.done and self._steps_ticks:
                 controls = (self._applied_controls(k, np.asarray(status.command_fresh, bool))

@@ -29,7 +29,7 @@ from qrsim_ros.core.config.retrieve import RetrieveParams
 from qrsim_ros.core.mission.modes import mode_number
 from qrsim_ros.msg import GrasperCommand, GrasperState, ImagePoints, MissionBriefing, MissionMode
 from qrsim_ros.ros.names import vehicle_namespace
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_LATCHED_STREAM, QOS_RELIABLE
 from qrsim_ros.ros.retrieve_referee import (
     BRIEFING_TOPIC,
     CENTROIDS_TOPIC,
@@ -63,6 +63,7 @@ class RetrieveLink:
         self._holding_tick = [-1] * num_vehicles
         self._grasper_closed = [False] * num_vehicles
         self._mode_sent: list[tuple[str, str, float] | None] = [None] * num_vehicles
+        self._mode_sequence = [0] * num_vehicles  # the MissionMode reports published per vehicle (this run)
         self._tests: list[Any] = [None] * num_vehicles  # the pending self-test call per vehicle
         node.create_subscription(MissionBriefing, BRIEFING_TOPIC, self._on_briefing, QOS_LATCHED)
         self._grasper_pubs, self._mode_pubs, self._clients = [], [], []
@@ -74,7 +75,8 @@ class RetrieveLink:
                                      lambda m, i=i: self._on_holding(i, m), QOS_RELIABLE)
             self._grasper_pubs.append(node.create_publisher(GrasperCommand, f"{ns}/{GRASPER_COMMAND_TOPIC}",
                                                             QOS_LATCHED))
-            self._mode_pubs.append(node.create_publisher(MissionMode, f"{ns}/{MODE_TOPIC}", QOS_LATCHED))
+            self._mode_pubs.append(node.create_publisher(MissionMode, f"{ns}/{MODE_TOPIC}",
+                                                         QOS_LATCHED_STREAM))
             self._clients.append(node.create_client(Trigger, f"{ns}/{SELF_TEST_SERVICE}"))
 
     # --- episodes -------------------------------------------------------------------------------------
@@ -162,8 +164,9 @@ class RetrieveLink:
 
     def end_step(self, stamp: Any) -> None:
         """The task step stamped ``stamp`` is answered: every vehicle's grasper command of it."""
-        for pub, closed in zip(self._grasper_pubs, self._grasper_closed, strict=True):
-            msg = GrasperCommand(closed=closed)
+        for pub, closed, sequence in zip(self._grasper_pubs, self._grasper_closed, self._mode_sequence,
+                                         strict=True):
+            msg = GrasperCommand(closed=closed, mode_sequence=sequence)
             msg.header.stamp = stamp
             pub.publish(msg)
 
@@ -174,8 +177,9 @@ class RetrieveLink:
             return
         if mode == "initialise" and self._tests[vehicle] is None:
             self._request_self_test(vehicle)  # the answer for the guidance's next period
-        msg = MissionMode(run_id=self.node.run_id, mode=mode, number=mode_number(mode),
-                          mission_over=mission_over, height_command_z_ned_m=sent[2])
+        self._mode_sequence[vehicle] += 1
+        msg = MissionMode(run_id=self.node.run_id, sequence=self._mode_sequence[vehicle], mode=mode,
+                          number=mode_number(mode), mission_over=mission_over, height_command_z_ned_m=sent[2])
         msg.header.stamp = stamp_from_seconds(time_s)
         self._mode_pubs[vehicle].publish(msg)
         self._mode_sent[vehicle] = sent

@@ -12,10 +12,14 @@ vehicle's retrieve devices over topics; ``ros.retrieve_link.RetrieveLink`` is th
 - ``uavN/grasper/command`` (qrsim_ros/GrasperCommand): the autopilot's grasper command of every task step
   it answers, applied at the next tick the referee steps (as ``RetrieveTask.command_grasper`` in process).
   In a lockstep mission run (the referee's ``await_grasper_commands``) the referee steps the tick after a
-  task step only once every vehicle's command of that step is in (``commands_in``);
+  task step only once every vehicle's command of that step, and the mode reports it names, are in
+  (``commands_in``);
 - ``uavN/mission/mode`` (qrsim_ros/MissionMode): the mode log and the mission's end, which scores the
-  episode (``RetrieveTask.report_mission``); a message whose mode number, end or height command
-  (non-finite) is bad is ignored with a warning;
+  episode (``RetrieveTask.report_mission``). A report stamped t_j is held until the referee steps tick
+  j + 1 (``apply_modes``), so the distance of the ticks after task step j is booked under it whenever it
+  arrives, as in process; in a lockstep mission run the tick after a task step also waits for the mode
+  report that step's grasper command names (``mode_sequence``). A message whose mode number, end or
+  height command (non-finite) is bad is ignored with a warning;
 - service ``uavN/self_test`` (std_srvs/Trigger): the Initialise self-diagnosis, one draw of the episode's
   self-test stream per call (success = systems okay; ``RetrieveTask.self_test``);
 - ``/referee/markers`` (RViz): the landing site, the drop zone and the targets (``markers.retrieve_markers``),
@@ -45,7 +49,7 @@ from qrsim_ros.msg import GrasperCommand, GrasperState, ImagePoints, MissionBrie
 from qrsim_ros.ros import markers as viz
 from qrsim_ros.ros.from_messages import active_faults_of
 from qrsim_ros.ros.names import MAP_FRAME, base_link_frd_frame, vehicle_namespace
-from qrsim_ros.ros.qos import QOS_LATCHED, QOS_RELIABLE
+from qrsim_ros.ros.qos import QOS_LATCHED, QOS_LATCHED_STREAM, QOS_RELIABLE
 from qrsim_ros.ros.stamps import seconds_of_stamp, stamp_from_tick, tick_of_stamp
 
 #: Topics and service of the retrieve devices (relative names; ``uavN/`` + these per vehicle).
@@ -69,7 +73,7 @@ def _point_enu(ne: Sequence[float]) -> Point:
 
 class RetrieveReferee:
     """The retrieve task's topics and service on the referee ``node`` (module docstring); ``on_command()``
-    is called after every grasper command received (a tick waiting for it may go on)."""
+    is called after every grasper command or mode report received (a tick waiting for it may go on)."""
 
     def __init__(self, node: Any, task: RetrieveTask, markers_pub: Any,
                  on_command: Callable[[], None] | None = None) -> None:
@@ -86,11 +90,15 @@ class RetrieveReferee:
         self._holding_pubs = [node.create_publisher(GrasperState, f"{ns}/{HOLDING_TOPIC}", QOS_RELIABLE)
                               for ns in self._names]
         self._command_tick = [-1] * n  # the task step of each vehicle's latest grasper command
+        self._mode_sequence_named = [0] * n  # the mode report each vehicle's latest grasper command names
+        self._mode_sequence_in = [0] * n  # the highest mode report sequence received per vehicle
+        #: mode reports held until their tick is stepped: (tick of the stamp, vehicle, message)
+        self._modes_held: list[tuple[int, int, MissionMode]] = []
         for i, ns in enumerate(self._names):
             node.create_subscription(GrasperCommand, f"{ns}/{GRASPER_COMMAND_TOPIC}",
                                      lambda m, i=i: self._on_grasper_command(i, m), QOS_LATCHED)
             node.create_subscription(MissionMode, f"{ns}/{MODE_TOPIC}",
-                                     lambda m, i=i: self._on_mode(i, m), QOS_LATCHED)
+                                     lambda m, i=i: self._on_mode(i, m), QOS_LATCHED_STREAM)
             node.create_service(Trigger, f"{ns}/{SELF_TEST_SERVICE}",
                                 lambda req, resp, i=i: self._on_self_test(i, resp))
         #: the faults active at the last tick stepped (None: unknown, after joining between listings)
@@ -104,6 +112,8 @@ class RetrieveReferee:
         self._active = None if faults is None else {_fault_key(f) for f in faults}
         self._markers_key = None
         self._command_tick = [-1] * len(self._names)
+        # reports stamped before the episode's first tick belong to the episode before
+        self._modes_held = [held for held in self._modes_held if held[0] >= k]
         t = self.task
         msg = MissionBriefing()
         msg.header.stamp = stamp_from_tick(k)
@@ -169,8 +179,20 @@ class RetrieveReferee:
                                                                     for key, value in record.items()))
 
     def commands_in(self, k: int) -> bool:
-        """Every vehicle's grasper command of task step k (or a later one) has arrived."""
-        return min(self._command_tick) >= k
+        """Every vehicle's grasper command of task step k (or a later one) has arrived, and the mode
+        reports those commands name."""
+        modes_in = zip(self._mode_sequence_in, self._mode_sequence_named, strict=True)
+        return min(self._command_tick) >= k and all(got >= named for got, named in modes_in)
+
+    def apply_modes(self, k: int) -> None:
+        """Before tick k is stepped: the held mode reports stamped before t_k go to the task, in stamp order
+        (the ticks from k on fly in those modes)."""
+        due = [held for held in self._modes_held if held[0] < k]
+        if not due:
+            return
+        self._modes_held = [held for held in self._modes_held if held[0] >= k]
+        for tick, i, msg in sorted(due, key=lambda held: (held[0], held[1], held[2].sequence)):
+            self._report(i, msg, tick * BASE_DT_S)
 
     # --- the autopilot's messages ----------------------------------------------------------------------
     def _on_grasper_command(self, i: int, msg: GrasperCommand) -> None:
@@ -180,6 +202,7 @@ class RetrieveReferee:
             return
         self.task.command_grasper(i, bool(msg.closed))
         self._command_tick[i] = k
+        self._mode_sequence_named[i] = int(msg.mode_sequence)
         if self._on_command_cb is not None:
             self._on_command_cb()
 
@@ -200,8 +223,18 @@ class RetrieveReferee:
             self.node.counters.count("modes_rejected")
             self.node.get_logger().warning(f"{where}: {exc.args[0]}: ignored", throttle_duration_sec=5.0)
             return
+        self._mode_sequence_in[i] = max(self._mode_sequence_in[i], int(msg.sequence))
         k = tick_of_stamp(msg.header.stamp)  # on the tick grid: t_k as the Simulator computes it
-        t_s = seconds_of_stamp(msg.header.stamp) if k is None else k * BASE_DT_S
+        if k is None or k < self.node.tick:  # off the grid, or after its tick: it counts from now
+            if k is not None:
+                self.node.counters.count("modes_late")
+            self._report(i, msg, seconds_of_stamp(msg.header.stamp) if k is None else k * BASE_DT_S)
+        else:
+            self._modes_held.append((k, i, msg))
+        if self._on_command_cb is not None:
+            self._on_command_cb()
+
+    def _report(self, i: int, msg: MissionMode, t_s: float) -> None:
         self.task.report_mission(i, msg.mode, msg.mission_over, t_s, float(msg.height_command_z_ned_m))
 
     def _on_self_test(self, i: int, response: Trigger.Response) -> Trigger.Response:

@@ -67,9 +67,6 @@ MISSION_AUTOPILOTS = {"retrieve": "mission_autopilot"}
 #: on a loaded machine. It costs the graph's pipelining: measured real-time factor 1.1-1.3 at
 #: real_time_factor 0 with two such graphs on 2 cores.
 MISSION_WINDOW_TICKS = 1
-#: The foxglove_bridge's port when none is named (``qrsim launch --foxglove``, ``foxglove:=true``): the
-#: Foxglove app's default connection, ws://localhost:8765.
-FOXGLOVE_PORT = 8765
 #: In a lockstep run with an autopilot these nodes' parameters make the autopilot a lockstep input (the
 #: inputs of every task step awaited before it answers, its set point of every step awaited by the flight
 #: controller; a mission's grasper commands by the referee): the run is the in-process one.

@@ -11,10 +11,10 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from qrsim_ros.core.common.limits import FOXGLOVE_PORT
 from qrsim_ros.dds import DomainError, dds_environment, domain_id_from_environment
 from qrsim_ros.launch_plan import (
     FAMILY_VARIANTS,
-    FOXGLOVE_PORT,
     LAUNCH_FAMILIES,
     PACKAGE,
     NodeSpec,

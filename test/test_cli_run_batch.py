@@ -472,7 +472,7 @@ def test_every_subcommand_uses_the_one_cli_error() -> None:
 
     parser = cli_main.build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(sub.choices) == {"batch", "demo", "launch", "plot", "replay", "run", "verify"}
+    assert set(sub.choices) == {"batch", "demo", "launch", "play", "plot", "replay", "run", "verify"}
     for module in [cli_main, *(importlib.import_module(f"qrsim_ros.cli.{name}") for name in sub.choices)]:
         own = [name for name, obj in vars(module).items()
                if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__]

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rosenv import REPO_ROOT, qrsim_launch, require_ros
+from rosenv import REPO_ROOT, TestProcess, python, qrsim_launch, require_ros, ros_env
 
 CLIENT_DIR = REPO_ROOT / "test" / "foxglove_client"
 SERVER_LINE = re.compile(r"Foxglove WebSocket server on ws://127\.0\.0\.1:(\d+)")
+PLAY_LINE = re.compile(r"qrsim play: Foxglove WebSocket server on ws://127\.0\.0\.1:(\d+)")
+CHANNEL_KEYS = ("schemaName", "schemaEncoding", "schema", "encoding")
 WATCHED = {"/uav1/imu/data": "sensor_msgs/msg/Imu", "/uav1/gps/fix": "sensor_msgs/msg/NavSatFix",
            "/tf": "tf2_msgs/msg/TFMessage", "/uav1/lidar/points": "sensor_msgs/msg/PointCloud2"}
 
@@ -109,6 +111,22 @@ def test_a_foxglove_client_sees_the_run_the_bag_records(client: Path, tmp_path: 
             raw = base64.b64decode(line["raw"])
             assert raw in recorded[topic], (topic, _stamp_ns(line["message"]))
             _same_values(msgtype, line["message"], recorded[topic][raw])
+
+    # the bag served by qrsim play: the live run's channels (type, schema text, encoding), the bag's bytes
+    with TestProcess([python(), "-m", "qrsim_ros.cli.main", "play", str(bag), "--foxglove", "0",
+                      "--wait-for-client", "--rate", "4"], ros_env(tmp_path), tmp_path) as play:
+        port = int(PLAY_LINE.search(play.wait_for_line(PLAY_LINE, 60)).group(1))
+        played = _client(client, port, list(WATCHED), "--count", "5")
+        assert play.wait(60) == 0, play.tail()
+    print(f"qrsim play's output ends:\n{play.tail()}")  # shown with a failure
+    played_channels = {c["topic"]: c for line in played if "channels" in line for c in line["channels"]}
+    for topic in WATCHED:
+        assert {k: played_channels[topic][k] for k in CHANNEL_KEYS} == {k: channels[topic][k]
+                                                                        for k in CHANNEL_KEYS}, topic
+        got = [line for line in played if line.get("topic") == topic]
+        assert len(got) >= 5 and all(base64.b64decode(line["raw"]) in recorded[topic] for line in got), topic
+    times = [int(line["time"]) for line in played if "time" in line]
+    assert times and times == sorted(times)
 
 
 def _same_values(msgtype: str, decoded: dict[str, Any], ref: Any) -> None:

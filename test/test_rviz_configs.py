@@ -18,8 +18,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +50,17 @@ CONFIGS = (*FAMILIES, "search_rescue_scene", "team_search")
 #: Vehicles of each family's default variant (2c, 3a, 1a, keep_spot) and of the scene variant.
 DEFAULT_VEHICLES = {"search_rescue": 3, "plume": 1, "cats_mouse": 4, "keep_spot": 1, "search_rescue_scene": 2,
                     "team_search": 4}
+#: A Foxglove layout beside each config (foxglove_layouts/<family>.json; docs/FOXGLOVE.md), checked against
+#: the same runs: every topic it names is in the graph, with a type its panel shows.
+LAYOUT_DIR = REPO_ROOT / "foxglove_layouts"
+LAYOUTS = CONFIGS
+#: The message types each layout panel (Foxglove's and Lichtblick's panel type ids) can show.
+PANEL_TYPES = {
+    "3D": {"visualization_msgs/msg/MarkerArray", "sensor_msgs/msg/PointCloud2", "nav_msgs/msg/OccupancyGrid",
+           "nav_msgs/msg/Path"},
+    "ImageViewPanel": {"sensor_msgs/msg/Image"},
+    "RosOut": {"rcl_interfaces/msg/Log"},
+}
 #: Simulated seconds each family runs (long enough for ~16 periods of the 0.5 s throttle).
 RUN_S = 6.0
 #: Wall-clock deadlines: discovery of every referenced topic, and the whole run.
@@ -161,6 +174,74 @@ def frame_refs(family: str) -> set[str]:
     if target != "<Fixed Frame>":
         frames.add(target)
     return frames
+
+
+@dataclass(frozen=True)
+class LayoutRef:
+    """One topic a Foxglove layout names: the panel (type!id), and for a plot the field path after it."""
+
+    topic: str
+    panel: str
+    field_path: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(hash=False, compare=False, default_factory=dict)
+
+
+def layout_leaves(tree: Any) -> list[str]:
+    """The panel ids of a layout's split tree, left to right."""
+    if isinstance(tree, str):
+        return [tree]
+    assert set(tree) >= {"first", "second", "direction"} and tree["direction"] in ("row", "column"), tree
+    return layout_leaves(tree["first"]) + layout_leaves(tree["second"])
+
+
+def layout_refs(family: str) -> list[LayoutRef]:
+    doc = json.loads((LAYOUT_DIR / f"{family}.json").read_text())
+    refs = []
+    for panel, cfg in doc["configById"].items():
+        kind = panel.split("!")[0]
+        if kind == "3D":
+            refs += [LayoutRef(t, panel, settings=v) for t, v in cfg["topics"].items()]
+            refs += [LayoutRef(layer["topic"], "3D urdf layer") for layer in cfg["layers"].values()
+                     if layer.get("sourceType") == "topic"]
+        elif kind == "ImageViewPanel":
+            refs.append(LayoutRef(cfg["imageMode"]["imageTopic"], panel))
+        elif kind == "Plot":
+            for series in cfg["paths"]:
+                topic, *path = series["value"].split(".")
+                refs.append(LayoutRef(topic, panel, tuple(path)))
+        elif kind == "RawMessages":
+            refs.append(LayoutRef(cfg["topicPath"], panel))
+        elif kind == "RosOut":
+            refs.append(LayoutRef("/rosout", panel))
+        else:
+            raise AssertionError(f"{family}: panel {panel!r} of a type the test does not know")
+    return refs
+
+
+@pytest.mark.parametrize("family", LAYOUTS)
+def test_foxglove_layout_is_a_layout_file(family: str) -> None:
+    """The format Foxglove and Lichtblick export and import: panels by "type!id" in configById, arranged
+    by a tree of splits whose leaves are exactly those panels."""
+    doc = json.loads((LAYOUT_DIR / f"{family}.json").read_text())
+    assert set(doc) >= {"configById", "layout", "globalVariables", "userNodes", "playbackConfig"}
+    leaves = layout_leaves(doc["layout"])
+    assert sorted(leaves) == sorted(doc["configById"]) and len(set(leaves)) == len(leaves)
+    kinds = {panel.split("!")[0] for panel in leaves}
+    assert {"3D", "Plot", "RawMessages", "RosOut"} <= kinds, kinds
+    refs = layout_refs(family)
+    vehicles = DEFAULT_VEHICLES[family]
+    # every vehicle of the family's default variant: its model, path, height and battery
+    for i in range(1, vehicles + 1):
+        for part in ("robot_description", "ground_truth/path", "ground_truth/odom", "battery"):
+            assert f"/uav{i}/{part}" in {r.topic for r in refs}, (family, i, part)
+    assert "/referee/status" in {r.topic for r in refs}
+
+
+def _field_value(msg_type: str, path: tuple[str, ...]) -> Any:
+    value = _msg_class(msg_type)()
+    for part in path:
+        value = getattr(value, part)
+    return value
 
 
 @pytest.mark.parametrize("family", CONFIGS)
@@ -506,6 +587,7 @@ class LiveRun:
     wall_s: float
     discovery_s: float
     run_id: str  # the run the probe joined ('' : none)
+    graph_types: dict[str, list[str]]  # every topic of the graph -> its types (once the layout's were found)
 
 
 def _qos(durability: str) -> Any:
@@ -574,7 +656,11 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
                 if not infos:
                     return False
                 publishers[r.topic] = infos
-            return True
+            graph_types.update(node.get_topic_names_and_types())
+            return all(topic in graph_types for topic in layout_topics)
+
+        layout_topics = {r.topic for r in layout_refs(family)}
+        graph_types: dict[str, list[str]] = {}
 
         spin_until(lambda: discovered() or proc.proc.poll() is not None, DISCOVERY_S)
         t_discovered = time.monotonic() - t0
@@ -586,7 +672,7 @@ def _launch_and_record(family: str, tmp_path: Path) -> LiveRun:
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     return LiveRun(family, publishers, messages, frames, proc.proc.returncode, proc.output,
-                   time.monotonic() - t0, t_discovered, joiner.run_id)
+                   time.monotonic() - t0, t_discovered, joiner.run_id, graph_types)
 
 
 @pytest.fixture(scope="module", params=CONFIGS)
@@ -636,6 +722,35 @@ def test_every_referenced_topic_is_published_with_the_displays_type(live: LiveRu
             assert all(channel in [f.name for f in m.fields] for m in clouds), (r.topic, channel)
         if r.display == "rviz_default_plugins/RobotModel":
             assert live.messages[r.topic][-1].data == URDF.read_text()
+
+
+@pytest.mark.graph
+def test_every_foxglove_layout_topic_is_served_with_the_panels_type(live: LiveRun) -> None:
+    """The family's Foxglove layout names only topics the run has, that the foxglove_bridge serves (not
+    left out by its default exclude), of a type its panel shows; a plot's field path is a number of that
+    type; a cloud's colour field is a field of the clouds the run sent."""
+    assert live.status == 0, live.output[-3000:]
+    from qrsim_ros.bag.topics import left_out
+    from qrsim_ros.nodes.foxglove_bridge import DEFAULT_EXCLUDE
+
+    refs = layout_refs(live.family)
+    missing = sorted({r.topic for r in refs} - set(live.graph_types))
+    assert not missing, f"{live.family}: topics in the layout the run did not have: {missing}"
+    for r in refs:
+        assert not left_out(r.topic, re.compile(DEFAULT_EXCLUDE)), r.topic
+        (msg_type,) = live.graph_types[r.topic]
+        kind = r.panel.split("!")[0]
+        if kind == "3D urdf layer":
+            assert msg_type == "std_msgs/msg/String", (r.topic, msg_type)
+        elif kind in PANEL_TYPES:
+            assert msg_type in PANEL_TYPES[kind], (r.panel, r.topic, msg_type)
+        if r.field_path:
+            value = _field_value(msg_type, r.field_path)
+            assert isinstance(value, int | float) and not isinstance(value, bool), (r.topic, r.field_path)
+        if "colorField" in r.settings:
+            clouds = [m for m in live.messages.get(r.topic, []) if m.width * m.height > 0]
+            assert clouds, f"{r.topic}: no cloud to check the layout's colour field against"
+            assert all(r.settings["colorField"] in [f.name for f in m.fields] for m in clouds), r.topic
 
 
 @pytest.mark.graph

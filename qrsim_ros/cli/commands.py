@@ -15,6 +15,7 @@ HELP_LINES: dict[str, str] = {
     "batch": "many seeded episodes on Dask or local processes, with outcome statistics",
     "launch": "start a scenario's ROS 2 node graph (embedded launcher)",
     "plot": "render PNG figures of a recorded run from its bag or a retrieve run's CSV",
+    "play": "serve a recorded bag on a Foxglove WebSocket at its own pace (watch it as a live run)",
     "verify": "model-check a batch's abstract mission model beside its Monte Carlo results",
 }
 

@@ -75,7 +75,7 @@ from qrsim_ros.cli import CliError, finish_parser, report
 from qrsim_ros.cli.commands import HELP_LINES
 from qrsim_ros.cli.leftovers import LockedTempDir, remove_stale_shm, remove_stale_tempdirs
 from qrsim_ros.cli.subcommand import Subcommand
-from qrsim_ros.core.common.limits import LIMITS
+from qrsim_ros.core.common.limits import FOXGLOVE_PORT, LIMITS
 from qrsim_ros.core.common.validation import shorten
 from qrsim_ros.core.config.loader import load_yaml
 from qrsim_ros.dds import (
@@ -89,7 +89,6 @@ from qrsim_ros.dds import (
     parse_domain_id,
 )
 from qrsim_ros.launch_plan import (
-    FOXGLOVE_PORT,
     PACKAGE,
     NodeSpec,
     PlanError,

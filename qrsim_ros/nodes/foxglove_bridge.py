@@ -16,9 +16,9 @@ Started by ``qrsim launch ... --foxglove [PORT]`` and the launch files' ``foxglo
   and transient local where all publishers offer it, so latched topics such as /tf_static arrive), history
   ``queue_depth``. A message's log time is the node's clock: the simulated time with ``use_sim_time``.
 - Time: the server declares the Time capability and broadcasts the simulated time from /clock, at most
-  every ``TIME_PERIOD_NS`` of it, so the app's clock follows the simulation. (The server queues time
-  messages as control messages, which disconnect a client when its queue is full: one per 20 ms tick
-  filled a 1024 queue in 20 s of a stalled client.)
+  every ``bag.foxglove_endpoint.TIME_PERIOD_NS`` of it, so the app's clock follows the simulation. (The
+  server queues time messages as control messages, which disconnect a client when its queue is full: one
+  per 20 ms tick filled a 1024 queue in 20 s of a stalled client.)
 - A slow client: the server queues at most ``message_backlog`` messages per client and drops the oldest
   beyond that (the graph never waits for a client); the SDK logs the drops on the node's stderr
   (``outbox for client ... full``, then a count of the messages dropped since its last warning).
@@ -29,7 +29,6 @@ to serve other machines), ``exclude``, ``queue_depth``, ``message_backlog``, ``d
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
 import time
@@ -40,6 +39,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from qrsim_ros.bag.foxglove_endpoint import EndpointError, FoxgloveEndpoint
 from qrsim_ros.bag.topics import (
     bag_qos,
     clock_ns,
@@ -49,6 +49,7 @@ from qrsim_ros.bag.topics import (
     subscription_policy,
 )
 from qrsim_ros.bag.types import private_typestore
+from qrsim_ros.core.common.limits import FOXGLOVE_PORT
 from qrsim_ros.ros.message_types import message_class
 from qrsim_ros.ros.node import ParameterError, run_node
 from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters
@@ -56,8 +57,6 @@ from qrsim_ros.ros.parameters import Param, ParamTable, declare_parameters
 #: Wall seconds between two looks at the clients' subscriptions [s].
 HOUSEKEEPING_S = 0.1
 CLOCK_TOPIC = "/clock"
-#: Simulated time between two time broadcasts [ns] (and at every jump back: a reset).
-TIME_PERIOD_NS = 100_000_000
 #: Not advertised by default: ROS's parameter events and the lockstep progress reports (one per node per
 #: tick). The fleet topics are advertised: the plot panels can read a whole fleet from one message.
 DEFAULT_EXCLUDE = "^/(parameter_events|sim/tick_progress)$"
@@ -65,7 +64,8 @@ DEFAULT_EXCLUDE = "^/(parameter_events|sim/tick_progress)$"
 #: The node's parameters (declared in one call at start-up).
 PARAMETERS = ParamTable(
     "foxglove_bridge",
-    Param("port", 8765, "TCP port of the WebSocket server (0: any free port, logged)", lo=0, hi=65535),
+    Param("port", FOXGLOVE_PORT, "TCP port of the WebSocket server (0: any free port, logged)",
+          lo=0, hi=65535),
     Param("address", "127.0.0.1", "address the server binds (0.0.0.0: every interface, other machines too)"),
     Param("exclude", DEFAULT_EXCLUDE, "regular expression of topics not to advertise (empty: none)"),
     Param("queue_depth", 10, "history depth of each subscription (messages held while busy)",
@@ -83,9 +83,6 @@ class FoxgloveBridgeNode(Node):
     NODE_NAME = "foxglove_bridge"
 
     def __init__(self) -> None:
-        import foxglove
-        from foxglove.websocket import Capability
-
         super().__init__(self.NODE_NAME)
         p = self.params = declare_parameters(self, PARAMETERS)
         try:
@@ -93,33 +90,22 @@ class FoxgloveBridgeNode(Node):
         except re.error as exc:
             raise ParameterError(f"parameter 'exclude'={p.exclude!r} is not a regular expression: "
                                  f"{exc}") from None
-        self._foxglove = foxglove
         self._store = private_typestore()
-        self.sdk_log = SdkLog(self.get_logger())
-        sdk_logger = logging.getLogger("foxglove")
-        sdk_logger.addHandler(self.sdk_log)
-        sdk_logger.propagate = False
-        foxglove.set_log_level("INFO")  # before the server starts, or the SDK logs nothing
-        self._foxglove_context = foxglove.Context()
+        log = self.get_logger()
         try:
-            self.server = foxglove.start_server(
-                name="qrsim_ros", host=p.address, port=p.port, capabilities=[Capability.Time],
-                context=self._foxglove_context, message_backlog_size=p.message_backlog)
-        except Exception as exc:  # the SDK raises its own error types (address in use, bad address)
-            raise ParameterError(f"parameters 'address'={p.address!r}, 'port'={p.port}: cannot serve: "
-                                 f"{exc}") from None
-        self._channels: dict[str, Any] = {}
+            self.endpoint = FoxgloveEndpoint(p.address, p.port, p.message_backlog, log.info, log.warning)
+        except EndpointError as exc:
+            raise ParameterError(f"parameters 'address'={p.address!r}, 'port'={p.port}: {exc}") from None
+        self._channels = self.endpoint.channels
         self._types: dict[str, str] = {}
         self._subs: dict[str, Any] = {}
         self._ignored: set[str] = set()
-        self.forwarded = 0
-        self._time_sent_ns = -1
         self._next_discovery = 0.0
         # /clock is always read: the server broadcasts the simulated time whether or not it is watched
         self._discover()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = self.create_timer(HOUSEKEEPING_S, self._housekeeping, clock=steady)
-        self.get_logger().info(f"Foxglove WebSocket server on ws://{p.address}:{self.server.port} "
+        self.get_logger().info(f"Foxglove WebSocket server on {self.endpoint.url} "
                                "(open it in Foxglove or Lichtblick)")
 
     # --- discovery ------------------------------------------------------------------------------------
@@ -139,10 +125,7 @@ class FoxgloveBridgeNode(Node):
                 self.get_logger().warning(f"not advertising {name}: message type {msgtype} is unknown here")
                 self._ignored.add(name)
                 continue
-            schema = self._foxglove.Schema(name=msgtype, encoding="ros2msg",
-                                           data=message_definition(self._store, msgtype).encode("utf-8"))
-            self._channels[name] = self._foxglove.Channel(name, schema=schema, message_encoding="cdr",
-                                                          context=self._foxglove_context)
+            self.endpoint.add_channel(name, msgtype, message_definition(self._store, msgtype))
             self._types[name] = msgtype
         if CLOCK_TOPIC in self._channels and CLOCK_TOPIC not in self._subs:
             self._subscribe(CLOCK_TOPIC)
@@ -166,52 +149,30 @@ class FoxgloveBridgeNode(Node):
             history=HistoryPolicy.KEEP_LAST, depth=self.params.queue_depth,
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
-        callback = self._on_clock if name == CLOCK_TOPIC else self._forward(self._channels[name])
+        callback = self._on_clock if name == CLOCK_TOPIC else self._forward(name)
         self._subs[name] = self.create_subscription(message_class(self._types[name]), name, callback, qos,
                                                     raw=True)
 
     # --- messages -------------------------------------------------------------------------------------
 
-    def _forward(self, channel: Any) -> Callable[[bytes], None]:
-        now = self.get_clock().now
+    def _forward(self, name: str) -> Callable[[bytes], None]:
+        now, log = self.get_clock().now, self.endpoint.log
 
         def on_message(data: bytes) -> None:
-            channel.log(data, log_time=now().nanoseconds)
-            self.forwarded += 1
+            log(name, data, now().nanoseconds)
 
         return on_message
 
     def _on_clock(self, data: bytes) -> None:
         t_ns = clock_ns(data)
-        channel = self._channels[CLOCK_TOPIC]
-        if channel.has_sinks():
-            channel.log(data, log_time=t_ns)
-            self.forwarded += 1
-        if self._time_sent_ns < 0 or not 0 <= t_ns - self._time_sent_ns < TIME_PERIOD_NS:
-            self._time_sent_ns = t_ns
-            self.server.broadcast_time(t_ns)
+        if self._channels[CLOCK_TOPIC].has_sinks():
+            self.endpoint.log(CLOCK_TOPIC, data, t_ns)
+        self.endpoint.time(t_ns)
 
     def close_outputs(self) -> None:
         """Stop the server (run_node calls it once the spin ended): the clients see the socket close."""
-        self.get_logger().info(f"forwarded {self.forwarded} messages on {len(self._channels)} channels; "
-                               f"{self.sdk_log.drop_warnings} warnings of messages dropped for slow clients")
-        self.server.stop()
-
-
-class SdkLog(logging.Handler):
-    """The SDK's log records (its Rust core logs through Python's ``logging``, logger ``foxglove...``) on
-    the node's log, counting the warnings of messages dropped for a slow client."""
-
-    def __init__(self, logger: Any) -> None:
-        super().__init__(logging.INFO)
-        self.logger = logger
-        self.drop_warnings = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = f"{record.name}: {record.getMessage()}"
-        if "full" in text or "dropp" in text:
-            self.drop_warnings += 1
-        (self.logger.warning if record.levelno >= logging.WARNING else self.logger.info)(text)
+        self.get_logger().info(self.endpoint.summary())
+        self.endpoint.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

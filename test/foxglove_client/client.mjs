@@ -58,7 +58,7 @@ client.on("time", ({ timestamp }) => { if (!stalled) out({ time: timestamp }); }
 client.on("advertise", (channels) => {
   advertised = advertised.concat(channels);
   out({ channels: channels.map((c) => ({ id: c.id, topic: c.topic, encoding: c.encoding,
-    schemaName: c.schemaName, schemaEncoding: c.schemaEncoding })) });
+    schemaName: c.schemaName, schemaEncoding: c.schemaEncoding, schema: c.schema })) });
   for (const ch of channels) {
     if (!all && !topics.includes(ch.topic)) continue;
     const reader = new MessageReader(parse(ch.schema, { ros2: true }));

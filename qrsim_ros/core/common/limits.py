@@ -72,6 +72,9 @@ MAX_SEED = 2**31 - 1
 #: vehicle_dynamics' default lockstep window [ticks]; example_autopilot paces its progress reports by the
 #: same window (the launch plan gives it vehicle_dynamics' value).
 LOCKSTEP_WINDOW_TICKS = 25
+#: The Foxglove WebSocket's port when none is named (``--foxglove``, ``foxglove:=true``, ``qrsim play``):
+#: the Foxglove app's default connection, ws://localhost:8765.
+FOXGLOVE_PORT = 8765
 
 _ROWS = (
     Limit("num_vehicles", 0, MAX_GRAPH_VEHICLES, "vehicles",

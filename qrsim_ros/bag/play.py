@@ -27,14 +27,16 @@ class PlayError(Exception):
 
 @dataclass
 class PlayStats:
+    """One pass over the bag: messages sent, their log-time span [ns] (first, last), the wall time [s]."""
+
     messages: int = 0
-    first_ns: int | None = None
-    last_ns: int | None = None
+    span_ns: tuple[int, int] | None = None
     wall_s: float = 0.0
 
     @property
     def bag_s(self) -> float:
-        return 0.0 if self.first_ns is None or self.last_ns is None else (self.last_ns - self.first_ns) * 1e-9
+        """The bag's time the pass covered [s]."""
+        return 0.0 if self.span_ns is None else (self.span_ns[1] - self.span_ns[0]) * 1e-9
 
 
 def _definition(conn: Any, store: Any) -> str | None:
@@ -97,11 +99,12 @@ class BagPlayer:
                 endpoint.add_channel(topic, msgtype, definition)
         stats = PlayStats()
         t_wall0 = time.monotonic()
+        first_ns: int | None = None
         for topic, t_ns, raw in self.messages():
-            if stats.first_ns is None:
-                stats.first_ns = t_ns
+            if first_ns is None:
+                first_ns = t_ns
             if rate > 0:
-                due = t_wall0 + (t_ns - stats.first_ns) * 1e-9 / rate
+                due = t_wall0 + (t_ns - first_ns) * 1e-9 / rate
                 while (ahead := due - time.monotonic()) > 0 and not stop():
                     sleep(min(ahead, 0.1))  # pacing to the bag's clock, looking at stop() at least at 10 Hz
             if stop():
@@ -109,6 +112,6 @@ class BagPlayer:
             endpoint.time(t_ns)
             endpoint.log(topic, raw, t_ns)
             stats.messages += 1
-            stats.last_ns = t_ns
+            stats.span_ns = (first_ns, t_ns)
         stats.wall_s = time.monotonic() - t_wall0
         return stats

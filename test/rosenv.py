@@ -45,19 +45,25 @@ def sensor_messages(sim: Any, has_fix: Any = None) -> tuple[list[Any], list[Any]
     (sensor_msgs/Imu, the altimeter's Altitude, NavSatFix, TwistStamped velocity), one per vehicle;
     ``has_fix`` (N,) bools, default all."""
     import numpy as np
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import Imu
 
+    from qrsim_ros.ros.cdr import HeaderFloat64Messages
     from qrsim_ros.ros.to_messages import (
+        IMU_FLOAT64_FIELDS,
         altitude_message,
         imu_columns,
-        imu_messages,
+        imu_float64_block,
         navsatfix_message,
         velocity_message,
     )
 
     n, a, g = sim.num_vehicles, sim.ahars, sim.gps
     fix = np.ones(n, bool) if has_fix is None else has_fix
-    imu = imu_columns(a.orientation, a.angular_velocity, a.acceleration)
-    imus = imu_messages(None, ["f"] * n, range(n), imu, np.zeros(3), np.zeros(3), np.zeros(3))
+    imu = imu_float64_block(imu_columns(a.orientation, a.angular_velocity, a.acceleration), np.zeros(3),
+                            np.zeros(3), np.zeros(3))
+    imus = [deserialize_message(raw, Imu) for raw in
+            HeaderFloat64Messages(["f"] * n, IMU_FLOAT64_FIELDS).encode(0, 0, range(n), imu)]
     alts = [altitude_message(None, "f", a.height_m[i], a.vertical_speed_mps[i], 0.0) for i in range(n)]
     fixes = [navsatfix_message(None, "f", g.lla[i], g.position_variance_ned[i], fix[i]) for i in range(n)]
     vels = [velocity_message(None, "map", g.velocity_ned[i]) for i in range(n)]

@@ -239,38 +239,26 @@ def imu_columns(euler_ned_frd: Array, rates_frd: Array, specific_force_frd: Arra
                       frd_to_flu(np.asarray(specific_force_frd, float).reshape(-1, 3))])
 
 
-def imu_messages(stamp: Any, frames: Sequence[str], vehicles: Sequence[int], columns: Array,
-                 var_orientation: Array, var_rates: Array, var_accel: Array,
-                 reuse: dict[int, Any] | None = None) -> list[Any]:
-    """sensor_msgs/Imu per vehicle in ``vehicles`` (REP-145, frame base_link FLU) from ``columns``, the rows
-    of ``imu_columns`` (one per vehicle of ``vehicles``): orientation (FLU body in ENU), angular velocity
-    (FLU) [rad/s], specific force (FLU) [m/s^2]. Covariances: diagonal error variances (Euler-angle
-    variances for roll, pitch, yaw). ``reuse``: vehicle -> message, refilled instead of built anew (a node
-    publishing every tick: building an Imu costs more than filling one), new ones added.
-    """
-    from sensor_msgs.msg import Imu
+#: float64 values of sensor_msgs/Imu after its header: orientation (4) and its covariance (9), angular
+#: velocity (3) and covariance (9), linear acceleration (3) and covariance (9).
+IMU_FLOAT64_FIELDS = 37
 
-    idx = np.asarray(vehicles, int)
-    cov_o, cov_w, cov_a = _diag9(var_orientation), _diag9(var_rates), _diag9(var_accel)
-    reuse = {} if reuse is None else reuse
-    out = []
-    for row, i in zip(columns.tolist(), idx.tolist(), strict=True):
-        m = reuse.get(i)
-        if m is None:
-            m = reuse[i] = Imu()
-        m.header.stamp = stamp
-        m.header.frame_id = frames[i]
-        o = m.orientation
-        o.x, o.y, o.z, o.w = row[0:4]
-        a = m.angular_velocity
-        a.x, a.y, a.z = row[4:7]
-        la = m.linear_acceleration
-        la.x, la.y, la.z = row[7:10]
-        m.orientation_covariance = cov_o
-        m.angular_velocity_covariance = cov_w
-        m.linear_acceleration_covariance = cov_a
-        out.append(m)
-    return out
+
+def imu_float64_block(columns: Array, var_orientation: Array, var_rates: Array, var_accel: Array) -> Array:
+    """sensor_msgs/Imu's float64 fields (M, ``IMU_FLOAT64_FIELDS``) of M vehicles, in the message's order
+    (REP-145, frame base_link FLU; serialised by ``cdr.HeaderFloat64Messages``), from ``columns``, the rows
+    of ``imu_columns``: orientation (FLU body in ENU), angular velocity (FLU) [rad/s], specific force
+    (FLU) [m/s^2]. Covariances: diagonal error variances (Euler-angle variances for roll, pitch, yaw)."""
+    c = np.asarray(columns, float).reshape(-1, 10)
+    block = np.zeros((len(c), IMU_FLOAT64_FIELDS))
+    block[:, 0:4], block[:, 13:16], block[:, 25:28] = c[:, 0:4], c[:, 4:7], c[:, 7:10]
+    block[:, 4:13], block[:, 16:25], block[:, 28:37] = (_diag9(var_orientation), _diag9(var_rates),
+                                                        _diag9(var_accel))
+    return block
+
+
+#: float64 values of qrsim_ros/Altitude after its header: height, vertical speed, height variance.
+ALTITUDE_FLOAT64_FIELDS = 3
 
 
 def altitude_message(stamp: Any, frame: str, height_m: float, vertical_speed_mps: float,

@@ -43,6 +43,7 @@ every task step until the next reset.
 
 from __future__ import annotations
 
+import array
 import sys
 from typing import Any
 
@@ -249,7 +250,6 @@ class RefereeNode(ScenarioNode):
             hist.clear()
         if self.mouse is not None:
             self.positions.clear()
-        self._publish_terrain(k)
         self._markers_due = True
         self._markers_tick = -(10**9)  # tick numbers restart: publish the new episode's markers at once
         self.display.new_episode(x, self.tick)
@@ -383,6 +383,7 @@ class RefereeNode(ScenarioNode):
                 self.retrieve.new_episode(episode, k, listed_faults(status))
                 self.retrieve.publish_devices(k)
             self._publish_status(k)
+            self._publish_terrain(k)  # after the status the autopilots answer (big at 100 vehicles)
         else:
             if k <= self.tick:  # a tick of this episode already refereed (re-sent): nothing new
                 return
@@ -505,7 +506,7 @@ class RefereeNode(ScenarioNode):
         msg.info.origin.position.y = float(geo.xmin_m)  # north
         msg.info.origin.position.z = float(-self.area.ground_z_m)
         msg.info.origin.orientation.w = 1.0
-        msg.data = terrain.grid.astype(np.int8).ravel().tolist()
+        msg.data = array.array("b", terrain.grid.astype(np.int8).tobytes())  # a buffer, not a list of cells
         self._terrain_pub.publish(msg)
         self.display.publish_terrain(msg, terrain.num_classes - 1)
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qrsim_ros.core.common.paged import paged_zeros
 from qrsim_ros.core.common.validation import (
     ConfigError,
     between,
@@ -257,8 +258,9 @@ class EvidenceMap:
         self.cell_m = float(cell_m)
         self.shape = (max(2, math.ceil((limits_ned[1] - limits_ned[0]) / cell_m)),
                       max(2, math.ceil((limits_ned[3] - limits_ned[2]) / cell_m)))
-        self.llkd = np.zeros(self.shape)
-        self.blocked = np.zeros((self.shape[0] - 1, self.shape[1] - 1), bool)
+        # written one camera frame at a time: memory taken 4 KB at a time (paged_zeros' docstring)
+        self.llkd = paged_zeros(self.shape)
+        self.blocked = paged_zeros((self.shape[0] - 1, self.shape[1] - 1), bool)
 
     def add(self, centres_ned: Array, llkd: Array) -> tuple[slice, slice] | None:
         """Add windows' llkd at their ground centres (M, 2|3) [m]; NaN windows and outside are skipped.

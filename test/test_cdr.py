@@ -87,3 +87,19 @@ def test_altitude_and_twist_bytes_are_rclpys_serialisation() -> None:
 def test_a_block_of_the_wrong_shape_is_refused() -> None:
     with pytest.raises(ValueError, match=r"values of shape \(2, 3\), expected \(2, 37\)"):
         HeaderFloat64Messages(FRAMES, 37).encode(0, 0, [0, 1], np.zeros((2, 3)))
+
+
+def test_the_stamp_is_read_from_a_serialised_message_without_deserialising_it() -> None:
+    require_ros()
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import NavSatFix
+
+    from qrsim_ros.ros.cdr import header_stamp_ns
+
+    m = NavSatFix()
+    m.header.stamp = _stamp(12, 340_000_000)
+    m.header.frame_id = "uav7/gps"
+    assert header_stamp_ns(bytes(serialize_message(m))) == 12_340_000_000
+    # big-endian CDR (encapsulation 00 00), as another DDS vendor may send it
+    big = b"\x00\x00\x00\x00" + (-2).to_bytes(4, "big", signed=True) + (5).to_bytes(4, "big") + b"\x00" * 8
+    assert header_stamp_ns(big) == -2 * 1_000_000_000 + 5

@@ -35,18 +35,15 @@ def test_a_scenarios_gps_at_5_hz_is_due_every_tenth_tick() -> None:
 
 def _feed(inputs: Any, k: int, vehicles: range, keys: set[str] | None = None) -> None:
     """Every input of tick ``k`` that ``inputs`` awaits arrives (only ``keys`` if given)."""
-    from qrsim_ros.ros.stamps import stamp_from_tick
-
     for i in vehicles:
         for key, tick in inputs.awaited(k, i):
             if keys is None or key in keys:
-                inputs.arrived(key, i, stamp_from_tick(tick))
+                inputs.arrived(key, i, tick)
 
 
 def test_a_step_waits_for_its_status_then_every_valid_vehicles_inputs() -> None:
     from types import SimpleNamespace
 
-    from qrsim_ros.ros.stamps import stamp_from_tick
     from qrsim_ros.ros.step_inputs import BATTERY, CAMERA, StepInputs
 
     sc = load_scenario("search_rescue_2c", {"seed": 1, "num_vehicles": 3})
@@ -61,20 +58,20 @@ def test_a_step_waits_for_its_status_then_every_valid_vehicles_inputs() -> None:
     assert inputs.missing(k) == "uav3/imu/data"  # uav2 is invalid: nothing awaited from it
     _feed(inputs, k, range(2, 3), keys={IMU, ALT, FIX, VEL, BATTERY})
     assert inputs.missing(k) == "uav3/camera/detections"
-    inputs.arrived(CAMERA, 2, stamp_from_tick(k - 50))  # the previous frame is not this tick's
+    inputs.arrived(CAMERA, 2, k - 50)  # the previous frame is not this tick's
     assert inputs.missing(k) == "uav3/camera/detections"
     # a camera_off fault on uav3: its camera publishes nothing, so nothing is awaited from it
     inputs.vehicle_status(k, [True, False, True], [SimpleNamespace(vehicle=2, kind="camera_off")])
     assert inputs.missing(k) is None
     inputs.vehicle_status(k, [True, False, True], [])
-    inputs.arrived(CAMERA, 2, stamp_from_tick(k))
+    inputs.arrived(CAMERA, 2, k)
     assert inputs.missing(k) is None
 
 
 def test_between_gps_ticks_the_latest_fix_is_awaited_and_off_grid_stamps_never_count() -> None:
     from builtin_interfaces.msg import Time
 
-    from qrsim_ros.ros.stamps import stamp_from_tick
+    from qrsim_ros.ros.stamps import tick_of_stamp
     from qrsim_ros.ros.step_inputs import StepInputs
 
     sc = load_scenario("search_rescue_2c", {"seed": 1, "num_vehicles": 1})
@@ -84,9 +81,9 @@ def test_between_gps_ticks_the_latest_fix_is_awaited_and_off_grid_stamps_never_c
     assert dict(inputs.awaited(k, 0)) == {IMU: 37, ALT: 37, FIX: 30, VEL: 30}
     _feed(inputs, k, range(1))
     assert inputs.missing(k) is None
-    inputs.arrived(FIX, 0, Time(sec=0, nanosec=601_000_000))  # 0.601 s: off the 20 ms grid
+    inputs.arrived(FIX, 0, tick_of_stamp(Time(sec=0, nanosec=601_000_000)))  # 0.601 s: off the 20 ms grid
     assert inputs.missing(k) == "uav1/gps/fix"
-    inputs.arrived(FIX, 0, stamp_from_tick(30))
+    inputs.arrived(FIX, 0, 30)
     assert inputs.missing(k) is None
 
 

@@ -64,7 +64,7 @@ from sensor_msgs.msg import BatteryState, Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
 from qrsim_ros.core.common.limits import LOCKSTEP_WINDOW_TICKS
-from qrsim_ros.core.common.ticks import BASE_DT_S
+from qrsim_ros.core.common.ticks import BASE_DT_S, tick_of_ns
 from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.vehicles.estimated_state import EAST, HEADING, HEIGHT, NORTH, hold_pose
 from qrsim_ros.core.vehicles.fleet_control import LOW_LEVEL_MODES
@@ -83,6 +83,7 @@ from qrsim_ros.msg import (
 )
 from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
+from qrsim_ros.ros.cdr import header_stamp_ns
 from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
 from qrsim_ros.ros.from_messages import cloud_points, listed_faults
 from qrsim_ros.ros.latest_samples import LatestSamples
@@ -190,9 +191,10 @@ class ExampleAutopilotNode(ScenarioNode):
                                                  (TwistStamped, "gps/vel", a.set_gps_velocity, VEL)):
                 if on_demand:
                     self.latest.add(msg_type, f"{ns}/{topic}", partial(store, i), raw=True)
-                else:
+                else:  # serialised: only the tick is read until the estimate needs the sample
                     self.create_subscription(msg_type, f"{ns}/{topic}",
-                                             partial(self._on_estimate, store, kind, i), QOS_RELIABLE)
+                                             partial(self._on_estimate, store, kind, i), QOS_RELIABLE,
+                                             raw=True)
             if sc.task.type == "search_rescue":
                 self.create_subscription(PointCloud2, f"{ns}/camera/detections",
                                          lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
@@ -266,14 +268,15 @@ class ExampleAutopilotNode(ScenarioNode):
         return TopicView(self.scenario)
 
     # --- observations ---------------------------------------------------------------------------------
-    def _on_estimate(self, store: Any, kind: str, i: int, msg: Any) -> None:
-        store(i, msg)
-        self._arrived(kind, i, msg.header.stamp)
+    def _on_estimate(self, store: Any, kind: str, i: int, raw: bytes) -> None:
+        store(i, raw)
+        self._arrived(kind, i, tick_of_ns(header_stamp_ns(raw)))
 
-    def _arrived(self, key: str, i: int, stamp: Any) -> None:
-        """Lockstep: vehicle ``i``'s ``key`` input (``step_inputs``) stamped ``stamp`` is in."""
+    def _arrived(self, key: str, i: int, k: int | None) -> None:
+        """Lockstep: vehicle ``i``'s ``key`` input (``step_inputs``) of tick ``k`` is in (None: off the
+        tick grid)."""
         if self._inputs is not None:
-            self._inputs.arrived(key, i, stamp)
+            self._inputs.arrived(key, i, k)
             self._try_answer()
 
     def _on_vehicle_status(self, msg: VehicleStatus) -> None:
@@ -297,16 +300,16 @@ class ExampleAutopilotNode(ScenarioNode):
         xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=-1).astype(float)
         self.view.frames[i] = CameraFrame(seconds_of_stamp(msg.header.stamp), enu_to_ned(xyz),
                                           pts["llkd"].astype(float))
-        self._arrived(CAMERA, i, msg.header.stamp)
+        self._arrived(CAMERA, i, tick_of_stamp(msg.header.stamp))
 
     def _on_concentration(self, i: int, msg: Concentration) -> None:
         self.view.concentration[i] = msg.concentration
-        self._arrived(PLUME, i, msg.header.stamp)
+        self._arrived(PLUME, i, tick_of_stamp(msg.header.stamp))
 
     def _on_charge(self, i: int, msg: BatteryState) -> None:
         self.view.charge[i] = msg.percentage
         self.view.voltage_v[i] = msg.voltage
-        self._arrived(BATTERY, i, msg.header.stamp)
+        self._arrived(BATTERY, i, tick_of_stamp(msg.header.stamp))
 
     def _on_rx(self, i: int, msg: CommsPacket) -> None:
         """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""

@@ -25,6 +25,14 @@ from numpy.typing import NDArray
 
 #: CDR, little endian, no options.
 ENCAPSULATION_LE = b"\x00\x01\x00\x00"
+_STAMP = {0: struct.Struct(">iI"), 1: struct.Struct("<iI")}  # by the encapsulation's byte order
+
+
+def header_stamp_ns(raw: bytes) -> int:
+    """The ``header.stamp`` [ns] of a serialised message whose first field is a std_msgs/Header (read
+    without deserialising the rest: a lockstep reader wants only the tick of most samples)."""
+    sec, nanosec = _STAMP[raw[1] & 1].unpack_from(raw, 4)
+    return sec * 1_000_000_000 + nanosec
 
 
 class HeaderFloat64Messages:

@@ -30,7 +30,6 @@ from qrsim_ros.core.common.validation import ticks_per_update
 from qrsim_ros.core.engine.builders import has_camera
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.ros.sensor_ticks import ALT, FIX, IMU, VEL, SensorSchedule
-from qrsim_ros.ros.stamps import tick_of_stamp
 
 #: Keys of the awaited inputs besides the estimated-state sensors (``sensor_ticks``).
 CAMERA, PLUME, BATTERY = "camera", "plume", "battery"
@@ -62,9 +61,9 @@ class StepInputs:
         # on each arrival resumes there (O(N) per tick, not O(N^2)) unless one of them got a new message
         self._resume = (-1, 0)
 
-    def arrived(self, key: str, i: int, stamp: Any) -> None:
-        """Vehicle ``i``'s ``key`` message stamped ``stamp`` arrived (off the tick grid: never awaited)."""
-        k = tick_of_stamp(stamp)
+    def arrived(self, key: str, i: int, k: int | None) -> None:
+        """Vehicle ``i``'s ``key`` message of tick ``k`` arrived (None: stamped off the tick grid, never
+        awaited)."""
         self._tick[(key, i)] = -1 if k is None else k
         if i < self._resume[1]:  # a vehicle already found complete changed: check from the start again
             self._resume = (-1, 0)

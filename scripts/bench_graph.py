@@ -52,7 +52,7 @@ CASES = {
                               "--single-process")),
     **{f"sr{n}": Case(f"search and rescue 2C, {n} vehicles, example autopilot, lockstep, rtf 0",
                       ("search_rescue", "--variant", "2c", "--num-vehicles", str(n), "--lockstep",
-                       "--real-time-factor", "0")) for n in (1, 3, 10, 50)},
+                       "--real-time-factor", "0")) for n in (1, 3, 10, 50, 100)},
     "scene1": Case("search and rescue among 200 obstacles, 1 vehicle, VLP-16 + fisheye 640 x 480 + depth + "
                    "range finder, example autopilot, free-running, rtf 1",
                    ("search_rescue_scene", "--no-lockstep", "--real-time-factor", "1"),

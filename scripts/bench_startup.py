@@ -32,6 +32,7 @@ CASES = (
     ("replay", "--bogus"),
     ("plot", "--bogus"),
     ("verify", "--bogus"),
+    ("play", "--bogus"),
 )
 
 

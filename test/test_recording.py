@@ -184,6 +184,33 @@ def test_missing_clock_ticks_are_counted_per_episode() -> None:
     assert gaps.missing() == (4, 20 + 5)
 
 
+def test_missing_messages_of_periodic_stamped_topics_are_counted_and_named() -> None:
+    from qrsim_ros.bag.gaps import PROBATION, StampGaps, missing_summary
+
+    tick = 20_000_000
+    imu, gps, markers = StampGaps(), StampGaps(), StampGaps()
+    for k in [*range(0, 40), *range(45, 60)]:  # imu: ticks 40-44 lost
+        imu.count(k * tick)
+        if k == 50:
+            imu.count(k * tick)  # a lockstep re-send of tick 50 counts once
+    for k in range(0, 60, 10):  # gps every 10 ticks, complete
+        gps.count(k * tick)
+    for k in (0, 1, 3, 4, 8, 9, 11, 20, 21, 22, 40, 41):  # published on change: never judged
+        markers.count(k * tick)
+    assert imu.missing() == (5, 60) and gps.missing() is None  # gps: fewer than PROBATION steps yet
+    assert markers.missing() is None and markers.irregular
+    for k in range(60, 60 + 10 * PROBATION, 10):
+        gps.count(k * tick)
+    assert gps.missing() == (0, 16) and gps.step_ns == 10 * tick
+    for k in (0, 1, 2, 4):  # a reset: imu restarts at 0 and loses tick 3
+        imu.count(k * tick)
+    assert imu.missing() == (6, 65)
+    summary = missing_summary({"/uav1/imu/data": imu, "/uav1/gps/fix": gps, "/viz/gps": markers})
+    assert summary == ("6 messages are missing from 1 of the 2 periodic stamped topics "
+                       "(/uav1/imu/data 6 of 65)")
+    assert missing_summary({"/uav1/gps/fix": gps}) is None
+
+
 # --- refusing to overwrite --------------------------------------------------------------------------------
 
 def test_launch_refuses_to_record_over_a_non_empty_directory(tmp_path: Path) -> None:

@@ -87,6 +87,13 @@ def left_out(name: str, exclude: re.Pattern[str] | None) -> bool:
             or any(part.startswith("_") for part in name.split("/")))
 
 
+def starts_with_header(store: Typestore, msgtype: str) -> bool:
+    """Whether ``msgtype`` (in ``store``) begins with a ``std_msgs/Header`` field named ``header``: its
+    serialised stamp is then at a fixed place (``ros.cdr.header_stamp_ns``)."""
+    fields = store.fielddefs[msgtype][1]
+    return bool(fields) and fields[0][0] == "header" and fields[0][1][1] == "std_msgs/msg/Header"
+
+
 def split_type(msgtype: str) -> tuple[str, str, str]:
     """``pkg/msg/Name`` -> (pkg, msg, Name); ValueError for anything else."""
     parts = msgtype.split("/")

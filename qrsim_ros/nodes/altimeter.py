@@ -17,15 +17,18 @@ tick's /sim/vehicle_status act as in the Simulator. Parameters: ``scenario``, ``
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.core.engine.faults import FaultModels
-from qrsim_ros.ros.cdr import HeaderFloat64Messages
-from qrsim_ros.ros.fleet_topics import ALTIMETER_COLUMNS, FLEET_ALTIMETER_TOPIC, SampleOutput, listened
+from qrsim_ros.ros.fleet_topics import (
+    ALTIMETER_COLUMNS,
+    FLEET_ALTIMETER_TOPIC,
+    SampleOutput,
+    SerialisedPerVehicle,
+)
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -46,9 +49,11 @@ class AltimeterNode(GroundTruthNode):
         self._variance_m2 = self.altimeter.variances()[0]
         self._frames = [base_link_frame(i) for i in range(self.num_vehicles)]
         self._pubs = self.per_vehicle_publishers(Altitude, "altimeter")
-        self._serialised = HeaderFloat64Messages(self._frames, ALTITUDE_FLOAT64_FIELDS)  # published as bytes
+        # uavN/altimeter serialised: height, vertical speed (the fleet rows) and the height variance
+        per_vehicle = SerialisedPerVehicle(self._pubs, self._frames, ALTITUDE_FLOAT64_FIELDS,
+                                           lambda v: np.column_stack([v, np.full(len(v), self._variance_m2)]))
         self._output = SampleOutput(self, FLEET_ALTIMETER_TOPIC, ALTIMETER_COLUMNS, self.params.run_id,
-                                    self._per_vehicle)
+                                    per_vehicle)
         self.follow_ground_truth("barometric altimeter", fault_models=FaultModels(ahars=ahars))
 
     def on_tick(self, k: int, x: Array, accel: Array | None, present: np.ndarray, valid: np.ndarray,
@@ -64,15 +69,6 @@ class AltimeterNode(GroundTruthNode):
 
     def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
         return self._output.repeated(k, first)
-
-    def _per_vehicle(self, stamp: Any, rows: np.ndarray, values: np.ndarray) -> Outgoing:
-        """``uavN/altimeter`` of the vehicles ``rows`` whose topic has a reader (serialised messages:
-        height, vertical speed, the height variance)."""
-        heard = listened(self._pubs, rows)
-        block = np.column_stack([values[heard], np.full(len(heard), self._variance_m2)])
-        msgs = self._serialised.encode(stamp.sec, stamp.nanosec, rows[heard], block)
-        return list(zip([self._pubs[i] for i in rows[heard]], msgs, strict=True))
-
 
 def main() -> int:
     return run_node(AltimeterNode)

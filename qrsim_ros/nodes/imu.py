@@ -25,15 +25,13 @@ Parameters: ``scenario``, ``seed``, ``num_vehicles`` (``ros.ground_truth.GROUND_
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import numpy as np
 
 from qrsim_ros.core.common.frames import Array
 from qrsim_ros.core.engine.builders import build_ahars
 from qrsim_ros.core.engine.faults import FaultModels
-from qrsim_ros.ros.cdr import HeaderFloat64Messages
-from qrsim_ros.ros.fleet_topics import FLEET_IMU_TOPIC, IMU_COLUMNS, SampleOutput, listened
+from qrsim_ros.ros.fleet_topics import FLEET_IMU_TOPIC, IMU_COLUMNS, SampleOutput, SerialisedPerVehicle
 from qrsim_ros.ros.ground_truth import GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import base_link_frame
 from qrsim_ros.ros.node import run_node
@@ -54,8 +52,8 @@ class ImuNode(GroundTruthNode):
         self._sensors = (self.ahars.accelerometer, self.ahars.gyroscope, self.ahars.orientation_estimator)
         self._frames = [base_link_frame(i) for i in range(n)]
         self._pubs = self.per_vehicle_publishers(Imu, "imu/data")
-        self._serialised = HeaderFloat64Messages(self._frames, IMU_FLOAT64_FIELDS)  # published as bytes
-        self._output = SampleOutput(self, FLEET_IMU_TOPIC, IMU_COLUMNS, self.params.run_id, self._per_vehicle)
+        per_vehicle = SerialisedPerVehicle(self._pubs, self._frames, IMU_FLOAT64_FIELDS, self._imu_fields)
+        self._output = SampleOutput(self, FLEET_IMU_TOPIC, IMU_COLUMNS, self.params.run_id, per_vehicle)
         self.follow_ground_truth("accelerometer, gyroscope, orientation estimator", with_accel=True,
                                  fault_models=FaultModels(ahars=self.ahars))
 
@@ -80,13 +78,10 @@ class ImuNode(GroundTruthNode):
     def on_repeated_tick(self, k: int, first: Outgoing) -> Outgoing:
         return self._output.repeated(k, first)
 
-    def _per_vehicle(self, stamp: Any, rows: np.ndarray, values: np.ndarray) -> Outgoing:
-        """``uavN/imu/data`` of the vehicles ``rows`` whose topic has a reader (serialised messages)."""
+    def _imu_fields(self, values: np.ndarray) -> np.ndarray:
+        """``uavN/imu/data``'s float64 fields of the rows ``values`` of ``imu_columns``."""
         acc, gyro, orient = self._sensors
-        heard = listened(self._pubs, rows)
-        block = imu_float64_block(values[heard], orient.variance(), gyro.variance(), acc.variance())
-        msgs = self._serialised.encode(stamp.sec, stamp.nanosec, rows[heard], block)
-        return list(zip([self._pubs[i] for i in rows[heard]], msgs, strict=True))
+        return imu_float64_block(values, orient.variance(), gyro.variance(), acc.variance())
 
 
 def main() -> int:

@@ -49,9 +49,19 @@ from typing import Any
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from qrsim_ros.bag.topics import bag_qos, clock_ns, compatible, ensure_type, left_out, subscription_policy
+from qrsim_ros.bag.gaps import StampGaps, missing_summary
+from qrsim_ros.bag.topics import (
+    bag_qos,
+    clock_ns,
+    compatible,
+    ensure_type,
+    left_out,
+    starts_with_header,
+    subscription_policy,
+)
 from qrsim_ros.bag.types import private_typestore
 from qrsim_ros.bag.writer import COMPRESSIONS, BagWriteError, BagWriterError, SplitBagWriter
+from qrsim_ros.ros.cdr import header_stamp_ns
 from qrsim_ros.ros.message_types import message_class
 from qrsim_ros.ros.names import VEHICLE_STATUS_TOPIC
 from qrsim_ros.ros.node import Counters, ParameterError, run_node
@@ -143,6 +153,7 @@ class RecorderNode(RunMemberNode):
             raise ParameterError(f"parameter 'output_dir'={output_dir!r}: {exc}") from None
 
         self._clock_gaps = ClockGaps()
+        self._stamp_gaps: dict[str, StampGaps] = {}  # per topic whose first field is a std_msgs/Header
         # Bag time [ns]: the latest /clock (+ the lengths of earlier episodes).
         self._now_ns = 0
         self._last_clock_ns = -1
@@ -292,7 +303,10 @@ class RecorderNode(RunMemberNode):
             history=HistoryPolicy.KEEP_LAST, depth=self.params.queue_depth,
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
-        callback = self._clock_callback(topic_id) if name == CLOCK_TOPIC else self._callback(topic_id)
+        gaps = None
+        if name != CLOCK_TOPIC and starts_with_header(self._store, msgtype):
+            gaps = self._stamp_gaps[name] = StampGaps()
+        callback = self._clock_callback(topic_id) if name == CLOCK_TOPIC else self._callback(topic_id, gaps)
         if name == VEHICLE_STATUS_TOPIC and self._progress is not None:
             callback = self._progress.after(callback)
         self._subs[name] = self.create_subscription(cls, name, callback, qos, raw=True)
@@ -318,24 +332,17 @@ class RecorderNode(RunMemberNode):
 
     # --- messages -------------------------------------------------------------------------------------
 
-    def _callback(self, topic_id: int) -> Callable[[bytes], None]:
+    def _callback(self, topic_id: int, gaps: StampGaps | None = None) -> Callable[[bytes], None]:
+        """Write each message with its log time; ``gaps``: count its header stamp (``bag.gaps``)."""
         write = self.writer.write
-        if not self.use_sim_time:
-            now = self.get_clock().now
-
-            def on_message_system_time(data: bytes) -> None:
-                self._received += 1
-                try:
-                    write(topic_id, now().nanoseconds, data)
-                except BagWriterError as exc:
-                    self._failed(exc)
-
-            return on_message_system_time
+        now = None if self.use_sim_time else self.get_clock().now
 
         def on_message(data: bytes) -> None:
             self._received += 1
+            if gaps is not None:
+                gaps.count(header_stamp_ns(data))
             try:
-                write(topic_id, self._now_ns, data)
+                write(topic_id, self._now_ns if now is None else now().nanoseconds, data)
             except BagWriterError as exc:
                 self._failed(exc)
 
@@ -438,12 +445,14 @@ class RecorderNode(RunMemberNode):
         self._closed = True
         self._leave_lockstep()
         missing, ticks = self._clock_gaps.missing()
-        if missing:
-            # /clock is published every tick with a depth-1 history: a gap means the recorder fell
-            # behind (an overloaded machine); the other per-tick topics may miss messages too.
+        others = missing_summary(self._stamp_gaps)
+        if missing or others:
+            # a gap in /clock or in a periodic topic's stamps: the recorder fell behind (an overloaded
+            # machine), or a publisher paused (a fault, a vehicle gone)
             self.writer.custom_data["qrsim_ros.missing_clock_ticks"] = str(missing)
-            self.get_logger().warning(f"the bag misses {missing} of {ticks} /clock ticks: the recorder fell "
-                                      "behind (overloaded machine?); other topics may miss messages too")
+            self.get_logger().warning(f"the bag misses {missing} of {ticks} /clock ticks"
+                                      + (f"; {others}" if others else "")
+                                      + ": the recorder fell behind (overloaded machine?)")
         try:
             self.writer.close()
         except BagWriteError as exc:  # the last split did not fit

@@ -82,6 +82,28 @@ def listened(publishers: Sequence[Any], vehicles: ArrayLike) -> NDArray[np.intp]
                        np.intp)
 
 
+class SerialisedPerVehicle:
+    """A sensor node's per-vehicle messages of one tick, serialised (``ros.cdr.HeaderFloat64Messages``):
+    called as a ``PerVehicle`` with (stamp, vehicles, values), it gives each vehicle whose topic has a
+    reader its ``publishers[i]`` and the message whose float64 fields are ``fields(values of those
+    vehicles)`` (one row each, ``count`` values) and whose frame id is ``frames[i]``."""
+
+    def __init__(self, publishers: Sequence[Any], frames: Sequence[str], count: int,
+                 fields: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> None:
+        from qrsim_ros.ros.cdr import HeaderFloat64Messages
+
+        self._pubs = publishers
+        self._messages = HeaderFloat64Messages(frames, count)
+        self._fields = fields
+
+    def __call__(self, stamp: Any, rows: NDArray[np.intp],
+                 values: NDArray[np.float64]) -> list[tuple[Any, Any]]:
+        j = listened(self._pubs, rows)
+        heard = rows[j]
+        msgs = self._messages.encode(stamp.sec, stamp.nanosec, heard, self._fields(values[j]))
+        return list(zip([self._pubs[i] for i in heard.tolist()], msgs, strict=True))
+
+
 #: What a sensor node publishes per vehicle for one tick: (stamp, vehicles (M,), values (M, columns)) ->
 #: (publisher, message) pairs, for the vehicles whose topic has a reader (``listened``).
 PerVehicle = Callable[[Any, NDArray[np.intp], NDArray[np.float64]], list[tuple[Any, Any]]]

@@ -252,7 +252,7 @@ def run(case: Case, duration_s: float, domain: int, record: bool, cpus: str | No
         if record:
             b = re.search(r"\(([\d,]+ messages on \d+ topics, [\d.]+ MB[^)]*)\)", summary)
             bag = b.group(1) if b else "no bag figures in the summary"
-            gap = next((ln for ln in lines if "the bag misses" in ln), "")
+            gap = next((ln for ln in lines if "the recorder fell behind" in ln), "")
             bag += "; " + (gap.split("]: ", 1)[-1].strip() if gap else "every /clock tick recorded")
         if proc.returncode != 0 or not m:
             sys.stderr.write("".join(lines[-30:]))

@@ -85,6 +85,12 @@ class BagPlayer:
     def close(self) -> None:
         self._reader.close()
 
+    def advertise(self, endpoint: FoxgloveEndpoint) -> None:
+        """A channel on ``endpoint`` for each of the bag's topics not advertised yet."""
+        for topic, (msgtype, definition) in self.definitions.items():
+            if topic not in endpoint.channels:
+                endpoint.add_channel(topic, msgtype, definition)
+
     def messages(self) -> Iterator[tuple[str, int, bytes]]:
         """(topic, log time [ns], raw CDR) in log-time order."""
         for conn, t_ns, raw in self._reader.messages(connections=self.connections):
@@ -94,9 +100,7 @@ class BagPlayer:
              sleep: Callable[[float], None] = time.sleep) -> PlayStats:
         """Advertise the bag's topics on ``endpoint`` and send its messages, ``rate`` times the bag's pace
         (0: no pacing), until the bag ends or ``stop()`` is true."""
-        for topic, (msgtype, definition) in self.definitions.items():
-            if topic not in endpoint.channels:
-                endpoint.add_channel(topic, msgtype, definition)
+        self.advertise(endpoint)
         stats = PlayStats()
         t_wall0 = time.monotonic()
         first_ns: int | None = None

@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"Foxglove WebSocket server on {endpoint.url} (open it in Foxglove or Lichtblick): "
             f"{len(player.definitions)} topics of {player.path}")
         if args.wait_for_client:
-            for topic, (msgtype, definition) in player.definitions.items():
-                endpoint.add_channel(topic, msgtype, definition)
+            player.advertise(endpoint)
             say("waiting for a client to subscribe")
             while not endpoint.watched() and not stopped.wait(0.05):
                 pass

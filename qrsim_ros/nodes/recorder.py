@@ -448,11 +448,13 @@ class RecorderNode(RunMemberNode):
         others = missing_summary(self._stamp_gaps)
         if missing or others:
             # a gap in /clock or in a periodic topic's stamps: the recorder fell behind (an overloaded
-            # machine), or a publisher paused (a fault, a vehicle gone)
+            # machine), or, for a topic, its publisher paused (a fault silencing a sensor)
             self.writer.custom_data["qrsim_ros.missing_clock_ticks"] = str(missing)
-            self.get_logger().warning(f"the bag misses {missing} of {ticks} /clock ticks"
-                                      + (f"; {others}" if others else "")
-                                      + ": the recorder fell behind (overloaded machine?)")
+            parts = [f"the bag misses {missing} of {ticks} /clock ticks"] if missing else []
+            if others:
+                parts.append(others)
+            self.get_logger().warning("; ".join(parts) + ": the recorder fell behind (overloaded machine?)"
+                                      + ("" if missing else " or their publishers paused"))
         try:
             self.writer.close()
         except BagWriteError as exc:  # the last split did not fit

@@ -89,7 +89,7 @@ def children_cpu(root: int, names: dict[int, str]) -> dict[int, float]:
                 stat = f.read()
             if pid not in names:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
+                    argv = f.read().replace(b"\0", b" ").split()  # (a fork server child: one string)
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()

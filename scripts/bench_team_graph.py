@@ -150,7 +150,7 @@ def node_name(pid: int, root: int) -> str | None:
     process has not exec'd its node yet."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
+            argv = f.read().replace(b"\0", b" ").split()  # (a fork server child: one string)
     except OSError:
         return None
     if pid == root:

@@ -184,7 +184,8 @@ def markdown_table(rows: dict[str, dict[str, int]], wall_s: float, runs: int) ->
 def read_cmdline(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            # (a fork server's child: one string, the arguments separated by spaces)
+            return f.read().decode(errors="replace").replace("\0", " ").split()
     except OSError:
         return []
 

@@ -101,6 +101,7 @@ from qrsim_ros.launch_setup import check_record_dir, node_environment
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.supervision import process_group
 from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit, normal_end_processes
+from qrsim_ros.supervision.fork_server import READY_TIMEOUT_S, ForkServer
 from qrsim_ros.supervision.probe import ProbeNode
 
 PROG = "qrsim launch"
@@ -122,6 +123,10 @@ STARTUP_TIMEOUT_S = 60.0
 #: participants that were there before it are not all discovered: 0.03-0.2 s when idle, seconds under load;
 #: over 10 s for a running 1-vehicle graph on 2 cores beside a test suite and two CPU burners).
 DOMAIN_CHECK_S = 30.0
+#: What the fork server imports once for every node it starts (``supervision.fork_server``): rclpy, numpy,
+#: numba and the scenario, parameter and ground-truth modules each node process would import itself.
+FORK_SERVER_PRELOAD = ("rclpy", "rclpy.node", "rclpy.executors", "qrsim_ros.ros.node",
+                       "qrsim_ros.ros.ground_truth", "qrsim_ros.core.engine.builders")
 #: Prefix of the launcher's own rclpy node (followed by its pid).
 LISTENER_PREFIX = "qrsim_launch_"
 
@@ -589,7 +594,7 @@ class Launcher:
     """Starts the planned nodes, watches them, and stops them all."""
 
     def __init__(self, specs: list[NodeSpec], resolved: ResolvedScenario, args: argparse.Namespace,
-                 console: Console) -> None:
+                 console: Console, fork_server: ForkServer | None = None) -> None:
         self.specs = specs
         self.resolved = resolved
         self.args = args
@@ -604,6 +609,7 @@ class Launcher:
         self.progress = RunProgress()
         self.stop_reason: str | None = None
         self._signals = 0
+        self.fork_server: ForkServer | None = fork_server  # starts the nodes (None: as programs)
         # locked while this launcher lives: a later launcher removes it if this one is SIGKILLed
         self._tmpdir = LockedTempDir()
         self._tmp = self._tmpdir.path
@@ -639,13 +645,30 @@ class Launcher:
             if name == "single_process":
                 env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", SINGLE_PROCESS_LOG_FORMAT)
                 own = tuple(f"[{s.name}] " for s in self.specs if s.package == PACKAGE)
-            proc = process_group.start(argv, die_with_parent=True, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, env=env)
+            proc = self._forked(argv, env) if name != "single_process" else None
+            if proc is None:
+                proc = process_group.start(argv, die_with_parent=True, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, env=env)
             thread = threading.Thread(target=_forward, args=(proc, name, self.console, own), daemon=True,
                                       name=f"fwd-{name}")
             thread.start()
             self.children.append(Child(name, proc, thread, required))
             self.console.line(f"[{PROG}] started {name} (pid {proc.pid})")
+
+    def _forked(self, argv: list[str], env: dict[str, str]) -> Any:
+        """A child of the fork server running ``argv`` (``python PROGRAM ARGS``: our nodes), or None: not
+        ours, no server, or it failed (said once; every node then starts as a program)."""
+        server = self.fork_server
+        if server is None or len(argv) < 2 or argv[0] != sys.executable:
+            return None
+        try:
+            if not server.wait_ready():
+                raise OSError(f"not ready after {READY_TIMEOUT_S:g} s")
+            return server.spawn(argv[1:], env)
+        except OSError as exc:
+            self.console.line(f"[{PROG}] fork server: {exc}; starting the nodes as programs")
+            self.fork_server = None
+            return None
 
     def _ready(self, listener: StatusListener, spec: NodeSpec) -> bool:
         """The node exists in the graph and has subscribed to a vehicle topic or the fleet's ground truth
@@ -952,6 +975,16 @@ def remove_leftovers(console: Console) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan, start, watch, stop, summarise. 0 clean, 1 a node died or needed SIGKILL, 2 bad input."""
+    # first: its imports run while the launcher plans and checks the domain
+    fork_server = None if args.single_process else ForkServer.start(FORK_SERVER_PRELOAD, child_environment())
+    try:
+        return _run(args, fork_server)
+    finally:
+        if fork_server is not None:
+            fork_server.close()
+
+
+def _run(args: argparse.Namespace, fork_server: ForkServer | None) -> int:
     try:
         specs, resolved, notes = prepare(args)
         domain_id, auto = resolve_domain(args)
@@ -965,7 +998,7 @@ def run(args: argparse.Namespace) -> int:
     remove_leftovers(console)
     for note in notes:
         console.line(f"[{PROG}] {note}")
-    launcher = Launcher(specs, resolved, args, console)
+    launcher = Launcher(specs, resolved, args, console, fork_server)
     participants = count_participants(domain_id)  # before the launcher's own participant binds its ports
     listener: StatusListener | None = None
     try:

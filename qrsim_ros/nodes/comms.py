@@ -48,7 +48,7 @@ from qrsim_ros.core.engine.builders import build_comms, build_scene
 from qrsim_ros.core.vehicles.pelican import STATE_POSITION_NED
 from qrsim_ros.msg import CommsPacket
 from qrsim_ros.ros import markers as viz
-from qrsim_ros.ros.comms_messages import MODE_OF_MESSAGE, packet_message
+from qrsim_ros.ros.comms_messages import MODE_OF_MESSAGE, rx_bytes
 from qrsim_ros.ros.ground_truth import GROUND_TRUTH_NODE_PARAMETERS, GroundTruthNode, Outgoing
 from qrsim_ros.ros.names import MAP_FRAME, vehicle_namespace
 from qrsim_ros.ros.node import Counters, run_node
@@ -158,7 +158,7 @@ class CommsNode(GroundTruthNode):
         position_ned = x[:, STATE_POSITION_NED]
         delivered = self.radio.step(k, k * BASE_DT_S, position_ned, valid & present, self.faults.links_lost)
         self._send_due(k)  # the packets of t_k, sent after the step as Simulator.send after step()
-        out: Outgoing = [(self._rx[p.receiver], packet_message(p, k)) for p in delivered]
+        out: Outgoing = [(self._rx[p.receiver], rx_bytes(p, k)) for p in delivered]  # (serialised)
         if self._stats_period_ticks > 0 and k % self._stats_period_ticks == 0:
             out.append((self._stats_pub, self.link_statistics(k)))
         if self._viz.period_s > 0 and self._viz.due(k * BASE_DT_S):

@@ -41,11 +41,14 @@ every vehicle, at a different tick from run to run.
 Lockstep (parameter ``lockstep``, set by the plan in a lockstep run): the node answers task step k only
 once every input of tick k is in (``ros.step_inputs``: the vehicle status of t_k, each valid vehicle's
 latest IMU, altimeter and GPS samples, its camera frame or plume reading of t_k when one is due, its
-battery on battery ticks), reads exactly those (every sample through the executor, not on demand), and
-answers every step: a NaN set point where the policy has none. It re-sends nothing: with the flight
-controller's ``await_task_setpoints`` a step's set point flies every tick of its step, as in process.
-Its progress is then the tick before the next step it must answer (no further than the /clock seen), and
-the run is the in-process one: the same seed flies the same, run after run.
+battery on battery ticks), reads exactly those, and answers every step: a NaN set point where the policy
+has none. The IMU, altimeter, GPS and battery samples are taken on demand, as outside lockstep: each try
+at the step takes the latest sample of those still missing and reads its tick; the progress reports of
+the nodes (``/sim/tick_progress``, sent after a tick's samples) and a 2 ms wall-clock retry say when to
+try again. The radio's packets are taken, serialised, when the step is answered. It re-sends nothing:
+with the flight controller's ``await_task_setpoints`` a step's set point flies every tick of its step, as
+in process. Its progress is then the tick before the next step it must answer (no further than the
+/clock seen), and the run is the in-process one: the same seed flies the same, run after run.
 A new episode (the status' step goes back to 0) rebuilds the
 policy; once the status says ``done`` the vehicles are told to stop (zero velocity) and the node
 waits for the next episode.
@@ -60,6 +63,7 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
+from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import BatteryState, Imu, NavSatFix, PointCloud2, Range
 
 from qrsim_ros.core.common.frames import Array, enu_to_ned, euler_ned_frd_to_quaternion_enu_flu, ned_to_enu
@@ -84,7 +88,7 @@ from qrsim_ros.msg import (
 from qrsim_ros.policies import is_team, make_factory, policy_names
 from qrsim_ros.policies.base import PolicyError, check_actions, instantiate
 from qrsim_ros.ros.cdr import header_stamp_ns
-from qrsim_ros.ros.comms_messages import packet_of_message, tx_message
+from qrsim_ros.ros.comms_messages import packet_of_bytes, tx_message
 from qrsim_ros.ros.from_messages import cloud_points, listed_faults
 from qrsim_ros.ros.latest_samples import LatestSamples
 from qrsim_ros.ros.names import MAP_FRAME, TICK_PROGRESS_TOPIC, base_link_frd_frame, vehicle_namespace
@@ -104,6 +108,12 @@ from qrsim_ros.ros.topic_view import CameraFrame, TopicView
 
 #: Set points are re-sent every this many ticks of /clock (0.2 s: 5 Hz, well inside a 0.5 s timeout).
 SETPOINT_PERIOD_TICKS = 10
+#: Lockstep: the awaited inputs whose samples are taken on demand (``waiting_for``): the estimate's
+#: sensors and the battery.
+ON_DEMAND_KINDS = (IMU, ALT, FIX, VEL, BATTERY)
+#: Lockstep: wall seconds between two looks for samples a waiting step still misses (a sample that came
+#: after its node's progress report; rare, so a look costs next to nothing).
+RETRY_S = 0.002
 #: The estimated-state columns the policies plan from (north, east, heading, height): the policy is built
 #: once they are finite for every valid vehicle.
 PLANNING_COLUMNS = [NORTH, EAST, HEADING, HEIGHT]
@@ -176,11 +186,13 @@ class ExampleAutopilotNode(ScenarioNode):
         self._lockstep = bool(p.lockstep)
         #: lockstep: the inputs each step waits for (``ros.step_inputs``)
         self._inputs = StepInputs(sc, p.battery_every_n_ticks) if self._lockstep else None
-        # Outside lockstep the estimate's sensors and the range beams are read on demand: their latest
-        # samples are taken when a task step is answered (5 Hz), serialized (the assembler deserializes
-        # them when the policy reads eX), instead of every 50 Hz / 10 Hz message going through the
-        # executor (LatestSamples). In lockstep each is an awaited input: every one is taken as it comes.
-        on_demand = not self._lockstep
+        # The estimate's sensors, the battery and the range beams are read on demand: their latest
+        # samples are taken when a task step is answered (5 Hz; the estimate's serialized: the assembler
+        # deserializes them when the policy reads eX), and so is every packet the radio delivered,
+        # instead of each 50 Hz / 10 Hz message going through the executor (LatestSamples). In lockstep
+        # the estimate's and the battery's samples are awaited inputs: a step's attempt takes those
+        # still missing and reads their ticks (``waiting_for``); the sensor nodes' progress reports say
+        # when to try again (``_on_progress``).
         battery = sc.vehicle.battery.on and (self._lockstep or self.view.has_radio or self.READS_BATTERY)
         self.latest = LatestSamples(self, accept=self.from_this_run)
         for i in range(n):
@@ -189,24 +201,18 @@ class ExampleAutopilotNode(ScenarioNode):
                                                  (Altitude, "altimeter", a.set_altitude, ALT),
                                                  (NavSatFix, "gps/fix", a.set_gps_fix, FIX),
                                                  (TwistStamped, "gps/vel", a.set_gps_velocity, VEL)):
-                if on_demand:
-                    self.latest.add(msg_type, f"{ns}/{topic}", partial(store, i), raw=True)
-                else:  # serialised: only the tick is read until the estimate needs the sample
-                    self.create_subscription(msg_type, f"{ns}/{topic}",
-                                             partial(self._on_estimate, store, kind, i), QOS_RELIABLE,
-                                             raw=True)
+                taken = partial(self._on_estimate, store, kind, i) if self._lockstep else partial(store, i)
+                self.latest.add(msg_type, f"{ns}/{topic}", taken, raw=True, key=(kind, i))
             if sc.task.type == "search_rescue":
                 self.create_subscription(PointCloud2, f"{ns}/camera/detections",
                                          lambda m, i=i: self._on_detections(i, m), QOS_RELIABLE)
             if sc.task.type == "plume":
                 self.create_subscription(Concentration, f"{ns}/plume/concentration",
                                          lambda m, i=i: self._on_concentration(i, m), QOS_RELIABLE)
-            if self.view.has_radio:  # the team policies talk
-                self.create_subscription(CommsPacket, f"{ns}/comms/rx",
-                                         lambda m, i=i: self._on_rx(i, m), QOS_RELIABLE)
+            if self.view.has_radio:  # the team policies talk: every packet, taken when a step is answered
+                self.latest.add(CommsPacket, f"{ns}/comms/rx", partial(self._on_rx, i), raw=True, every=True)
             if battery:  # the team policies' energy rule, the mission's return, a lockstep input
-                self.create_subscription(BatteryState, f"{ns}/battery",
-                                         lambda m, i=i: self._on_charge(i, m), QOS_RELIABLE)
+                self.latest.add(BatteryState, f"{ns}/battery", partial(self._on_charge, i), key=(BATTERY, i))
             for beam in self.view.range_params:  # the guarded policies read them
                 self.latest.add(Range, f"{ns}/range/{beam}",
                                 lambda m, i=i, b=beam: self.view.set_range(i, b, m.range))
@@ -252,6 +258,12 @@ class ExampleAutopilotNode(ScenarioNode):
         if self._lockstep or self.READS_VEHICLE_STATUS:
             self.create_subscription(VehicleStatus, "/sim/vehicle_status", self._on_vehicle_status,
                                      QOS_RELIABLE)
+        if self._lockstep:  # the nodes report a tick once they published its samples: look again then
+            self.create_subscription(TickProgress, TICK_PROGRESS_TOPIC, self._on_progress, QOS_TICK_PROGRESS)
+            # ... and, should a sample come after its node's report (two writers: DDS keeps no order
+            # between them), every RETRY_S of wall time while a step waits for samples on demand
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            self._retry = self.create_timer(RETRY_S, self._try_answer, clock=steady, autostart=False)
         self.get_logger().info(f"{name}: policy {spec!r} for {sc.task.type!r}, vehicles "
                                f"{[vehicle_namespace(i) for i in self.view.action_spec['vehicles']]}")
 
@@ -269,8 +281,10 @@ class ExampleAutopilotNode(ScenarioNode):
 
     # --- observations ---------------------------------------------------------------------------------
     def _on_estimate(self, store: Any, kind: str, i: int, raw: bytes) -> None:
+        """Lockstep: a sample taken on demand (``waiting_for``, which then looks at the step's inputs)."""
         store(i, raw)
-        self._arrived(kind, i, tick_of_ns(header_stamp_ns(raw)))
+        assert self._inputs is not None
+        self._inputs.arrived(kind, i, tick_of_ns(header_stamp_ns(raw)))
 
     def _arrived(self, key: str, i: int, k: int | None) -> None:
         """Lockstep: vehicle ``i``'s ``key`` input (``step_inputs``) of tick ``k`` is in (None: off the
@@ -307,13 +321,19 @@ class ExampleAutopilotNode(ScenarioNode):
         self._arrived(PLUME, i, tick_of_stamp(msg.header.stamp))
 
     def _on_charge(self, i: int, msg: BatteryState) -> None:
+        """Vehicle ``i``'s latest battery state, taken on demand (in lockstep an awaited input)."""
         self.view.charge[i] = msg.percentage
         self.view.voltage_v[i] = msg.voltage
-        self._arrived(BATTERY, i, tick_of_stamp(msg.header.stamp))
+        if self._inputs is not None:
+            self._inputs.arrived(BATTERY, i, tick_of_stamp(msg.header.stamp))
 
-    def _on_rx(self, i: int, msg: CommsPacket) -> None:
-        """A packet the radio delivered to vehicle ``i``: into its inbox until the policy reads it."""
-        self.view.inboxes.put([packet_of_message(msg, i)])
+    def _on_rx(self, i: int, raw: bytes) -> None:
+        """A packet the radio delivered to vehicle ``i`` (serialised): into its inbox until the policy reads
+        it."""
+        try:
+            self.view.inboxes.put([packet_of_bytes(raw, i)])
+        except ValueError as exc:
+            self.get_logger().warning(f"{vehicle_namespace(i)}/comms/rx: {exc}", throttle_duration_sec=5.0)
 
     def _publish_packets(self, status: TaskStatus) -> None:
         """The packets the policy sent this step on ``uavN/comms/tx``, stamped with the step's time (before
@@ -335,10 +355,22 @@ class ExampleAutopilotNode(ScenarioNode):
         self._try_answer()
 
     def waiting_for(self, k: int, status: TaskStatus) -> str | None:
-        """The first input of tick k not in yet (lockstep; ``step_inputs``), or None."""
-        if self._inputs is None or status.done:
+        """The first input of tick k not in yet (lockstep; ``step_inputs``), or None. The samples read on
+        demand that are still missing are taken first."""
+        inputs = self._inputs
+        if inputs is None or status.done:
             return None
-        return self._inputs.missing(k)
+        missing = inputs.missing(k)
+        if missing is not None and inputs.status_tick == k:
+            if self.latest.take(inputs.missing_keys(k, ON_DEMAND_KINDS)):
+                missing = inputs.missing(k)
+            if missing is not None and self._retry.is_canceled():
+                self._retry.reset()
+        return missing
+
+    def _on_progress(self, _msg: TickProgress) -> None:
+        if self._pending is not None:
+            self._try_answer()
 
     def _try_answer(self) -> None:
         """Answer the pending task step once its inputs are in (lockstep) and report the progress."""
@@ -349,6 +381,8 @@ class ExampleAutopilotNode(ScenarioNode):
         if k is not None and self.waiting_for(k, msg) is not None:
             return
         self._pending = None
+        if self._lockstep:
+            self._retry.cancel()
         self._answer(msg)
         if k is None:
             return

@@ -34,6 +34,9 @@ QOS_LATCHED_STREAM = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABL
 #: A reader that wants only the latest sample of a stream, taken when it is needed (``LatestSamples``):
 #: the reader's queue keeps one.
 QOS_LATEST = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: A reader that wants every sample of a stream, taken when it is needed (``LatestSamples``, ``every``):
+#: the reader's queue keeps them all until then.
+QOS_INBOX = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
 
 
 #: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources

@@ -22,6 +22,7 @@ and the scene range finders' beams; a policy that reads them is not bit-reproduc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,14 @@ class StepInputs:
         if self.battery_ticks and k % self.battery_ticks == 0:
             keys.append((BATTERY, k))
         return keys
+
+    def missing_keys(self, k: int, kinds: Iterable[str]) -> list[tuple[str, int]]:
+        """(kind, vehicle) of the inputs of ``kinds`` that tick ``k``'s step awaits and that are not in
+        (every vehicle's while the vehicle status of tick k, which says which are valid, is not in)."""
+        wanted = frozenset(kinds)
+        known = self.status_tick == k
+        return [(key, i) for i in range(self.num_vehicles) if not known or self.valid[i]
+                for key, tick in self.awaited(k, i) if key in wanted and self._tick.get((key, i)) != tick]
 
     def missing(self, k: int) -> str | None:
         """The first input of tick ``k`` not in yet (a topic name), or None: step k can be answered."""

@@ -95,10 +95,12 @@ def children_cpu(root: int, names: dict[int, str]) -> dict[int, float]:
         fields = stat[stat.rindex(")") + 2:].split()
         parents[pid] = int(fields[1])
         cpu[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        if pid not in names and argv[0]:
+        if pid not in names and argv:
             node = next((a.decode().split("__node:=", 1)[1] for a in argv if a.startswith(b"__node:=")), None)
-            if node or pid == root or b"single_process" in b" ".join(argv):  # else: not exec'd yet
-                names[pid] = node or ("launcher" if pid == root else "single_process")
+            joined = b" ".join(argv)
+            if node or pid == root or b"single_process" in joined or b"fork_server" in joined:  # else: not
+                names[pid] = node or ("launcher" if pid == root else  # exec'd (or renamed) yet
+                                      "single_process" if b"single_process" in joined else "fork_server")
     out: dict[int, float] = {}
     for pid, c in cpu.items():
         p = pid

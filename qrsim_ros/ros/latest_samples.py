@@ -51,7 +51,7 @@ class LatestSamples:
             key: Hashable | None = None, every: bool = False) -> None:
         """Subscribe to ``topic`` (resolved as ``owner`` would); ``store(msg)`` gets its latest sample at
         each ``take()`` that finds one (its serialized bytes with ``raw``); with ``every``, each sample
-        queued since the last ``take()``, in order (the reader keeps them all: ``QOS_INBOX``). ``key``: a
+        queued since the last ``take()``, in order (the reader keeps up to 1,000: ``QOS_INBOX``). ``key``: a
         name for ``take(keys)`` to take this one alone."""
         name = self.owner.resolve_topic_name(topic)
         qos = QOS_INBOX if every else QOS_LATEST

@@ -35,8 +35,10 @@ QOS_LATCHED_STREAM = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABL
 #: the reader's queue keeps one.
 QOS_LATEST = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: A reader that wants every sample of a stream, taken when it is needed (``LatestSamples``, ``every``):
-#: the reader's queue keeps them all until then.
-QOS_INBOX = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
+#: the reader's queue keeps the latest 1,000 until then (the radio's rx: 20 task steps of every other
+#: vehicle's broadcast at 50 vehicles). Not KEEP_ALL: a reliable writer would block on a reader whose
+#: queue is full, so a reader that stopped taking could stall the graph.
+QOS_INBOX = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
 #: /clock: reliable, with a writer history for a recorder that must not miss a tick (time sources

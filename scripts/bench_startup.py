@@ -19,7 +19,9 @@ Usage: ./qrsim exec -- python scripts/bench_startup.py [--repeats 5] [--graph]
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -27,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 QRSIM = Path(__file__).resolve().parents[1] / "install" / "qrsim_ros" / "lib" / "qrsim_ros" / "qrsim"
 
 CASES = (
@@ -59,21 +62,52 @@ README_COMMAND = ("launch", "search_rescue", "--variant", "2c", "--num-vehicles"
 TICK_0 = b"started: tick 0 published"
 
 
-def graph_once(argv: tuple[str, ...]) -> tuple[float | None, float]:
-    """(wall seconds to vehicle_dynamics' tick 0, or None if it never came; wall seconds to the end) of one
-    ``qrsim ARGV``, as ``./qrsim`` runs it."""
+STARTED = re.compile(rb"^\[qrsim launch\] started (\w+) \(pid (\d+)\)")
+FIRST_LOG = re.compile(rb"^\[(\w+)\] \[INFO\]")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used (NaN once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def graph_once(argv: tuple[str, ...]) -> tuple[float | None, float, dict[str, tuple[float, float, float]]]:
+    """Of one ``qrsim ARGV`` (as ``./qrsim`` runs it): wall seconds to vehicle_dynamics' tick 0 (None if it
+    never came), wall seconds to the end, and per node (wall seconds when it was started, wall seconds
+    and its CPU seconds when it logged its first line: constructed)."""
     t0 = time.perf_counter()
     first: float | None = None
+    started: dict[str, tuple[int, float]] = {}
+    nodes: dict[str, tuple[float, float, float]] = {}
     proc = subprocess.Popen([sys.executable, str(QRSIM), *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     assert proc.stdout is not None
     for line in proc.stdout:
+        now = time.perf_counter() - t0
+        if (m := STARTED.match(line)) is not None:
+            started[m.group(1).decode()] = (int(m.group(2)), now)
+        elif (m := FIRST_LOG.match(line)) is not None and (name := m.group(1).decode()) in started \
+                and name not in nodes:
+            pid, at = started[name]
+            nodes[name] = (at, now, cpu_seconds(pid))
         if first is None and TICK_0 in line:
-            first = time.perf_counter() - t0
+            first = now
     proc.wait()
     if proc.returncode != 0:
         print(f"bench_startup: qrsim {' '.join(argv)} exited with {proc.returncode}", file=sys.stderr)
-    return first, time.perf_counter() - t0
+    return first, time.perf_counter() - t0, nodes
+
+
+def print_breakdown(nodes: dict[str, tuple[float, float, float]]) -> None:
+    """Per node: when it was started, when it was constructed and the CPU it had used by then."""
+    print(f"  {'node':<20} {'started [s]':>11} {'constructed [s]':>15} {'CPU by then [s]':>15}")
+    for name, (at, done, cpu) in sorted(nodes.items(), key=lambda item: item[1][1]):
+        print(f"  {name:<20} {at:11.2f} {done:15.2f} {cpu:15.2f}")
 
 
 def graph_main(repeats: int) -> int:
@@ -86,15 +120,19 @@ def graph_main(repeats: int) -> int:
                  ("README command: first tick", "first", lambda n: README_COMMAND),
                  ("launch keep_spot --duration 2: to its end", "end",
                   lambda n: ("launch", "keep_spot", "--duration", "2", "--domain-id", "auto")))
+        breakdown: dict[str, tuple[float, float, float]] = {}
         for label, what, argv_of in cases:
             times = []
             for n in range(max(1, repeats)):
-                first, end = graph_once(argv_of(n))
+                first, end, nodes = graph_once(argv_of(n))
                 times.append(end if what == "end" else first)
+                breakdown = breakdown or nodes  # the first run's (the README command with --record)
             got = [t for t in times if t is not None]
             shown = ", ".join("-" if t is None else f"{t:.2f}" for t in times)
             median = f"{statistics.median(got):10.2f}" if got else f"{'-':>10}"
             print(f"{label:<58} {shown:<34} {median}")
+    print("\nThe first run of the README command with --record, per node (wall seconds from the command):")
+    print_breakdown(breakdown)
     return 0
 
 

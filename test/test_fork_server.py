@@ -43,7 +43,7 @@ def server(tmp_path: Path):
     env = {**os.environ, "FORK_TEST_SERVER_ONLY": "server"}
     fs = ForkServer.start(("colorsys",), env)
     assert fs is not None
-    assert fs.wait_ready(30.0)
+    fs.wait_ready(30.0)
     yield fs
     fs.close()
 
@@ -117,7 +117,8 @@ def test_the_command_line_reads_as_the_programs(server, tmp_path: Path) -> None:
 
 def test_children_end_with_the_server(tmp_path: Path) -> None:
     fs = ForkServer.start((), dict(os.environ))
-    assert fs is not None and fs.wait_ready(30.0)
+    assert fs is not None
+    fs.wait_ready(30.0)
     proc = fs.spawn([_program(tmp_path), "sleep"], dict(os.environ))
     while "sleeping" not in proc.stdout.readline().decode():
         pass
@@ -142,3 +143,12 @@ def test_a_bad_request_is_answered_and_the_server_goes_on(server, tmp_path: Path
     proc = server.spawn([_program(tmp_path), "exit", "0"], dict(os.environ))
     _lines(proc)
     assert proc.wait(10.0) == 0
+
+
+def test_a_server_that_ended_says_so_when_asked_whether_it_is_ready() -> None:
+    fs = ForkServer.start((), dict(os.environ))
+    assert fs is not None
+    os.kill(fs._proc.pid, signal.SIGKILL)  # before or after its imports: either way it has ended
+    with pytest.raises(OSError, match="ended"):
+        fs.wait_ready(30.0)
+    fs.close()

@@ -101,7 +101,7 @@ from qrsim_ros.launch_setup import check_record_dir, node_environment
 from qrsim_ros.ros.names import vehicle_namespace
 from qrsim_ros.supervision import process_group
 from qrsim_ros.supervision.exits import ExitStatus, classify_exit, describe_exit, normal_end_processes
-from qrsim_ros.supervision.fork_server import READY_TIMEOUT_S, ForkServer
+from qrsim_ros.supervision.fork_server import ForkServer
 from qrsim_ros.supervision.probe import ProbeNode
 
 PROG = "qrsim launch"
@@ -662,8 +662,7 @@ class Launcher:
         if server is None or len(argv) < 2 or argv[0] != sys.executable:
             return None
         try:
-            if not server.wait_ready():
-                raise OSError(f"not ready after {READY_TIMEOUT_S:g} s")
+            server.wait_ready()
             return server.spawn(argv[1:], env)
         except OSError as exc:
             self.console.line(f"[{PROG}] fork server: {exc}; starting the nodes as programs")

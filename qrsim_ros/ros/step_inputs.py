@@ -91,11 +91,12 @@ class StepInputs:
         return keys
 
     def missing_keys(self, k: int, kinds: Iterable[str]) -> list[tuple[str, int]]:
-        """(kind, vehicle) of the inputs of ``kinds`` that tick ``k``'s step awaits and that are not in
-        (every vehicle's while the vehicle status of tick k, which says which are valid, is not in)."""
+        """(kind, vehicle) of the inputs of ``kinds`` that tick ``k``'s step awaits from its valid vehicles
+        and that are not in (the vehicle status of tick k, which says which are valid, must be in)."""
+        if self.status_tick != k:
+            raise ValueError(f"the vehicle status of tick {k} is not in (latest: {self.status_tick})")
         wanted = frozenset(kinds)
-        known = self.status_tick == k
-        return [(key, i) for i in range(self.num_vehicles) if not known or self.valid[i]
+        return [(key, i) for i in range(self.num_vehicles) if self.valid[i]
                 for key, tick in self.awaited(k, i) if key in wanted and self._tick.get((key, i)) != tick]
 
     def missing(self, k: int) -> str | None:

@@ -168,9 +168,13 @@ class ForkServer:
         for child in orphans:
             child._set_returncode(-signal.SIGTERM)
 
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
-        """Whether the server finished its imports (within ``timeout_s``) and is still there."""
-        return self._ready.wait(timeout_s) and self.ready_pid is not None and self._proc.poll() is None
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Return once the server has finished its imports; OSError saying why if it ended first or took
+        longer than ``timeout_s``."""
+        if not self._ready.wait(timeout_s):
+            raise OSError(f"not ready after {timeout_s:g} s of imports")
+        if self.ready_pid is None or self._proc.poll() is not None:
+            raise OSError(f"it ended (exit status {self._proc.poll()}) before it was ready")
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str]) -> ForkedProcess:
         """Run ``argv`` (a Python program and its arguments) in a child of the server with ``env``; its
